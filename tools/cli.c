@@ -1,0 +1,108 @@
+/* cli.c: argument parsing helpers and error reporting for the gopt verbs. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void cli_init(cli_args *a, int argc, char **argv, const char *verb) {
+    a->argc = argc;
+    a->argv = argv;
+    a->i = 0;
+    a->verb = verb;
+    a->bad = 0;
+}
+
+int cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
+
+int cli_wants_help(int argc, char **argv) {
+    for (int i = 0; i < argc; i++)
+        if (cli_is_help(argv[i])) return 1;
+    return 0;
+}
+
+int cli_flag(cli_args *a, const char *name) {
+    if (a->i < a->argc && strcmp(a->argv[a->i], name) == 0) {
+        a->i++;
+        return 1;
+    }
+    return 0;
+}
+
+int cli_opt_str(cli_args *a, const char *name, const char **out) {
+    if (a->i >= a->argc) return 0;
+    const char *arg = a->argv[a->i];
+    size_t n = strlen(name);
+    if (strncmp(arg, name, n) != 0) return 0;
+    if (arg[n] == '=') {
+        *out = arg + n + 1;
+        a->i++;
+        return 1;
+    }
+    if (arg[n] != '\0') return 0;
+    if (a->i + 1 >= a->argc) {
+        cli_usage_error(a->verb, "option %s needs a value", name);
+        a->bad = 1;
+        a->i++;
+        return 1;
+    }
+    *out = a->argv[a->i + 1];
+    a->i += 2;
+    return 1;
+}
+
+int cli_opt_long(cli_args *a, const char *name, long *out, long min, long max) {
+    const char *s = NULL;
+    if (!cli_opt_str(a, name, &s)) return 0;
+    if (a->bad) return 1;
+    char *e;
+    errno = 0;
+    long v = strtol(s, &e, 10);
+    if (e == s || *e || errno) {
+        cli_usage_error(a->verb, "option %s: '%s' is not an integer", name, s);
+        a->bad = 1;
+    } else if (v < min || v > max) {
+        cli_usage_error(a->verb, "option %s: %ld is out of range [%ld, %ld]", name, v, min, max);
+        a->bad = 1;
+    } else {
+        *out = v;
+    }
+    return 1;
+}
+
+int cli_opt_double(cli_args *a, const char *name, double *out, double min, double max) {
+    const char *s = NULL;
+    if (!cli_opt_str(a, name, &s)) return 0;
+    if (a->bad) return 1;
+    char *e;
+    double v = strtod(s, &e);
+    if (e == s || *e || v != v) {
+        cli_usage_error(a->verb, "option %s: '%s' is not a number", name, s);
+        a->bad = 1;
+    } else if (v < min || v > max) {
+        cli_usage_error(a->verb, "option %s: %g is out of range [%g, %g]", name, v, min, max);
+        a->bad = 1;
+    } else {
+        *out = v;
+    }
+    return 1;
+}
+
+int cli_usage_error(const char *verb, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "gopt %s: ", verb);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\nTry 'gopt %s --help'.\n", verb);
+    va_end(ap);
+    return 2;
+}
+
+int cli_report(const gopt_error *err) {
+    fprintf(stderr, "gopt: error: %s\n", err->msg[0] ? err->msg : gopt_status_name(err->code));
+    return gopt_status_exit_code(err->code);
+}
+
+int cli_stderr_is_tty(void) { return isatty(2); }

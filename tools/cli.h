@@ -1,0 +1,39 @@
+/* cli.h: argument helpers shared by the gopt verbs.
+ *
+ * Options are "--name VALUE" or "--name=VALUE"; every verb answers --help.
+ * Usage errors print "gopt VERB: message" and a hint, and give exit code 2;
+ * library errors print their message and map through gopt_status_exit_code. */
+#ifndef GOPT_CLI_H
+#define GOPT_CLI_H
+
+#include "gopt_common.h"
+
+typedef struct {
+    int argc;
+    char **argv;
+    int i;            /* next argument to look at */
+    const char *verb; /* "graph info", for messages */
+    int bad;          /* set when an option value was malformed (message printed) */
+} cli_args;
+
+void cli_init(cli_args *a, int argc, char **argv, const char *verb);
+int cli_is_help(const char *arg);
+/* Whether any argument is -h/--help. */
+int cli_wants_help(int argc, char **argv);
+/* If the current argument is `name`, consume it and return 1. */
+int cli_flag(cli_args *a, const char *name);
+/* If the current argument is `name` (with a value), consume both and return 1. */
+int cli_opt_str(cli_args *a, const char *name, const char **out);
+int cli_opt_long(cli_args *a, const char *name, long *out, long min, long max);
+int cli_opt_double(cli_args *a, const char *name, double *out, double min, double max);
+/* Print "gopt VERB: message" and the --help hint; returns 2. */
+int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print a library error; returns its exit code. */
+int cli_report(const gopt_error *err);
+/* Whether stderr is a terminal (progress bars only then). */
+int cli_stderr_is_tty(void);
+
+/* The verbs. Each returns the process exit code. */
+int cmd_graph(int argc, char **argv);
+
+#endif

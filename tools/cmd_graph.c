@@ -1,0 +1,197 @@
+/* cmd_graph.c: `gopt graph info|convert|dot`: inspect, convert and draw. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "gopt_graph.h"
+
+static void graph_usage(FILE *f) {
+    fprintf(f, "Usage: gopt graph SUBCOMMAND ...\n\n"
+               "  info FILE [--json]     summary: nodes, edges, FLOPs, parameter bytes, classes, depth\n"
+               "  convert IN OUT         rewrite GraphML <-> GraphML.gz (by OUT's extension)\n"
+               "  dot FILE [-o OUT]      Graphviz DOT, nodes coloured by op class\n\n"
+               "FILE is GraphML, plain or gzip-compressed (docs/graph-format.md).\n");
+}
+
+static int load_or_report(const char *path, gopt_graph **g) {
+    gopt_error err = {0};
+    if (gopt_graph_load(path, g, &err) != GOPT_OK) return cli_report(&err);
+    return 0;
+}
+
+static void human_bytes(double b, char *out, size_t n) {
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (b >= 1024 && u < 4) {
+        b /= 1024;
+        u++;
+    }
+    snprintf(out, n, u ? "%.2f %s" : "%.0f %s", b, unit[u]);
+}
+
+static int graph_info(int argc, char **argv) {
+    const char *file = NULL;
+    int json = 0;
+    cli_args a;
+    cli_init(&a, argc, argv, "graph info");
+    while (a.i < a.argc) {
+        if (cli_flag(&a, "--json")) json = 1;
+        else if (a.argv[a.i][0] == '-' && a.argv[a.i][1]) return cli_usage_error(a.verb, "unknown option '%s'", a.argv[a.i]);
+        else if (!file) file = a.argv[a.i++];
+        else return cli_usage_error(a.verb, "unexpected argument '%s'", a.argv[a.i]);
+    }
+    if (!file) return cli_usage_error(a.verb, "missing FILE");
+    gopt_graph *g = NULL;
+    int rc = load_or_report(file, &g);
+    if (rc) return rc;
+    gopt_graph_stats s;
+    gopt_graph_get_stats(g, &s);
+    if (json) {
+        json_t *o = json_object(), *cls = json_object();
+        json_object_set_new(o, "file", json_string(file));
+        json_object_set_new(o, "name", json_string(gopt_graph_name(g)));
+        json_object_set_new(o, "family", json_string(gopt_graph_family(g)));
+        json_object_set_new(o, "nodes", json_integer(s.nodes));
+        json_object_set_new(o, "edges", json_integer(s.edges));
+        json_object_set_new(o, "flops", json_real(s.flops));
+        json_object_set_new(o, "param_bytes", json_real(s.param_bytes));
+        json_object_set_new(o, "out_bytes", json_real(s.out_bytes));
+        json_object_set_new(o, "edge_bytes", json_real(s.edge_bytes));
+        json_object_set_new(o, "depth", json_integer(s.depth));
+        json_object_set_new(o, "sources", json_integer(s.sources));
+        json_object_set_new(o, "sinks", json_integer(s.sinks));
+        json_object_set_new(o, "colocation_groups", json_integer(s.colocation_groups));
+        for (int c = 0; c < GOPT_OP_CLASS_COUNT; c++)
+            json_object_set_new(cls, gopt_op_class_name((gopt_op_class)c), json_integer(s.class_count[c]));
+        json_object_set_new(o, "classes", cls);
+        char *txt = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+        if (txt) puts(txt);
+        free(txt);
+        json_decref(o);
+    } else {
+        char pb[32], ob[32];
+        human_bytes(s.param_bytes, pb, sizeof pb);
+        human_bytes(s.edge_bytes, ob, sizeof ob);
+        printf("graph       %s (family %s)\n", gopt_graph_name(g), gopt_graph_family(g)[0] ? gopt_graph_family(g) : "-");
+        printf("nodes       %d\nedges       %d\n", s.nodes, s.edges);
+        printf("flops       %.4g (%.3f GFLOP)\n", s.flops, s.flops / 1e9);
+        printf("params      %s (param_bytes %.0f)\n", pb, s.param_bytes);
+        printf("edge bytes  %s\n", ob);
+        printf("depth       %d nodes on the longest path\n", s.depth);
+        printf("sources     %d, sinks %d, colocation groups %d\n", s.sources, s.sinks, s.colocation_groups);
+        printf("classes    ");
+        for (int c = 0; c < GOPT_OP_CLASS_COUNT; c++)
+            if (s.class_count[c])
+                printf(" %s %d (%.1f%%)", gopt_op_class_name((gopt_op_class)c), s.class_count[c],
+                       100.0 * s.class_count[c] / (s.nodes ? s.nodes : 1));
+        printf("\n");
+    }
+    gopt_graph_free(g);
+    return 0;
+}
+
+static int graph_convert(int argc, char **argv) {
+    if (argc != 2) return cli_usage_error("graph convert", "expected IN and OUT");
+    const char *out = argv[1];
+    size_t n = strlen(out);
+    if (!((n > 8 && strcmp(out + n - 8, ".graphml") == 0) || (n > 11 && strcmp(out + n - 11, ".graphml.gz") == 0)))
+        return cli_usage_error("graph convert", "OUT '%s' must end in .graphml or .graphml.gz", out);
+    gopt_graph *g = NULL;
+    int rc = load_or_report(argv[0], &g);
+    if (rc) return rc;
+    gopt_error err = {0};
+    if (gopt_graph_save(g, out, &err) != GOPT_OK) rc = cli_report(&err);
+    gopt_graph_free(g);
+    return rc;
+}
+
+/* Colours by class, in the order of gopt_op_class. */
+static const char *const CLASS_COLOUR[GOPT_OP_CLASS_COUNT] = {"#dddddd", "#ffe08a", "#f4a582", "#d6604d",
+                                                              "#92c5de", "#4393c3", "#b8e186", "#ffffff"};
+
+static void dot_escape(gopt_buf *b, const char *s) {
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') gopt_buf_append(b, "\\", 1);
+        gopt_buf_append(b, s, 1);
+    }
+}
+
+static int graph_dot(int argc, char **argv) {
+    const char *file = NULL, *out = NULL;
+    cli_args a;
+    cli_init(&a, argc, argv, "graph dot");
+    while (a.i < a.argc) {
+        if (cli_opt_str(&a, "-o", &out)) {
+            if (a.bad) return 2;
+        } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1]) return cli_usage_error(a.verb, "unknown option '%s'", a.argv[a.i]);
+        else if (!file) file = a.argv[a.i++];
+        else return cli_usage_error(a.verb, "unexpected argument '%s'", a.argv[a.i]);
+    }
+    if (!file) return cli_usage_error(a.verb, "missing FILE");
+    gopt_graph *g = NULL;
+    int rc = load_or_report(file, &g);
+    if (rc) return rc;
+    gopt_buf b;
+    gopt_buf_init(&b);
+    gopt_buf_puts(&b, "digraph \"");
+    dot_escape(&b, gopt_graph_name(g));
+    gopt_buf_puts(&b, "\" {\n  rankdir=TB;\n  node [shape=box, style=filled, fontsize=10];\n");
+    const gopt_frozen *f = gopt_graph_frozen(g);
+    for (int32_t v = 0; v < f->n; v++) {
+        gopt_node_attrs na;
+        gopt_graph_node(g, v, &na);
+        gopt_buf_printf(&b, "  n%d [label=\"", v);
+        dot_escape(&b, na.name);
+        gopt_buf_puts(&b, "\\n");
+        dot_escape(&b, na.op);
+        gopt_buf_printf(&b, "\", fillcolor=\"%s\", tooltip=\"%s %.3g flops\"];\n", CLASS_COLOUR[na.cls],
+                        gopt_op_class_name(na.cls), na.flops);
+    }
+    for (int32_t e = 0; e < f->m; e++) gopt_buf_printf(&b, "  n%d -> n%d;\n", f->edge_src[e], f->edge_dst[e]);
+    gopt_buf_puts(&b, "}\n");
+    gopt_error err = {0};
+    if (b.failed) {
+        rc = cli_report(&(gopt_error){GOPT_ENOMEM, "out of memory writing DOT"});
+    } else if (out) {
+        if (gopt_file_write_atomic(out, b.data, b.len, 0, &err) != GOPT_OK) rc = cli_report(&err);
+    } else {
+        fwrite(b.data, 1, b.len, stdout);
+    }
+    gopt_buf_destroy(&b);
+    gopt_graph_free(g);
+    return rc;
+}
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} subverb;
+
+static const subverb GRAPH_SUBVERBS[] = {
+    {"info", graph_info},
+    {"convert", graph_convert},
+    {"dot", graph_dot},
+};
+
+int cmd_graph(int argc, char **argv) {
+    if (argc < 1) {
+        graph_usage(stderr);
+        return 2;
+    }
+    if (cli_is_help(argv[0])) {
+        graph_usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof GRAPH_SUBVERBS / sizeof GRAPH_SUBVERBS[0]; i++)
+        if (strcmp(argv[0], GRAPH_SUBVERBS[i].name) == 0) {
+            if (cli_wants_help(argc - 1, argv + 1)) {
+                graph_usage(stdout);
+                return 0;
+            }
+            return GRAPH_SUBVERBS[i].run(argc - 1, argv + 1);
+        }
+    fprintf(stderr, "gopt graph: unknown subcommand '%s'\n\n", argv[0]);
+    graph_usage(stderr);
+    return 2;
+}

@@ -1,0 +1,46 @@
+/* gopt.c: the gopt command: one binary, verbs dispatched from a table.
+ * Exit codes: 0 ok, 2 bad input or usage, 1 internal error. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} verb;
+
+static const verb VERBS[] = {
+    {"graph", cmd_graph, "inspect, convert, draw and generate computation graphs"},
+};
+#define NVERBS (sizeof VERBS / sizeof VERBS[0])
+
+static void usage(FILE *f) {
+    fprintf(f, "gopt %s: learned device placement, scheduling and fusion for ML computation graphs\n\n"
+               "Usage: gopt VERB [ARGS...]\n\nVerbs:\n",
+            GOPT_VERSION);
+    for (size_t i = 0; i < NVERBS; i++) fprintf(f, "  %-10s %s\n", VERBS[i].name, VERBS[i].summary);
+    fprintf(f, "\nRun 'gopt VERB --help' for a verb's options. Exit codes: 0 ok, 2 bad input or usage, 1 internal "
+               "error.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (cli_is_help(argv[1])) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("gopt %s\n", GOPT_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < NVERBS; i++)
+        if (strcmp(argv[1], VERBS[i].name) == 0) return VERBS[i].run(argc - 2, argv + 2);
+    fprintf(stderr, "gopt: unknown verb '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
