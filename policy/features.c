@@ -1,9 +1,9 @@
 /* features.c: node features of a frozen graph for the policy network, and
  * the fusion pass that turns per-node fusion levels into groups.
  *
- * Feature row layout (GOPT_POLICY_NFEAT = 64 floats, every value in about
- * [0, 1.5] for realistic graphs; fixed transforms so that graphs of any size
- * are normalised alike):
+ * Feature row layout (GOPT_POLICY_NFEAT = 64 floats, every value in
+ * [0, 1.5]: the log-scaled ones are clamped at 1.5; fixed transforms so that
+ * graphs of any size are normalised alike):
  *    0.. 7  op class, one-hot
  *    8..39  op name hashed into 32 buckets, one-hot
  *   40..43  phase (none, fwd, bwd, opt), one-hot
@@ -12,10 +12,10 @@
  *   48 log1p(out-degree)/4        49 topological rank / (n-1)
  *   50 layer known                51 layer / (max layer + 1)
  *   52 in a colocation group      53 log1p(colocation group size)/5
- *   54 log10(1 + predicted time in us)/6
+ *   54 ln(1 + predicted time in us)/ln(1e6)
  *   55 log1p(predicted time / mean predicted time)/5
  *   56 log1p(bytes of all in-edges)/25
- *   57 log1p(flops / (out_bytes + param_bytes + 1))/10   (arithmetic intensity)
+ *   57 log1p(flops / (out_bytes + param_bytes + 1))/15   (arithmetic intensity)
  *   58 log2(ndev)/4               59 source (no predecessor)
  *   60 sink (no successor)        61 longest-path depth / max depth
  *   62 predicted time unknown     63 constant 1
@@ -28,6 +28,12 @@
 #include "gopt_policy.h"
 
 #define HASH_BUCKETS 32
+
+/* log1p(x) / scale, clamped to 1.5 so that outliers cannot dominate. */
+static float logf_scaled(double x, double scale) {
+    double y = log1p(x) / scale;
+    return (float)(y < 1.5 ? y : 1.5);
+}
 
 gopt_status gopt_policy_features(const gopt_frozen *fz, int32_t ndev, const float *pred_time, float *feat,
                                  gopt_error *err) {
@@ -74,11 +80,11 @@ gopt_status gopt_policy_features(const gopt_frozen *fz, int32_t ndev, const floa
         f[8 + hb] = 1.0f;
         f[40 + (fz->phase[v] < GOPT_PHASE_COUNT ? fz->phase[v] : 0)] = 1.0f;
         int indeg = fz->in_ptr[v + 1] - fz->in_ptr[v], outdeg = fz->out_ptr[v + 1] - fz->out_ptr[v];
-        f[44] = (float)(log1p(fz->flops[v]) / 30.0);
-        f[45] = (float)(log1p(fz->out_bytes[v]) / 25.0);
-        f[46] = (float)(log1p(fz->param_bytes[v]) / 25.0);
-        f[47] = (float)(log1p((double)indeg) / 4.0);
-        f[48] = (float)(log1p((double)outdeg) / 4.0);
+        f[44] = logf_scaled(fz->flops[v], 30.0);
+        f[45] = logf_scaled(fz->out_bytes[v], 25.0);
+        f[46] = logf_scaled(fz->param_bytes[v], 25.0);
+        f[47] = logf_scaled((double)indeg, 4.0);
+        f[48] = logf_scaled((double)outdeg, 4.0);
         f[49] = n > 1 ? (float)fz->rank[v] / (float)(n - 1) : 0.0f;
         if (fz->layer[v] >= 0) {
             f[50] = 1.0f;
@@ -86,19 +92,19 @@ gopt_status gopt_policy_features(const gopt_frozen *fz, int32_t ndev, const floa
         }
         if (fz->coloc[v] >= 0) {
             f[52] = 1.0f;
-            f[53] = (float)(log1p((double)csize[fz->coloc[v]]) / 5.0);
+            f[53] = logf_scaled((double)csize[fz->coloc[v]], 5.0);
         }
         if (pred_time) {
             double t = pred_time[v];
-            f[54] = (float)(log10(1.0 + t * 1e6) / 6.0);
-            f[55] = tmean > 0.0 ? (float)(log1p(t / tmean) / 5.0) : 0.0f;
+            f[54] = logf_scaled(t * 1e6, 6.0 * log(10.0));
+            f[55] = tmean > 0.0 ? logf_scaled(t / tmean, 5.0) : 0.0f;
         } else {
             f[62] = 1.0f;
         }
         double inb = 0.0;
         for (int e = fz->in_ptr[v]; e < fz->in_ptr[v + 1]; e++) inb += fz->edge_bytes[fz->in_eid[e]];
-        f[56] = (float)(log1p(inb) / 25.0);
-        f[57] = (float)(log1p(fz->flops[v] / (fz->out_bytes[v] + fz->param_bytes[v] + 1.0)) / 10.0);
+        f[56] = logf_scaled(inb, 25.0);
+        f[57] = logf_scaled(fz->flops[v] / (fz->out_bytes[v] + fz->param_bytes[v] + 1.0), 15.0);
         f[58] = (float)(log2((double)ndev) / 4.0);
         f[59] = indeg == 0 ? 1.0f : 0.0f;
         f[60] = outdeg == 0 ? 1.0f : 0.0f;

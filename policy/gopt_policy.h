@@ -47,6 +47,8 @@ typedef struct {
     int32_t max_devices;   /* width of the placement head, 1..16 */
     int32_t sched_levels;  /* P: scheduling priority levels (higher runs first) */
     int32_t fusion_levels; /* F: fusion levels (0 = not fused; fusion pass below) */
+    int32_t memory_grad;   /* 0: memory states are gradient-stopped (Transformer-XL);
+                              1: gradients also flow into the previous segment */
 } gopt_policy_config;
 
 void gopt_policy_config_default(gopt_policy_config *cfg);

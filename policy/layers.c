@@ -242,18 +242,29 @@ void gopt_sage_aggregate_backward(float *dh, const float *dcat, const int32_t *a
 }
 
 /* ---- segment-recurrent attention ------------------------------------------------------- */
-void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float *relpos, int n, int d, int nh,
-                          int seg, float *scratch) {
+void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos, int n,
+                          int d, int nh, int seg, float *scratch) {
     const int dh = d / nh, ld = 3 * d, s2 = 2 * seg, nrel = 3 * seg - 1;
     const float scale = 1.0f / sqrtf((float)dh);
+    const int shared = qkv_mem == qkv; /* memory rows are the previous rows of qkv: one product */
     for (int s0 = 0; s0 < n; s0 += seg) {
         int sq = n - s0 < seg ? n - s0 : seg;
         int k0 = s0 == 0 ? 0 : s0 - seg;
-        int nk = s0 - k0 + sq;
+        int nmem = s0 - k0, nk = nmem + sq;
         for (int hh = 0; hh < nh; hh++) {
-            GOPT_GEMM(.trans_b = 1, .m = sq, .n = nk, .k = dh, .alpha = scale, .beta = 0.0f,
-                      .a = qkv + (size_t)s0 * ld + hh * dh, .lda = ld, .b = qkv + (size_t)k0 * ld + d + hh * dh,
-                      .ldb = ld, .c = scratch, .ldc = nk);
+            const float *Q = qkv + (size_t)s0 * ld + hh * dh;
+            const float *Km = qkv_mem + (size_t)k0 * ld + d + hh * dh, *Ks = qkv + (size_t)s0 * ld + d + hh * dh;
+            const float *Vm = qkv_mem + (size_t)k0 * ld + 2 * d + hh * dh, *Vs = qkv + (size_t)s0 * ld + 2 * d + hh * dh;
+            float *P = att + ((size_t)s0 * nh + hh) * s2;
+            if (shared) {
+                GOPT_GEMM(.trans_b = 1, .m = sq, .n = nk, .k = dh, .alpha = scale, .beta = 0.0f, .a = Q, .lda = ld,
+                          .b = Km, .ldb = ld, .c = scratch, .ldc = nk);
+            } else {
+                GOPT_GEMM(.trans_b = 1, .m = sq, .n = nmem, .k = dh, .alpha = scale, .beta = 0.0f, .a = Q, .lda = ld,
+                          .b = Km, .ldb = ld, .c = scratch, .ldc = nk);
+                GOPT_GEMM(.trans_b = 1, .m = sq, .n = sq, .k = dh, .alpha = scale, .beta = 0.0f, .a = Q, .lda = ld,
+                          .b = Ks, .ldb = ld, .c = scratch + nmem, .ldc = nk);
+            }
             const float *rp = relpos + (size_t)hh * nrel;
             for (int i = 0; i < sq; i++) {
                 float *row = scratch + (size_t)i * nk;
@@ -270,21 +281,30 @@ void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float 
                     sum += row[j];
                 }
                 float inv = 1.0f / sum;
-                float *p = att + ((size_t)(s0 + i) * nh + hh) * s2;
+                float *p = P + (size_t)i * nh * s2;
                 for (int j = 0; j < nk; j++) p[j] = row[j] * inv;
                 for (int j = nk; j < s2; j++) p[j] = 0.0f;
             }
-            GOPT_GEMM(.m = sq, .n = dh, .k = nk, .alpha = 1.0f, .beta = 0.0f, .a = att + ((size_t)s0 * nh + hh) * s2,
-                      .lda = nh * s2, .b = qkv + (size_t)k0 * ld + 2 * d + hh * dh, .ldb = ld,
-                      .c = ctx + (size_t)s0 * d + hh * dh, .ldc = d);
+            float *C = ctx + (size_t)s0 * d + hh * dh;
+            if (shared) {
+                GOPT_GEMM(.m = sq, .n = dh, .k = nk, .alpha = 1.0f, .beta = 0.0f, .a = P, .lda = nh * s2, .b = Vm,
+                          .ldb = ld, .c = C, .ldc = d);
+            } else {
+                if (nmem)
+                    GOPT_GEMM(.m = sq, .n = dh, .k = nmem, .alpha = 1.0f, .beta = 0.0f, .a = P, .lda = nh * s2,
+                              .b = Vm, .ldb = ld, .c = C, .ldc = d);
+                GOPT_GEMM(.m = sq, .n = dh, .k = sq, .alpha = 1.0f, .beta = nmem ? 1.0f : 0.0f, .a = P + nmem,
+                          .lda = nh * s2, .b = Vs, .ldb = ld, .c = C, .ldc = d);
+            }
         }
     }
 }
 
 void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,
-                           const float *att, int n, int d, int nh, int seg, float *scratch) {
+                           const float *qkv_mem, const float *att, int n, int d, int nh, int seg, float *scratch) {
     const int dh = d / nh, ld = 3 * d, s2 = 2 * seg, nrel = 3 * seg - 1;
     const float scale = 1.0f / sqrtf((float)dh);
+    const int shared = qkv_mem == qkv;
     for (int s0 = 0; s0 < n; s0 += seg) {
         int sq = n - s0 < seg ? n - s0 : seg;
         int k0 = s0 == 0 ? 0 : s0 - seg;
@@ -294,11 +314,18 @@ void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, co
             const int ldp = nh * s2;
             const float *dc = dctx + (size_t)s0 * d + hh * dh;
             const float *Q = qkv + (size_t)s0 * ld + hh * dh;
-            const float *K = qkv + (size_t)k0 * ld + d + hh * dh;
-            const float *V = qkv + (size_t)k0 * ld + 2 * d + hh * dh;
+            const float *Km = qkv_mem + (size_t)k0 * ld + d + hh * dh, *Ks = qkv + (size_t)s0 * ld + d + hh * dh;
+            const float *Vm = qkv_mem + (size_t)k0 * ld + 2 * d + hh * dh, *Vs = qkv + (size_t)s0 * ld + 2 * d + hh * dh;
             /* dP = dctx V^T */
-            GOPT_GEMM(.trans_b = 1, .m = sq, .n = nk, .k = dh, .alpha = 1.0f, .beta = 0.0f, .a = dc, .lda = d, .b = V,
-                      .ldb = ld, .c = scratch, .ldc = nk);
+            if (shared) {
+                GOPT_GEMM(.trans_b = 1, .m = sq, .n = nk, .k = dh, .alpha = 1.0f, .beta = 0.0f, .a = dc, .lda = d,
+                          .b = Vm, .ldb = ld, .c = scratch, .ldc = nk);
+            } else {
+                GOPT_GEMM(.trans_b = 1, .m = sq, .n = nmem, .k = dh, .alpha = 1.0f, .beta = 0.0f, .a = dc, .lda = d,
+                          .b = Vm, .ldb = ld, .c = scratch, .ldc = nk);
+                GOPT_GEMM(.trans_b = 1, .m = sq, .n = sq, .k = dh, .alpha = 1.0f, .beta = 0.0f, .a = dc, .lda = d,
+                          .b = Vs, .ldb = ld, .c = scratch + nmem, .ldc = nk);
+            }
             /* dV = P^T dctx, memory rows and own rows apart */
             GOPT_GEMM(.trans_a = 1, .m = nmem, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = P, .lda = ldp,
                       .b = dc, .ldb = d, .c = dqkv_mem + (size_t)k0 * ld + 2 * d + hh * dh, .ldc = ld);
@@ -320,8 +347,17 @@ void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, co
                 }
             }
             /* dQ = dS K ; dK = dS^T Q */
-            GOPT_GEMM(.m = sq, .n = dh, .k = nk, .alpha = 1.0f, .beta = 1.0f, .a = scratch, .lda = nk, .b = K,
-                      .ldb = ld, .c = dqkv_self + (size_t)s0 * ld + hh * dh, .ldc = ld);
+            float *dQ = dqkv_self + (size_t)s0 * ld + hh * dh;
+            if (shared) {
+                GOPT_GEMM(.m = sq, .n = dh, .k = nk, .alpha = 1.0f, .beta = 1.0f, .a = scratch, .lda = nk, .b = Km,
+                          .ldb = ld, .c = dQ, .ldc = ld);
+            } else {
+                if (nmem)
+                    GOPT_GEMM(.m = sq, .n = dh, .k = nmem, .alpha = 1.0f, .beta = 1.0f, .a = scratch, .lda = nk,
+                              .b = Km, .ldb = ld, .c = dQ, .ldc = ld);
+                GOPT_GEMM(.m = sq, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = scratch + nmem, .lda = nk,
+                          .b = Ks, .ldb = ld, .c = dQ, .ldc = ld);
+            }
             GOPT_GEMM(.trans_a = 1, .m = nmem, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = scratch, .lda = nk,
                       .b = Q, .ldb = ld, .c = dqkv_mem + (size_t)k0 * ld + d + hh * dh, .ldc = ld);
             GOPT_GEMM(.trans_a = 1, .m = sq, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = scratch + nmem,

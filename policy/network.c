@@ -40,6 +40,7 @@ void gopt_policy_config_default(gopt_policy_config *c) {
     c->max_devices = GOPT_POLICY_MAX_DEVICES;
     c->sched_levels = 8;
     c->fusion_levels = 4;
+    c->memory_grad = 0;
 }
 
 static gopt_status check_range(const char *field, int32_t v, int32_t lo, int32_t hi, gopt_error *err) {
@@ -63,6 +64,7 @@ gopt_status gopt_policy_config_check(const gopt_policy_config *c, gopt_error *er
     if ((st = check_range("max_devices", c->max_devices, 1, GOPT_POLICY_MAX_DEVICES, err))) return st;
     if ((st = check_range("sched_levels", c->sched_levels, 1, 32, err))) return st;
     if ((st = check_range("fusion_levels", c->fusion_levels, 1, 32, err))) return st;
+    if ((st = check_range("memory_grad", c->memory_grad, 0, 1, err))) return st;
     return GOPT_OK;
 }
 
@@ -216,7 +218,28 @@ void gopt_policy_free(gopt_policy *p) {
     free(p->v);
     free(p->act_block);
     free(p->bwd_block);
+    gopt_policy_debug_freeze_memory(p, 0);
     free(p);
+}
+
+int gopt_policy_debug_freeze_memory(gopt_policy *p, int on) {
+    for (int k = 0; k < POLICY_MAX_ATTN_ALL; k++) {
+        free(p->frozen_x1[k]);
+        free(p->frozen_qkv[k]);
+        p->frozen_x1[k] = p->frozen_qkv[k] = NULL;
+    }
+    if (!on) return 0;
+    if (!p->forwarded) return -1;
+    const size_t nd = (size_t)p->n * p->cfg.hidden;
+    for (int k = 0; k < p->n_attn; k++) {
+        p->frozen_x1[k] = malloc(sizeof(float) * nd);
+        p->frozen_qkv[k] = malloc(sizeof(float) * nd * 3);
+        if (!p->frozen_x1[k] || !p->frozen_qkv[k]) return gopt_policy_debug_freeze_memory(p, 0), -1;
+        memcpy(p->frozen_x1[k], p->A.attn[k].x1, sizeof(float) * nd);
+        memcpy(p->frozen_qkv[k], p->A.attn[k].qkv, sizeof(float) * nd * 3);
+    }
+    p->frozen_n = p->n;
+    return 0;
 }
 
 const gopt_policy_config *gopt_policy_get_config(const gopt_policy *p) { return &p->cfg; }
@@ -383,7 +406,12 @@ static double attn_layer_forward(gopt_policy *p, int k, const float *hin, int n)
     gopt_film_forward(a->ms, a->mb, p->A.g, w->film_s, w->film_b, D);
     gopt_layernorm_forward(a->x1, a->mean1, a->rstd1, hin, w->ln1_w, w->ln1_b, a->ms, a->mb, n, D);
     gopt_linear_forward(a->qkv, a->x1, w->qkv_w, w->qkv_b, n, D, 3 * D);
-    gopt_segattn_forward(a->ctx, a->att, a->qkv, w->relpos, n, D, c->heads, c->segment, p->seg_scratch_fwd);
+    const float *qkv_mem = a->qkv;
+    if (p->frozen_x1[k]) { /* test hook: memory from the snapshot, current weights */
+        gopt_linear_forward(p->frozen_qkv[k], p->frozen_x1[k], w->qkv_w, w->qkv_b, n, D, 3 * D);
+        qkv_mem = p->frozen_qkv[k];
+    }
+    gopt_segattn_forward(a->ctx, a->att, a->qkv, qkv_mem, w->relpos, n, D, c->heads, c->segment, p->seg_scratch_fwd);
     gopt_linear_forward(a->h2, a->ctx, w->proj_w, w->proj_b, n, D, D);
     for (size_t i = 0; i < (size_t)n * D; i++) a->h2[i] += hin[i];
     gopt_layernorm_forward(a->x2, a->mean2, a->rstd2, a->h2, w->ln2_w, w->ln2_b, NULL, NULL, n, D);
@@ -408,6 +436,9 @@ gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const flo
     if (ndev < 1 || ndev > c->max_devices)
         return gopt_error_set(err, GOPT_EINVAL, "policy forward: ndev = %d is outside 1..%d (max_devices)", (int)ndev,
                               (int)c->max_devices);
+    if (p->frozen_x1[0] && fz->n != p->frozen_n)
+        return gopt_error_set(err, GOPT_EINVAL, "policy forward: memory frozen for %d nodes, graph has %d",
+                              (int)p->frozen_n, (int)fz->n);
     gopt_status st = gopt_policy_reserve(p, fz->n, fz->m, 0, err);
     if (st) return st;
     const int n = fz->n, D = c->hidden;
@@ -507,13 +538,21 @@ static void attn_layer_backward(gopt_policy *p, int k, const float *hin, const f
     gopt_linear_backward(B->dtmp, g->proj_w, g->proj_b, B->dh2, a->ctx, w->proj_w, n, D, D);
     memset(B->dqkv_self, 0, sizeof(float) * nd * 3);
     memset(B->dqkv_mem, 0, sizeof(float) * nd * 3);
-    gopt_segattn_backward(B->dqkv_self, B->dqkv_mem, g->relpos, B->dtmp, a->qkv, a->att, n, D, c->heads, c->segment,
-                          B->seg_scratch);
-    /* weights see self and memory uses; the input only its own (stop-gradient memory) */
-    for (size_t i = 0; i < nd * 3; i++) B->dqkv_mem[i] += B->dqkv_self[i];
-    gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, B->dqkv_mem, a->x1, w->qkv_w, n, D, 3 * D);
+    const float *qkv_mem = p->frozen_x1[k] ? p->frozen_qkv[k] : a->qkv;
+    gopt_segattn_backward(B->dqkv_self, B->dqkv_mem, g->relpos, B->dtmp, a->qkv, qkv_mem, a->att, n, D, c->heads,
+                          c->segment, B->seg_scratch);
     memset(B->dtmp, 0, sizeof(float) * nd);
-    gopt_linear_backward(B->dtmp, NULL, NULL, B->dqkv_self, a->x1, w->qkv_w, n, D, 3 * D);
+    if (p->frozen_x1[k]) {
+        gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, B->dqkv_mem, p->frozen_x1[k], w->qkv_w, n, D, 3 * D);
+        gopt_linear_backward(B->dtmp, g->qkv_w, g->qkv_b, B->dqkv_self, a->x1, w->qkv_w, n, D, 3 * D);
+    } else {
+        /* the projections see both uses of a row; the row's state gets the
+         * memory part only when memory_grad is on (else stop-gradient) */
+        for (size_t i = 0; i < nd * 3; i++) B->dqkv_mem[i] += B->dqkv_self[i];
+        gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, B->dqkv_mem, a->x1, w->qkv_w, n, D, 3 * D);
+        gopt_linear_backward(B->dtmp, NULL, NULL, c->memory_grad ? B->dqkv_mem : B->dqkv_self, a->x1, w->qkv_w, n, D,
+                             3 * D);
+    }
     memset(B->dms, 0, sizeof(float) * D);
     memset(B->dmb, 0, sizeof(float) * D);
     gopt_layernorm_backward(din, g->ln1_w, g->ln1_b, B->dms, B->dmb, B->dtmp, hin, w->ln1_w, a->ms, a->mean1, a->rstd1,

@@ -4,8 +4,9 @@
  * Checkpoint file (then gzip-compressed as a whole, written atomically):
  *   "GOPTPOL" NUL          8 bytes magic
  *   u32 version            CKPT_VERSION
- *   i32 config[9]          hidden, sage_layers, attn_layers, heads, segment,
- *                          ffn_mult, max_devices, sched_levels, fusion_levels
+ *   i32 config[10]         hidden, sage_layers, attn_layers, heads, segment,
+ *                          ffn_mult, max_devices, sched_levels, fusion_levels,
+ *                          memory_grad
  *   u32 nfeat              GOPT_POLICY_NFEAT (feature layout)
  *   u64 nparams, u64 adam_t
  *   f32 params[nparams], m[nparams], v[nparams]
@@ -22,7 +23,7 @@
 
 #define CKPT_MAGIC "GOPTPOL"
 #define CKPT_VERSION 1u
-#define CKPT_NCFG 9
+#define CKPT_NCFG 10
 #define CKPT_HEADER (8 + 4 + 4 * CKPT_NCFG + 4 + 8 + 8)
 
 void gopt_adam_config_default(gopt_adam_config *c) {
@@ -73,6 +74,7 @@ static void cfg_to_array(const gopt_policy_config *c, int32_t a[CKPT_NCFG]) {
     a[6] = c->max_devices;
     a[7] = c->sched_levels;
     a[8] = c->fusion_levels;
+    a[9] = c->memory_grad;
 }
 static void cfg_from_array(gopt_policy_config *c, const int32_t a[CKPT_NCFG]) {
     c->hidden = a[0];
@@ -84,9 +86,10 @@ static void cfg_from_array(gopt_policy_config *c, const int32_t a[CKPT_NCFG]) {
     c->max_devices = a[6];
     c->sched_levels = a[7];
     c->fusion_levels = a[8];
+    c->memory_grad = a[9];
 }
 static const char *cfg_names[CKPT_NCFG] = {"hidden",   "sage_layers", "attn_layers",  "heads",        "segment",
-                                           "ffn_mult", "max_devices", "sched_levels", "fusion_levels"};
+                                           "ffn_mult", "max_devices", "sched_levels", "fusion_levels", "memory_grad"};
 
 gopt_status gopt_policy_save(const gopt_policy *p, const char *path, gopt_error *err) {
     size_t fb = sizeof(float) * p->nparams;

@@ -75,17 +75,27 @@ void gopt_sage_aggregate_backward(float *dh, const float *dcat, const int32_t *a
 /* ---- segment-recurrent multi-head attention core --------------------------------
  * qkv (n, 3d): queries, keys, values of n rows in sequence order. Rows are
  * cut into segments of `seg`; a query in segment s attends to every row of
- * segment s and of segment s-1 (the memory). Scores are q.k / sqrt(d/nh) +
+ * segment s and of segment s-1 (the memory), whose keys and values are read
+ * from qkv_mem (n, 3d) (pass qkv itself in the normal case; a separate array
+ * holds frozen memory states). Scores are q.k / sqrt(d/nh) +
  * relpos[head][i - j + seg - 1] (relpos (nh, 3 seg - 1), i, j row indices).
  * ctx (n, d) gets the heads' outputs side by side; att (n, nh, 2 seg) keeps
  * the probabilities (memory keys first). scratch: seg * 2 * seg floats.
  * Backward: gradients of self keys/values and queries go to dqkv_self, those
  * of memory keys/values to dqkv_mem (so the caller can stop the gradient at
  * the cached states but still train the projections). */
-void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float *relpos, int n, int d, int nh,
-                          int seg, float *scratch);
+void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos, int n,
+                          int d, int nh, int seg, float *scratch);
 void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,
-                           const float *att, int n, int d, int nh, int seg, float *scratch);
+                           const float *qkv_mem, const float *att, int n, int d, int nh, int seg, float *scratch);
+
+/* Test hook: with on = 1, snapshot every attention layer's normalised input
+ * of the last forward and make later forwards compute the memory keys and
+ * values from that snapshot (with the current weights): the function whose
+ * exact gradient the stop-gradient backward is. on = 0 restores normal
+ * forwards. Needs a forward first. */
+struct gopt_policy;
+int gopt_policy_debug_freeze_memory(struct gopt_policy *p, int on);
 
 /* ---- masked log-softmax of one row ------------------------------------------
  * logp[j] = log softmax over allowed j (bit j of mask), -inf elsewhere.

@@ -141,6 +141,10 @@ struct gopt_policy {
     policy_acts A;
     policy_bwd B;
     float *seg_scratch_fwd; /* (S, 2S) */
+    /* test hook (gopt_policy_debug_freeze_memory): frozen memory states */
+    float *frozen_x1[POLICY_MAX_ATTN_ALL];  /* (N, D) or NULL */
+    float *frozen_qkv[POLICY_MAX_ATTN_ALL]; /* (N, 3D) */
+    int32_t frozen_n;
 
     /* state of the last forward */
     const gopt_frozen *fz;
