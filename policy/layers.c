@@ -22,10 +22,13 @@ void gopt_gemm(const gopt_gemm_args *g) {
                 g->n, g->k, g->alpha, g->a, g->lda, g->b, g->ldb, g->beta, g->c, g->ldc);
 }
 
-float gopt_fast_expf(float x) {
-    /* Cephes expf: x = n ln2 + r, |r| <= ln2/2, exp(r) by a polynomial. */
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    float fn = floorf(x * 1.44269504088896341f + 0.5f);
+/* Cephes expf: x = n ln2 + r, |r| <= ln2/2, exp(r) by a polynomial, 2^n by
+ * building the exponent bits. Round-to-nearest by the 1.5 * 2^23 trick and
+ * branch-free clamps, so that loops over it vectorize. */
+static inline float fast_expf(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    float fn = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - fn * 0.693359375f;
     r = r - fn * -2.12194440e-4f;
     float p = 1.9875691500E-4f;
@@ -40,6 +43,8 @@ float gopt_fast_expf(float x) {
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;
 }
+
+float gopt_fast_expf(float x) { return fast_expf(x); }
 
 /* ---- linear ------------------------------------------------------------------ */
 void gopt_linear_forward(float *out, const float *in, const float *w, const float *b, int n, int in_dim,
@@ -82,20 +87,31 @@ void gopt_relu_backward(float *dx, const float *out, size_t count) {
 /* ---- layer norm ---------------------------------------------------------------- */
 #define LN_EPS 1e-5
 
+/* sum of x (sq = 0) or of (x - c)^2 (sq = 1) in eight fixed partial sums:
+ * vectorizable and deterministic (the order does not depend on alignment). */
+static inline float sum8(const float *x, int d, float c, int sq) {
+    float acc[8] = {0};
+    int j = 0;
+    for (; j + 8 <= d; j += 8)
+        for (int u = 0; u < 8; u++) {
+            float y = x[j + u] - c;
+            acc[u] += sq ? y * y : y;
+        }
+    float t = 0.0f;
+    for (; j < d; j++) {
+        float y = x[j] - c;
+        t += sq ? y * y : y;
+    }
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + t;
+}
+
 void gopt_layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
                             const float *ms, const float *mb, int n, int d) {
     for (int i = 0; i < n; i++) {
         const float *x = in + (size_t)i * d;
         float *o = out + (size_t)i * d;
-        double s = 0.0;
-        for (int j = 0; j < d; j++) s += x[j];
-        double m = s / d, v = 0.0;
-        for (int j = 0; j < d; j++) {
-            double c = x[j] - m;
-            v += c * c;
-        }
-        float rs = (float)(1.0 / sqrt(v / d + LN_EPS));
-        float mf = (float)m;
+        float mf = sum8(x, d, 0.0f, 0) / (float)d;
+        float rs = 1.0f / sqrtf(sum8(x, d, mf, 1) / (float)d + (float)LN_EPS);
         for (int j = 0; j < d; j++) {
             float nrm = (x[j] - mf) * rs;
             float sc = w[j] + (ms ? ms[j] : 0.0f), sh = b[j] + (mb ? mb[j] : 0.0f);
@@ -174,69 +190,68 @@ void gopt_meanpool_backward(float *dh, const float *dg, int n, int d) {
 }
 
 /* ---- GraphSAGE aggregation ------------------------------------------------------------- */
-static void aggregate_one(float *mean, float *mx, int32_t *am, const float *h, const int32_t *idx, int cnt, int d) {
+static void aggregate_one(float *mean, float *mx, const float *h, const int32_t *idx, int cnt, int d) {
     if (cnt == 0) {
-        for (int j = 0; j < d; j++) {
-            mean[j] = 0.0f;
-            mx[j] = 0.0f;
-            am[j] = -1;
-        }
+        for (int j = 0; j < d; j++) mean[j] = mx[j] = 0.0f;
         return;
     }
     const float *h0 = h + (size_t)idx[0] * d;
-    for (int j = 0; j < d; j++) {
-        mean[j] = h0[j];
-        mx[j] = h0[j];
-        am[j] = idx[0];
-    }
+    for (int j = 0; j < d; j++) mean[j] = mx[j] = h0[j];
     for (int k = 1; k < cnt; k++) {
         const float *hk = h + (size_t)idx[k] * d;
         for (int j = 0; j < d; j++) {
             mean[j] += hk[j];
-            if (hk[j] > mx[j]) {
-                mx[j] = hk[j];
-                am[j] = idx[k];
-            }
+            mx[j] = hk[j] > mx[j] ? hk[j] : mx[j];
         }
     }
     float inv = 1.0f / (float)cnt;
     for (int j = 0; j < d; j++) mean[j] *= inv;
 }
 
-void gopt_sage_aggregate_forward(float *cat, int32_t *amax_p, int32_t *amax_s, const float *h,
-                                 const int32_t *pred_ptr, const int32_t *pred_idx, const int32_t *succ_ptr,
-                                 const int32_t *succ_idx, int n, int d) {
+void gopt_sage_aggregate_forward(float *cat, const float *h, const int32_t *pred_ptr, const int32_t *pred_idx,
+                                 const int32_t *succ_ptr, const int32_t *succ_idx, int n, int d) {
     for (int i = 0; i < n; i++) {
         float *c = cat + (size_t)i * 5 * d;
         memcpy(c, h + (size_t)i * d, sizeof(float) * (size_t)d);
-        aggregate_one(c + d, c + 2 * d, amax_p + (size_t)i * d, h, pred_idx + pred_ptr[i], pred_ptr[i + 1] - pred_ptr[i],
-                      d);
-        aggregate_one(c + 3 * d, c + 4 * d, amax_s + (size_t)i * d, h, succ_idx + succ_ptr[i],
-                      succ_ptr[i + 1] - succ_ptr[i], d);
+        aggregate_one(c + d, c + 2 * d, h, pred_idx + pred_ptr[i], pred_ptr[i + 1] - pred_ptr[i], d);
+        aggregate_one(c + 3 * d, c + 4 * d, h, succ_idx + succ_ptr[i], succ_ptr[i + 1] - succ_ptr[i], d);
     }
 }
 
-static void aggregate_one_backward(float *dh, const float *dmean, const float *dmx, const int32_t *am,
+/* The max's gradient goes to the first neighbour holding the maximum (found
+ * again here instead of storing an argmax in the forward); branch-free so
+ * that it vectorizes: open[j] is 1 until feature j's winner is found. */
+static void aggregate_one_backward(float *dh, const float *dmean, const float *dmx, const float *mx, const float *h,
                                    const int32_t *idx, int cnt, int d) {
     if (cnt == 0) return;
     float inv = 1.0f / (float)cnt;
-    for (int k = 0; k < cnt; k++) {
-        float *dk = dh + (size_t)idx[k] * d;
-        for (int j = 0; j < d; j++) dk[j] += dmean[j] * inv;
+    float open[1024], dm[1024];
+    assert(d <= 1024);
+    for (int j = 0; j < d; j++) {
+        open[j] = 1.0f;
+        dm[j] = dmean[j] * inv;
     }
-    for (int j = 0; j < d; j++) dh[(size_t)am[j] * d + j] += dmx[j];
+    for (int k = 0; k < cnt; k++) {
+        const float *hk = h + (size_t)idx[k] * d;
+        float *dk = dh + (size_t)idx[k] * d;
+        for (int j = 0; j < d; j++) {
+            float hit = hk[j] == mx[j] ? open[j] : 0.0f;
+            dk[j] += dm[j] + hit * dmx[j];
+            open[j] -= hit;
+        }
+    }
 }
 
-void gopt_sage_aggregate_backward(float *dh, const float *dcat, const int32_t *amax_p, const int32_t *amax_s,
+void gopt_sage_aggregate_backward(float *dh, const float *dcat, const float *cat, const float *h,
                                   const int32_t *pred_ptr, const int32_t *pred_idx, const int32_t *succ_ptr,
                                   const int32_t *succ_idx, int n, int d) {
     for (int i = 0; i < n; i++) {
-        const float *c = dcat + (size_t)i * 5 * d;
+        const float *c = dcat + (size_t)i * 5 * d, *ci = cat + (size_t)i * 5 * d;
         float *di = dh + (size_t)i * d;
         for (int j = 0; j < d; j++) di[j] += c[j];
-        aggregate_one_backward(dh, c + d, c + 2 * d, amax_p + (size_t)i * d, pred_idx + pred_ptr[i],
+        aggregate_one_backward(dh, c + d, c + 2 * d, ci + 2 * d, h, pred_idx + pred_ptr[i],
                                pred_ptr[i + 1] - pred_ptr[i], d);
-        aggregate_one_backward(dh, c + 3 * d, c + 4 * d, amax_s + (size_t)i * d, succ_idx + succ_ptr[i],
+        aggregate_one_backward(dh, c + 3 * d, c + 4 * d, ci + 4 * d, h, succ_idx + succ_ptr[i],
                                succ_ptr[i + 1] - succ_ptr[i], d);
     }
 }
@@ -247,6 +262,9 @@ void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float 
     const int dh = d / nh, ld = 3 * d, s2 = 2 * seg, nrel = 3 * seg - 1;
     const float scale = 1.0f / sqrtf((float)dh);
     const int shared = qkv_mem == qkv; /* memory rows are the previous rows of qkv: one product */
+    float *rrev_all = scratch + (size_t)seg * s2;
+    for (int hh = 0; hh < nh; hh++)
+        for (int t = 0; t < nrel; t++) rrev_all[(size_t)hh * nrel + t] = relpos[(size_t)hh * nrel + nrel - 1 - t];
     for (int s0 = 0; s0 < n; s0 += seg) {
         int sq = n - s0 < seg ? n - s0 : seg;
         int k0 = s0 == 0 ? 0 : s0 - seg;
@@ -265,25 +283,32 @@ void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float 
                 GOPT_GEMM(.trans_b = 1, .m = sq, .n = sq, .k = dh, .alpha = scale, .beta = 0.0f, .a = Q, .lda = ld,
                           .b = Ks, .ldb = ld, .c = scratch + nmem, .ldc = nk);
             }
-            const float *rp = relpos + (size_t)hh * nrel;
+            const float *rrev = scratch + (size_t)seg * s2 + (size_t)hh * nrel;
             for (int i = 0; i < sq; i++) {
                 float *row = scratch + (size_t)i * nk;
-                /* key j (row k0 + j) against query row s0 + i: offset s0 + i - k0 - j */
-                const float *rpi = rp + (s0 + i - k0) + seg - 1;
+                /* key j (row k0 + j) against query row s0 + i: offset s0 + i - k0 - j,
+                 * read forwards from the reversed table */
+                const float *rpi = rrev + (nrel - 1) - ((s0 + i - k0) + seg - 1);
+                float mx8[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+                int j = 0;
+                for (; j + 8 <= nk; j += 8)
+                    for (int u = 0; u < 8; u++) {
+                        float x = row[j + u] + rpi[j + u];
+                        row[j + u] = x;
+                        mx8[u] = x > mx8[u] ? x : mx8[u];
+                    }
                 float mx = -INFINITY;
-                for (int j = 0; j < nk; j++) {
-                    row[j] += rpi[-j];
+                for (; j < nk; j++) {
+                    row[j] += rpi[j];
                     mx = row[j] > mx ? row[j] : mx;
                 }
-                float sum = 0.0f;
-                for (int j = 0; j < nk; j++) {
-                    row[j] = gopt_fast_expf(row[j] - mx);
-                    sum += row[j];
-                }
+                for (int u = 0; u < 8; u++) mx = mx8[u] > mx ? mx8[u] : mx;
+                for (j = 0; j < nk; j++) row[j] = fast_expf(row[j] - mx);
+                float sum = sum8(row, nk, 0.0f, 0);
                 float inv = 1.0f / sum;
                 float *p = P + (size_t)i * nh * s2;
-                for (int j = 0; j < nk; j++) p[j] = row[j] * inv;
-                for (int j = nk; j < s2; j++) p[j] = 0.0f;
+                for (j = 0; j < nk; j++) p[j] = row[j] * inv;
+                for (j = nk; j < s2; j++) p[j] = 0.0f;
             }
             float *C = ctx + (size_t)s0 * d + hh * dh;
             if (shared) {

@@ -289,8 +289,6 @@ static void carve_acts(gopt_policy *p, carver *cv, size_t N, size_t M) {
     for (int l = 0; l < c->sage_layers; l++) {
         sage_acts *s = &A->sage[l];
         s->cat = CARVE_F(cv, N * 5 * D);
-        s->amax_p = CARVE_I(cv, N * D);
-        s->amax_s = CARVE_I(cv, N * D);
         s->a = CARVE_F(cv, N * D);
         s->r = CARVE_F(cv, N * D);
         s->mean = CARVE_F(cv, N);
@@ -329,12 +327,12 @@ static void carve_acts(gopt_policy *p, carver *cv, size_t N, size_t M) {
     A->unit_mask = (uint32_t *)carve(cv, sizeof(uint32_t) * N);
     A->coloc_unit = CARVE_I(cv, N);
     A->pooled = CARVE_F(cv, N * p->width[GOPT_TASK_PLACE]);
-    p->seg_scratch_fwd = CARVE_F(cv, S * 2 * S);
+    p->seg_scratch_fwd = CARVE_F(cv, GOPT_SEGATTN_SCRATCH(S, H));
 }
 
 static void carve_bwd(gopt_policy *p, carver *cv, size_t N) {
     const gopt_policy_config *c = &p->cfg;
-    const size_t D = (size_t)c->hidden, Fh = D * (size_t)c->ffn_mult, S = (size_t)c->segment;
+    const size_t D = (size_t)c->hidden, Fh = D * (size_t)c->ffn_mult, S = (size_t)c->segment, H = (size_t)c->heads;
     policy_bwd *B = &p->B;
     B->da = CARVE_F(cv, N * D);
     B->db = CARVE_F(cv, N * D);
@@ -349,7 +347,7 @@ static void carve_bwd(gopt_policy *p, carver *cv, size_t N) {
     B->dg = CARVE_F(cv, D);
     B->dms = CARVE_F(cv, D);
     B->dmb = CARVE_F(cv, D);
-    B->seg_scratch = CARVE_F(cv, S * 2 * S);
+    B->seg_scratch = CARVE_F(cv, GOPT_SEGATTN_SCRATCH(S, H));
 }
 
 gopt_status gopt_policy_reserve(gopt_policy *p, int32_t n_nodes, int32_t n_edges, int with_backward,
@@ -473,8 +471,7 @@ gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const flo
     for (int l = 0; l < c->sage_layers; l++) {
         sage_acts *s = &A->sage[l];
         const sage_params *w = &p->P.sage[l];
-        gopt_sage_aggregate_forward(s->cat, s->amax_p, s->amax_s, h, A->pred_ptr, A->pred_idx, A->succ_ptr,
-                                    A->succ_idx, n, D);
+        gopt_sage_aggregate_forward(s->cat, h, A->pred_ptr, A->pred_idx, A->succ_ptr, A->succ_idx, n, D);
         gopt_linear_forward(s->a, s->cat, w->w, w->b, n, 5 * D, D);
         gopt_relu_forward(s->a, (size_t)n * D);
         for (size_t i = 0; i < (size_t)n * D; i++) s->r[i] = h[i] + s->a[i];
@@ -599,8 +596,8 @@ void policy_network_backward(gopt_policy *p) {
         gopt_relu_backward(B->dtmp, s->a, nd);
         memset(B->dcat, 0, sizeof(float) * nd * 5);
         gopt_linear_backward(B->dcat, g->w, g->b, B->dtmp, s->cat, w->w, n, 5 * D, D);
-        gopt_sage_aggregate_backward(dnext, B->dcat, s->amax_p, s->amax_s, A->pred_ptr, A->pred_idx, A->succ_ptr,
-                                     A->succ_idx, n, D);
+        gopt_sage_aggregate_backward(dnext, B->dcat, s->cat, l ? A->sage[l - 1].out : A->h0, A->pred_ptr,
+                                     A->pred_idx, A->succ_ptr, A->succ_idx, n, D);
         float *t = dcur;
         dcur = dnext;
         dnext = t;

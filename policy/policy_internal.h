@@ -62,13 +62,12 @@ void gopt_meanpool_backward(float *dh, const float *dg, int n, int d);
 
 /* ---- GraphSAGE aggregation ---------------------------------------------------
  * cat (n, 5d) = [h | mean over preds | max over preds | mean over succs |
- * max over succs] (0 for a node without neighbours). amax_p, amax_s (n, d):
- * the row that won each max (-1 when none). Neighbour lists are CSR over the
- * same row numbering. Cost O((n + m) d). */
-void gopt_sage_aggregate_forward(float *cat, int32_t *amax_p, int32_t *amax_s, const float *h,
-                                 const int32_t *pred_ptr, const int32_t *pred_idx, const int32_t *succ_ptr,
-                                 const int32_t *succ_idx, int n, int d);
-void gopt_sage_aggregate_backward(float *dh, const float *dcat, const int32_t *amax_p, const int32_t *amax_s,
+ * max over succs] (0 for a node without neighbours). Neighbour lists are
+ * CSR over the same row numbering. The backward finds each max's first
+ * winner again from cat and h (no argmax is stored). Cost O((n + m) d). */
+void gopt_sage_aggregate_forward(float *cat, const float *h, const int32_t *pred_ptr, const int32_t *pred_idx,
+                                 const int32_t *succ_ptr, const int32_t *succ_idx, int n, int d);
+void gopt_sage_aggregate_backward(float *dh, const float *dcat, const float *cat, const float *h,
                                   const int32_t *pred_ptr, const int32_t *pred_idx, const int32_t *succ_ptr,
                                   const int32_t *succ_idx, int n, int d);
 
@@ -80,10 +79,11 @@ void gopt_sage_aggregate_backward(float *dh, const float *dcat, const int32_t *a
  * holds frozen memory states). Scores are q.k / sqrt(d/nh) +
  * relpos[head][i - j + seg - 1] (relpos (nh, 3 seg - 1), i, j row indices).
  * ctx (n, d) gets the heads' outputs side by side; att (n, nh, 2 seg) keeps
- * the probabilities (memory keys first). scratch: seg * 2 * seg floats.
+ * the probabilities (memory keys first). scratch: GOPT_SEGATTN_SCRATCH floats.
  * Backward: gradients of self keys/values and queries go to dqkv_self, those
  * of memory keys/values to dqkv_mem (so the caller can stop the gradient at
  * the cached states but still train the projections). */
+#define GOPT_SEGATTN_SCRATCH(seg, nh) ((size_t)(seg) * 2 * (seg) + (size_t)(nh) * 3 * (seg))
 void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos, int n,
                           int d, int nh, int seg, float *scratch);
 void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,

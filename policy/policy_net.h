@@ -64,7 +64,6 @@ typedef struct {
 
 typedef struct {
     float *cat;               /* (N, 5D) */
-    int32_t *amax_p, *amax_s; /* (N, D) */
     float *a;                 /* (N, D) relu(cat W + b) */
     float *r;                 /* (N, D) residual sum, layer-norm input */
     float *mean, *rstd;       /* (N) */
@@ -120,7 +119,7 @@ typedef struct {
     float *dpooled;               /* (N, maxdev) */
     float *dg;                    /* (D) */
     float *dms, *dmb;             /* (D) */
-    float *seg_scratch;           /* (S, 2S) */
+    float *seg_scratch;           /* GOPT_SEGATTN_SCRATCH(S, H) */
 } policy_bwd;
 
 struct gopt_policy {
@@ -140,7 +139,7 @@ struct gopt_policy {
     size_t act_bytes, bwd_bytes;
     policy_acts A;
     policy_bwd B;
-    float *seg_scratch_fwd; /* (S, 2S) */
+    float *seg_scratch_fwd; /* GOPT_SEGATTN_SCRATCH(S, H) */
     /* test hook (gopt_policy_debug_freeze_memory): frozen memory states */
     float *frozen_x1[POLICY_MAX_ATTN_ALL];  /* (N, D) or NULL */
     float *frozen_qkv[POLICY_MAX_ATTN_ALL]; /* (N, 3D) */
