@@ -176,11 +176,14 @@ void gopt_film_backward(float *dg, float *dwg, float *dwb, const float *dms, con
 
 /* ---- mean pooling -------------------------------------------------------------------- */
 void gopt_meanpool_forward(float *g, const float *h, int n, int d) {
-    for (int j = 0; j < d; j++) {
-        double s = 0.0;
-        for (int i = 0; i < n; i++) s += h[(size_t)i * d + j];
-        g[j] = (float)(s / n);
+    double acc[1024];
+    assert(d <= 1024);
+    for (int j = 0; j < d; j++) acc[j] = 0.0;
+    for (int i = 0; i < n; i++) {
+        const float *r = h + (size_t)i * d;
+        for (int j = 0; j < d; j++) acc[j] += r[j];
     }
+    for (int j = 0; j < d; j++) g[j] = (float)(acc[j] / n);
 }
 
 void gopt_meanpool_backward(float *dh, const float *dg, int n, int d) {
