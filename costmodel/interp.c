@@ -1,8 +1,8 @@
 /* interp.c: interpolation in measured cost tables, in log space.
  *
  * One-dimensional tables (time vs bytes or FLOPs): rows are sorted by x,
- * rows with equal x are merged (geometric mean of their times), and
- * log t is interpolated against log x with GSL's Steffen spline (monotone
+ * rows with equal x are merged (geometric mean of their times), a running
+ * median of three removes single outliers, and log t is interpolated against log x with GSL's Steffen spline (monotone
  * between points, no overshoot; linear for two points). Below the smallest
  * measured x the time is that of the smallest (a latency floor); above the
  * largest it grows linearly with x (bandwidth-bound).
@@ -63,6 +63,17 @@ gopt_status gopt_interp1_init(gopt_interp1 *t, const double *rows, int32_t n, go
         t->ly[i] = v[i].y;
     }
     free(v);
+    /* A running median of three (in log space) drops single outliers, the
+     * usual noise of a shared machine, and keeps real steps (cache levels). */
+    if (m >= 5) {
+        double prev = t->ly[0];
+        for (int32_t i = 1; i + 1 < m; i++) {
+            double a = prev, b = t->ly[i], c = t->ly[i + 1];
+            double med = a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+            prev = t->ly[i];
+            t->ly[i] = med;
+        }
+    }
     if (m >= 2) {
         t->spline = gsl_interp_alloc(m >= 3 ? gsl_interp_steffen : gsl_interp_linear, (size_t)m);
         if (!t->spline || gsl_interp_init(t->spline, t->lx, t->ly, (size_t)m) != GSL_SUCCESS) {

@@ -163,7 +163,7 @@ static void progress_bar(void *ctx, double frac, const char *what) {
         fprintf(stderr, "] %3d%% %5.1fs %-32.32s", pct, el, what);
         if (frac >= 1) fputc('\n', stderr);
         fflush(stderr);
-    } else if (pct / 25 != s->last_pct / 25 || frac >= 1) {
+    } else if (pct / 25 != s->last_pct / 25) {
         /* Not a terminal: a line at every quarter, no carriage returns. */
         fprintf(stderr, "calibrate: %3d%% %5.1fs %s\n", pct, el, what);
     }
