@@ -4,8 +4,10 @@
  * single + fifo + none) and runs until opt.max_evals evaluations or
  * opt.budget_s seconds (default 10 s), whichever comes first. Each step
  * draws one move from the RNG:
- *   50%  move a unit (colocation group) to another device that has room in
- *        the memory model; fusion groups touching it are dissolved;
+ *   50%  move a unit (colocation group), or half the time a block of
+ *        units of log-uniform size grown breadth-first around it on its
+ *        device, to another device that has room in the memory model;
+ *        fusion groups touching them are dissolved;
  *   25%  swap the priorities of two nodes;
  *   25%  pick an edge: dissolve its fusion group, or merge the two groups
  *        when legal (the rule of fusion.c).
@@ -38,6 +40,33 @@ static void dissolve_groups_of_unit(const bl_units *u, int32_t k, gopt_decisions
     memset(kill, 0, (size_t)d->n);
 }
 
+/* Grow a block of units around k0 on its device, breadth first over edges,
+ * up to `want` units, into queue; returns its size. inq is all zero on
+ * entry and on return. */
+static int32_t grow_block(const gopt_frozen *f, const bl_units *u, const int32_t *device, int32_t k0, int32_t want,
+                          int32_t *queue, uint8_t *inq) {
+    int32_t dev = device[u->mem[u->ptr[k0]]], len = 0, head = 0;
+    queue[len++] = k0;
+    inq[k0] = 1;
+    while (head < len && len < want) {
+        int32_t k = queue[head++];
+        for (int32_t i = u->ptr[k]; i < u->ptr[k + 1] && len < want; i++) {
+            int32_t v = u->mem[i];
+            for (int dir = 0; dir < 2; dir++) {
+                const int32_t *ptr = dir ? f->in_ptr : f->out_ptr, *adj = dir ? f->in_src : f->out_dst;
+                for (int32_t e = ptr[v]; e < ptr[v + 1] && len < want; e++) {
+                    int32_t w = adj[e], kw = u->unit[w];
+                    if (inq[kw] || device[w] != dev) continue;
+                    inq[kw] = 1;
+                    queue[len++] = kw;
+                }
+            }
+        }
+    }
+    for (int32_t i = 0; i < len; i++) inq[queue[i]] = 0;
+    return len;
+}
+
 gopt_status gopt_bl_anneal(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     const gopt_frozen *f = gopt_graph_frozen(p->graph);
     int32_t n = f->n;
@@ -54,13 +83,16 @@ gopt_status gopt_bl_anneal(const gopt_bl_problem *p, gopt_decisions *d, gopt_err
     if (st) return st;
     gopt_decisions cur = {0}, cand = {0}, best = {0};
     double *used = NULL;
-    uint8_t *kill = NULL;
+    uint8_t *kill = NULL, *inq = NULL;
+    int32_t *queue = NULL;
     if ((st = gopt_decisions_init(&cur, n, err)) || (st = gopt_decisions_init(&cand, n, err)) ||
         (st = gopt_decisions_init(&best, n, err)))
         goto out;
     used = gopt_calloc((size_t)nd, sizeof *used, err);
     kill = gopt_calloc((size_t)n + 1, 1, err);
-    if (!used || !kill) {
+    inq = gopt_calloc((size_t)u.nunits + 1, 1, err);
+    queue = gopt_malloc(((size_t)u.nunits + 1) * sizeof *queue, err);
+    if (!used || !kill || !inq || !queue) {
         st = GOPT_ENOMEM;
         goto out;
     }
@@ -96,14 +128,22 @@ gopt_status gopt_bl_anneal(const gopt_bl_problem *p, gopt_decisions *d, gopt_err
         double r = gopt_rng_uniform(rng);
         int changed = 0;
         if (r < 0.5 && nd > 1) {
-            int32_t k = (int32_t)gopt_rng_below(rng, (uint64_t)u.nunits);
+            /* half the time one unit, else a block of log-uniform size grown around it */
+            int32_t k = (int32_t)gopt_rng_below(rng, (uint64_t)u.nunits), want = 1;
+            if (gopt_rng_uniform(rng) < 0.5 && u.nunits > 2)
+                want = 1 + (int32_t)exp(gopt_rng_uniform(rng) * log(0.5 * u.nunits));
+            int32_t len = grow_block(f, &u, cand.device, k, want, queue, inq);
             int32_t from = cand.device[u.mem[u.ptr[k]]];
             int32_t to = (int32_t)gopt_rng_below(rng, (uint64_t)(nd - 1));
             if (to >= from) to++;
             gopt_bl_memory_use(p, &cand, used);
-            if (used[to] + u.bytes[k] <= gopt_bl_device_capacity(p, to)) {
-                bl_units_set(&u, k, to, cand.device);
-                dissolve_groups_of_unit(&u, k, &cand, kill);
+            double need = 0;
+            for (int32_t i = 0; i < len; i++) need += u.bytes[queue[i]];
+            if (used[to] + need <= gopt_bl_device_capacity(p, to)) {
+                for (int32_t i = 0; i < len; i++) {
+                    bl_units_set(&u, queue[i], to, cand.device);
+                    dissolve_groups_of_unit(&u, queue[i], &cand, kill);
+                }
                 changed = 1;
             }
         } else if (r < 0.75 || f->m == 0) {
@@ -160,6 +200,8 @@ out:
     gopt_decisions_destroy(&best);
     free(used);
     free(kill);
+    free(inq);
+    free(queue);
     bl_units_destroy(&u);
     return st;
 }

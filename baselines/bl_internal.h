@@ -24,16 +24,19 @@ typedef struct {
 
 gopt_status bl_units_build(const gopt_bl_problem *p, bl_units *u, gopt_error *err);
 void bl_units_destroy(bl_units *u);
-/* Units in contiguous (layer, rank) order into order (nunits). */
-gopt_status bl_units_order(const gopt_bl_problem *p, const bl_units *u, int32_t *order, gopt_error *err);
+/* Units in contiguous (layer, rank) order into order (nunits); ukey (may be
+ * NULL) receives each unit's layer key. */
+gopt_status bl_units_order(const gopt_bl_problem *p, const bl_units *u, int32_t *order, int32_t *ukey,
+                           gopt_error *err);
 /* Assign every member of unit k to device dev. */
 void bl_units_set(const bl_units *u, int32_t k, int32_t dev, int32_t *device);
 
 /* Split the units in `order` into k contiguous ranges balanced by
- * weight[unit] (compute or memory), ranges on devices 0..k-1; a range stops
- * early when the next unit does not fit its device. */
-void bl_split_contiguous(const gopt_bl_problem *p, const bl_units *u, const int32_t *order, const double *weight,
-                         int k, int32_t *device);
+ * weight[unit] (compute or memory), ranges on devices 0..k-1. With key
+ * (per unit, may be NULL) a range ends only where the key changes (whole
+ * layers), unless the next unit does not fit its device. */
+void bl_split_contiguous(const gopt_bl_problem *p, const bl_units *u, const int32_t *order, const int32_t *key,
+                         const double *weight, int k, int32_t *device);
 /* Move units off devices over capacity (latest in contiguous order first,
  * to the device with the most room). GOPT_EUNSUP when impossible. */
 gopt_status bl_fix_memory(const gopt_bl_problem *p, const bl_units *u, int32_t *device, gopt_error *err);
@@ -88,6 +91,7 @@ static inline int32_t bl_fuse_gid(const bl_fuse *s, int32_t v) { return s->group
  * on one device (dev), neither closed, and every edge leaving one of them
  * goes into the other, or every edge entering the other comes from the one. */
 int bl_fuse_can_merge(bl_fuse *s, const int32_t *device, int32_t gu, int32_t gv);
+/* (gu is the producer side: a closed gu takes nothing after it.) */
 /* Merge; returns the new group id. */
 int32_t bl_fuse_merge(bl_fuse *s, int32_t gu, int32_t gv);
 /* Dissolve group g back into singletons. */

@@ -74,7 +74,7 @@ static void mark(bl_fuse *s, int32_t g) {
 }
 
 int bl_fuse_can_merge(bl_fuse *s, const int32_t *device, int32_t ga, int32_t gb) {
-    if (ga == gb || s->closed[ga] || s->closed[gb]) return 0;
+    if (ga == gb || s->closed[ga]) return 0;
     if (device[s->head[ga]] != device[s->head[gb]]) return 0;
     const gopt_frozen *f = s->f;
     s->clock++;
@@ -212,6 +212,8 @@ gopt_status gopt_bl_fuse_tvm(const gopt_bl_problem *p, gopt_decisions *d, gopt_e
     gopt_status st = bl_fuse_init(&s, p, d, err);
     if (st) return st;
     const gopt_frozen *f = s.f;
+    for (int32_t v = 0; v < f->n; v++) /* reductions last: nothing fuses after one */
+        if (f->op_class[v] == GOPT_OP_CLASS_REDUCTION) s.closed[bl_fuse_gid(&s, v)] = 1;
     for (int32_t i = 0; i < f->n; i++) {
         int32_t v = f->topo[i];
         int c = f->op_class[v];
@@ -235,8 +237,7 @@ gopt_status gopt_bl_fuse_tvm(const gopt_bl_problem *p, gopt_decisions *d, gopt_e
             }
         }
         if (best < 0) continue;
-        int32_t g = bl_fuse_merge(&s, best, bl_fuse_gid(&s, v));
-        if (c == GOPT_OP_CLASS_REDUCTION) s.closed[g] = 1; /* reductions last */
+        bl_fuse_merge(&s, best, bl_fuse_gid(&s, v)); /* a reduction closes the group */
     }
     bl_fuse_destroy(&s);
     return GOPT_OK;

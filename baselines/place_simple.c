@@ -78,19 +78,20 @@ gopt_status gopt_bl_place_expert(const gopt_bl_problem *p, gopt_decisions *d, go
     int32_t layers = distinct_layers(f);
     int keep = family_is(fam, KEEP) || (!family_is(fam, SPLIT) && layers < 2);
     bl_units u;
-    int32_t *order = NULL;
+    int32_t *order = NULL, *key = NULL;
     gopt_status st = bl_units_build(p, &u, err);
     if (st) return st;
     if ((st = bl_memory_feasible(p, &u, err))) goto out;
     order = gopt_malloc(((size_t)u.nunits + 1) * sizeof *order, err);
-    if (!order) {
+    key = gopt_malloc(((size_t)u.nunits + 1) * sizeof *key, err);
+    if (!order || !key) {
         st = GOPT_ENOMEM;
         goto out;
     }
-    if ((st = bl_units_order(p, &u, order, err))) goto out;
+    if ((st = bl_units_order(p, &u, order, key, err))) goto out;
     if (keep) { /* one device when it fits, else the fewest that hold it */
         for (int k = 1; k <= p->ndev; k++) {
-            bl_split_contiguous(p, &u, order, u.work, k, d->device);
+            bl_split_contiguous(p, &u, order, key, u.work, k, d->device);
             gopt_error e2 = {0};
             if (bl_fix_memory(p, &u, d->device, &e2) == GOPT_OK) {
                 int over = 0;
@@ -103,10 +104,11 @@ gopt_status gopt_bl_place_expert(const gopt_bl_problem *p, gopt_decisions *d, go
     }
     int k = p->ndev;
     if (layers >= 1 && layers < k) k = layers;
-    bl_split_contiguous(p, &u, order, u.work, k, d->device);
+    bl_split_contiguous(p, &u, order, key, u.work, k, d->device);
     st = bl_fix_memory(p, &u, d->device, err);
 out:
     free(order);
+    free(key);
     bl_units_destroy(&u);
     return st;
 }
@@ -140,7 +142,7 @@ gopt_status gopt_bl_place_mtopo(const gopt_bl_problem *p, gopt_decisions *d, gop
     }
     qsort(it, (size_t)u.nunits, sizeof *it, tp_cmp);
     for (int32_t k = 0; k < u.nunits; k++) order[k] = it[k].unit;
-    bl_split_contiguous(p, &u, order, u.work, p->ndev, d->device);
+    bl_split_contiguous(p, &u, order, NULL, u.work, p->ndev, d->device);
     st = bl_fix_memory(p, &u, d->device, err);
 out:
     free(order);

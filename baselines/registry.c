@@ -123,6 +123,7 @@ gopt_status gopt_bl_combo_parse(const gopt_bl_registry *r, const char *spec, gop
 
 gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo *c, const gopt_bl_problem *p,
                                  gopt_decisions *d, gopt_error *err) {
+    memset(d, 0, sizeof *d);
     const gopt_frozen *f = gopt_graph_frozen(p->graph);
     if (!f) return gopt_error_set(err, GOPT_EINVAL, "graph '%s' is not finalized", gopt_graph_name(p->graph));
     if (p->ndev < 1 || p->ndev > gopt_cost_num_devices(p->cm) || p->cost->ndev < p->ndev || p->cost->n != f->n)

@@ -71,7 +71,8 @@ static int order_cmp(const void *a, const void *b) {
     return 0;
 }
 
-gopt_status bl_units_order(const gopt_bl_problem *p, const bl_units *u, int32_t *order, gopt_error *err) {
+gopt_status bl_units_order(const gopt_bl_problem *p, const bl_units *u, int32_t *order, int32_t *ukey,
+                           gopt_error *err) {
     const gopt_frozen *f = gopt_graph_frozen(p->graph);
     int32_t *key = gopt_malloc(((size_t)f->n + 1) * sizeof *key, err);
     order_item *it = gopt_malloc(((size_t)u->nunits + 1) * sizeof *it, err);
@@ -101,30 +102,39 @@ gopt_status bl_units_order(const gopt_bl_problem *p, const bl_units *u, int32_t 
         }
     }
     qsort(it, (size_t)u->nunits, sizeof *it, order_cmp);
-    for (int32_t k = 0; k < u->nunits; k++) order[k] = it[k].unit;
+    for (int32_t k = 0; k < u->nunits; k++) {
+        order[k] = it[k].unit;
+        if (ukey) ukey[it[k].unit] = it[k].key;
+    }
     free(key);
     free(it);
     return GOPT_OK;
 }
 
-void bl_split_contiguous(const gopt_bl_problem *p, const bl_units *u, const int32_t *order, const double *weight,
-                         int k, int32_t *device) {
+void bl_split_contiguous(const gopt_bl_problem *p, const bl_units *u, const int32_t *order, const int32_t *key,
+                         const double *weight, int k, int32_t *device) {
     double total = 0;
     for (int32_t i = 0; i < u->nunits; i++) total += weight[order[i]];
     int dev = 0;
-    double cum = 0, used = 0, cap = gopt_bl_device_capacity(p, 0);
+    double cum = 0, used = 0, cap = gopt_bl_device_capacity(p, 0), block = 0;
     for (int32_t i = 0; i < u->nunits; i++) {
         int32_t un = order[i];
-        double w = weight[un];
-        /* move on when the unit's midpoint passes this range's boundary, or it does not fit */
-        while (dev < k - 1 && (cum + 0.5 * w > total * (dev + 1) / k || used + u->bytes[un] > cap) && used > 0) {
+        int starts = !key || i == 0 || key[un] != key[order[i - 1]];
+        if (starts) { /* weight of the block starting here */
+            block = 0;
+            for (int32_t j = i; j < u->nunits && (j == i || (key && key[order[j]] == key[un])); j++)
+                block += weight[order[j]];
+        }
+        /* move on at a block start whose midpoint passes this range's boundary, or when the unit does not fit */
+        while (dev < k - 1 && used > 0 &&
+               ((starts && cum + 0.5 * block > total * (dev + 1) / k) || used + u->bytes[un] > cap)) {
             dev++;
             used = 0;
             cap = gopt_bl_device_capacity(p, dev);
         }
         bl_units_set(u, un, dev, device);
         used += u->bytes[un];
-        cum += w;
+        cum += weight[un];
     }
 }
 
@@ -166,7 +176,7 @@ gopt_status bl_fix_memory(const gopt_bl_problem *p, const bl_units *u, int32_t *
         st = GOPT_ENOMEM;
         goto out;
     }
-    if ((st = bl_units_order(p, u, order, err))) goto out;
+    if ((st = bl_units_order(p, u, order, NULL, err))) goto out;
     for (int32_t k = 0; k < u->nunits; k++) used[device[u->mem[u->ptr[k]]]] += u->bytes[k];
     for (int d = 0; d < nd; d++) {
         double cap = gopt_bl_device_capacity(p, d);
@@ -211,11 +221,11 @@ gopt_status bl_least_bad_split(const gopt_bl_problem *p, const bl_units *u, int3
     if (!order) return GOPT_ENOMEM;
     if ((st = gopt_decisions_init(&trial, u->n, err))) goto out;
     gopt_decisions_set_default(&trial, gopt_graph_frozen(p->graph));
-    if ((st = bl_units_order(p, u, order, err))) goto out;
+    if ((st = bl_units_order(p, u, order, NULL, err))) goto out;
     double best = INFINITY;
     int found = 0;
     for (int k = 2; k <= p->ndev; k++) {
-        bl_split_contiguous(p, u, order, u->bytes, k, trial.device);
+        bl_split_contiguous(p, u, order, NULL, u->bytes, k, trial.device);
         gopt_error e2 = {0};
         if (bl_fix_memory(p, u, trial.device, &e2)) continue;
         int oom = 0;
