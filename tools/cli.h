@@ -35,5 +35,7 @@ int cli_stderr_is_tty(void);
 
 /* The verbs. Each returns the process exit code. */
 int cmd_graph(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
+int cmd_cost(int argc, char **argv);
 
 #endif

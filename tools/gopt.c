@@ -13,6 +13,8 @@ typedef struct {
 
 static const verb VERBS[] = {
     {"graph", cmd_graph, "inspect, convert, draw and generate computation graphs"},
+    {"profile", cmd_profile, "show device profiles; calibrate this machine (CPU, CUDA) into one"},
+    {"cost", cmd_cost, "predicted per-op times of a graph on a profile's devices"},
 };
 #define NVERBS (sizeof VERBS / sizeof VERBS[0])
 
