@@ -35,5 +35,6 @@ int cli_stderr_is_tty(void);
 
 /* The verbs. Each returns the process exit code. */
 int cmd_graph(int argc, char **argv);
+int graph_gen(int argc, char **argv); /* `gopt graph gen` (cmd_graph_gen.c) */
 
 #endif
