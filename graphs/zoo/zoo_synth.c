@@ -26,7 +26,7 @@
 
 static const char *const KIND_NAMES[GOPT_SYNTH_KIND_COUNT] = {"layered", "cells", "chain", "grid"};
 /* forward share of all nodes, per kind (measured; docs/zoo.md) */
-static const double FWD_SHARE[GOPT_SYNTH_KIND_COUNT] = {0.40, 0.36, 0.37, 0.36};
+static const double FWD_SHARE[GOPT_SYNTH_KIND_COUNT] = {0.58, 0.44, 0.44, 0.41};
 
 const char *gopt_synth_kind_name(gopt_synth_kind k) {
     return k >= 0 && k < GOPT_SYNTH_KIND_COUNT ? KIND_NAMES[k] : NULL;
@@ -306,11 +306,30 @@ gopt_status gopt_zoo_synthetic(gopt_rng *rng, const gopt_synth_opts *opts, const
     if (target < lo) target = lo;
     if (target > hi) target = hi;
     gopt_optimizer optim = (gopt_optimizer)(GOPT_OPTIM_SGD + gopt_rng_below(rng, 3));
-    zoo_builder b;
-    gopt_status st = zoo_begin(&b, name, KIND_NAMES[kind], optim, err);
-    if (st != GOPT_OK) return st;
-    synth s = {&b, rng, (int32_t)(target * FWD_SHARE[kind])};
     static void (*const BUILD[GOPT_SYNTH_KIND_COUNT])(synth *) = {synth_layered, synth_cells, synth_chain, synth_grid};
-    BUILD[kind](&s);
-    return zoo_finish(&b, out);
+    /* Build; when the size misses the target by more than 15%, rebuild from the
+     * same RNG state with a rescaled budget (same structure, shorter or longer). */
+    gopt_rng start = *rng;
+    double budget = target * FWD_SHARE[kind];
+    for (int attempt = 0;; attempt++) {
+        *rng = start;
+        zoo_builder b;
+        gopt_status st = zoo_begin(&b, name, KIND_NAMES[kind], optim, err);
+        if (st != GOPT_OK) return st;
+        synth s = {&b, rng, (int32_t)budget};
+        BUILD[kind](&s);
+        gopt_graph *g = NULL;
+        if ((st = zoo_finish(&b, &g)) != GOPT_OK) return st;
+        int32_t n = gopt_graph_num_nodes(g);
+        int in_range = n >= lo && n <= hi;
+        if ((in_range && fabs(n - target) <= 0.15 * target) || (in_range && attempt >= 2)) {
+            *out = g;
+            return GOPT_OK;
+        }
+        gopt_graph_free(g);
+        if (attempt >= 8)
+            return gopt_error_set(err, GOPT_EINTERNAL, "synthetic %s graph '%s': %d nodes, outside [%d, %d]",
+                                  KIND_NAMES[kind], name, n, lo, hi);
+        budget *= target / (n > 0 ? n : 1) * (n < target ? 1.1 : 0.9); /* overshoot: granular sizes */
+    }
 }
