@@ -34,6 +34,7 @@
 #include "gopt_cost.h"
 #include "gopt_decisions.h"
 #include "gopt_graph.h"
+#include "gopt_sim.h"
 
 typedef enum {
     GOPT_BL_PLACEMENT = 0,
@@ -143,5 +144,26 @@ gopt_status gopt_bl_fuse_none(const gopt_bl_problem *p, gopt_decisions *d, gopt_
 gopt_status gopt_bl_fuse_xla(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err);
 gopt_status gopt_bl_fuse_tvm(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err);
 gopt_status gopt_bl_anneal(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err);
+
+/* ---- running a method against the simulator (run.c) -------------------------- */
+/* The evaluator over the simulator: ctx is a gopt_bl_sim_ctx. A failed run
+ * returns -1. */
+typedef struct {
+    const gopt_sim *sim;
+    gopt_sim_scratch *scratch;
+} gopt_bl_sim_ctx;
+double gopt_bl_sim_evaluate(void *ctx, const gopt_decisions *d, int *oom);
+
+typedef struct {
+    double optimize_time_s; /* wall time of the method itself */
+    gopt_sim_result sim;    /* the simulated step under the decisions */
+} gopt_bl_outcome;
+
+/* Parse `spec`, run it on sim's graph and devices with the simulator as the
+ * evaluator, then simulate the result. d is initialised here (caller
+ * destroys it). GOPT_EUNSUP when the method finds no valid solution. */
+gopt_status gopt_bl_optimize(const gopt_bl_registry *r, const char *spec, const gopt_sim *sim,
+                             const gopt_costmodel *cm, const gopt_bl_options *opt, gopt_decisions *d,
+                             gopt_bl_outcome *out, gopt_error *err);
 
 #endif /* GOPT_BASELINES_H */

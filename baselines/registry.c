@@ -131,7 +131,7 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
                               gopt_cost_num_devices(p->cm));
     gopt_status st = gopt_decisions_init(d, f->n, err);
     if (st) return st;
-    gopt_decisions_set_default(d, f);
+    gopt_decisions prev = {0};
     static const char *DEFAULTS[GOPT_BL_KIND_COUNT] = {"single", "fifo", "none", NULL};
     gopt_bl_problem q = *p;
     gopt_rng local;
@@ -139,20 +139,51 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
         gopt_rng_seed(&local, p->opt.seed);
         q.rng = &local;
     }
-    for (int k = 0; k < GOPT_BL_KIND_COUNT; k++) {
-        const gopt_bl_method *m = c->part[k];
-        if (!m && DEFAULTS[k]) m = gopt_bl_registry_find(r, DEFAULTS[k]);
-        if (!m) continue;
-        if ((st = m->decide(&q, d, err))) {
-            gopt_error_prefix(err, "%s", m->name);
-            return st;
+    double frac = q.opt.mem_fraction > 0 ? q.opt.mem_fraction : 1.0;
+    int have_prev = 0;
+    for (int attempt = 0;; attempt++) {
+        gopt_decisions_set_default(d, f);
+        for (int k = 0; k < GOPT_BL_JOINT; k++) {
+            const gopt_bl_method *m = c->part[k];
+            if (!m) m = gopt_bl_registry_find(r, DEFAULTS[k]);
+            if (!m) continue;
+            if ((st = m->decide(&q, d, err))) {
+                gopt_error_prefix(err, "%s", m->name);
+                break;
+            }
         }
+        if (st == GOPT_EUNSUP && have_prev) { /* tighter did not fit: keep the last that did */
+            gopt_decisions_copy(d, &prev);
+            gopt_error_clear(err);
+            st = GOPT_OK;
+            break;
+        }
+        if (st) goto out;
+        /* our memory model leaves out transient tensors and received copies: when the
+         * evaluator reports OOM, place again with less of each device (x0.75, 4 times) */
+        if (!p->evaluate || attempt == 4) break;
+        int oom = 0;
+        double t = p->evaluate(p->eval_ctx, d, &oom);
+        if (!oom || !isfinite(t) || t < 0) break;
+        if (!have_prev && (st = gopt_decisions_init(&prev, f->n, err))) goto out;
+        gopt_decisions_copy(&prev, d);
+        have_prev = 1;
+        frac *= 0.75;
+        q.opt.mem_fraction = frac;
+    }
+    if (c->part[GOPT_BL_JOINT] && (st = c->part[GOPT_BL_JOINT]->decide(&q, d, err))) {
+        gopt_error_prefix(err, "%s", c->part[GOPT_BL_JOINT]->name);
+        goto out;
     }
     if ((st = gopt_decisions_validate(d, p->graph, p->ndev, err))) {
         gopt_error_prefix(err, "internal: a method produced invalid decisions");
-        return GOPT_EINTERNAL;
+        st = GOPT_EINTERNAL;
+        goto out;
     }
-    return gopt_bl_memory_check(p, d, err);
+    st = gopt_bl_memory_check(p, d, err);
+out:
+    gopt_decisions_destroy(&prev);
+    return st;
 }
 
 /* ---- memory model ------------------------------------------------------ */

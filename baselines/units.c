@@ -117,6 +117,7 @@ void bl_split_contiguous(const gopt_bl_problem *p, const bl_units *u, const int3
     for (int32_t i = 0; i < u->nunits; i++) total += weight[order[i]];
     int dev = 0;
     double cum = 0, used = 0, cap = gopt_bl_device_capacity(p, 0), block = 0;
+    int32_t count = 0; /* units on the current device */
     for (int32_t i = 0; i < u->nunits; i++) {
         int32_t un = order[i];
         int starts = !key || i == 0 || key[un] != key[order[i - 1]];
@@ -126,14 +127,16 @@ void bl_split_contiguous(const gopt_bl_problem *p, const bl_units *u, const int3
                 block += weight[order[j]];
         }
         /* move on at a block start whose midpoint passes this range's boundary, or when the unit does not fit */
-        while (dev < k - 1 && used > 0 &&
+        while (dev < k - 1 && count > 0 &&
                ((starts && cum + 0.5 * block > total * (dev + 1) / k) || used + u->bytes[un] > cap)) {
             dev++;
             used = 0;
+            count = 0;
             cap = gopt_bl_device_capacity(p, dev);
         }
         bl_units_set(u, un, dev, device);
         used += u->bytes[un];
+        count++;
         cum += weight[un];
     }
 }

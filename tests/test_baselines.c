@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "gopt_baselines.h"
+#include "gopt_zoo.h"
 
 /* ---- fixtures -------------------------------------------------------------- */
 /* ndev identical devices: peak 1e12 FLOP/s, 1e11 B/s memory, launch 1e-6 s,
@@ -573,7 +574,7 @@ static void test_evaluator_callback(void **state) {
     x.pb.opt.max_evals = 50;
     gopt_decisions d;
     run_method(&x, "sa", &d, GOPT_OK);
-    assert_int_equal(c.calls, 51); /* the start, then max_evals */
+    assert_int_equal(c.calls, 52); /* the placement OOM check, the start, then max_evals */
     gopt_decisions_destroy(&d);
     /* the method asked for more devices than the cost model has */
     x.pb.ndev = 3;
@@ -584,6 +585,55 @@ static void test_evaluator_callback(void **state) {
     assert_non_null(strstr(err.msg, "3 devices"));
     fx_destroy(&x);
     gopt_graph_free(g);
+}
+
+/* Every zoo family (small settings) on the shipped 8-GPU V100 profile, judged
+ * by the simulator: every method valid, and no OOM where single fits. */
+static void test_validity_zoo(void **state) {
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/profiles/v100-dgx1-x8.json", GOPT_SOURCE_DIR);
+    gopt_profile *prof = NULL;
+    gopt_error err = {0};
+    assert_int_equal(gopt_profile_load(path, &prof, &err), GOPT_OK);
+    gopt_costmodel *cm = NULL;
+    assert_int_equal(gopt_cost_create(prof, 0, &cm, &err), GOPT_OK);
+    gopt_bl_registry reg;
+    gopt_bl_registry_init(&reg);
+    const char *methods[] = {"single", "expert", "metis", "heft", "mtopo", "metf", "msct",
+                             "heft+cp+xla", "metis+fifo+tvm", "msct+cp+tvm", "sa", NULL};
+    for (int i = 0; i < gopt_zoo_family_count(); i++) {
+        gopt_zoo_spec spec = {0};
+        spec.family = gopt_zoo_family_name(i);
+        spec.layers = strcmp(spec.family, "resnet") == 0 ? 18 : strcmp(spec.family, "inception_v3") == 0 ? 0 : 2;
+        spec.batch = 8;
+        spec.seq = strcmp(spec.family, "wavenet") == 0 ? 2000 : 0;
+        gopt_graph *g = NULL;
+        gopt_status st = gopt_zoo_generate(&spec, &g, &err);
+        if (st) fprintf(stderr, "%s: %s\n", spec.family, err.msg);
+        assert_int_equal(st, GOPT_OK);
+        gopt_sim *sim = NULL;
+        assert_int_equal(gopt_sim_create(g, cm, &sim, &err), GOPT_OK);
+        for (int j = 0; methods[j]; j++) {
+            gopt_bl_options opt = {0};
+            opt.seed = 3;
+            opt.max_evals = 20;
+            opt.budget_s = 60;
+            gopt_decisions d;
+            gopt_bl_outcome res;
+            st = gopt_bl_optimize(&reg, methods[j], sim, cm, &opt, &d, &res, &err);
+            if (st) fprintf(stderr, "%s %s: %s\n", spec.family, methods[j], err.msg);
+            assert_int_equal(st, GOPT_OK);
+            assert_int_equal(gopt_decisions_validate(&d, g, 8, &err), GOPT_OK);
+            assert_true(res.sim.step_time_s > 0);
+            if (res.sim.oom) fprintf(stderr, "note: %s %s: simulated OOM\n", spec.family, methods[j]);
+            gopt_decisions_destroy(&d);
+        }
+        gopt_sim_free(sim);
+        gopt_graph_free(g);
+    }
+    gopt_cost_free(cm);
+    gopt_profile_free(prof);
 }
 
 int main(void) {
@@ -598,6 +648,7 @@ int main(void) {
         cmocka_unit_test(test_expert_rules),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_evaluator_callback),
+        cmocka_unit_test(test_validity_zoo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
