@@ -1,0 +1,426 @@
+/* place_list.c: list-scheduling placers: HEFT, Baechi's m-ETF and m-SCT.
+ *
+ * All three build a schedule on the cost model (op time per device, transfer
+ * time per edge, no link contention) and keep the devices it chose. Shared
+ * rules:
+ *  - memory: a node may go to a device only when its unit (colocation group)
+ *    is already there, or fits there with what the device already holds;
+ *    a unit's whole memory is reserved when its first member is placed, so
+ *    later members follow it (Baechi's co-placement);
+ *  - sources of zero time (inputs, parameters) are not scheduled on their
+ *    own: they go with their first consumer (transfer-free), so a parameter
+ *    and its optimizer update land where the parameter is first used;
+ *  - a node that fits nowhere ends the run with GOPT_EUNSUP naming it.
+ *
+ * HEFT (Topcuoglu et al. 2002): upward rank with mean op time over devices
+ * and mean transfer time over device pairs; nodes in decreasing rank, each
+ * on the device with the earliest finish time, inserted into the earliest
+ * idle gap that holds it. O(N log N + E ndev^2) plus the gap scans.
+ *
+ * m-ETF (Baechi, SoCC 2020): earliest task first: repeatedly the (ready
+ * node, device) pair with the earliest start time max(device free, data
+ * ready), appended. One heap of ready nodes per device keyed by data-ready
+ * time: the best start on a device is max(free, heap top), so each step is
+ * O(ndev + log N); stale entries are re-keyed lazily. O((N + E) ndev log N).
+ *
+ * m-SCT (Baechi, after Hanen & Munier's small-communication-time
+ * algorithm): favourite children stay with their parents. SCT picks each
+ * node's favourite child from a linear-programming relaxation; we pick them
+ * by a greedy matching over edges in decreasing transfer time (each node at
+ * most one favourite child and one favourite parent), which zeroes the
+ * largest communications the LP would. Then ETF, except that a ready node
+ * whose favourite parent is placed goes to that parent's device when it
+ * fits there (Baechi's memory rule: otherwise, plain ETF).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bl_internal.h"
+
+typedef struct {
+    const gopt_bl_problem *p;
+    const gopt_frozen *f;
+    bl_units u;
+    int32_t *unit_dev; /* (nunits) device or -1 */
+    double *used;      /* (ndev) bytes reserved */
+    double *aft;       /* (n) finish time */
+    int32_t *device;   /* the decisions' device array; -1 while unplaced */
+} lp_state;
+
+static gopt_status lp_init(lp_state *s, const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    memset(s, 0, sizeof *s);
+    s->p = p;
+    s->f = gopt_graph_frozen(p->graph);
+    gopt_status st = bl_units_build(p, &s->u, err);
+    if (st) return st;
+    if ((st = bl_memory_feasible(p, &s->u, err))) return st;
+    s->unit_dev = gopt_malloc(((size_t)s->u.nunits + 1) * sizeof *s->unit_dev, err);
+    s->used = gopt_calloc((size_t)p->ndev, sizeof *s->used, err);
+    s->aft = gopt_calloc((size_t)s->f->n + 1, sizeof *s->aft, err);
+    if (!s->unit_dev || !s->used || !s->aft) return GOPT_ENOMEM;
+    for (int32_t k = 0; k < s->u.nunits; k++) s->unit_dev[k] = -1;
+    s->device = d->device;
+    for (int32_t v = 0; v < s->f->n; v++) s->device[v] = -1;
+    return GOPT_OK;
+}
+
+static void lp_destroy(lp_state *s) {
+    bl_units_destroy(&s->u);
+    free(s->unit_dev);
+    free(s->used);
+    free(s->aft);
+}
+
+static double tv(const lp_state *s, int32_t v, int dev) { return s->p->cost->time[(size_t)v * s->p->cost->ndev + dev]; }
+
+/* Whether v may run on dev: its unit is there already, or fits there. */
+static int lp_fits(const lp_state *s, int32_t v, int dev) {
+    int32_t k = s->u.unit[v];
+    if (s->unit_dev[k] >= 0) return s->unit_dev[k] == dev;
+    return s->used[dev] + s->u.bytes[k] <= gopt_bl_device_capacity(s->p, dev);
+}
+
+/* Data-ready time of v on dev. */
+static double lp_ready(const lp_state *s, int32_t v, int dev) {
+    const gopt_frozen *f = s->f;
+    double r = 0;
+    for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
+        int32_t q = f->in_src[e];
+        int dq = s->device[q];
+        if (dq < 0) {
+            int32_t kq = s->u.unit[q];
+            if (s->unit_dev[kq] < 0) continue; /* a deferred source: it will come along */
+            dq = s->unit_dev[kq];
+        }
+        double a = s->aft[q] + bl_xfer(s->p, dq, dev, f->edge_bytes[f->in_eid[e]]);
+        if (a > r) r = a;
+    }
+    return r;
+}
+
+static void lp_place_unit(lp_state *s, int32_t k, int dev) {
+    if (s->unit_dev[k] >= 0) return;
+    s->unit_dev[k] = dev;
+    s->used[dev] += s->u.bytes[k];
+    for (int32_t i = s->u.ptr[k]; i < s->u.ptr[k + 1]; i++) {
+        int32_t w = s->u.mem[i];
+        if (bl_is_deferred(s->p, w)) s->device[w] = dev; /* sources: placed and done at time 0 */
+    }
+}
+
+static void lp_commit(lp_state *s, int32_t v, int dev, double start) {
+    const gopt_frozen *f = s->f;
+    lp_place_unit(s, s->u.unit[v], dev);
+    for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
+        int32_t q = f->in_src[e];
+        int32_t kq = s->u.unit[q];
+        /* a deferred source goes along when it fits; otherwise lp_finish places it */
+        if (s->device[q] < 0 && bl_is_deferred(s->p, q) && s->unit_dev[kq] < 0 &&
+            s->used[dev] + s->u.bytes[kq] <= gopt_bl_device_capacity(s->p, dev))
+            lp_place_unit(s, kq, dev);
+    }
+    s->device[v] = dev;
+    s->aft[v] = start + tv(s, v, dev);
+}
+
+/* Deferred sources nobody consumed, and any unit still unplaced: the device with most room. */
+static gopt_status lp_finish(lp_state *s, gopt_error *err) {
+    for (int32_t k = 0; k < s->u.nunits; k++) {
+        if (s->unit_dev[k] >= 0) continue;
+        int best = -1;
+        double room = -1;
+        for (int d = 0; d < s->p->ndev; d++) {
+            double r = gopt_bl_device_capacity(s->p, d) - s->used[d] - s->u.bytes[k];
+            if (r >= 0 && r > room) {
+                room = r;
+                best = d;
+            }
+        }
+        if (best < 0)
+            return gopt_error_set(err, GOPT_EUNSUP, "no valid placement of graph '%s': node '%s' fits on no device",
+                                  gopt_graph_name(s->p->graph), gopt_graph_node_name(s->p->graph, s->u.mem[s->u.ptr[k]]));
+        lp_place_unit(s, k, best);
+    }
+    for (int32_t v = 0; v < s->f->n; v++)
+        if (s->device[v] < 0) s->device[v] = s->unit_dev[s->u.unit[v]];
+    return GOPT_OK;
+}
+
+static gopt_status no_fit(const lp_state *s, int32_t v, gopt_error *err) {
+    return gopt_error_set(err, GOPT_EUNSUP,
+                          "no valid placement of graph '%s' found: node '%s' fits on no device (memory)",
+                          gopt_graph_name(s->p->graph), gopt_graph_node_name(s->p->graph, v));
+}
+
+/* ---- HEFT ------------------------------------------------------------------ */
+typedef struct {
+    double start, end;
+} slot;
+typedef struct {
+    slot *a;
+    int32_t len, cap;
+} slots;
+
+typedef struct {
+    double rank;
+    int32_t topo, v;
+} rk_item;
+
+static int rk_cmp(const void *a, const void *b) {
+    const rk_item *x = a, *y = b;
+    if (x->rank != y->rank) return x->rank > y->rank ? -1 : 1;
+    return x->topo < y->topo ? -1 : x->topo > y->topo;
+}
+
+/* Earliest start >= ready of a gap of length dur; *pos receives the insertion index. */
+static double slot_find(const slots *sl, double ready, double dur, int32_t *pos) {
+    int32_t lo = 0, hi = sl->len; /* first slot with end > ready */
+    while (lo < hi) {
+        int32_t mid = (lo + hi) / 2;
+        if (sl->a[mid].end > ready) hi = mid;
+        else lo = mid + 1;
+    }
+    double t = ready;
+    for (int32_t i = lo; i < sl->len; i++) {
+        if (t + dur <= sl->a[i].start) {
+            *pos = i;
+            return t;
+        }
+        if (sl->a[i].end > t) t = sl->a[i].end;
+    }
+    *pos = sl->len;
+    return t;
+}
+
+static int slot_insert(slots *sl, int32_t pos, double start, double end) {
+    if (sl->len == sl->cap) {
+        int32_t cap = sl->cap ? 2 * sl->cap : 256;
+        slot *a = realloc(sl->a, (size_t)cap * sizeof *a);
+        if (!a) return 0;
+        sl->a = a;
+        sl->cap = cap;
+    }
+    memmove(sl->a + pos + 1, sl->a + pos, (size_t)(sl->len - pos) * sizeof *sl->a);
+    sl->a[pos].start = start;
+    sl->a[pos].end = end;
+    sl->len++;
+    return 1;
+}
+
+gopt_status gopt_bl_place_heft(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    lp_state s;
+    gopt_status st = lp_init(&s, p, d, err);
+    const gopt_frozen *f = s.f;
+    int32_t n = f->n, nd = p->ndev;
+    rk_item *it = NULL;
+    double *rank = NULL;
+    slots *sl = NULL;
+    if (st) goto out;
+    it = gopt_malloc(((size_t)n + 1) * sizeof *it, err);
+    rank = gopt_malloc(((size_t)n + 1) * sizeof *rank, err);
+    sl = gopt_calloc((size_t)nd, sizeof *sl, err);
+    if (!it || !rank || !sl) {
+        st = GOPT_ENOMEM;
+        goto out;
+    }
+    int32_t cnt = 0;
+    for (int32_t i = n - 1; i >= 0; i--) {
+        int32_t v = f->topo[i];
+        double w = 0, best = 0;
+        for (int k = 0; k < nd; k++) w += tv(&s, v, k);
+        w /= nd;
+        for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++) {
+            double r = bl_xfer_mean(p, f->edge_bytes[f->out_eid[e]]) + rank[f->out_dst[e]];
+            if (r > best) best = r;
+        }
+        rank[v] = w + best;
+        if (bl_is_deferred(p, v)) continue;
+        it[cnt].rank = rank[v];
+        it[cnt].topo = f->rank[v];
+        it[cnt].v = v;
+        cnt++;
+    }
+    qsort(it, (size_t)cnt, sizeof *it, rk_cmp);
+    for (int32_t i = 0; i < cnt; i++) {
+        int32_t v = it[i].v, bestd = -1, bestpos = 0;
+        double beststart = 0, bestfin = INFINITY;
+        for (int k = 0; k < nd; k++) {
+            if (!lp_fits(&s, v, k)) continue;
+            int32_t pos;
+            double dur = tv(&s, v, k);
+            double start = slot_find(&sl[k], lp_ready(&s, v, k), dur, &pos);
+            if (start + dur < bestfin) {
+                bestfin = start + dur;
+                beststart = start;
+                bestd = k;
+                bestpos = pos;
+            }
+        }
+        if (bestd < 0) {
+            st = no_fit(&s, v, err);
+            goto out;
+        }
+        if (!slot_insert(&sl[bestd], bestpos, beststart, bestfin)) {
+            st = gopt_error_set(err, GOPT_ENOMEM, "out of memory in HEFT");
+            goto out;
+        }
+        lp_commit(&s, v, bestd, beststart);
+    }
+    st = lp_finish(&s, err);
+out:
+    if (sl)
+        for (int k = 0; k < nd; k++) free(sl[k].a);
+    free(sl);
+    free(it);
+    free(rank);
+    lp_destroy(&s);
+    return st;
+}
+
+/* ---- ETF and SCT ------------------------------------------------------------ */
+static gopt_status etf_run(const gopt_bl_problem *p, gopt_decisions *d, int sct, gopt_error *err) {
+    lp_state s;
+    gopt_status st = lp_init(&s, p, d, err);
+    const gopt_frozen *f = s.f;
+    int32_t n = f->n, nd = p->ndev;
+    bl_heap *heap = NULL;
+    double *freet = NULL;
+    int32_t *indeg = NULL, *live = NULL, *favp = NULL, *favc = NULL;
+    rk_item *edges = NULL;
+    if (st) goto out;
+    heap = gopt_calloc((size_t)nd, sizeof *heap, err);
+    freet = gopt_calloc((size_t)nd, sizeof *freet, err);
+    indeg = gopt_calloc((size_t)n + 1, sizeof *indeg, err);
+    live = gopt_calloc((size_t)n + 1, sizeof *live, err);
+    favp = gopt_malloc(((size_t)n + 1) * sizeof *favp, err);
+    favc = gopt_malloc(((size_t)n + 1) * sizeof *favc, err);
+    if (!heap || !freet || !indeg || !live || !favp || !favc) {
+        st = GOPT_ENOMEM;
+        goto out;
+    }
+    for (int32_t v = 0; v < n; v++) favp[v] = favc[v] = -1;
+    if (sct && nd > 1) { /* favourite children: greedy matching, heaviest transfers first */
+        edges = gopt_malloc(((size_t)f->m + 1) * sizeof *edges, err);
+        if (!edges) {
+            st = GOPT_ENOMEM;
+            goto out;
+        }
+        int32_t ne = 0;
+        for (int32_t e = 0; e < f->m; e++) {
+            int32_t a = f->edge_src[e];
+            if (bl_is_deferred(p, a) || f->edge_bytes[e] <= 0) continue;
+            edges[ne].rank = bl_xfer_mean(p, f->edge_bytes[e]);
+            edges[ne].topo = e;
+            edges[ne].v = e;
+            ne++;
+        }
+        qsort(edges, (size_t)ne, sizeof *edges, rk_cmp);
+        for (int32_t i = 0; i < ne; i++) {
+            int32_t a = f->edge_src[edges[i].v], b = f->edge_dst[edges[i].v];
+            if (favc[a] < 0 && favp[b] < 0) {
+                favc[a] = b;
+                favp[b] = a;
+            }
+        }
+    }
+    for (int32_t v = 0; v < n; v++)
+        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++)
+            if (!bl_is_deferred(p, f->in_src[e])) indeg[v]++;
+    int32_t todo = 0;
+#define PUSH_READY(v)                                                                                                  \
+    do {                                                                                                               \
+        int32_t _v = (v), _fp = favp[_v];                                                                              \
+        if (_fp >= 0 && s.device[_fp] >= 0 && lp_fits(&s, _v, s.device[_fp])) {                                       \
+            if (!bl_heap_push(&heap[s.device[_fp]], lp_ready(&s, _v, s.device[_fp]), _v)) goto nomem;                   \
+            live[_v] = 1;                                                                                              \
+        } else                                                                                                         \
+            for (int _k = 0; _k < nd; _k++)                                                                            \
+                if (lp_fits(&s, _v, _k)) {                                                                             \
+                    if (!bl_heap_push(&heap[_k], lp_ready(&s, _v, _k), _v)) goto nomem;                                 \
+                    live[_v]++;                                                                                        \
+                }                                                                                                      \
+        if (!live[_v]) {                                                                                               \
+            st = no_fit(&s, _v, err);                                                                                  \
+            goto out;                                                                                                  \
+        }                                                                                                              \
+    } while (0)
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = f->topo[i];
+        if (bl_is_deferred(p, v)) continue;
+        todo++;
+        if (indeg[v] == 0) PUSH_READY(v);
+    }
+    while (todo > 0) {
+        int bestd = -1;
+        double beststart = INFINITY;
+        for (int k = 0; k < nd; k++) {
+            bl_heap *h = &heap[k];
+            while (h->len) { /* drop or re-key stale tops */
+                int32_t v = h->a[0].id;
+                if (s.device[v] >= 0) {
+                    bl_heap_pop(h);
+                    continue;
+                }
+                if (!lp_fits(&s, v, k)) {
+                    bl_heap_pop(h);
+                    if (--live[v] == 0) {
+                        st = no_fit(&s, v, err);
+                        goto out;
+                    }
+                    continue;
+                }
+                double r = lp_ready(&s, v, k);
+                if (r != h->a[0].key) {
+                    bl_heap_pop(h);
+                    if (!bl_heap_push(h, r, v)) goto nomem;
+                    continue;
+                }
+                break;
+            }
+            if (!h->len) continue;
+            double start = h->a[0].key > freet[k] ? h->a[0].key : freet[k];
+            if (start < beststart) {
+                beststart = start;
+                bestd = k;
+            }
+        }
+        if (bestd < 0) {
+            st = gopt_error_set(err, GOPT_EINTERNAL, "ETF: %d nodes left but none ready", todo);
+            goto out;
+        }
+        int32_t v = bl_heap_pop(&heap[bestd]).id;
+        lp_commit(&s, v, bestd, beststart);
+        freet[bestd] = s.aft[v];
+        todo--;
+        for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++) {
+            int32_t w = f->out_dst[e];
+            if (--indeg[w] == 0) PUSH_READY(w);
+        }
+    }
+#undef PUSH_READY
+    st = lp_finish(&s, err);
+    goto out;
+nomem:
+    st = gopt_error_set(err, GOPT_ENOMEM, "out of memory in ETF");
+out:
+    if (heap)
+        for (int k = 0; k < nd; k++) bl_heap_destroy(&heap[k]);
+    free(heap);
+    free(freet);
+    free(indeg);
+    free(live);
+    free(favp);
+    free(favc);
+    free(edges);
+    lp_destroy(&s);
+    return st;
+}
+
+gopt_status gopt_bl_place_metf(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    return etf_run(p, d, 0, err);
+}
+
+gopt_status gopt_bl_place_msct(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    return etf_run(p, d, 1, err);
+}

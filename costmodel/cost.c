@@ -1,0 +1,253 @@
+/* cost.c: the cost model: op, fused group and transfer times (gopt_cost.h).
+ *
+ * Creation compiles every measured table the chosen devices and their links
+ * use into interpolation structures (cost_internal.h), once per distinct
+ * table (devices sharing a table set share the compiled table). After that
+ * the model is read-only. Cost of creation: O(ndev^2 + table rows log rows).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost_internal.h"
+
+typedef struct {
+    const double *key; /* the profile's points: identity of the table */
+    gopt_table_kind kind;
+    gopt_interp1 t1;
+    gopt_interp3 t3;
+} compiled;
+
+struct gopt_costmodel {
+    const gopt_profile *p;
+    int ndev;
+    int ncomp, capcomp;
+    compiled *comp;
+    int32_t *dev_tab;  /* (ndev, GOPT_TABLE_KIND_COUNT) index into comp or -1 */
+    int32_t *link_tab; /* (ndev, ndev) index into comp or -1 */
+};
+
+static gopt_status compile(gopt_costmodel *cm, const gopt_profile_table *pt, gopt_table_kind kind, int32_t *idx,
+                           gopt_error *err) {
+    for (int i = 0; i < cm->ncomp; i++)
+        if (cm->comp[i].key == pt->points && cm->comp[i].kind == kind) {
+            *idx = i;
+            return GOPT_OK;
+        }
+    if (cm->ncomp == cm->capcomp) {
+        int cap = cm->capcomp ? 2 * cm->capcomp : 8;
+        compiled *c = realloc(cm->comp, (size_t)cap * sizeof *c);
+        if (!c) return gopt_error_set(err, GOPT_ENOMEM, "out of memory compiling cost tables");
+        cm->comp = c;
+        cm->capcomp = cap;
+    }
+    compiled *c = &cm->comp[cm->ncomp];
+    memset(c, 0, sizeof *c);
+    c->key = pt->points;
+    c->kind = kind;
+    gopt_status st = kind == GOPT_TABLE_GEMM ? gopt_interp3_init(&c->t3, pt->points, pt->n, err)
+                                             : gopt_interp1_init(&c->t1, pt->points, pt->n, err);
+    if (st) return st;
+    *idx = cm->ncomp++;
+    return GOPT_OK;
+}
+
+gopt_status gopt_cost_create(const gopt_profile *p, int ndev, gopt_costmodel **out, gopt_error *err) {
+    *out = NULL;
+    int have = gopt_profile_num_devices(p);
+    if (ndev < 0 || ndev > have)
+        return gopt_error_set(err, GOPT_EINVAL, "profile '%s': %d devices asked for, it has %d", gopt_profile_name(p),
+                              ndev, have);
+    if (ndev == 0) ndev = have;
+    gopt_costmodel *cm = gopt_calloc(1, sizeof *cm, err);
+    if (!cm) return GOPT_ENOMEM;
+    cm->p = p;
+    cm->ndev = ndev;
+    cm->dev_tab = gopt_malloc((size_t)ndev * GOPT_TABLE_KIND_COUNT * sizeof(int32_t), err);
+    cm->link_tab = gopt_malloc((size_t)ndev * (size_t)ndev * sizeof(int32_t), err);
+    gopt_status st = GOPT_ENOMEM;
+    if (!cm->dev_tab || !cm->link_tab) goto fail;
+    for (int d = 0; d < ndev; d++)
+        for (int k = 0; k < GOPT_TABLE_KIND_COUNT; k++) {
+            gopt_profile_table pt;
+            int32_t *slot = &cm->dev_tab[d * GOPT_TABLE_KIND_COUNT + k];
+            *slot = -1;
+            if (k != GOPT_TABLE_COPY && gopt_profile_device_table(p, d, (gopt_table_kind)k, &pt) &&
+                (st = compile(cm, &pt, (gopt_table_kind)k, slot, err)))
+                goto fail;
+        }
+    for (int s = 0; s < ndev; s++)
+        for (int t = 0; t < ndev; t++) {
+            gopt_profile_table pt;
+            int32_t *slot = &cm->link_tab[s * ndev + t];
+            *slot = -1;
+            if (s != t && gopt_profile_link_table(p, s, t, &pt) && (st = compile(cm, &pt, GOPT_TABLE_COPY, slot, err)))
+                goto fail;
+        }
+    *out = cm;
+    return GOPT_OK;
+fail:
+    gopt_cost_free(cm);
+    return st;
+}
+
+void gopt_cost_free(gopt_costmodel *cm) {
+    if (!cm) return;
+    for (int i = 0; i < cm->ncomp; i++) {
+        gopt_interp1_destroy(&cm->comp[i].t1);
+        gopt_interp3_destroy(&cm->comp[i].t3);
+    }
+    free(cm->comp);
+    free(cm->dev_tab);
+    free(cm->link_tab);
+    free(cm);
+}
+
+int gopt_cost_num_devices(const gopt_costmodel *cm) { return cm->ndev; }
+const gopt_profile *gopt_cost_profile(const gopt_costmodel *cm) { return cm->p; }
+double gopt_cost_device_memory(const gopt_costmodel *cm, int d) { return gopt_profile_device_memory(cm->p, d); }
+double gopt_cost_launch_overhead(const gopt_costmodel *cm, int d) {
+    return gopt_profile_device_launch_overhead(cm->p, d);
+}
+
+double gopt_cost_table_lookup(const gopt_costmodel *cm, int d, gopt_table_kind kind, const double *x) {
+    if (d < 0 || d >= cm->ndev || kind < 0 || kind >= GOPT_TABLE_COPY) return -1;
+    int32_t i = cm->dev_tab[d * GOPT_TABLE_KIND_COUNT + kind];
+    if (i < 0) return -1;
+    return kind == GOPT_TABLE_GEMM ? gopt_interp3_eval(&cm->comp[i].t3, x) : gopt_interp1_eval(&cm->comp[i].t1, x[0]);
+}
+
+static double peak_for(const gopt_costmodel *cm, int d, gopt_dtype t) {
+    double pk = gopt_profile_device_peak(cm->p, d, t);
+    return pk > 0 ? pk : gopt_profile_device_peak(cm->p, d, GOPT_DTYPE_FP32);
+}
+
+double gopt_cost_op_time(const gopt_costmodel *cm, int d, const gopt_cost_op *op, double *compute) {
+    double c = 0, t = 0;
+    double launch = gopt_profile_device_launch_overhead(cm->p, d);
+    double peak = peak_for(cm, d, op->dtype), bw = gopt_profile_device_bandwidth(cm->p, d);
+    double arith = op->flops / peak, mem = op->bytes / bw, roof = arith > mem ? arith : mem;
+    int fp32 = op->dtype == GOPT_DTYPE_FP32;
+    switch (op->cls) {
+    case GOPT_OP_CLASS_INPUT:
+    case GOPT_OP_CLASS_PARAM:
+        /* Resident data, not kernels: no launch, no time. */
+        if (compute) *compute = 0;
+        return 0;
+    case GOPT_OP_CLASS_GEMM: {
+        double x[3] = {op->m, op->n, op->k}, v = -1;
+        if (fp32 && op->m > 0 && op->n > 0 && op->k > 0) v = gopt_cost_table_lookup(cm, d, GOPT_TABLE_GEMM, x);
+        c = v > 0 ? v : roof;
+        t = launch + c;
+        break;
+    }
+    case GOPT_OP_CLASS_CONV: {
+        double v = fp32 && op->flops > 0 ? gopt_cost_table_lookup(cm, d, GOPT_TABLE_CONV, &op->flops) : -1;
+        c = v > 0 ? v : roof;
+        t = launch + c;
+        break;
+    }
+    case GOPT_OP_CLASS_ELEMENTWISE:
+    case GOPT_OP_CLASS_DATA_MOVEMENT:
+    case GOPT_OP_CLASS_REDUCTION: {
+        gopt_table_kind k = op->cls == GOPT_OP_CLASS_REDUCTION ? GOPT_TABLE_REDUCTION : GOPT_TABLE_ELEMENTWISE;
+        double v = op->bytes > 0 ? gopt_cost_table_lookup(cm, d, k, &op->bytes) : -1;
+        /* Fused, only the arithmetic stays: the memory traffic is the group's. */
+        c = arith;
+        t = launch + (v > 0 ? (v > arith ? v : arith) : roof);
+        break;
+    }
+    default:
+        c = roof;
+        t = launch + c;
+        break;
+    }
+    if (compute) *compute = c;
+    return t;
+}
+
+double gopt_cost_transfer_time(const gopt_costmodel *cm, int src, int dst, double bytes) {
+    if (src == dst) return 0;
+    int32_t i = cm->link_tab[src * cm->ndev + dst];
+    if (i >= 0) return gopt_interp1_eval(&cm->comp[i].t1, bytes > 1 ? bytes : 1);
+    return gopt_profile_link_latency(cm->p, src, dst) + bytes / gopt_profile_link_bandwidth(cm->p, src, dst);
+}
+
+/* ---- per-graph tables -------------------------------------------------------------- */
+/* m, n from the first output shape ("AxBxC;..."): m = product of the leading
+ * dims, n = the last. 0 when absent or malformed. */
+static int parse_mn(const char *shape, double *m, double *n) {
+    *m = *n = 0;
+    if (!shape || !*shape) return 0;
+    double prod = 1, last = -1;
+    const char *s = shape;
+    while (*s && *s != ';') {
+        char *end;
+        double v = strtod(s, &end);
+        if (end == s || !(v >= 1) || !isfinite(v)) return 0;
+        if (last > 0) prod *= last;
+        last = v;
+        s = end;
+        if (*s == 'x') s++;
+        else if (*s && *s != ';') return 0;
+    }
+    if (last <= 0) return 0;
+    *m = prod;
+    *n = last;
+    return 1;
+}
+
+gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g, gopt_cost_table *t, gopt_error *err) {
+    memset(t, 0, sizeof *t);
+    const gopt_frozen *f = gopt_graph_frozen(g);
+    if (!f) return gopt_error_set(err, GOPT_EINVAL, "graph '%s' is not finalized", gopt_graph_name(g));
+    int n = f->n, nd = cm->ndev;
+    t->n = n;
+    t->ndev = nd;
+    size_t cells = (size_t)n * (size_t)nd;
+    t->time = gopt_malloc((cells ? cells : 1) * sizeof(double), err);
+    t->compute = gopt_malloc((cells ? cells : 1) * sizeof(double), err);
+    t->launch = gopt_malloc((size_t)nd * sizeof(double), err);
+    t->mem_bw = gopt_malloc((size_t)nd * sizeof(double), err);
+    if (!t->time || !t->compute || !t->launch || !t->mem_bw) {
+        gopt_cost_table_destroy(t);
+        return GOPT_ENOMEM;
+    }
+    for (int d = 0; d < nd; d++) {
+        t->launch[d] = gopt_profile_device_launch_overhead(cm->p, d);
+        t->mem_bw[d] = gopt_profile_device_bandwidth(cm->p, d);
+    }
+    for (int v = 0; v < n; v++) {
+        gopt_node_attrs a;
+        gopt_graph_node(g, v, &a);
+        gopt_cost_op op = {0};
+        op.cls = (gopt_op_class)f->op_class[v];
+        op.flops = f->flops[v];
+        op.bytes = f->out_bytes[v];
+        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) op.bytes += f->edge_bytes[f->in_eid[e]];
+        int dt = gopt_dtype_parse(a.dtype);
+        op.dtype = dt < 0 ? GOPT_DTYPE_FP32 : (gopt_dtype)dt;
+        if (op.cls == GOPT_OP_CLASS_GEMM && parse_mn(a.shape, &op.m, &op.n)) {
+            op.k = op.flops / (2 * op.m * op.n);
+            if (op.k < 1) op.k = 1;
+        }
+        for (int d = 0; d < nd; d++)
+            t->time[(size_t)v * nd + d] = gopt_cost_op_time(cm, d, &op, &t->compute[(size_t)v * nd + d]);
+    }
+    return GOPT_OK;
+}
+
+void gopt_cost_table_destroy(gopt_cost_table *t) {
+    if (!t) return;
+    free(t->time);
+    free(t->compute);
+    free(t->launch);
+    free(t->mem_bw);
+    memset(t, 0, sizeof *t);
+}
+
+double gopt_cost_group_time(const gopt_cost_table *t, int d, const int32_t *members, int k, double external_bytes) {
+    double s = t->launch[d];
+    for (int i = 0; i < k; i++) s += t->compute[(size_t)members[i] * t->ndev + d];
+    return s + external_bytes / t->mem_bw[d];
+}

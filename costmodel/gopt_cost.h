@@ -1,0 +1,90 @@
+/* gopt_cost.h: the cost model: time of an op, a fused group and a transfer.
+ *
+ * Built from a profile (gopt_profile.h), restricted to its first ndev
+ * devices. For each device the cost of an op comes from the profile's
+ * measured tables when one applies (interpolated in log space; docs/costmodel.md)
+ * and otherwise from a roofline estimate max(flops/peak, bytes/bandwidth);
+ * the device's launch overhead is added once per kernel.
+ *
+ *   input, param          zero time: they are resident data, not kernels
+ *   gemm                  GEMM table at (m, n, k) from the node's shape
+ *                         attribute (m = product of the first output's
+ *                         leading dims, n = its last dim, k = flops/(2mn));
+ *                         roofline when no shape or no table
+ *   conv                  CONV table at the node's flops; else roofline
+ *   elementwise, data_movement  ELEMENTWISE table at bytes read + written
+ *   reduction             REDUCTION table at bytes read
+ *   other                 roofline
+ *
+ * In a fused group only the group's external inputs and outputs touch
+ * memory: the `compute` part of memory-bound ops (elementwise, reduction,
+ * data movement) is their arithmetic alone (flops/peak), and the group pays
+ * external_bytes / mem_bw once. Compute-bound ops (gemm, conv, other) keep
+ * their whole time as compute.
+ *
+ * A gopt_costmodel is immutable after creation and may be shared read-only
+ * between threads. Building a cost table is O(n + m) table lookups; each
+ * lookup is O(points) for GEMM (nearest neighbours) and O(log points) for
+ * one-dimensional tables.
+ */
+#ifndef GOPT_COST_H
+#define GOPT_COST_H
+
+#include <stdint.h>
+
+#include "gopt_common.h"
+#include "gopt_graph.h"
+#include "gopt_profile.h"
+
+typedef struct gopt_costmodel gopt_costmodel;
+
+/* ndev: use the profile's first ndev devices (0 = all); error if more than it
+ * has. The profile must outlive the cost model. */
+gopt_status gopt_cost_create(const gopt_profile *p, int ndev, gopt_costmodel **out, gopt_error *err);
+void gopt_cost_free(gopt_costmodel *cm);
+int gopt_cost_num_devices(const gopt_costmodel *cm);
+const gopt_profile *gopt_cost_profile(const gopt_costmodel *cm);
+double gopt_cost_device_memory(const gopt_costmodel *cm, int d); /* bytes */
+double gopt_cost_launch_overhead(const gopt_costmodel *cm, int d); /* seconds */
+
+/* One op, described without a graph. */
+typedef struct {
+    gopt_op_class cls;
+    double flops;   /* >= 0 */
+    double bytes;   /* bytes read + written (inputs + outputs) */
+    double m, n, k; /* GEMM dims when known, else 0 */
+    gopt_dtype dtype;
+} gopt_cost_op;
+
+/* Time of one op alone on device d (launch overhead included); *compute
+ * (may be NULL) receives the part that adds up inside a fused group. */
+double gopt_cost_op_time(const gopt_costmodel *cm, int d, const gopt_cost_op *op, double *compute);
+
+/* The measured-table prediction on device d at coordinates x (3 values for
+ * GEMM: m, n, k; 1 otherwise), in seconds, launch overhead not included; -1
+ * when the device has no such table. COPY tables are per link: use
+ * gopt_cost_transfer_time. */
+double gopt_cost_table_lookup(const gopt_costmodel *cm, int d, gopt_table_kind kind, const double *x);
+
+/* Per-graph preparation, done once and reused for every simulation of that graph: */
+typedef struct {
+    int n, ndev;
+    double *time;    /* (n, ndev) seconds of node v alone on device d, launch overhead included */
+    double *compute; /* (n, ndev) the compute part (what adds up inside a fused group) */
+    double *launch;  /* (ndev) launch overhead per kernel */
+    double *mem_bw;  /* (ndev) bytes/s for a fused group's external traffic */
+} gopt_cost_table;
+
+/* Fill *t for a finalized graph (t is overwritten; destroy it afterwards). */
+gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g, gopt_cost_table *t,
+                                  gopt_error *err);
+void gopt_cost_table_destroy(gopt_cost_table *t);
+
+/* Fused group time on device d: one launch + sum of compute + external bytes / bandwidth. */
+double gopt_cost_group_time(const gopt_cost_table *t, int d, const int32_t *members, int k, double external_bytes);
+
+/* Time to move `bytes` from device src to device dst: the link's copy table
+ * when measured, else latency + bytes / bandwidth. 0 when src == dst. */
+double gopt_cost_transfer_time(const gopt_costmodel *cm, int src, int dst, double bytes);
+
+#endif /* GOPT_COST_H */

@@ -1,0 +1,523 @@
+/* calib_cpu.c: measure this machine's CPU into a profile (gopt profile
+ * calibrate --backend cpu).
+ *
+ * Devices are core groups: the online cores split into ndev equal groups
+ * (one per core by default). The groups are identical, so every measurement
+ * runs once on the calling thread with OpenBLAS limited to one group's
+ * cores, and all devices share the resulting tables. Phases, each with a
+ * share of the time budget (a phase stops early when its share is spent,
+ * keeping what it measured, at least MIN_POINTS rows):
+ *   1. thread hand-off latency (mutex + condition variable ping-pong)
+ *   2. launch overhead (a call of an empty-sized kernel through a pointer)
+ *   3. memory bandwidth (STREAM-like triad over arrays larger than the caches)
+ *   4. elementwise table  c = a + b over sizes (bytes read + written)
+ *   5. reduction table    sum(a) over sizes (bytes read)
+ *   6. copy table         hand-off + memcpy between two buffers (link)
+ *   7. GEMM table         cblas_sgemm over random (m, n, k), log-uniform
+ * Sizes and shapes are drawn from the seed (stratified log-uniform, so
+ * points fall between any fixed grid); each point's time is the median of
+ * BATCHES timed batches of enough calls to last ~MIN_BATCH_S. Cost: the
+ * budget (default 60 s); memory: about 200 MB of buffers.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "profile_internal.h"
+
+void openblas_set_num_threads(int num_threads); /* declared by OpenBLAS's cblas.h on some versions only */
+
+#define BATCHES 5
+#define MIN_BATCH_S 2e-4
+#define MIN_POINTS 4
+#define MAX_ELEM_BYTES (192.0 * 1024 * 1024)
+#define MAX_RED_BYTES (64.0 * 1024 * 1024)
+#define MAX_COPY_BYTES (64.0 * 1024 * 1024)
+#define GEMM_MIN_DIM 8
+#define GEMM_MAX_DIM 4096
+#define GEMM_MAX_FLOPS 2e9
+#define GEMM_MAX_POINTS 1500
+
+typedef struct calib {
+    const gopt_calib_options *o;
+    double budget, t0, done_frac; /* fraction of the whole at the current phase's start */
+    double phase_frac, phase_t0, phase_budget;
+    const char *phase;
+    gopt_rng rng;
+    float *a, *b, *c; /* scratch, each MAX_ELEM_BYTES / 3 + room */
+    size_t cap;       /* floats per scratch buffer */
+    void (*fn)(struct calib *k, size_t n); /* the kernel batch_1d times */
+} calib;
+
+static void progress(calib *k, double within) {
+    if (!k->o->progress) return;
+    double el = (gopt_now_seconds() - k->phase_t0) / k->phase_budget;
+    if (el > within) within = el;
+    if (within > 1) within = 1;
+    k->o->progress(k->o->progress_ctx, k->done_frac + k->phase_frac * within, k->phase);
+}
+
+static void phase_begin(calib *k, const char *what, double frac) {
+    k->phase = what;
+    k->phase_frac = frac;
+    k->phase_t0 = gopt_now_seconds();
+    k->phase_budget = frac * k->budget;
+    progress(k, 0);
+}
+
+static void phase_end(calib *k) {
+    progress(k, 1);
+    k->done_frac += k->phase_frac;
+}
+
+
+/* ---- kernels (noinline through pointers so each call is a real call) ---------------- */
+typedef void (*kernel_fn)(calib *k, size_t n);
+static volatile float sink;
+
+static void k_add(calib *k, size_t n) {
+    float *restrict a = k->a, *restrict b = k->b, *restrict c = k->c;
+    for (size_t i = 0; i < n; i++) c[i] = a[i] + b[i];
+}
+static void k_sum(calib *k, size_t n) {
+    const float *restrict a = k->a;
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += a[i];
+        s1 += a[i + 1];
+        s2 += a[i + 2];
+        s3 += a[i + 3];
+    }
+    for (; i < n; i++) s0 += a[i];
+    sink = s0 + s1 + s2 + s3;
+}
+static void k_copy(calib *k, size_t n) { memcpy(k->c, k->a, n * sizeof(float)); }
+static void k_triad(calib *k, size_t n) {
+    float *restrict a = k->a, *restrict b = k->b, *restrict c = k->c;
+    for (size_t i = 0; i < n; i++) a[i] = b[i] + 3.0f * c[i];
+}
+
+static int cmp_double(const void *x, const void *y) {
+    double u = *(const double *)x, v = *(const double *)y;
+    return (u > v) - (u < v);
+}
+
+/* Median over BATCHES of the per-call time of fn(n), each batch long enough
+ * to dwarf the clock's resolution. */
+static double time_kernel(calib *k, kernel_fn fn, size_t n) {
+    fn(k, n); /* warm: pages touched, caches in their steady state */
+    double t = gopt_now_seconds();
+    fn(k, n);
+    double one = gopt_now_seconds() - t;
+    long reps = one > 0 ? (long)(MIN_BATCH_S / one) + 1 : 1000;
+    if (reps > 100000) reps = 100000;
+    double v[BATCHES];
+    for (int b = 0; b < BATCHES; b++) {
+        t = gopt_now_seconds();
+        for (long r = 0; r < reps; r++) fn(k, n);
+        v[b] = (gopt_now_seconds() - t) / (double)reps;
+    }
+    qsort(v, BATCHES, sizeof v[0], cmp_double);
+    return v[BATCHES / 2];
+}
+
+/* ---- hand-off latency ------------------------------------------------------------------ */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    long turn, rounds;
+} pingpong;
+
+static void *pong(void *arg) {
+    pingpong *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (long i = 0; i < p->rounds; i++) {
+        while (p->turn % 2 == 0) pthread_cond_wait(&p->cv, &p->mu);
+        p->turn++;
+        pthread_cond_signal(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* Seconds for one hand-off of work from one thread to another (half a round trip). */
+static gopt_status handoff_latency(long rounds, double *out, gopt_error *err) {
+    pingpong p = {.turn = 0, .rounds = rounds};
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    pthread_t th;
+    if (pthread_create(&th, NULL, pong, &p) != 0) {
+        pthread_mutex_destroy(&p.mu);
+        pthread_cond_destroy(&p.cv);
+        return gopt_error_set(err, GOPT_EINTERNAL, "calibrate: could not start a thread for the hand-off test");
+    }
+    double t = gopt_now_seconds();
+    pthread_mutex_lock(&p.mu);
+    for (long i = 0; i < rounds; i++) {
+        p.turn++;
+        pthread_cond_signal(&p.cv);
+        while (p.turn % 2 == 1) pthread_cond_wait(&p.cv, &p.mu);
+    }
+    pthread_mutex_unlock(&p.mu);
+    double el = gopt_now_seconds() - t;
+    pthread_join(th, NULL);
+    pthread_mutex_destroy(&p.mu);
+    pthread_cond_destroy(&p.cv);
+    *out = el / (2.0 * (double)rounds);
+    return GOPT_OK;
+}
+
+/* ---- tables ----------------------------------------------------------------------------- */
+/* Stratified log-uniform sizes in [lo, hi] bytes, rounded to whole floats. */
+static void draw_sizes(calib *k, double lo, double hi, int n, double *out) {
+    double a = log(lo), w = (log(hi) - a) / n;
+    for (int i = 0; i < n; i++) {
+        double b = exp(a + w * (i + gopt_rng_uniform(&k->rng)));
+        out[i] = b;
+    }
+}
+
+/* ---- interleaved measurement ----------------------------------------------------------
+ * On a shared machine the speed of a core changes over time (other processes,
+ * frequency). Timing each point in one burst makes whole points fast or slow;
+ * instead every point is timed once per round, over several rounds spread
+ * across the phase, and its time is the median over rounds. */
+typedef double (*batch_fn)(calib *k, const double *item, long reps); /* seconds per call */
+
+static double batch_1d(calib *k, const double *item, long reps) {
+    kernel_fn fn = k->fn;
+    size_t n = (size_t)item[0];
+    double t = gopt_now_seconds();
+    for (long r = 0; r < reps; r++) fn(k, n);
+    return (gopt_now_seconds() - t) / (double)reps;
+}
+
+static double batch_gemm(calib *k, const double *item, long reps) {
+    int m = (int)item[0], n = (int)item[1], kk = (int)item[2];
+    double t = gopt_now_seconds();
+    /* C(m,n) = A(m,k) B(k,n), row-major, no transposes. */
+    for (long r = 0; r < reps; r++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, kk, 1.0f, k->a, kk, k->b, n, 0.0f, k->c, n);
+    return (gopt_now_seconds() - t) / (double)reps;
+}
+
+#define MAX_ROUNDS 9
+
+/* items: (*nitems, w) coordinates; out: (*nitems) median seconds per call.
+ * The first pass (warm-up, reps per item) may cut *nitems when it alone
+ * uses a third of the phase; rounds are as many as the rest of the phase
+ * allows (at least 1, at most MAX_ROUNDS). */
+static gopt_status measure_interleaved(calib *k, const double *items, int *nitems, int w, batch_fn fn, double *out,
+                                       gopt_error *err) {
+    int n = *nitems;
+    long *reps = gopt_malloc((size_t)n * sizeof(long), err);
+    double *v = gopt_malloc((size_t)n * MAX_ROUNDS * sizeof(double), err);
+    int *order = gopt_malloc((size_t)n * sizeof(int), err);
+    if (!reps || !v || !order) {
+        free(reps);
+        free(v);
+        free(order);
+        return GOPT_ENOMEM;
+    }
+    double round_cost = 0;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        fn(k, items + (size_t)i * w, 1);
+        double one = fn(k, items + (size_t)i * w, 1);
+        reps[i] = one > 0 ? (long)(MIN_BATCH_S / one) + 1 : 1000;
+        if (reps[i] > 100000) reps[i] = 100000;
+        round_cost += (double)reps[i] * one;
+        m++;
+        progress(k, 0.3 * m / n);
+        if (m >= MIN_POINTS * 2 && gopt_now_seconds() - k->phase_t0 > k->phase_budget / 3) break;
+    }
+    n = *nitems = m;
+    double left = k->phase_budget - (gopt_now_seconds() - k->phase_t0);
+    int rounds = round_cost > 0 ? (int)(left / (round_cost * 1.15)) : MAX_ROUNDS;
+    if (rounds < 1) rounds = 1;
+    if (rounds > MAX_ROUNDS) rounds = MAX_ROUNDS;
+    for (int i = 0; i < n; i++) order[i] = i;
+    for (int r = 0; r < rounds; r++) {
+        for (int i = n - 1; i > 0; i--) {
+            int j = (int)gopt_rng_below(&k->rng, (uint64_t)i + 1), t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+        for (int j = 0; j < n; j++) {
+            int i = order[j];
+            v[(size_t)i * MAX_ROUNDS + r] = fn(k, items + (size_t)i * w, reps[i]);
+        }
+        progress(k, 0.3 + 0.7 * (r + 1) / rounds);
+    }
+    for (int i = 0; i < n; i++) {
+        qsort(v + (size_t)i * MAX_ROUNDS, (size_t)rounds, sizeof(double), cmp_double);
+        out[i] = v[(size_t)i * MAX_ROUNDS + rounds / 2];
+    }
+    free(reps);
+    free(v);
+    free(order);
+    return GOPT_OK;
+}
+
+/* Measure a one-dimensional table: bytes = per_float * n floats, n drawn
+ * stratified log-uniform in [lo, hi] bytes; extra_s is added to each time. */
+static gopt_status measure_1d(calib *k, kernel_fn fn, double per_float, double lo, double hi, int npts,
+                              double extra_s, double **rows, int32_t *nrows, gopt_error *err) {
+    double *sz = gopt_malloc((size_t)npts * sizeof(double), err);
+    double *t = gopt_malloc((size_t)npts * sizeof(double), err);
+    double *r = gopt_malloc((size_t)npts * 2 * sizeof(double), err);
+    gopt_status st = GOPT_ENOMEM;
+    if (!sz || !t || !r) goto out;
+    draw_sizes(k, lo, hi, npts, sz);
+    /* Shuffled, so that a first pass cut short still spans the range. */
+    for (int i = npts - 1; i > 0; i--) {
+        int j = (int)gopt_rng_below(&k->rng, (uint64_t)i + 1);
+        double x = sz[i];
+        sz[i] = sz[j];
+        sz[j] = x;
+    }
+    for (int i = 0; i < npts; i++) {
+        double n = floor(sz[i] / per_float);
+        if (n < 1) n = 1;
+        if (n > (double)k->cap) n = (double)k->cap;
+        sz[i] = n;
+    }
+    k->fn = fn;
+    int m = npts;
+    if ((st = measure_interleaved(k, sz, &m, 1, batch_1d, t, err))) goto out;
+    for (int i = 0; i < m; i++) {
+        r[2 * i] = sz[i] * per_float;
+        r[2 * i + 1] = t[i] + extra_s;
+    }
+    *rows = r;
+    *nrows = m;
+    r = NULL;
+out:
+    free(sz);
+    free(t);
+    free(r);
+    return st;
+}
+
+static int draw_dim(calib *k) {
+    double l = log(GEMM_MIN_DIM) + gopt_rng_uniform(&k->rng) * (log(GEMM_MAX_DIM) - log(GEMM_MIN_DIM));
+    return (int)floor(exp(l) + 0.5);
+}
+
+static gopt_status measure_gemm(calib *k, double **rows, int32_t *nrows, double *peak, gopt_error *err) {
+    double *it = gopt_malloc((size_t)GEMM_MAX_POINTS * 3 * sizeof(double), err);
+    double *t = gopt_malloc((size_t)GEMM_MAX_POINTS * sizeof(double), err);
+    double *r = gopt_malloc((size_t)GEMM_MAX_POINTS * 4 * sizeof(double), err);
+    gopt_status st = GOPT_ENOMEM;
+    if (!it || !t || !r) goto out;
+    int m = 0;
+    while (m < GEMM_MAX_POINTS) {
+        int a = draw_dim(k), b = draw_dim(k), c = draw_dim(k);
+        if (2.0 * a * b * c > GEMM_MAX_FLOPS) continue; /* rejection keeps the other dims log-uniform */
+        if ((double)a * c > (double)k->cap || (double)c * b > (double)k->cap || (double)a * b > (double)k->cap) continue;
+        it[3 * m] = a;
+        it[3 * m + 1] = b;
+        it[3 * m + 2] = c;
+        m++;
+    }
+    if ((st = measure_interleaved(k, it, &m, 3, batch_gemm, t, err))) goto out;
+    *peak = 0;
+    for (int i = 0; i < m; i++) {
+        memcpy(r + 4 * i, it + 3 * i, 3 * sizeof(double));
+        r[4 * i + 3] = t[i];
+        double rate = 2 * it[3 * i] * it[3 * i + 1] * it[3 * i + 2] / t[i];
+        if (rate > *peak) *peak = rate;
+    }
+    *rows = r;
+    *nrows = m;
+    r = NULL;
+out:
+    free(it);
+    free(t);
+    free(r);
+    return st;
+}
+
+/* ---- provenance ------------------------------------------------------------------------- */
+static void cpu_model(char *out, size_t n) {
+    snprintf(out, n, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *c = strchr(line, ':');
+            if (c) {
+                c++;
+                while (*c == ' ') c++;
+                c[strcspn(c, "\n")] = 0;
+                snprintf(out, n, "%s", c);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+gopt_status gopt_calibrate_cpu(const gopt_calib_options *o, gopt_profile **out, gopt_error *err) {
+    *out = NULL;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1) cores = 1;
+    int ndev = o->ndev > 0 ? o->ndev : (int)cores;
+    if (ndev > cores)
+        return gopt_error_set(err, GOPT_EINVAL, "calibrate: --devices %d is more than the %ld online cores", ndev, cores);
+    int per = (int)(cores / ndev);
+    calib k = {0};
+    k.o = o;
+    k.budget = o->budget_s > 0 ? o->budget_s : 60.0;
+    k.t0 = gopt_now_seconds();
+    gopt_rng_seed(&k.rng, o->seed);
+    k.cap = (size_t)(MAX_ELEM_BYTES / 3 / sizeof(float)) + 1024;
+    if (k.cap < (size_t)(MAX_RED_BYTES / sizeof(float))) k.cap = (size_t)(MAX_RED_BYTES / sizeof(float));
+    gopt_profile *p = NULL;
+    double *elem = NULL, *red = NULL, *copy = NULL, *gemm = NULL;
+    int32_t nelem = 0, nred = 0, ncopy = 0, ngemm = 0;
+    gopt_status st = GOPT_ENOMEM;
+    k.a = malloc(k.cap * sizeof(float));
+    k.b = malloc(k.cap * sizeof(float));
+    k.c = malloc(k.cap * sizeof(float));
+    if (!k.a || !k.b || !k.c) {
+        st = gopt_error_set(err, GOPT_ENOMEM, "calibrate: cannot allocate %zu MB of buffers",
+                            3 * k.cap * sizeof(float) >> 20);
+        goto out;
+    }
+    for (size_t i = 0; i < k.cap; i++) {
+        k.a[i] = (float)(i % 7) * 0.25f;
+        k.b[i] = (float)(i % 5) * 0.5f;
+        k.c[i] = 0;
+    }
+    openblas_set_num_threads(per);
+
+    double latency = 0, launch = 0, bw = 0, peak = 0;
+    phase_begin(&k, "thread hand-off latency", 0.02);
+    if ((st = handoff_latency(4000, &latency, err))) goto out;
+    phase_end(&k);
+
+    phase_begin(&k, "launch overhead", 0.01);
+    launch = time_kernel(&k, k_add, 1);
+    phase_end(&k);
+
+    phase_begin(&k, "memory bandwidth", 0.05);
+    {
+        size_t n = k.cap; /* three arrays of >= 64 MB: far beyond the caches */
+        double t = time_kernel(&k, k_triad, n);
+        bw = 3.0 * (double)n * sizeof(float) / t;
+    }
+    phase_end(&k);
+
+    phase_begin(&k, "elementwise kernels", 0.14);
+    if ((st = measure_1d(&k, k_add, 12.0, 1024, MAX_ELEM_BYTES, 48, 0, &elem, &nelem, err))) goto out;
+    phase_end(&k);
+
+    phase_begin(&k, "reduction kernels", 0.10);
+    if ((st = measure_1d(&k, k_sum, 4.0, 1024, MAX_RED_BYTES, 40, 0, &red, &nred, err))) goto out;
+    phase_end(&k);
+
+    phase_begin(&k, "copies between core groups", 0.08);
+    if ((st = measure_1d(&k, k_copy, 4.0, 256, MAX_COPY_BYTES, 36, latency, &copy, &ncopy, err))) goto out;
+    phase_end(&k);
+
+    phase_begin(&k, "sgemm shapes", 1.0 - k.done_frac);
+    if ((st = measure_gemm(&k, &gemm, &ngemm, &peak, err))) goto out;
+    phase_end(&k);
+
+    /* Link bandwidth: the largest copies, bytes per second beyond the latency. */
+    double big = 0, bigt = 0;
+    for (int32_t i = 0; i < ncopy; i++)
+        if (copy[2 * i] > big) {
+            big = copy[2 * i];
+            bigt = copy[2 * i + 1];
+        }
+    double link_bw = bigt > latency ? big / (bigt - latency) : bw;
+
+    if ((st = gopt_profile_alloc(ndev, 1, &p, err))) goto out;
+    char model[256], machine[512], date[64], desc[512];
+    cpu_model(model, sizeof model);
+    struct utsname u;
+    if (uname(&u) != 0) memset(&u, 0, sizeof u);
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    double ram = pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
+    snprintf(machine, sizeof machine, "%s, %ld cores, %.1f GiB RAM, %s %s %s", model, cores, ram / (1 << 30), u.sysname,
+             u.release, u.machine);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(desc, sizeof desc,
+             "%d core group(s) of %d core(s) each on %s; MEASURED by the CPU calibrator (OpenBLAS sgemm, "
+             "elementwise/reduction kernels, memcpy, thread hand-off) in %.0f s",
+             ndev, per, model, gopt_now_seconds() - k.t0);
+    p->name = gopt_profile_strdup(o->name ? o->name : "cpu-measured", err);
+    p->description = gopt_profile_strdup(desc, err);
+    p->source = gopt_profile_strdup("measured", err);
+    p->machine = gopt_profile_strdup(machine, err);
+    p->date = gopt_profile_strdup(date, err);
+    p->command = gopt_profile_strdup(o->command ? o->command : "gopt profile calibrate --backend cpu", err);
+    p->reference = gopt_profile_strdup("", err);
+    p->topology = gopt_profile_strdup("shared_memory", err);
+    p->topology_json = json_pack("{s:s, s:f, s:f, s:s}", "kind", "shared_memory", "bandwidth", link_bw, "latency",
+                                 latency, "note", "core groups share memory: hand-off latency + memcpy bandwidth");
+    p->sets[0].name = gopt_profile_strdup("cpu", err);
+    if (!p->name || !p->description || !p->source || !p->machine || !p->date || !p->command || !p->reference ||
+        !p->topology || !p->topology_json || !p->sets[0].name) {
+        st = GOPT_ENOMEM;
+        goto out;
+    }
+    p->sets[0].pts[GOPT_TABLE_GEMM] = gemm;
+    p->sets[0].n[GOPT_TABLE_GEMM] = ngemm;
+    p->sets[0].pts[GOPT_TABLE_ELEMENTWISE] = elem;
+    p->sets[0].n[GOPT_TABLE_ELEMENTWISE] = nelem;
+    p->sets[0].pts[GOPT_TABLE_REDUCTION] = red;
+    p->sets[0].n[GOPT_TABLE_REDUCTION] = nred;
+    p->sets[0].pts[GOPT_TABLE_COPY] = copy;
+    p->sets[0].n[GOPT_TABLE_COPY] = ncopy;
+    gemm = elem = red = copy = NULL;
+    for (int d = 0; d < ndev; d++) {
+        gopt_device *v = &p->dev[d];
+        char nm[32], md[320];
+        snprintf(nm, sizeof nm, "cpu%d", d);
+        snprintf(md, sizeof md, "%s x%d cores", model, per);
+        v->name = gopt_profile_strdup(nm, err);
+        v->model = gopt_profile_strdup(md, err);
+        if (!v->name || !v->model) {
+            st = GOPT_ENOMEM;
+            goto out;
+        }
+        v->kind = GOPT_DEVICE_CPU;
+        v->memory = ram > 0 ? ram / ndev : 1e9;
+        v->peak[GOPT_DTYPE_FP32] = peak;
+        v->bandwidth = bw;
+        v->launch = launch;
+        v->tableset = 0;
+        for (int e = 0; e < ndev; e++) {
+            p->link_bw[d * ndev + e] = link_bw;
+            p->link_lat[d * ndev + e] = latency;
+            p->link_set[d * ndev + e] = e == d ? -1 : 0;
+        }
+    }
+    if ((st = gopt_profile_check(p, "calibrated profile", err))) goto out;
+    *out = p;
+    p = NULL;
+    st = GOPT_OK;
+out:
+    gopt_profile_free(p);
+    free(gemm);
+    free(elem);
+    free(red);
+    free(copy);
+    free(k.a);
+    free(k.b);
+    free(k.c);
+    return st;
+}

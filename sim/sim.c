@@ -1,0 +1,414 @@
+/* sim.c: preparing a simulator, its scratch, and one run.
+ *
+ * A run has two parts. prepare(): contract fusion groups into tasks (the
+ * representative of a task is its member first in topological order), count
+ * each task's distinct external input tensors, its kernel time, the bytes
+ * it allocates, its key in the ready queue, and size every queue; O(N + E).
+ * Then the event loop: at each instant, every event of that instant is
+ * handled (releases, readiness, queued transfers: effects that commute), then
+ * every resource touched is offered its next item. Only frees happen while
+ * events are handled and only allocations while starting items, so the peak
+ * memory does not depend on the order of same-instant events. The event heap
+ * holds at most one event per resource (ndev + ndev^2 entries).
+ *
+ * Invariants: no allocation after gopt_sim_scratch_create; every array of the
+ * scratch that a run reads before writing is reset by prepare().
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_internal.h"
+
+gopt_status gopt_sim_create(const gopt_graph *g, const gopt_costmodel *cm, gopt_sim **out, gopt_error *err) {
+    *out = NULL;
+    const gopt_frozen *f = gopt_graph_frozen(g);
+    if (!f) return gopt_error_set(err, GOPT_EINVAL, "sim: graph '%s' is not finalized", gopt_graph_name(g));
+    int nd = gopt_cost_num_devices(cm);
+    if (nd < 1 || nd > GOPT_SIM_MAX_DEVICES)
+        return gopt_error_set(err, GOPT_EUNSUP, "sim: %d devices (the simulator handles 1 to %d)", nd,
+                              GOPT_SIM_MAX_DEVICES);
+    gopt_sim *sim = gopt_calloc(1, sizeof *sim, err);
+    if (!sim) return GOPT_ENOMEM;
+    sim->g = g;
+    sim->f = f;
+    sim->cm = cm;
+    sim->ndev = nd;
+    gopt_status st = gopt_cost_table_build(cm, g, &sim->table, err);
+    if (st != GOPT_OK) {
+        free(sim);
+        return st;
+    }
+    size_t n = (size_t)f->n;
+    sim->osize = gopt_malloc((n ? n : 1) * sizeof(int64_t), err);
+    sim->psize = gopt_malloc((n ? n : 1) * sizeof(int64_t), err);
+    if (!sim->osize || !sim->psize) {
+        gopt_sim_free(sim);
+        return GOPT_ENOMEM;
+    }
+    for (size_t v = 0; v < n; v++) {
+        sim->osize[v] = f->op_class[v] == GOPT_OP_CLASS_PARAM ? 0 : (int64_t)ceil(f->out_bytes[v]);
+        sim->psize[v] = (int64_t)ceil(f->param_bytes[v]);
+    }
+    for (int d = 0; d < nd; d++) sim->capacity[d] = gopt_cost_device_memory(cm, d);
+    *out = sim;
+    return GOPT_OK;
+}
+
+void gopt_sim_free(gopt_sim *sim) {
+    if (!sim) return;
+    gopt_cost_table_destroy(&sim->table);
+    free(sim->osize);
+    free(sim->psize);
+    free(sim);
+}
+
+int gopt_sim_num_devices(const gopt_sim *sim) { return sim->ndev; }
+const gopt_graph *gopt_sim_graph(const gopt_sim *sim) { return sim->g; }
+const gopt_cost_table *gopt_sim_cost_table(const gopt_sim *sim) { return &sim->table; }
+
+void gopt_sim_scratch_free(gopt_sim_scratch *s) {
+    if (!s) return;
+    free(s->task_of);
+    free(s->grp_rep);
+    free(s->mem_ptr);
+    free(s->mem_list);
+    free(s->cursor);
+    free(s->ext);
+    free(s->stamp_u);
+    free(s->stamp_c);
+    free(s->pending);
+    free(s->dur);
+    free(s->alloc);
+    free(s->key);
+    free(s->start);
+    free(s->hold);
+    free(s->copy_rec);
+    free(s->rq);
+    free(s->rq_off);
+    free(s->rq_len);
+    free(s->lq);
+    free(s->lq_off);
+    free(s->lq_len);
+    free(s->xf);
+    free(s->ev);
+    free(s->busy);
+    free(s->dirty);
+    free(s->dirty_list);
+    free(s);
+}
+
+gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out, gopt_error *err) {
+    *out = NULL;
+    gopt_sim_scratch *s = gopt_calloc(1, sizeof *s, err);
+    if (!s) return GOPT_ENOMEM;
+    s->sim = sim;
+    s->n = sim->f->n;
+    s->m = sim->f->m;
+    s->ndev = sim->ndev;
+    s->nres = s->ndev + s->ndev * s->ndev;
+    size_t n = (size_t)s->n + 1, m = (size_t)s->m + 1, nd = (size_t)s->ndev, nr = (size_t)s->nres;
+    int ok = 1;
+#define ALLOC(field, count) ok &= (s->field = gopt_calloc((count), sizeof *s->field, err)) != NULL
+    ALLOC(task_of, n);
+    ALLOC(grp_rep, n);
+    ALLOC(mem_ptr, n + 1);
+    ALLOC(mem_list, n);
+    ALLOC(cursor, n);
+    ALLOC(ext, n);
+    ALLOC(stamp_u, n);
+    ALLOC(stamp_c, n);
+    ALLOC(pending, n);
+    ALLOC(dur, n);
+    ALLOC(alloc, n);
+    ALLOC(key, n);
+    ALLOC(start, n);
+    ALLOC(hold, n * nd);
+    ALLOC(copy_rec, n * nd);
+    ALLOC(rq, n);
+    ALLOC(rq_off, nd);
+    ALLOC(rq_len, nd);
+    ALLOC(lq, m);
+    ALLOC(lq_off, nd * nd);
+    ALLOC(lq_len, nd * nd);
+    ALLOC(xf, m);
+    ALLOC(ev, nr);
+    ALLOC(busy, nr);
+    ALLOC(dirty, nr);
+    ALLOC(dirty_list, nr);
+#undef ALLOC
+    if (!ok) {
+        gopt_sim_scratch_free(s);
+        return GOPT_ENOMEM;
+    }
+    for (int32_t v = 0; v < s->n; v++) s->start[v] = -1;
+    *out = s;
+    return GOPT_OK;
+}
+
+/* ---- prepare ---------------------------------------------------------------------- */
+static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_scratch *s, gopt_error *err) {
+    const gopt_frozen *f = sim->f;
+    const gopt_cost_table *tab = &sim->table;
+    int32_t n = f->n, nd = sim->ndev;
+    const int32_t *dev = d->device, *grp = d->group;
+    if (d->n != n)
+        return gopt_error_set(err, GOPT_EINVAL, "sim: decisions for %d nodes, graph '%s' has %d", d->n,
+                              gopt_graph_name(sim->g), n);
+    int32_t *task_of = s->task_of, *grp_rep = s->grp_rep;
+    for (int32_t v = 0; v < n; v++) grp_rep[v] = -1;
+    /* tasks: representative = first member in topological order */
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = f->topo[i];
+        int32_t dv = dev[v], gv = grp[v];
+        if (dv < 0 || dv >= nd)
+            return gopt_error_set(err, GOPT_EINVAL, "sim: node '%s': device %d is not in 0..%d",
+                                  gopt_graph_node_name(sim->g, v), dv, nd - 1);
+        if (gv < 0) {
+            if (gv != -1)
+                return gopt_error_set(err, GOPT_EINVAL, "sim: node '%s': fusion group %d is not in -1..%d",
+                                      gopt_graph_node_name(sim->g, v), gv, n - 1);
+            task_of[v] = v;
+        } else if (gv >= n) {
+            return gopt_error_set(err, GOPT_EINVAL, "sim: node '%s': fusion group %d is not in -1..%d",
+                                  gopt_graph_node_name(sim->g, v), gv, n - 1);
+        } else if (grp_rep[gv] < 0) {
+            grp_rep[gv] = v;
+            task_of[v] = v;
+        } else {
+            int32_t r = grp_rep[gv];
+            if (dev[r] != dv)
+                return gopt_error_set(err, GOPT_EINVAL,
+                                      "sim: node '%s': device %d differs from device %d of node '%s' in fusion group %d",
+                                      gopt_graph_node_name(sim->g, v), dv, dev[r], gopt_graph_node_name(sim->g, r), gv);
+            task_of[v] = r;
+        }
+    }
+    /* members by representative, in topological order */
+    int32_t *mp = s->mem_ptr;
+    memset(mp, 0, ((size_t)n + 1) * sizeof *mp);
+    for (int32_t v = 0; v < n; v++) mp[task_of[v] + 1]++;
+    for (int32_t v = 0; v < n; v++) mp[v + 1] += mp[v];
+    memcpy(s->cursor, mp, (size_t)n * sizeof *mp);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = f->topo[i];
+        s->mem_list[s->cursor[task_of[v]]++] = v;
+    }
+    /* per task */
+    for (int32_t v = 0; v < n; v++) s->stamp_u[v] = -1;
+    int32_t dcount[GOPT_SIM_MAX_DEVICES];
+    for (int32_t dd = 0; dd < nd; dd++) {
+        dcount[dd] = 0;
+        s->mem[dd] = 0;
+        s->dstamp[dd] = -1;
+    }
+    int32_t nl = nd * nd;
+    for (int32_t l = 0; l < nl; l++) s->lq_len[l] = 0; /* used as counters first */
+    int32_t ntasks = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t c = f->topo[i];
+        if (task_of[c] != c) continue;
+        ntasks++;
+        int32_t dc = dev[c], k0 = mp[c], k1 = mp[c + 1], k = k1 - k0;
+        int32_t prio = INT32_MIN, pending = 0;
+        int64_t alloc = 0;
+        double ext_bytes = 0;
+        for (int32_t j = k0; j < k1; j++) {
+            int32_t v = s->mem_list[j];
+            if (d->priority[v] > prio) prio = d->priority[v];
+            s->mem[dc] += sim->psize[v];
+            for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
+                int32_t u = f->in_src[e];
+                if (task_of[u] == c) continue;
+                ext_bytes += f->edge_bytes[f->in_eid[e]];
+                if (s->stamp_u[u] != c) {
+                    s->stamp_u[u] = c;
+                    pending++;
+                }
+            }
+            int ext = f->out_ptr[v] == f->out_ptr[v + 1] || k == 1;
+            for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++) {
+                int32_t w = f->out_dst[e];
+                if (task_of[w] == c) continue;
+                ext = 1;
+                int32_t D = dev[w];
+                if (D != dc && s->dstamp[D] != v) {
+                    s->dstamp[D] = v;
+                    s->lq_len[dc * nd + D]++;
+                }
+            }
+            s->ext[v] = (uint8_t)ext;
+            if (ext) {
+                alloc += sim->osize[v];
+                ext_bytes += f->out_bytes[v];
+            }
+        }
+        s->pending[c] = pending;
+        s->alloc[c] = alloc;
+        s->dur[c] = k == 1 ? tab->time[(size_t)c * (size_t)nd + (size_t)dc]
+                           : gopt_cost_group_time(tab, dc, s->mem_list + k0, k, ext_bytes);
+        uint32_t up = (uint32_t)prio ^ 0x80000000u;
+        s->key[c] = ((uint64_t)(~up) << 32) | (uint32_t)f->rank[c];
+        s->start[c] = -1;
+        dcount[dc]++;
+    }
+    s->ntasks = ntasks;
+    /* carve the queues */
+    int32_t off = 0;
+    for (int32_t dd = 0; dd < nd; dd++) {
+        s->rq_off[dd] = off;
+        s->rq_len[dd] = 0;
+        off += dcount[dd];
+        s->peak[dd] = s->mem[dd];
+        s->busy_s[dd] = 0;
+        s->sent[dd] = 0;
+        s->dstamp[dd] = -1;
+    }
+    off = 0;
+    for (int32_t l = 0; l < nl; l++) {
+        s->lq_off[l] = off;
+        off += s->lq_len[l];
+        s->lq_len[l] = 0;
+    }
+    for (int32_t v = 0; v < n; v++) s->stamp_c[v] = -1;
+    for (int32_t r = 0; r < s->nres; r++) s->busy[r] = s->dirty[r] = 0;
+    s->ndirty = 0;
+    s->nev = 0;
+    s->seq = 0;
+    s->nxf = 0;
+    s->total_bytes = 0;
+    s->now = 0;
+    s->tasks_done = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t c = f->topo[i];
+        if (task_of[c] == c && s->pending[c] == 0) {
+            sim_device_ops.push(s, dev[c], c);
+            sim_mark_dirty(s, dev[c]);
+        }
+    }
+    return GOPT_OK;
+}
+
+/* ---- event heap ------------------------------------------------------------------------ */
+static inline int ev_less(const sim_event *a, const sim_event *b) {
+    return a->time < b->time || (a->time == b->time && a->seq < b->seq);
+}
+
+static void ev_push(gopt_sim_scratch *s, double t, int32_t r, int32_t item) {
+    sim_event e = {t, s->seq++, r, item};
+    int32_t i = s->nev++;
+    while (i > 0) {
+        int32_t p = (i - 1) >> 1;
+        if (!ev_less(&e, &s->ev[p])) break;
+        s->ev[i] = s->ev[p];
+        i = p;
+    }
+    s->ev[i] = e;
+}
+
+static sim_event ev_pop(gopt_sim_scratch *s) {
+    sim_event top = s->ev[0], last = s->ev[--s->nev];
+    int32_t i = 0, len = s->nev;
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= len) break;
+        if (c + 1 < len && ev_less(&s->ev[c + 1], &s->ev[c])) c++;
+        if (!ev_less(&s->ev[c], &last)) break;
+        s->ev[i] = s->ev[c];
+        i = c;
+    }
+    if (len > 0) s->ev[i] = last;
+    return top;
+}
+
+static void dispatch(gopt_sim_scratch *s) {
+    for (int32_t i = 0; i < s->ndirty; i++) {
+        int32_t r = s->dirty_list[i];
+        s->dirty[r] = 0;
+        if (s->busy[r]) continue;
+        const sim_resource_ops *ops = sim_ops_of(s, r);
+        int32_t item = ops->next(s, r);
+        if (item < 0) continue;
+        s->busy[r] = 1;
+        double dt = ops->start(s, r, item);
+        ev_push(s, s->now + dt, r, item);
+    }
+    s->ndirty = 0;
+}
+
+gopt_status gopt_sim_run(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_result *res, gopt_sim_scratch *s,
+                         gopt_error *err) {
+    if (s->sim != sim) return gopt_error_set(err, GOPT_EINVAL, "sim: scratch was created for another simulator");
+    s->d = d;
+    gopt_status st = prepare(sim, d, s, err);
+    if (st != GOPT_OK) {
+        s->ntasks = s->tasks_done = 0;
+        s->nxf = 0;
+        return st;
+    }
+    dispatch(s);
+    while (s->nev > 0) {
+        double t = s->ev[0].time;
+        s->now = t;
+        while (s->nev > 0 && s->ev[0].time == t) {
+            sim_event e = ev_pop(s);
+            s->busy[e.res] = 0;
+            sim_mark_dirty(s, e.res);
+            sim_ops_of(s, e.res)->finish(s, e.res, e.item);
+        }
+        dispatch(s);
+    }
+    if (s->tasks_done != s->ntasks) {
+        const gopt_frozen *f = sim->f;
+        int32_t stuck = -1;
+        for (int32_t i = 0; i < f->n && stuck < 0; i++) {
+            int32_t v = f->topo[i];
+            if (s->task_of[v] == v && s->start[v] < 0) stuck = v;
+        }
+        return gopt_error_set(err, GOPT_EINVAL,
+                              "sim: deadlock: %d of %d kernels never became ready (first: node '%s'); a fusion group "
+                              "whose contraction makes a cycle? (gopt_decisions_validate rejects it)",
+                              s->ntasks - s->tasks_done, s->ntasks,
+                              stuck >= 0 ? gopt_graph_node_name(sim->g, stuck) : "?");
+    }
+    memset(res, 0, sizeof *res);
+    res->ndev = sim->ndev;
+    res->step_time_s = s->now;
+    res->tasks = s->ntasks;
+    res->transfers = s->nxf;
+    res->transferred_bytes = s->total_bytes;
+    res->oom_device = -1;
+    for (int dd = 0; dd < sim->ndev; dd++) {
+        res->busy_s[dd] = s->busy_s[dd];
+        res->peak_memory_bytes[dd] = s->peak[dd];
+        res->capacity_bytes[dd] = sim->capacity[dd];
+        res->sent_bytes[dd] = s->sent[dd];
+        double excess = (double)s->peak[dd] - sim->capacity[dd];
+        if (excess > 0 && excess > res->oom_excess_bytes) {
+            res->oom = 1;
+            res->oom_device = dd;
+            res->oom_excess_bytes = excess;
+        }
+    }
+    return GOPT_OK;
+}
+
+/* ---- the last run's timeline ---------------------------------------------------------------- */
+double gopt_sim_node_start(const gopt_sim_scratch *s, int32_t v) { return s->start[s->task_of[v]]; }
+
+double gopt_sim_node_end(const gopt_sim_scratch *s, int32_t v) {
+    int32_t c = s->task_of[v];
+    return s->start[c] < 0 ? -1 : s->start[c] + s->dur[c];
+}
+
+int32_t gopt_sim_num_transfers(const gopt_sim_scratch *s) { return s->nxf; }
+
+void gopt_sim_transfer_get(const gopt_sim_scratch *s, int32_t i, gopt_sim_transfer *out) {
+    const sim_xfer *x = &s->xf[i];
+    out->node = x->node;
+    out->src = x->src;
+    out->dst = x->dst;
+    out->bytes = x->bytes;
+    out->start = x->start;
+    out->end = x->end;
+}

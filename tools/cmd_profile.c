@@ -1,0 +1,257 @@
+/* cmd_profile.c: `gopt profile show|calibrate`: inspect a device profile, or
+ * measure this machine (CPU, or CUDA GPUs) and write one (docs/profiles.md).
+ * Calibration shows a progress bar when stderr is a terminal; the output file
+ * is written atomically, only after the whole calibration succeeded. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "gopt_profile.h"
+
+static void profile_usage(FILE *f) {
+    fprintf(f,
+            "Usage: gopt profile SUBCOMMAND ...\n\n"
+            "  show FILE [--json]               devices, links, tables and provenance of a profile\n"
+            "  calibrate --backend cpu|cuda -o FILE [--devices N] [--budget SECONDS] [--seed S] [--name NAME]\n"
+            "                                   measure this machine and write a profile\n\n"
+            "calibrate --backend cpu: OpenBLAS sgemm over random shapes, memory bandwidth, elementwise and\n"
+            "reduction kernels over sizes, thread hand-off latency; devices are core groups (--devices N,\n"
+            "default one per online core). About a minute (--budget, default 60 s).\n"
+            "calibrate --backend cuda: cuBLAS GEMM, cuDNN convolution, elementwise/reduction kernels, launch\n"
+            "overhead, host-device and peer copies on every visible GPU. Exit code 2 with a message when\n"
+            "this build has no CUDA or no GPU is present.\n"
+            "Shipped profiles (datasheet figures): profiles/*.json. Format: docs/profiles.md.\n");
+}
+
+static void human(double v, const char *unit, char *out, size_t n) {
+    const char *pre[] = {"", "K", "M", "G", "T", "P"};
+    int i = 0;
+    while (fabs(v) >= 1000 && i < 5) {
+        v /= 1000;
+        i++;
+    }
+    snprintf(out, n, "%.4g %s%s", v, pre[i], unit);
+}
+
+static void human_time(double s, char *out, size_t n) {
+    if (s >= 1) snprintf(out, n, "%.3g s", s);
+    else if (s >= 1e-3) snprintf(out, n, "%.3g ms", s * 1e3);
+    else if (s >= 1e-6) snprintf(out, n, "%.3g us", s * 1e6);
+    else snprintf(out, n, "%.3g ns", s * 1e9);
+}
+
+static int profile_show(int argc, char **argv) {
+    const char *file = NULL;
+    int json = 0;
+    cli_args a;
+    cli_init(&a, argc, argv, "profile show");
+    while (a.i < a.argc) {
+        if (cli_flag(&a, "--json")) json = 1;
+        else if (a.argv[a.i][0] == '-' && a.argv[a.i][1]) return cli_usage_error(a.verb, "unknown option '%s'", a.argv[a.i]);
+        else if (!file) file = a.argv[a.i++];
+        else return cli_usage_error(a.verb, "unexpected argument '%s'", a.argv[a.i]);
+    }
+    if (!file) return cli_usage_error(a.verb, "missing FILE");
+    gopt_profile *p = NULL;
+    gopt_error err = {0};
+    if (gopt_profile_load(file, &p, &err) != GOPT_OK) return cli_report(&err);
+    int n = gopt_profile_num_devices(p);
+    if (json) {
+        json_t *o = json_object(), *devs = json_array();
+        json_object_set_new(o, "file", json_string(file));
+        json_object_set_new(o, "name", json_string(gopt_profile_name(p)));
+        json_object_set_new(o, "source", json_string(gopt_profile_source(p)));
+        json_object_set_new(o, "topology", json_string(gopt_profile_topology(p)));
+        for (int d = 0; d < n; d++) {
+            json_t *jd = json_object();
+            json_object_set_new(jd, "name", json_string(gopt_profile_device_name(p, d)));
+            json_object_set_new(jd, "kind", json_string(gopt_device_kind_name(gopt_profile_device_kind(p, d))));
+            json_object_set_new(jd, "model", json_string(gopt_profile_device_model(p, d)));
+            json_object_set_new(jd, "memory_bytes", json_real(gopt_profile_device_memory(p, d)));
+            json_object_set_new(jd, "peak_fp32", json_real(gopt_profile_device_peak(p, d, GOPT_DTYPE_FP32)));
+            json_object_set_new(jd, "memory_bandwidth", json_real(gopt_profile_device_bandwidth(p, d)));
+            json_object_set_new(jd, "launch_overhead", json_real(gopt_profile_device_launch_overhead(p, d)));
+            json_t *tabs = json_object();
+            for (int k = 0; k < GOPT_TABLE_COPY; k++) {
+                gopt_profile_table t;
+                if (gopt_profile_device_table(p, d, (gopt_table_kind)k, &t))
+                    json_object_set_new(tabs, gopt_table_kind_name((gopt_table_kind)k), json_integer(t.n));
+            }
+            json_object_set_new(jd, "table_rows", tabs);
+            json_array_append_new(devs, jd);
+        }
+        json_object_set_new(o, "devices", devs);
+        char *txt = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+        if (txt) puts(txt);
+        free(txt);
+        json_decref(o);
+        gopt_profile_free(p);
+        return 0;
+    }
+    printf("profile     %s\n", gopt_profile_name(p));
+    if (gopt_profile_description(p)[0]) printf("about       %s\n", gopt_profile_description(p));
+    printf("source      %s\n", gopt_profile_source(p));
+    if (gopt_profile_reference(p)[0]) printf("reference   %s\n", gopt_profile_reference(p));
+    if (gopt_profile_machine(p)[0]) printf("machine     %s\n", gopt_profile_machine(p));
+    if (gopt_profile_date(p)[0]) printf("date        %s\n", gopt_profile_date(p));
+    if (gopt_profile_command(p)[0]) printf("command     %s\n", gopt_profile_command(p));
+    printf("topology    %s\ndevices     %d\n\n", gopt_profile_topology(p), n);
+    printf("  %-3s %-10s %-4s %-24s %12s %14s %14s %10s  %s\n", "id", "name", "kind", "model", "memory", "peak fp32",
+           "mem bandwidth", "launch", "tables (rows)");
+    for (int d = 0; d < n; d++) {
+        char mem[32], pk[32], bw[32], la[32];
+        human(gopt_profile_device_memory(p, d), "B", mem, sizeof mem);
+        human(gopt_profile_device_peak(p, d, GOPT_DTYPE_FP32), "FLOP/s", pk, sizeof pk);
+        human(gopt_profile_device_bandwidth(p, d), "B/s", bw, sizeof bw);
+        human_time(gopt_profile_device_launch_overhead(p, d), la, sizeof la);
+        printf("  %-3d %-10s %-4s %-24.24s %12s %14s %14s %10s  ", d, gopt_profile_device_name(p, d),
+               gopt_device_kind_name(gopt_profile_device_kind(p, d)), gopt_profile_device_model(p, d), mem, pk, bw, la);
+        int any = 0;
+        for (int k = 0; k < GOPT_TABLE_COPY; k++) {
+            gopt_profile_table t;
+            if (gopt_profile_device_table(p, d, (gopt_table_kind)k, &t)) {
+                printf("%s%s %d", any ? ", " : "", gopt_table_kind_name((gopt_table_kind)k), (int)t.n);
+                any = 1;
+            }
+        }
+        printf("%s\n", any ? "" : "none (roofline)");
+    }
+    if (n > 1) {
+        printf("\nlink bandwidth (src row -> dst column):\n  %-10s", "");
+        for (int t = 0; t < n && t < 16; t++) printf(" %10s", gopt_profile_device_name(p, t));
+        printf("\n");
+        for (int s = 0; s < n && s < 16; s++) {
+            printf("  %-10s", gopt_profile_device_name(p, s));
+            for (int t = 0; t < n && t < 16; t++) {
+                char bw[32];
+                if (s == t) snprintf(bw, sizeof bw, "-");
+                else human(gopt_profile_link_bandwidth(p, s, t), "B/s", bw, sizeof bw);
+                printf(" %10s", bw);
+            }
+            printf("\n");
+        }
+        if (n > 16) printf("  (first 16 devices shown)\n");
+        char la[32];
+        human_time(gopt_profile_link_latency(p, 0, 1), la, sizeof la);
+        gopt_profile_table t;
+        printf("link latency %s (%s -> %s)%s\n", la, gopt_profile_device_name(p, 0), gopt_profile_device_name(p, 1),
+               gopt_profile_link_table(p, 0, 1, &t) ? ", measured copy table" : "");
+    }
+    gopt_profile_free(p);
+    return 0;
+}
+
+/* ---- calibrate ------------------------------------------------------------------ */
+typedef struct {
+    int tty;
+    double start;
+    int last_pct;
+} progress_state;
+
+static void progress_bar(void *ctx, double frac, const char *what) {
+    progress_state *s = ctx;
+    if (frac < 0) frac = 0;
+    if (frac > 1) frac = 1;
+    int pct = (int)(frac * 100 + 0.5);
+    double el = gopt_now_seconds() - s->start;
+    if (s->tty) {
+        int w = 30, fill = (int)(frac * w + 0.5);
+        fprintf(stderr, "\r[");
+        for (int i = 0; i < w; i++) fputc(i < fill ? '#' : '.', stderr);
+        fprintf(stderr, "] %3d%% %5.1fs %-32.32s", pct, el, what);
+        if (frac >= 1) fputc('\n', stderr);
+        fflush(stderr);
+    } else if (pct / 25 != s->last_pct / 25) {
+        /* Not a terminal: a line at every quarter, no carriage returns. */
+        fprintf(stderr, "calibrate: %3d%% %5.1fs %s\n", pct, el, what);
+    }
+    s->last_pct = pct;
+}
+
+static int profile_calibrate(int argc, char **argv) {
+    const char *backend = NULL, *out = NULL, *name = NULL;
+    long ndev = 0, seed = 1;
+    double budget = 0;
+    cli_args a;
+    cli_init(&a, argc, argv, "profile calibrate");
+    while (a.i < a.argc) {
+        if (cli_opt_str(&a, "--backend", &backend) || cli_opt_str(&a, "-o", &out) || cli_opt_str(&a, "--name", &name) ||
+            cli_opt_long(&a, "--devices", &ndev, 1, 1024) || cli_opt_long(&a, "--seed", &seed, 0, 0x7fffffffL) ||
+            cli_opt_double(&a, "--budget", &budget, 5, 3600)) {
+            if (a.bad) return 2;
+        } else if (a.argv[a.i][0] == '-') {
+            return cli_usage_error(a.verb, "unknown option '%s'", a.argv[a.i]);
+        } else {
+            return cli_usage_error(a.verb, "unexpected argument '%s'", a.argv[a.i]);
+        }
+    }
+    if (!backend) return cli_usage_error(a.verb, "missing --backend cpu|cuda");
+    int cuda = strcmp(backend, "cuda") == 0;
+    if (!cuda && strcmp(backend, "cpu") != 0)
+        return cli_usage_error(a.verb, "--backend '%s' is not cpu or cuda", backend);
+    if (!out) return cli_usage_error(a.verb, "missing -o FILE");
+    /* The command as provenance, without any path before the verb. */
+    gopt_buf cmd;
+    gopt_buf_init(&cmd);
+    gopt_buf_puts(&cmd, "gopt profile calibrate");
+    for (int i = 0; i < argc; i++) gopt_buf_printf(&cmd, " %s", argv[i]);
+    progress_state ps = {cli_stderr_is_tty(), gopt_now_seconds(), -1};
+    gopt_calib_options o = {0};
+    o.ndev = (int)ndev;
+    o.budget_s = budget;
+    o.seed = (uint64_t)seed;
+    o.command = cmd.failed ? "gopt profile calibrate" : cmd.data;
+    o.name = name;
+    o.progress = progress_bar;
+    o.progress_ctx = &ps;
+    gopt_profile *p = NULL;
+    gopt_error err = {0};
+    gopt_status st = cuda ? gopt_calibrate_cuda(&o, &p, &err) : gopt_calibrate_cpu(&o, &p, &err);
+    int rc = 0;
+    if (st == GOPT_OK) st = gopt_profile_save(p, out, &err);
+    if (st != GOPT_OK) {
+        if (ps.tty) fputc('\n', stderr);
+        rc = cli_report(&err);
+        if (st == GOPT_EUNSUP) rc = 2;
+    } else {
+        fprintf(stderr, "calibrate: wrote %s (%d devices) in %.1f s\n", out, gopt_profile_num_devices(p),
+                gopt_now_seconds() - ps.start);
+    }
+    gopt_profile_free(p);
+    gopt_buf_destroy(&cmd);
+    return rc;
+}
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} subverb;
+
+static const subverb PROFILE_SUBVERBS[] = {
+    {"show", profile_show},
+    {"calibrate", profile_calibrate},
+};
+
+int cmd_profile(int argc, char **argv) {
+    if (argc < 1) {
+        profile_usage(stderr);
+        return 2;
+    }
+    if (cli_is_help(argv[0])) {
+        profile_usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof PROFILE_SUBVERBS / sizeof PROFILE_SUBVERBS[0]; i++)
+        if (strcmp(argv[0], PROFILE_SUBVERBS[i].name) == 0) {
+            if (cli_wants_help(argc - 1, argv + 1)) {
+                profile_usage(stdout);
+                return 0;
+            }
+            return PROFILE_SUBVERBS[i].run(argc - 1, argv + 1);
+        }
+    fprintf(stderr, "gopt profile: unknown subcommand '%s'\n\n", argv[0]);
+    profile_usage(stderr);
+    return 2;
+}
