@@ -591,7 +591,7 @@ static gopt_status parse_edge(gml_parser *ps, xml_tok *t) {
     pe->bytes = vals[0];
     pe->extra_first = (int)ps->nevals;
     pe->extra_count = nxv;
-    memcpy(ps->evals + ps->nevals, xv, (size_t)nxv * sizeof *xv);
+    if (nxv) memcpy(ps->evals + ps->nevals, xv, (size_t)nxv * sizeof *xv);
     ps->nevals += (size_t)nxv;
     return GOPT_OK;
 }

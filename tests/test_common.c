@@ -1,0 +1,169 @@
+/* test_common.c: errors, RNG determinism, buffers, gzip reads, atomic writes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <math.h>
+
+#include "gopt_common.h"
+
+static char tmpdir[256];
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/gopt_test_common_XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+static int teardown(void **state) {
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    return system(cmd);
+}
+
+static void test_error_and_exit_codes(void **state) {
+    (void)state;
+    gopt_error err = {0};
+    assert_int_equal(gopt_error_set(&err, GOPT_EINVAL, "node '%s': bad %d", "a", 3), GOPT_EINVAL);
+    assert_string_equal(err.msg, "node 'a': bad 3");
+    gopt_error_prefix(&err, "f.graphml: line %d", 7);
+    assert_string_equal(err.msg, "f.graphml: line 7: node 'a': bad 3");
+    assert_int_equal(gopt_status_exit_code(GOPT_OK), 0);
+    assert_int_equal(gopt_status_exit_code(GOPT_EINVAL), 2);
+    assert_int_equal(gopt_status_exit_code(GOPT_EFORMAT), 2);
+    assert_int_equal(gopt_status_exit_code(GOPT_EIO), 2);
+    assert_int_equal(gopt_status_exit_code(GOPT_ENOMEM), 1);
+    assert_int_equal(gopt_status_exit_code(GOPT_EINTERNAL), 1);
+    assert_int_equal(gopt_error_set(NULL, GOPT_EIO, "x"), GOPT_EIO); /* NULL err is allowed */
+}
+
+static void test_rng_deterministic_and_uniform(void **state) {
+    (void)state;
+    gopt_rng a, b;
+    gopt_rng_seed(&a, 42);
+    gopt_rng_seed(&b, 42);
+    for (int i = 0; i < 1000; i++) assert_true(gopt_rng_u64(&a) == gopt_rng_u64(&b));
+    gopt_rng_seed(&b, 43);
+    int same = 0;
+    for (int i = 0; i < 100; i++) same += gopt_rng_u64(&a) == gopt_rng_u64(&b);
+    assert_true(same < 2);
+    /* below(n) stays in range and hits every bucket */
+    int hist[7] = {0};
+    double mean = 0;
+    for (int i = 0; i < 70000; i++) {
+        uint64_t x = gopt_rng_below(&a, 7);
+        assert_true(x < 7);
+        hist[x]++;
+        double u = gopt_rng_uniform(&a);
+        assert_true(u >= 0 && u < 1);
+        mean += u;
+    }
+    for (int k = 0; k < 7; k++) assert_true(hist[k] > 9000 && hist[k] < 11000);
+    mean /= 70000;
+    assert_true(mean > 0.49 && mean < 0.51);
+    double s = 0, s2 = 0;
+    for (int i = 0; i < 20000; i++) {
+        double z = gopt_rng_normal(&a);
+        s += z;
+        s2 += z * z;
+    }
+    assert_true(fabs(s / 20000) < 0.05);
+    assert_true(fabs(s2 / 20000 - 1) < 0.05);
+}
+
+static void test_buf(void **state) {
+    (void)state;
+    gopt_buf b;
+    gopt_buf_init(&b);
+    gopt_buf_puts(&b, "ab");
+    gopt_buf_printf(&b, "%d-%s", 12, "x");
+    for (int i = 0; i < 1000; i++) gopt_buf_printf(&b, "%0300d", i); /* forces growth and long printf */
+    assert_int_equal(b.len, 6 + 300000);
+    assert_memory_equal(b.data, "ab12-x", 6);
+    assert_int_equal(b.data[b.len], '\0');
+    gopt_buf_destroy(&b);
+}
+
+static void test_atomic_write_and_gzip_roundtrip(void **state) {
+    (void)state;
+    char path[400], *data = NULL;
+    size_t len = 0;
+    gopt_error err = {0};
+    const char *text = "hello, graph\n";
+    snprintf(path, sizeof path, "%s/x.txt.gz", tmpdir);
+    assert_int_equal(gopt_file_write_atomic(path, text, strlen(text), 6, &err), GOPT_OK);
+    assert_int_equal(gopt_file_read_all(path, &data, &len, &err), GOPT_OK);
+    assert_int_equal(len, strlen(text));
+    assert_string_equal(data, text);
+    free(data);
+    /* a failed write (missing folder) reports the path and leaves nothing */
+    snprintf(path, sizeof path, "%s/no/such/dir/x.txt", tmpdir);
+    assert_int_equal(gopt_file_write_atomic(path, text, 3, 0, &err), GOPT_EIO);
+    assert_non_null(strstr(err.msg, "no/such/dir/x.txt"));
+    /* overwriting keeps the old content until the rename */
+    snprintf(path, sizeof path, "%s/y.txt", tmpdir);
+    assert_int_equal(gopt_file_write_atomic(path, "old", 3, 0, &err), GOPT_OK);
+    assert_int_equal(gopt_file_write_atomic(path, "newer", 5, 0, &err), GOPT_OK);
+    assert_int_equal(gopt_file_read_all(path, &data, &len, &err), GOPT_OK);
+    assert_string_equal(data, "newer");
+    free(data);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -c tmp", tmpdir);
+    FILE *p = popen(cmd, "r");
+    int ntmp = -1;
+    assert_int_equal(fscanf(p, "%d", &ntmp), 1);
+    pclose(p);
+    assert_int_equal(ntmp, 0);
+}
+
+static void test_bad_gzip(void **state) {
+    (void)state;
+    char path[400], trunc[400], *data = NULL;
+    size_t len = 0;
+    gopt_error err = {0};
+    char big[20000];
+    for (size_t i = 0; i < sizeof big; i++) big[i] = (char)('a' + (i * 7919) % 26);
+    snprintf(path, sizeof path, "%s/big.gz", tmpdir);
+    assert_int_equal(gopt_file_write_atomic(path, big, sizeof big, 6, &err), GOPT_OK);
+    assert_int_equal(gopt_file_read_all(path, &data, &len, &err), GOPT_OK);
+    free(data);
+    data = NULL;
+    FILE *f = fopen(path, "rb");
+    unsigned char raw[40000];
+    size_t n = fread(raw, 1, sizeof raw, f);
+    fclose(f);
+    /* truncated */
+    snprintf(trunc, sizeof trunc, "%s/trunc.gz", tmpdir);
+    assert_int_equal(gopt_file_write_atomic(trunc, raw, n / 2, 0, &err), GOPT_OK);
+    assert_int_equal(gopt_file_read_all(trunc, &data, &len, &err), GOPT_EFORMAT);
+    assert_non_null(strstr(err.msg, "truncated"));
+    assert_non_null(strstr(err.msg, "trunc.gz"));
+    assert_null(data);
+    /* corrupt: flip bytes in the middle of the deflate stream */
+    for (size_t i = n / 3; i < n / 3 + 16; i++) raw[i] ^= 0x5a;
+    assert_int_equal(gopt_file_write_atomic(trunc, raw, n, 0, &err), GOPT_OK);
+    assert_int_equal(gopt_file_read_all(trunc, &data, &len, &err), GOPT_EFORMAT);
+    assert_non_null(strstr(err.msg, "trunc.gz"));
+    /* .gz name but plain content */
+    assert_int_equal(gopt_file_write_atomic(trunc, "plain", 5, 0, &err), GOPT_OK);
+    assert_int_equal(gopt_file_read_all(trunc, &data, &len, &err), GOPT_EFORMAT);
+    assert_non_null(strstr(err.msg, "not gzip"));
+    /* missing file */
+    assert_int_equal(gopt_file_read_all("/nonexistent/gopt.graphml", &data, &len, &err), GOPT_EIO);
+    assert_non_null(strstr(err.msg, "/nonexistent/gopt.graphml"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_and_exit_codes),
+        cmocka_unit_test(test_rng_deterministic_and_uniform),
+        cmocka_unit_test(test_buf),
+        cmocka_unit_test(test_atomic_write_and_gzip_roundtrip),
+        cmocka_unit_test(test_bad_gzip),
+    };
+    return cmocka_run_group_tests_name("common", tests, setup, teardown);
+}
