@@ -40,6 +40,9 @@ int cmd_cost(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_optimize(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_finetune(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 int graph_gen(int argc, char **argv); /* `gopt graph gen` (cmd_graph_gen.c) */
 
 #endif

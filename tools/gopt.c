@@ -18,6 +18,9 @@ static const verb VERBS[] = {
     {"sim", cmd_sim, "simulate a training step under placement, scheduling and fusion decisions"},
     {"optimize", cmd_optimize, "decide placement, priorities and fusion with a classical method"},
     {"compare", cmd_compare, "table of simulated step times: graphs x classical methods"},
+    {"train", cmd_train, "train the GO policy with PPO on the simulator over many graphs (resumable)"},
+    {"finetune", cmd_finetune, "fine-tune a trained GO policy on one graph"},
+    {"plot", cmd_plot, "draw learning curves (SVG) from training metrics"},
 };
 #define NVERBS (sizeof VERBS / sizeof VERBS[0])
 

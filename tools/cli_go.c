@@ -1,0 +1,36 @@
+/* cli_go.c: the `go` method hook for the optimizer registry (cli_go.h). */
+#include "cli_go.h"
+
+#include "gopt_trainer.h"
+
+static gopt_go_options g_go = {NULL, 0, 1};
+
+static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    return gopt_go_decide(&g_go, p, d, err);
+}
+
+gopt_status cli_go_register(gopt_bl_registry *r, gopt_error *err) {
+    static const gopt_bl_method m = {"go", GOPT_BL_JOINT, go_decide,
+                                     "GO policy: trained network, greedy or best of --samples K (--checkpoint C)"};
+    return gopt_bl_registry_add(r, &m, err);
+}
+
+int cli_go_option(cli_args *a) {
+    long k, s;
+    if (cli_opt_str(a, "--checkpoint", &g_go.checkpoint)) return 1;
+    if (cli_opt_long(a, "--samples", &k, 0, 4096)) {
+        if (!a->bad) g_go.samples = (int)k;
+        return 1;
+    }
+    if (cli_opt_long(a, "--go-seed", &s, 0, 0x7fffffffL)) {
+        if (!a->bad) g_go.seed = (uint64_t)s;
+        return 1;
+    }
+    return 0;
+}
+
+void cli_go_usage(FILE *f) {
+    fprintf(f, "  --checkpoint C    method go: trained policy (default: the shipped pre-trained checkpoint)\n"
+               "  --samples K       method go: best of the greedy solution and K samples (default 0: greedy)\n"
+               "  --go-seed S       method go: sampling seed (default 1)\n");
+}

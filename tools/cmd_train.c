@@ -1,0 +1,466 @@
+/* cmd_train.c: `gopt train` (PPO pre-training over many graphs) and
+ * `gopt finetune` (PPO on one graph from a trained checkpoint), sharing one
+ * runner: graphs loaded, references computed (the best baseline per graph),
+ * optional imitation warm start, PPO steps with a progress line on a
+ * terminal, metrics as JSON lines, checkpoints every few minutes and at the
+ * end (and on SIGINT/SIGTERM), `--resume` continuing bit for bit.
+ * `gopt plot` is in cmd_plot.c. docs/trainer.md.
+ */
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "gopt_trainer.h"
+
+#define MAX_GRAPH_FILES 4096
+
+static volatile sig_atomic_t g_stop = 0;
+static void on_signal(int sig) {
+    (void)sig;
+    g_stop = 1;
+}
+
+static void common_options_help(FILE *f) {
+    fprintf(f,
+            "  --profile P           device profile (JSON); --devices N uses its first N devices (default all)\n"
+            "  --tasks LIST          learned tasks, any of place,sched,fuse (default all three; finetune: the\n"
+            "                        checkpoint's); tasks not learned use device 0 / topological order / no fusion\n"
+            "  --steps S             training steps (a step = K samples of graphs-per-step graphs)\n"
+            "  -o CKPT               checkpoint to write (policy; CKPT.state holds the trainer state)\n"
+            "  --resume              continue the run saved in CKPT (same options and graphs)\n"
+            "  --metrics FILE        JSON lines, one per step (default CKPT.metrics.jsonl)\n"
+            "  --checkpoint-every S  seconds between checkpoints (default 300); also written at the end\n"
+            "  --decisions FILE      write the best decisions found for the first graph\n"
+            "  --quiet               no progress line\n"
+            "PPO (defaults in parentheses):\n"
+            "  --samples K (16)  --epochs E (4)  --clip EPS (0.2)  --entropy BETA (0.01)  --lr LR (1e-3)\n"
+            "  --clip-norm C (1)  --invalid-reward R (-4: reward of an OOM or rejected sample)\n"
+            "  --threads T (2: simulator threads)  --seed S (1)\n"
+            "  --imitate N (0)   warm start: N steps of imitation of the best baseline's decisions\n"
+            "  --imitate-lr LR (3e-3)  --graphs-per-step B (1)  --switch-every N (1)\n"
+            "  --reference LIST  baselines whose best is the per-graph reference\n"
+            "                    (single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla)\n");
+}
+
+static void train_usage(FILE *f) {
+    fprintf(f, "Usage: gopt train --graphs DIR|FILE... --profile P [--devices N] [--tasks place,sched,fuse]\n"
+               "                  --steps S -o CKPT [--resume] [options]\n\n"
+               "Train the GO policy with PPO on the simulator over many graphs (reward -sqrt(step/reference),\n"
+               "reference = best baseline per graph). Every argument after --graphs that is not an option is a\n"
+               "graph file or a directory of *.graphml[.gz] files (sorted by name).\n");
+    common_options_help(f);
+    fprintf(f, "Network (new runs; defaults from the policy library):\n"
+               "  --hidden D  --sage-layers L  --attn-layers L  --heads H  --segment S\n"
+               "  --sched-levels P  --fusion-levels F  --init CKPT (start from a trained policy)\n");
+}
+
+static void finetune_usage(FILE *f) {
+    fprintf(f, "Usage: gopt finetune [--checkpoint C] GRAPH --profile P [--devices N] --steps S -o CKPT [options]\n\n"
+               "Fine-tune a trained policy on one graph with PPO, then print the reference (best baseline), GO\n"
+               "greedy after fine-tuning and the best solution found. Without --checkpoint the shipped\n"
+               "pre-trained checkpoint is used. --steps 0 only evaluates (zero-shot greedy against the reference).\n");
+    common_options_help(f);
+}
+
+typedef struct {
+    int finetune;
+    const char *prof, *outp, *metrics, *decisions, *init, *tasks_s;
+    long ndev, steps;
+    double ckpt_every;
+    int resume, quiet;
+    gopt_trainer_options o;
+    gopt_policy_config pc;
+    const char *files[MAX_GRAPH_FILES];
+    int nfiles;
+} train_args;
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+/* Expand a directory into its graph files, sorted (owned strings in *owned). */
+static int add_path(train_args *ta, const char *path, char ***owned, int *nowned) {
+    DIR *d = opendir(path);
+    if (!d) {
+        if (ta->nfiles == MAX_GRAPH_FILES) return -1;
+        ta->files[ta->nfiles++] = path;
+        return 0;
+    }
+    int start = ta->nfiles;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!ends_with(e->d_name, ".graphml") && !ends_with(e->d_name, ".graphml.gz")) continue;
+        if (ta->nfiles == MAX_GRAPH_FILES) {
+            closedir(d);
+            return -1;
+        }
+        size_t len = strlen(path) + strlen(e->d_name) + 2;
+        char *s = malloc(len), **no = realloc(*owned, sizeof(char *) * (size_t)(*nowned + 1));
+        if (!s || !no) {
+            free(s);
+            if (no) *owned = no;
+            closedir(d);
+            return -1;
+        }
+        *owned = no;
+        snprintf(s, len, "%s/%s", path, e->d_name);
+        (*owned)[(*nowned)++] = s;
+        ta->files[ta->nfiles++] = s;
+    }
+    closedir(d);
+    qsort(ta->files + start, (size_t)(ta->nfiles - start), sizeof(char *), cmp_str);
+    return 0;
+}
+
+/* Parse the options shared by train and finetune. Returns -1 when the
+ * argument was consumed, 2 on a bad value, 0 when not ours. */
+static int parse_common(cli_args *a, train_args *ta) {
+    long l;
+    double x;
+    const char *s;
+    if (cli_opt_str(a, "--profile", &ta->prof) || cli_opt_str(a, "-o", &ta->outp) ||
+        cli_opt_str(a, "--output", &ta->outp) || cli_opt_str(a, "--metrics", &ta->metrics) ||
+        cli_opt_str(a, "--decisions", &ta->decisions) || cli_opt_str(a, "--tasks", &ta->tasks_s) ||
+        cli_opt_long(a, "--devices", &ta->ndev, 1, GOPT_POLICY_MAX_DEVICES) ||
+        cli_opt_long(a, "--steps", &ta->steps, 0, 100000000L) ||
+        cli_opt_double(a, "--checkpoint-every", &ta->ckpt_every, 0.0, 1e9))
+        return a->bad ? 2 : -1;
+    if (cli_opt_long(a, "--samples", &l, 2, 1024)) ta->o.samples = (int)l;
+    else if (cli_opt_long(a, "--epochs", &l, 1, 100)) ta->o.epochs = (int)l;
+    else if (cli_opt_double(a, "--clip", &x, 1e-6, 0.999)) ta->o.clip_eps = (float)x;
+    else if (cli_opt_double(a, "--entropy", &x, 0.0, 10.0)) ta->o.entropy_coef = (float)x;
+    else if (cli_opt_double(a, "--lr", &x, 1e-9, 0.999)) ta->o.adam.lr = (float)x;
+    else if (cli_opt_double(a, "--clip-norm", &x, 0.0, 1e9)) ta->o.adam.clip_norm = (float)x;
+    else if (cli_opt_double(a, "--invalid-reward", &x, -1e6, 0.0)) ta->o.invalid_reward = (float)x;
+    else if (cli_opt_long(a, "--threads", &l, 1, 64)) ta->o.sim_threads = (int)l;
+    else if (cli_opt_long(a, "--seed", &l, 0, 0x7fffffffL)) ta->o.seed = (uint64_t)l;
+    else if (cli_opt_long(a, "--imitate", &l, 0, 100000000L)) ta->o.imitate_steps = (int)l;
+    else if (cli_opt_double(a, "--imitate-lr", &x, 1e-9, 0.999)) ta->o.imitate_lr = (float)x;
+    else if (cli_opt_long(a, "--graphs-per-step", &l, 1, 256)) ta->o.graphs_per_step = (int)l;
+    else if (cli_opt_long(a, "--switch-every", &l, 1, 100000000L)) ta->o.switch_every = (int)l;
+    else if (cli_opt_str(a, "--reference", &s)) ta->o.reference = s;
+    else if (cli_flag(a, "--resume")) ta->resume = 1;
+    else if (cli_flag(a, "--quiet")) ta->quiet = 1;
+    else return 0;
+    return a->bad ? 2 : -1;
+}
+
+static json_t *jnum(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+
+static void write_metrics(FILE *mf, const gopt_trainer *t, const gopt_trainer_stats *st, double elapsed,
+                          double graphs_per_s) {
+    json_t *o = json_object();
+    json_object_set_new(o, "step", json_integer((json_int_t)st->step));
+    json_object_set_new(o, "phase", json_string(st->imitation ? "imitation" : "ppo"));
+    json_object_set_new(o, "graph", json_string(gopt_graph_name(gopt_trainer_graph(t, st->graph))));
+    json_object_set_new(o, "graphs", json_integer(st->graphs));
+    json_object_set_new(o, "mean_step_s", jnum(st->mean_step_s));
+    json_object_set_new(o, "best_step_s", jnum(st->best_step_s));
+    json_object_set_new(o, "mean_rel", jnum(st->mean_rel));
+    json_object_set_new(o, "best_rel", jnum(st->best_rel));
+    json_object_set_new(o, "best_so_far_rel", jnum(st->best_so_far_rel));
+    json_object_set_new(o, "reward", jnum(st->reward_mean));
+    json_object_set_new(o, "entropy", jnum(st->entropy));
+    json_object_set_new(o, "loss", jnum(st->loss));
+    json_object_set_new(o, "grad_norm", jnum(st->grad_norm));
+    json_object_set_new(o, "invalid", json_integer(st->invalid));
+    json_object_set_new(o, "skipped", json_integer(st->skipped));
+    json_object_set_new(o, "backward_calls", json_integer(st->backward_calls));
+    json_object_set_new(o, "seconds", jnum(st->seconds));
+    json_object_set_new(o, "elapsed_s", jnum(elapsed));
+    json_object_set_new(o, "graphs_per_s", jnum(graphs_per_s));
+    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    if (s) {
+        fprintf(mf, "%s\n", s);
+        fflush(mf);
+    }
+    free(s);
+    json_decref(o);
+}
+
+/* On resume: keep the metric lines of steps before `step`, drop the rest
+ * (they came after the checkpoint and will be redone). */
+static gopt_status trim_metrics(const char *path, int64_t step, gopt_error *err) {
+    if (access(path, F_OK) != 0) return GOPT_OK;
+    char *text = NULL;
+    size_t len = 0;
+    gopt_status st = gopt_file_read_all(path, &text, &len, err);
+    if (st) return st;
+    gopt_buf b;
+    gopt_buf_init(&b);
+    for (char *line = text; line && *line;) {
+        char *nl = strchr(line, '\n');
+        size_t ll = nl ? (size_t)(nl - line) : strlen(line);
+        json_t *j = json_loadb(line, ll, 0, NULL);
+        json_t *s = j ? json_object_get(j, "step") : NULL;
+        if (!s || !json_is_integer(s) || json_integer_value(s) < step) {
+            gopt_buf_append(&b, line, ll);
+            gopt_buf_puts(&b, "\n");
+        }
+        json_decref(j);
+        line = nl ? nl + 1 : NULL;
+    }
+    st = b.failed ? gopt_error_set(err, GOPT_ENOMEM, "out of memory") : gopt_file_write_atomic(path, b.data ? b.data : "", b.len, 0, err);
+    gopt_buf_destroy(&b);
+    free(text);
+    return st;
+}
+
+static void progress(const gopt_trainer_stats *st, long steps, double gps, int tty) {
+    if (st->imitation)
+        fprintf(stderr, "%sstep %lld/%ld imitation  %.2f graphs/s  loss %.4f  entropy %.3f  best so far %.3fx ref%s",
+                tty ? "\r" : "", (long long)st->step + 1, steps, gps, st->loss, st->entropy, st->best_so_far_rel,
+                tty ? "   " : "\n");
+    else
+        fprintf(stderr,
+                "%sstep %lld/%ld  %.2f graphs/s  mean %.4g ms  best %.4g ms (%.3fx ref, so far %.3fx)  entropy %.3f%s%s",
+                tty ? "\r" : "", (long long)st->step + 1, steps, gps, st->mean_step_s * 1e3, st->best_step_s * 1e3,
+                st->best_rel, st->best_so_far_rel, st->entropy, st->skipped ? "  SKIPPED (non-finite)" : "",
+                tty ? "   " : "\n");
+}
+
+static int run(train_args *ta, const char *verb, const char *init) {
+    gopt_error err = {0};
+    gopt_profile *prof = NULL;
+    gopt_costmodel *cm = NULL;
+    gopt_policy *pol = NULL;
+    gopt_trainer *tr = NULL;
+    FILE *mf = NULL;
+    char *mpath = NULL;
+    int rc = 0;
+    if (gopt_profile_load(ta->prof, &prof, &err)) return cli_report(&err);
+    if (ta->ndev > gopt_profile_num_devices(prof)) {
+        rc = cli_usage_error(verb, "--devices %ld: profile '%s' has %d devices", ta->ndev, gopt_profile_name(prof),
+                             gopt_profile_num_devices(prof));
+        goto out;
+    }
+    if (gopt_cost_create(prof, (int)ta->ndev, &cm, &err)) goto fail;
+    /* the policy: resumed (loaded below by the trainer), initialised from a
+     * trained checkpoint, or fresh */
+    if (init) {
+        if (gopt_policy_load(&pol, init, &err)) goto fail;
+        if (!ta->tasks_s && gopt_trainer_checkpoint_tasks(init, &ta->o.tasks, &err)) goto fail;
+    } else if (gopt_policy_config_check(&ta->pc, &err) || gopt_policy_create(&pol, &ta->pc, ta->o.seed, &err)) {
+        goto fail;
+    }
+    if (gopt_trainer_create(&tr, pol, cm, &ta->o, &err)) goto fail;
+    for (int i = 0; i < ta->nfiles; i++) {
+        gopt_graph *g = NULL;
+        if (gopt_graph_load(ta->files[i], &g, &err)) goto fail;
+        if (!ta->quiet) fprintf(stderr, "%s: %d nodes, computing the reference...\n", ta->files[i], gopt_graph_num_nodes(g));
+        if (gopt_trainer_add_graph(tr, g, 0, &err)) {
+            gopt_error_prefix(&err, "%s", ta->files[i]);
+            goto fail;
+        }
+        const char *m;
+        double ref = gopt_trainer_reference(tr, i, &m);
+        if (!ta->quiet) fprintf(stderr, "%s: reference %.6g ms (%s)\n", ta->files[i], ref * 1e3, m);
+    }
+    if (ta->resume) {
+        if (gopt_trainer_load(tr, ta->outp, &err)) goto fail;
+        if (!ta->quiet)
+            fprintf(stderr, "resumed %s at step %lld\n", ta->outp, (long long)gopt_trainer_steps_done(tr));
+    }
+    size_t ml = strlen(ta->outp) + 32;
+    mpath = malloc(ml);
+    if (!mpath) {
+        gopt_error_set(&err, GOPT_ENOMEM, "out of memory");
+        goto fail;
+    }
+    snprintf(mpath, ml, "%s.metrics.jsonl", ta->outp);
+    const char *metrics = ta->metrics ? ta->metrics : mpath;
+    if (ta->resume && trim_metrics(metrics, gopt_trainer_steps_done(tr), &err)) goto fail;
+    mf = fopen(metrics, ta->resume ? "a" : "w");
+    if (!mf) {
+        gopt_error_set(&err, GOPT_EIO, "%s: cannot open for writing", metrics);
+        goto fail;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    int tty = cli_stderr_is_tty() && !ta->quiet;
+    double t0 = gopt_now_seconds(), last_ckpt = t0;
+    int64_t done0 = gopt_trainer_steps_done(tr);
+    long graphs_done = 0;
+    while (gopt_trainer_steps_done(tr) < ta->steps && !g_stop) {
+        gopt_trainer_stats st;
+        if (gopt_trainer_step(tr, &st, &err)) goto fail;
+        graphs_done += st.graphs;
+        double now = gopt_now_seconds(), gps = graphs_done / (now - t0 > 1e-9 ? now - t0 : 1e-9);
+        write_metrics(mf, tr, &st, now - t0, gps);
+        if (st.skipped) fprintf(stderr, "%sstep %lld: %d update(s) skipped: non-finite loss or gradient\n", tty ? "\n" : "",
+                                (long long)st.step, st.skipped);
+        if (!ta->quiet && (tty || (st.step + 1) % 10 == 0 || st.step + 1 == ta->steps || st.step == done0))
+            progress(&st, ta->steps, gps, tty);
+        if (ta->ckpt_every > 0 && now - last_ckpt >= ta->ckpt_every) {
+            if (gopt_trainer_save(tr, ta->outp, &err)) goto fail;
+            last_ckpt = now;
+        }
+    }
+    if (tty) fprintf(stderr, "\n");
+    if (gopt_trainer_save(tr, ta->outp, &err)) goto fail;
+    if (g_stop) {
+        fprintf(stderr, "%s: interrupted at step %lld; checkpoint %s written (continue with --resume)\n", verb,
+                (long long)gopt_trainer_steps_done(tr), ta->outp);
+        rc = 130;
+        goto out;
+    }
+    /* summary: greedy decisions of the final policy, best found, reference */
+    printf("%-28s %8s %12s %12s %12s %12s  %s\n", "graph", "nodes", "reference_ms", "go_greedy_ms", "go_best_ms",
+           "best/ref", "reference method");
+    double sum_rel = 0;
+    for (int i = 0; i < gopt_trainer_num_graphs(tr); i++) {
+        const gopt_graph *g = gopt_trainer_graph(tr, i);
+        gopt_decisions d = {0};
+        gopt_sim_result res;
+        if (gopt_decisions_init(&d, gopt_graph_num_nodes(g), &err) || gopt_trainer_greedy(tr, i, &d, &res, &err)) {
+            gopt_decisions_destroy(&d);
+            goto fail;
+        }
+        gopt_decisions_destroy(&d);
+        const char *m;
+        double ref = gopt_trainer_reference(tr, i, &m);
+        const gopt_decisions *bd;
+        double best = gopt_trainer_best(tr, i, &bd);
+        sum_rel += best / ref;
+        printf("%-28s %8d %12.6g %12.6g%s %12.6g %12.4f  %s\n", gopt_graph_name(g), gopt_graph_num_nodes(g), ref * 1e3,
+               res.step_time_s * 1e3, res.oom ? "!" : " ", best * 1e3, best / ref, m);
+        if (i == 0 && ta->decisions && bd) {
+            if (gopt_decisions_save(ta->decisions, g, gopt_cost_num_devices(cm), bd, &err)) goto fail;
+        }
+    }
+    printf("mean best/ref over %d graphs: %.4f (< 1: GO beats the best baseline); checkpoint %s\n",
+           gopt_trainer_num_graphs(tr), sum_rel / gopt_trainer_num_graphs(tr), ta->outp);
+    goto out;
+fail:
+    rc = cli_report(&err);
+out:
+    if (mf) fclose(mf);
+    free(mpath);
+    gopt_trainer_free(tr);
+    gopt_policy_free(pol);
+    gopt_cost_free(cm);
+    gopt_profile_free(prof);
+    return rc;
+}
+
+static void args_init(train_args *ta) {
+    memset(ta, 0, sizeof *ta);
+    gopt_trainer_options_default(&ta->o);
+    gopt_policy_config_default(&ta->pc);
+    ta->ckpt_every = 300;
+    ta->steps = -1;
+}
+
+static int check_common(train_args *ta, const char *verb) {
+    if (!ta->prof) return cli_usage_error(verb, "missing --profile P");
+    if (!ta->outp) return cli_usage_error(verb, "missing -o CKPT");
+    if (ta->steps < 0) return cli_usage_error(verb, "missing --steps S");
+    if (ta->tasks_s) {
+        gopt_error err = {0};
+        if (gopt_trainer_parse_tasks(ta->tasks_s, &ta->o.tasks, &err)) return cli_usage_error(verb, "--tasks: %s", err.msg);
+    }
+    gopt_error err = {0};
+    if (gopt_trainer_options_check(&ta->o, &err)) return cli_usage_error(verb, "%s", err.msg);
+    return 0;
+}
+
+int cmd_train(int argc, char **argv) {
+    if (cli_wants_help(argc, argv)) {
+        train_usage(stdout);
+        return 0;
+    }
+    static train_args ta;
+    args_init(&ta);
+    char **owned = NULL;
+    int nowned = 0, rc = 0, in_graphs = 0;
+    cli_args a;
+    cli_init(&a, argc, argv, "train");
+    while (a.i < a.argc) {
+        long l;
+        int r = parse_common(&a, &ta);
+        if (r == 2) {
+            rc = 2;
+            goto out;
+        }
+        if (r == -1) continue;
+        if (cli_opt_long(&a, "--hidden", &l, 2, 1024)) ta.pc.hidden = (int32_t)l;
+        else if (cli_opt_long(&a, "--sage-layers", &l, 0, 8)) ta.pc.sage_layers = (int32_t)l;
+        else if (cli_opt_long(&a, "--attn-layers", &l, 0, 8)) ta.pc.attn_layers = (int32_t)l;
+        else if (cli_opt_long(&a, "--heads", &l, 1, 64)) ta.pc.heads = (int32_t)l;
+        else if (cli_opt_long(&a, "--segment", &l, 1, 4096)) ta.pc.segment = (int32_t)l;
+        else if (cli_opt_long(&a, "--sched-levels", &l, 1, 16)) ta.pc.sched_levels = (int32_t)l;
+        else if (cli_opt_long(&a, "--fusion-levels", &l, 1, 16)) ta.pc.fusion_levels = (int32_t)l;
+        else if (cli_opt_str(&a, "--init", &ta.init)) {
+        } else if (cli_flag(&a, "--graphs")) in_graphs = 1;
+        else if (a.argv[a.i][0] == '-' && a.argv[a.i][1]) {
+            rc = cli_usage_error(a.verb, "unknown option '%s'", a.argv[a.i]);
+            goto out;
+        } else {
+            (void)in_graphs;
+            if (add_path(&ta, a.argv[a.i++], &owned, &nowned)) {
+                rc = cli_usage_error(a.verb, "too many graph files (at most %d) or out of memory", MAX_GRAPH_FILES);
+                goto out;
+            }
+        }
+        if (a.bad) {
+            rc = 2;
+            goto out;
+        }
+    }
+    if (!ta.nfiles) {
+        rc = cli_usage_error(a.verb, "missing --graphs DIR|FILE... (no graph files found)");
+        goto out;
+    }
+    if ((rc = check_common(&ta, a.verb))) goto out;
+    rc = run(&ta, a.verb, ta.resume ? ta.outp : ta.init);
+out:
+    for (int i = 0; i < nowned; i++) free(owned[i]);
+    free(owned);
+    return rc;
+}
+
+int cmd_finetune(int argc, char **argv) {
+    if (cli_wants_help(argc, argv)) {
+        finetune_usage(stdout);
+        return 0;
+    }
+    static train_args ta;
+    args_init(&ta);
+    ta.finetune = 1;
+    ta.o.imitate_steps = 0;
+    const char *ckpt = NULL;
+    cli_args a;
+    cli_init(&a, argc, argv, "finetune");
+    while (a.i < a.argc) {
+        int r = parse_common(&a, &ta);
+        if (r == 2) return 2;
+        if (r == -1) continue;
+        if (cli_opt_str(&a, "--checkpoint", &ckpt)) {
+            if (a.bad) return 2;
+        } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1]) {
+            return cli_usage_error(a.verb, "unknown option '%s'", a.argv[a.i]);
+        } else if (ta.nfiles == 0) {
+            ta.files[ta.nfiles++] = a.argv[a.i++];
+        } else {
+            return cli_usage_error(a.verb, "one GRAPH only (got '%s' too)", a.argv[a.i]);
+        }
+    }
+    if (!ta.nfiles) return cli_usage_error(a.verb, "missing GRAPH");
+    int rc = check_common(&ta, a.verb);
+    if (rc) return rc;
+    if (!ckpt) ckpt = gopt_trainer_default_checkpoint();
+    if (access(ckpt, R_OK) != 0 && !ta.resume)
+        return cli_usage_error(a.verb, "checkpoint '%s' cannot be read", ckpt);
+    return run(&ta, a.verb, ta.resume ? ta.outp : ckpt);
+}

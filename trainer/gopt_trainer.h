@@ -1,0 +1,166 @@
+/* gopt_trainer.h: PPO training of the GO policy on the simulator, pre-training
+ * over many graphs, fine-tuning, zero-shot inference and the `go` method of
+ * the optimizer registry. Docs: docs/trainer.md.
+ *
+ * One PPO step on one graph: one forward pass gives every node's
+ * distributions; K complete solutions are sampled in one shot, turned into
+ * decisions (device, priority, fusion group) and simulated in a batch on
+ * `sim_threads` threads; the reward of a sample is -sqrt(step / reference)
+ * (reference: the best of a set of baselines on that graph, computed once
+ * when the graph is added), or `invalid_reward` for an out-of-memory or
+ * rejected sample; advantages are normalised within the K samples; then
+ * `epochs` times: forward, per-node clipped surrogate plus entropy bonus,
+ * backward, Adam. A non-finite loss or gradient skips the update and is
+ * counted in the step's stats (never applied silently).
+ *
+ * A step with graphs_per_step > 1 accumulates every graph's gradient before
+ * each Adam step. Graphs are visited in a shuffled order (reshuffled each pass
+ * from the trainer's RNG), switching every `switch_every` steps.
+ *
+ * Determinism: every random draw comes from the trainer's RNG; the simulator
+ * batch is deterministic whatever the thread count. The trainer state (step,
+ * RNG, schedule position, per-graph best) plus the policy checkpoint (params
+ * and Adam moments) reproduce the rest of a run bit for bit (resume == an
+ * uninterrupted run).
+ *
+ * Cost of a step: (epochs + 1) forwards and epochs * J backwards of the
+ * network, J = the largest number of distinct actions one node received among
+ * the K samples (<= K; backward calls are merged per distinct action), plus K
+ * simulations.
+ */
+#ifndef GOPT_TRAINER_H
+#define GOPT_TRAINER_H
+
+#include <stdint.h>
+
+#include "gopt_baselines.h"
+#include "gopt_common.h"
+#include "gopt_cost.h"
+#include "gopt_decisions.h"
+#include "gopt_graph.h"
+#include "gopt_policy.h"
+#include "gopt_sim.h"
+
+#define GOPT_TASK_BIT(t) (1u << (t))
+#define GOPT_TASKS_ALL 7u
+
+/* Every hyper-parameter; defaults (gopt_trainer_options_default) are
+ * justified in docs/trainer.md. */
+typedef struct {
+    int samples;           /* K: solutions sampled per graph per step (16) */
+    int epochs;            /* PPO epochs over the K samples per step (4) */
+    float clip_eps;        /* PPO ratio clip (0.2) */
+    float entropy_coef;    /* entropy bonus per node decision (0.01) */
+    float invalid_reward;  /* reward of an OOM or rejected sample (-4) */
+    gopt_adam_config adam; /* lr 1e-3, betas 0.9/0.999, eps 1e-8, clip_norm 1 */
+    int sim_threads;       /* simulator threads (2) */
+    unsigned tasks;        /* learned tasks: bits GOPT_TASK_BIT(t) (all) */
+    int imitate_steps;     /* warm start: steps of imitation of the reference decisions (0) */
+    float imitate_lr;      /* learning rate during imitation (3e-3) */
+    int graphs_per_step;   /* graphs per PPO step (1) */
+    int switch_every;      /* steps before moving on to the next graphs (1) */
+    uint64_t seed;         /* trainer RNG (1) */
+    const char *reference; /* comma-separated baselines whose best is the reference
+                              ("single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla") */
+} gopt_trainer_options;
+
+void gopt_trainer_options_default(gopt_trainer_options *o);
+gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error *err);
+/* Parse "place,sched,fuse" (any non-empty subset) into task bits. */
+gopt_status gopt_trainer_parse_tasks(const char *s, unsigned *tasks, gopt_error *err);
+/* "place,sched,fuse" form of task bits into buf (>= 32 bytes). */
+void gopt_trainer_tasks_str(unsigned tasks, char *buf, size_t len);
+
+typedef struct gopt_trainer gopt_trainer;
+
+/* Create a trainer that trains `policy` (borrowed: it must outlive the
+ * trainer) on cost model cm (borrowed). */
+gopt_status gopt_trainer_create(gopt_trainer **out, gopt_policy *policy, const gopt_costmodel *cm,
+                                const gopt_trainer_options *o, gopt_error *err);
+void gopt_trainer_free(gopt_trainer *t);
+
+/* Add a finalized graph (ownership passes to the trainer, also on error):
+ * prepares its simulator and features and computes its reference by running
+ * the reference baselines (the slow part: seconds on 10k nodes). When
+ * ref_step_s > 0 it is used instead and no baseline runs (imitation then has
+ * no target for this graph). */
+gopt_status gopt_trainer_add_graph(gopt_trainer *t, gopt_graph *g, double ref_step_s, gopt_error *err);
+int gopt_trainer_num_graphs(const gopt_trainer *t);
+const gopt_graph *gopt_trainer_graph(const gopt_trainer *t, int i);
+/* Reference step time and the method that gave it ("given" when passed in). */
+double gopt_trainer_reference(const gopt_trainer *t, int i, const char **method);
+/* Best step time found for graph i so far (greedy evaluations and samples), or
+ * +inf; and its decisions (NULL before any valid sample). */
+double gopt_trainer_best(const gopt_trainer *t, int i, const gopt_decisions **d);
+
+/* What one step did. Step times are in seconds; rel = step / reference. */
+typedef struct {
+    int64_t step;           /* index of the step just done (0-based) */
+    int imitation;          /* 1: an imitation step */
+    int graphs;             /* graphs in this step */
+    int32_t graph;          /* the first graph's index */
+    double mean_step_s;     /* mean over valid samples (0 when none) */
+    double best_step_s;     /* best sample of this step (+inf when none) */
+    double mean_rel, best_rel; /* the same relative to the references (averaged over graphs) */
+    double best_so_far_rel; /* per graph best so far / reference, averaged over this step's graphs */
+    double reward_mean;
+    double entropy;         /* mean per-decision entropy (learned tasks) */
+    double loss;            /* last epoch's loss */
+    double grad_norm;       /* last epoch's gradient norm before clipping */
+    int invalid;            /* samples OOM or rejected */
+    int skipped;            /* epochs whose update was skipped (non-finite loss or gradient) */
+    int backward_calls;     /* network backwards this step */
+    double seconds;         /* wall time */
+} gopt_trainer_stats;
+
+/* One training step (imitation while step < imitate_steps, else PPO). */
+gopt_status gopt_trainer_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err);
+int64_t gopt_trainer_steps_done(const gopt_trainer *t);
+
+/* Greedy decisions of the current policy for graph i, simulated: fills d
+ * (initialised by the caller for the graph) and res. Updates the best. */
+gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_sim_result *res, gopt_error *err);
+
+/* ---- state: checkpoint and resume ---------------------------------------------
+ * gopt_trainer_save writes the policy (gopt_policy_save) to `path` and the
+ * trainer state (JSON: step, RNG, schedule, per-graph reference and best,
+ * options, and the CRC-32 of the policy file) to `path`.state, both
+ * atomically; the policy is written first to `path`.next and only renamed
+ * after the state names its CRC, so a kill at any point leaves a consistent
+ * pair (gopt_trainer_load finishes an interrupted rename). */
+gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_error *err);
+/* Restore the state of a run saved by gopt_trainer_save into a trainer
+ * created with the same options and graphs (added in the same order): loads
+ * the policy into the trainer's policy, then step, RNG, schedule and bests.
+ * Mismatching graphs or options are refused (EINVAL) naming the field. */
+gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err);
+
+/* Tasks a checkpoint was trained for, read from its `path`.state (all tasks
+ * when the file has no state). */
+gopt_status gopt_trainer_checkpoint_tasks(const char *path, unsigned *tasks, gopt_error *err);
+
+/* ---- decisions from actions ------------------------------------------------------
+ * Tasks not in `tasks` get the defaults: device 0, topological priority,
+ * no fusion. A learned priority is its level (higher first, ties by
+ * topological order); fusion groups come from gopt_policy_fusion_groups
+ * (singletons become -1). group_scratch: (n) ints. */
+gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned tasks, const gopt_policy_actions *a,
+                                              gopt_decisions *d, int32_t *group_scratch, gopt_error *err);
+
+/* ---- zero-shot inference and the `go` method ------------------------------------ */
+typedef struct {
+    const char *checkpoint; /* NULL: gopt_trainer_default_checkpoint() */
+    int samples;            /* 0: greedy only; K > 0: best of greedy and K samples (simulated) */
+    uint64_t seed;          /* sampling seed */
+} gopt_go_options;
+
+/* The checkpoint that ships with the project (compiled-in source path,
+ * overridden by the environment variable GOPT_CHECKPOINT). */
+const char *gopt_trainer_default_checkpoint(void);
+
+/* Decide everything for problem p with the policy in o->checkpoint (the
+ * tasks it was not trained for get defaults); candidates are judged by
+ * p's evaluator. */
+gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err);
+
+#endif /* GOPT_TRAINER_H */

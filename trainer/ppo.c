@@ -1,0 +1,337 @@
+/* ppo.c: one PPO step and one imitation (warm start) step.
+ *
+ * PPO treats each node decision as an action sharing its sample's advantage:
+ * per decision (task t, node v) of sample k the ratio is
+ * r = exp(logp_new - logp_old) and the loss is
+ *   L = -1/(K M) sum_k sum_{t,v} min(r A_k, clip(r, 1-eps, 1+eps) A_k)
+ *       - beta/M sum_{t,v} entropy_{t,v}
+ * with M the number of learned decisions of the graph (a colocation group's
+ * placement counts once). dL/dlogp_new = -A_k r / (K M) where the unclipped
+ * term is the minimum, else 0: these are the per-node weights handed to
+ * gopt_policy_backward. The K samples' weights of a row are merged per
+ * distinct action, so one backward call serves every sample that chose the
+ * same action (the network backward is linear in the logit gradients); the
+ * number of calls is the largest number of distinct actions in one row.
+ *
+ * A non-finite loss or gradient norm skips the epoch's update (gradients
+ * zeroed, Adam untouched) and is counted in stats->skipped.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer_internal.h"
+
+static int task_on(const gopt_trainer *t, int task) { return (t->o.tasks & GOPT_TASK_BIT(task)) != 0; }
+
+static int row_learned(const gopt_trainer *t, const tr_graph *G, int task, int32_t v) {
+    return task_on(t, task) && (task != GOPT_TASK_PLACE || G->unit_first[v] == v);
+}
+
+static int32_t *act_of(gopt_policy_actions *a, int task) {
+    return task == GOPT_TASK_PLACE ? a->place : task == GOPT_TASK_SCHED ? a->sched : a->fuse;
+}
+
+/* Merge t->w_k (K rows of per-decision weights) into rounds of (action,
+ * weight) arrays and run one backward per round; entropy weights ride on
+ * round 0. Returns the number of backward calls in *calls. */
+static gopt_status merged_backward(gopt_trainer *t, tr_graph *G, int b, const float *went, int *calls,
+                                   gopt_error *err) {
+    const int32_t n = G->fz->n;
+    const size_t N = (size_t)t->cap_n, T3 = 3 * (size_t)n;
+    const int K = t->o.samples;
+    int rounds = 1;
+    gopt_policy_actions a0 = tr_actions(t, b, 0);
+    /* default: every round uses sample 0's actions with weight 0 */
+    for (int r = 0; r < TR_MAX_WIDTH; r++) {
+        int32_t *ra = t->ract + (size_t)r * 3 * N;
+        memcpy(ra, a0.place, sizeof(int32_t) * (size_t)n);
+        memcpy(ra + N, a0.sched, sizeof(int32_t) * (size_t)n);
+        memcpy(ra + 2 * N, a0.fuse, sizeof(int32_t) * (size_t)n);
+        memset(t->rw + (size_t)r * T3, 0, sizeof(float) * T3);
+    }
+    for (int task = 0; task < GOPT_TASK_COUNT; task++) {
+        if (!task_on(t, task)) continue;
+        for (int32_t v = 0; v < n; v++) {
+            if (!row_learned(t, G, task, v)) continue;
+            float sum[TR_MAX_WIDTH] = {0};
+            uint32_t seen = 0;
+            for (int k = 0; k < K; k++) {
+                gopt_policy_actions ak = tr_actions(t, b, k);
+                int32_t x = act_of(&ak, task)[v];
+                sum[x] += t->w_k[(size_t)k * T3 + (size_t)task * n + v];
+                seen |= 1u << x;
+            }
+            int r = 0;
+            for (int x = 0; x < TR_MAX_WIDTH; x++) {
+                if (!((seen >> x) & 1u) || sum[x] == 0.0f) continue;
+                t->ract[(size_t)r * 3 * N + (size_t)task * N + v] = x;
+                t->rw[(size_t)r * T3 + (size_t)task * n + v] = sum[x];
+                r++;
+            }
+            if (r > rounds) rounds = r;
+        }
+    }
+    /* a colocation group's members carry their first member's placement */
+    if (task_on(t, GOPT_TASK_PLACE))
+        for (int r = 0; r < rounds; r++) {
+            int32_t *pl = t->ract + (size_t)r * 3 * N;
+            for (int32_t v = 0; v < n; v++) pl[v] = pl[G->unit_first[v]];
+        }
+    for (int r = 0; r < rounds; r++) {
+        int32_t *ra = t->ract + (size_t)r * 3 * N;
+        gopt_policy_actions a = {ra, ra + N, ra + 2 * N};
+        gopt_status st = gopt_policy_backward(t->pol, &a, t->rw + (size_t)r * T3, r == 0 ? went : NULL, err);
+        if (st) return st;
+    }
+    *calls += rounds;
+    return GOPT_OK;
+}
+
+/* Sample K solutions of the selected graph in slot b, simulate and reward
+ * them, fill t->adv and the stats. */
+static gopt_status rollout(gopt_trainer *t, int b, gopt_trainer_stats *st, double *ent_sum, gopt_error *err) {
+    tr_graph *G = &t->graphs[t->sel[b]];
+    const int32_t n = G->fz->n;
+    const int K = t->o.samples;
+    const size_t N = (size_t)t->cap_n;
+    gopt_status s = gopt_policy_forward(t->pol, G->fz, G->feat, t->ndev, NULL, err);
+    if (s) return s;
+    if ((s = tr_decisions_for(t, n, err))) return s;
+    for (int k = 0; k < K; k++) {
+        gopt_policy_actions a = tr_actions(t, b, k);
+        if ((s = gopt_policy_sample(t->pol, &t->rng, &a, err))) return s;
+        float *olp = t->old_logp + ((size_t)b * K + (size_t)k) * 3 * N;
+        if ((s = gopt_policy_logprob(t->pol, &a, olp, k == 0 ? t->ent : NULL, NULL, NULL, err))) return s;
+        if ((s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, &a, &t->dec[k], t->group, err))) return s;
+    }
+    double es = 0;
+    for (int task = 0; task < GOPT_TASK_COUNT; task++)
+        for (int32_t v = 0; v < n; v++)
+            if (row_learned(t, G, task, v)) es += t->ent[(size_t)task * n + v];
+    *ent_sum += es / (G->rows ? G->rows : 1);
+    int ok[1024];
+    if ((s = tr_simulate(t, G, K, ok, err))) return s;
+    double rew[1024], mean = 0, var = 0, sum_step = 0, best = INFINITY;
+    int valid = 0;
+    for (int k = 0; k < K; k++) {
+        if (!ok[k] || t->res[k].oom || !(t->res[k].step_time_s > 0) || !isfinite(t->res[k].step_time_s)) {
+            rew[k] = t->o.invalid_reward;
+            st->invalid++;
+        } else {
+            double step = t->res[k].step_time_s;
+            rew[k] = -sqrt(step / G->ref);
+            sum_step += step;
+            valid++;
+            if (step < best) best = step;
+            tr_note_best(G, &t->dec[k], step);
+        }
+        mean += rew[k];
+    }
+    mean /= K;
+    for (int k = 0; k < K; k++) var += (rew[k] - mean) * (rew[k] - mean);
+    double sd = sqrt(var / K);
+    for (int k = 0; k < K; k++) t->adv[(size_t)b * K + k] = sd > 1e-9 ? (float)((rew[k] - mean) / sd) : 0.0f;
+    st->reward_mean += mean;
+    if (valid) {
+        st->mean_step_s += sum_step / valid;
+        st->mean_rel += sum_step / valid / G->ref;
+        st->best_rel += best / G->ref;
+        if (best < st->best_step_s || st->best_step_s == 0) st->best_step_s = best;
+    } else {
+        st->best_rel += INFINITY;
+        st->mean_rel += INFINITY;
+    }
+    st->best_so_far_rel += G->best / G->ref;
+    return GOPT_OK;
+}
+
+/* Per-decision weights of every sample for the current forward of slot b;
+ * adds the graph's loss to *loss. */
+static gopt_status ppo_weights(gopt_trainer *t, int b, double *loss, gopt_error *err) {
+    tr_graph *G = &t->graphs[t->sel[b]];
+    const int32_t n = G->fz->n;
+    const int K = t->o.samples;
+    const size_t N = (size_t)t->cap_n, T3 = 3 * (size_t)n;
+    const double inv = 1.0 / ((double)K * (G->rows ? G->rows : 1));
+    const float eps = t->o.clip_eps;
+    double L = 0;
+    for (int k = 0; k < K; k++) {
+        gopt_policy_actions a = tr_actions(t, b, k);
+        gopt_status s = gopt_policy_logprob(t->pol, &a, t->logp, k == 0 ? t->ent : NULL, NULL, NULL, err);
+        if (s) return s;
+        const float *olp = t->old_logp + ((size_t)b * K + (size_t)k) * 3 * N;
+        const float A = t->adv[(size_t)b * K + k];
+        float *w = t->w_k + (size_t)k * T3;
+        memset(w, 0, sizeof(float) * T3);
+        if (A == 0.0f) continue;
+        for (int task = 0; task < GOPT_TASK_COUNT; task++)
+            for (int32_t v = 0; v < n; v++) {
+                if (!row_learned(t, G, task, v)) continue;
+                size_t i = (size_t)task * n + v;
+                double r = exp((double)t->logp[i] - (double)olp[i]);
+                double rc = r < 1.0 - eps ? 1.0 - eps : r > 1.0 + eps ? 1.0 + eps : r;
+                double u = r * A, c = rc * A;
+                L -= (u < c ? u : c) * inv;
+                int active = A > 0 ? r <= 1.0 + eps : r >= 1.0 - eps;
+                if (active) w[i] = (float)(-A * r * inv);
+            }
+    }
+    /* entropy bonus: weights -beta/M on every learned row */
+    const float we = -(float)(t->o.entropy_coef / (G->rows ? G->rows : 1));
+    memset(t->rent, 0, sizeof(float) * T3);
+    double es = 0;
+    for (int task = 0; task < GOPT_TASK_COUNT; task++)
+        for (int32_t v = 0; v < n; v++)
+            if (row_learned(t, G, task, v)) {
+                t->rent[(size_t)task * n + v] = we;
+                es += t->ent[(size_t)task * n + v];
+            }
+    L -= t->o.entropy_coef * es / (G->rows ? G->rows : 1);
+    *loss += L;
+    return GOPT_OK;
+}
+
+/* Apply the accumulated gradient unless the loss or the gradient is not
+ * finite (then zero it and count a skip). */
+static gopt_status apply_update(gopt_trainer *t, double loss, float lr, gopt_trainer_stats *st, gopt_error *err) {
+    gopt_adam_config ac = t->o.adam;
+    ac.lr = lr;
+    float gn = 0;
+    if (!isfinite(loss)) {
+        st->skipped++;
+        st->grad_norm = NAN;
+        gopt_policy_zero_grad(t->pol);
+        return GOPT_OK;
+    }
+    gopt_error e2 = {0};
+    gopt_status s = gopt_policy_adam_step(t->pol, &ac, &gn, &e2);
+    if (s == GOPT_EINVAL && !isfinite(gn)) { /* non-finite gradient: refused, parameters untouched */
+        st->skipped++;
+        st->grad_norm = gn;
+        gopt_policy_zero_grad(t->pol);
+        return GOPT_OK;
+    }
+    if (s) {
+        *err = e2;
+        return s;
+    }
+    st->grad_norm = gn;
+    return GOPT_OK;
+}
+
+gopt_status tr_ppo_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err) {
+    gopt_status s;
+    double ent_sum = 0;
+    st->best_step_s = 0;
+    for (int b = 0; b < t->nsel; b++)
+        if ((s = rollout(t, b, st, &ent_sum, err))) return s;
+    const double B = t->nsel;
+    st->entropy = ent_sum / B;
+    st->reward_mean /= B;
+    st->mean_step_s /= B;
+    st->mean_rel /= B;
+    st->best_rel /= B;
+    st->best_so_far_rel /= B;
+    if (st->best_step_s == 0) st->best_step_s = INFINITY;
+    for (int e = 0; e < t->o.epochs; e++) {
+        gopt_policy_zero_grad(t->pol);
+        double loss = 0;
+        for (int b = 0; b < t->nsel; b++) {
+            tr_graph *G = &t->graphs[t->sel[b]];
+            /* with one graph the first epoch reuses the rollout's forward */
+            if (e > 0 || t->nsel > 1)
+                if ((s = gopt_policy_forward(t->pol, G->fz, G->feat, t->ndev, NULL, err))) return s;
+            if ((s = ppo_weights(t, b, &loss, err))) return s;
+            if (!isfinite(loss)) break;
+            if ((s = merged_backward(t, G, b, t->rent, &st->backward_calls, err))) return s;
+        }
+        st->loss = loss;
+        if ((s = apply_update(t, loss, t->o.adam.lr, st, err))) return s;
+    }
+    return GOPT_OK;
+}
+
+/* Imitation target of the reference decisions: device; priority rank cut
+ * into the P levels (higher priority, higher level); fusion level 1 for a
+ * member of a fused group, else 0. */
+static void imitation_targets(gopt_trainer *t, tr_graph *G, gopt_policy_actions *a) {
+    const gopt_frozen *fz = G->fz;
+    const int32_t n = fz->n;
+    const int P = gopt_policy_get_config(t->pol)->sched_levels;
+    const gopt_decisions *d = &G->ref_dec;
+    /* order nodes by (priority, earlier topological rank last) and cut the
+     * order into P equal slices: level = floor(P * position / n) */
+    uint64_t *key = malloc(sizeof(uint64_t) * (size_t)(n > 0 ? n : 1));
+    if (key)
+        for (int32_t v = 0; v < n; v++) key[v] = ((uint64_t)((uint32_t)d->priority[v] ^ 0x80000000u) << 32) | (uint32_t)(n - 1 - fz->rank[v]);
+    int32_t *order = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    if (key && order) {
+        for (int32_t v = 0; v < n; v++) order[v] = v;
+        /* shell sort: in place, deterministic */
+        for (int32_t gap = n / 2; gap > 0; gap /= 2)
+            for (int32_t i = gap; i < n; i++) {
+                int32_t x = order[i];
+                int32_t j = i;
+                while (j >= gap && key[order[j - gap]] > key[x]) {
+                    order[j] = order[j - gap];
+                    j -= gap;
+                }
+                order[j] = x;
+            }
+        for (int32_t i = 0; i < n; i++) {
+            int lvl = (int)((int64_t)i * P / (n ? n : 1));
+            a->sched[order[i]] = lvl < P ? lvl : P - 1;
+        }
+    } else {
+        for (int32_t v = 0; v < n; v++) a->sched[v] = 0;
+    }
+    free(key);
+    free(order);
+    for (int32_t v = 0; v < n; v++) {
+        a->place[v] = d->device[v];
+        a->fuse[v] = d->group[v] >= 0 ? 1 : 0;
+    }
+}
+
+gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err) {
+    gopt_status s;
+    st->imitation = 1;
+    gopt_policy_zero_grad(t->pol);
+    double loss = 0, ent = 0;
+    int used = 0;
+    for (int b = 0; b < t->nsel; b++) {
+        tr_graph *G = &t->graphs[t->sel[b]];
+        if (!G->has_ref_dec) continue;
+        const int32_t n = G->fz->n;
+        const size_t T3 = 3 * (size_t)n;
+        if ((s = gopt_policy_forward(t->pol, G->fz, G->feat, t->ndev, NULL, err))) return s;
+        gopt_policy_actions a = tr_actions(t, b, 0);
+        imitation_targets(t, G, &a);
+        if ((s = gopt_policy_logprob(t->pol, &a, t->logp, t->ent, NULL, NULL, err))) return s;
+        const float w = -1.0f / (float)(G->rows ? G->rows : 1);
+        memset(t->rw, 0, sizeof(float) * T3);
+        double L = 0, es = 0;
+        for (int task = 0; task < GOPT_TASK_COUNT; task++)
+            for (int32_t v = 0; v < n; v++)
+                if (row_learned(t, G, task, v)) {
+                    size_t i = (size_t)task * n + v;
+                    t->rw[i] = w;
+                    L -= t->logp[i];
+                    es += t->ent[i];
+                }
+        loss += L / (G->rows ? G->rows : 1);
+        ent += es / (G->rows ? G->rows : 1);
+        used++;
+        if (!isfinite(loss)) break;
+        if ((s = gopt_policy_backward(t->pol, &a, t->rw, NULL, err))) return s;
+        st->backward_calls++;
+        st->best_so_far_rel += G->best / G->ref;
+    }
+    if (!used) return GOPT_OK;
+    st->loss = loss;
+    st->entropy = ent / used;
+    st->best_so_far_rel /= used;
+    st->best_step_s = INFINITY;
+    return apply_update(t, loss, t->o.imitate_lr, st, err);
+}

@@ -1,0 +1,294 @@
+/* state.c: trainer checkpoints. A checkpoint is two files: PATH, the policy
+ * (gopt_policy_save: parameters, Adam moments and step), and PATH.state, a
+ * JSON record of everything else a resumed run needs to continue bit for bit:
+ * the step, the RNG state, the graph schedule (pass order, cursor, current
+ * selection), per-graph reference and best, the options, and the CRC-32 of
+ * the policy payload it belongs to.
+ *
+ * Commit order: policy -> PATH.next, state -> PATH.state (atomic), rename
+ * PATH.next -> PATH. A kill before the state is renamed leaves the previous
+ * pair intact (a stale PATH.next is ignored); a kill after it leaves a state
+ * whose CRC matches PATH.next, and gopt_trainer_load finishes the rename.
+ * Cost: O(parameters) per save.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "trainer_internal.h"
+
+#define STATE_FORMAT "gopt-trainer-state"
+#define STATE_VERSION 1
+
+/* CRC-32 of a file's (gunzipped) content; *exists = 0 when there is no file. */
+static gopt_status file_crc(const char *path, uint32_t *crc, int *exists, gopt_error *err) {
+    *exists = access(path, F_OK) == 0;
+    if (!*exists) return GOPT_OK;
+    char *buf = NULL;
+    size_t len = 0;
+    gopt_status st = gopt_file_read_all(path, &buf, &len, err);
+    if (st) return st;
+    *crc = (uint32_t)crc32(0L, (const Bytef *)buf, (uInt)len);
+    free(buf);
+    return GOPT_OK;
+}
+
+static json_t *options_json(const gopt_trainer *t) {
+    const gopt_trainer_options *o = &t->o;
+    char tasks[32];
+    gopt_trainer_tasks_str(o->tasks, tasks, sizeof tasks);
+    json_t *j = json_object();
+    json_object_set_new(j, "samples", json_integer(o->samples));
+    json_object_set_new(j, "epochs", json_integer(o->epochs));
+    json_object_set_new(j, "clip", json_real(o->clip_eps));
+    json_object_set_new(j, "entropy", json_real(o->entropy_coef));
+    json_object_set_new(j, "invalid_reward", json_real(o->invalid_reward));
+    json_object_set_new(j, "lr", json_real(o->adam.lr));
+    json_object_set_new(j, "clip_norm", json_real(o->adam.clip_norm));
+    json_object_set_new(j, "tasks", json_string(tasks));
+    json_object_set_new(j, "imitate_steps", json_integer(o->imitate_steps));
+    json_object_set_new(j, "imitate_lr", json_real(o->imitate_lr));
+    json_object_set_new(j, "graphs_per_step", json_integer(o->graphs_per_step));
+    json_object_set_new(j, "switch_every", json_integer(o->switch_every));
+    json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));
+    json_object_set_new(j, "reference", json_string(o->reference));
+    return j;
+}
+
+static json_t *real_or_null(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+static double real_or_inf(json_t *x) { return json_is_number(x) ? json_number_value(x) : INFINITY; }
+
+gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_error *err) {
+    size_t pl = strlen(path);
+    char *next = malloc(pl + 8), *state = malloc(pl + 8);
+    json_t *j = NULL;
+    char *text = NULL;
+    gopt_status st = GOPT_OK;
+    if (!next || !state) {
+        st = gopt_error_set(err, GOPT_ENOMEM, "out of memory");
+        goto out;
+    }
+    snprintf(next, pl + 8, "%s.next", path);
+    snprintf(state, pl + 8, "%s.state", path);
+    if ((st = gopt_policy_save(t->pol, next, err))) goto out;
+    uint32_t crc = 0;
+    int exists = 0;
+    if ((st = file_crc(next, &crc, &exists, err))) goto out;
+    j = json_object();
+    json_object_set_new(j, "format", json_string(STATE_FORMAT));
+    json_object_set_new(j, "version", json_integer(STATE_VERSION));
+    json_object_set_new(j, "step", json_integer((json_int_t)t->step));
+    json_t *rng = json_array();
+    for (int i = 0; i < 4; i++) {
+        char h[24];
+        snprintf(h, sizeof h, "%016llx", (unsigned long long)t->rng.s[i]);
+        json_array_append_new(rng, json_string(h));
+    }
+    json_object_set_new(j, "rng", rng);
+    json_t *perm = json_array(), *sel = json_array();
+    for (int i = 0; i < t->ng; i++) json_array_append_new(perm, json_integer(t->perm[i]));
+    for (int i = 0; i < t->nsel; i++) json_array_append_new(sel, json_integer(t->sel[i]));
+    json_object_set_new(j, "perm", perm);
+    json_object_set_new(j, "cursor", json_integer(t->cursor));
+    json_object_set_new(j, "sel", sel);
+    json_object_set_new(j, "options", options_json(t));
+    json_t *gs = json_array();
+    for (int i = 0; i < t->ng; i++) {
+        const tr_graph *G = &t->graphs[i];
+        json_t *g = json_object();
+        json_object_set_new(g, "name", json_string(gopt_graph_name(G->g)));
+        json_object_set_new(g, "nodes", json_integer(G->fz->n));
+        json_object_set_new(g, "reference_s", json_real(G->ref));
+        json_object_set_new(g, "reference_method", json_string(G->ref_method));
+        json_object_set_new(g, "best_s", real_or_null(G->best));
+        json_array_append_new(gs, g);
+    }
+    json_object_set_new(j, "graphs", gs);
+    char c[16];
+    snprintf(c, sizeof c, "%08x", crc);
+    json_object_set_new(j, "policy_crc32", json_string(c));
+    text = json_dumps(j, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+    if (!text) {
+        st = gopt_error_set(err, GOPT_ENOMEM, "%s: out of memory writing the state", state);
+        goto out;
+    }
+    if ((st = gopt_file_write_atomic(state, text, strlen(text), 0, err))) goto out;
+    if (rename(next, path) != 0)
+        st = gopt_error_set(err, GOPT_EIO, "%s: cannot rename to %s: %s", next, path, strerror(errno));
+out:
+    free(text);
+    json_decref(j);
+    free(next);
+    free(state);
+    return st;
+}
+
+static gopt_status read_state(const char *state, json_t **out, gopt_error *err) {
+    char *text = NULL;
+    size_t len = 0;
+    gopt_status st = gopt_file_read_all(state, &text, &len, err);
+    if (st) return st;
+    json_error_t je;
+    json_t *j = json_loadb(text, len, 0, &je);
+    free(text);
+    if (!j) return gopt_error_set(err, GOPT_EFORMAT, "%s: line %d: %s", state, je.line, je.text);
+    json_t *f = json_object_get(j, "format"), *v = json_object_get(j, "version");
+    if (!json_is_string(f) || strcmp(json_string_value(f), STATE_FORMAT) != 0 || !json_is_integer(v) ||
+        json_integer_value(v) != STATE_VERSION) {
+        json_decref(j);
+        return gopt_error_set(err, GOPT_EFORMAT, "%s: not a %s version %d file", state, STATE_FORMAT, STATE_VERSION);
+    }
+    *out = j;
+    return GOPT_OK;
+}
+
+gopt_status gopt_trainer_checkpoint_tasks(const char *path, unsigned *tasks, gopt_error *err) {
+    *tasks = GOPT_TASKS_ALL;
+    size_t pl = strlen(path);
+    char *state = malloc(pl + 8);
+    if (!state) return gopt_error_set(err, GOPT_ENOMEM, "out of memory");
+    snprintf(state, pl + 8, "%s.state", path);
+    gopt_status st = GOPT_OK;
+    if (access(state, F_OK) == 0) {
+        json_t *j = NULL;
+        if (!(st = read_state(state, &j, err))) {
+            json_t *ts = json_object_get(json_object_get(j, "options"), "tasks");
+            if (!json_is_string(ts))
+                st = gopt_error_set(err, GOPT_EFORMAT, "%s: options.tasks is missing", state);
+            else
+                st = gopt_trainer_parse_tasks(json_string_value(ts), tasks, err);
+            json_decref(j);
+        }
+    }
+    free(state);
+    return st;
+}
+
+/* Compare the saved options with the trainer's: name the first difference. */
+static gopt_status check_options(const gopt_trainer *t, json_t *saved, const char *state, gopt_error *err) {
+    json_t *mine = options_json(t);
+    const char *key;
+    json_t *val;
+    gopt_status st = GOPT_OK;
+    json_object_foreach(mine, key, val) {
+        json_t *s = json_object_get(saved, key);
+        int same = s && (json_is_number(val) ? json_is_number(s) && json_number_value(s) == json_number_value(val)
+                                             : json_equal(s, val));
+        if (!same) {
+            char *a = json_dumps(val, JSON_ENCODE_ANY), *b = s ? json_dumps(s, JSON_ENCODE_ANY) : NULL;
+            st = gopt_error_set(err, GOPT_EINVAL, "%s: option %s was %s, now %s: resume with the same options", state,
+                                key, b ? b : "missing", a ? a : "?");
+            free(a);
+            free(b);
+            break;
+        }
+    }
+    json_decref(mine);
+    return st;
+}
+
+gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err) {
+    size_t pl = strlen(path);
+    char *next = malloc(pl + 8), *state = malloc(pl + 8);
+    json_t *j = NULL;
+    gopt_status st = GOPT_OK;
+    if (!next || !state) {
+        st = gopt_error_set(err, GOPT_ENOMEM, "out of memory");
+        goto out;
+    }
+    snprintf(next, pl + 8, "%s.next", path);
+    snprintf(state, pl + 8, "%s.state", path);
+    if ((st = read_state(state, &j, err))) goto out;
+    json_t *c = json_object_get(j, "policy_crc32");
+    unsigned long want = json_is_string(c) ? strtoul(json_string_value(c), NULL, 16) : 0;
+    uint32_t crc = 0;
+    int exists = 0;
+    if ((st = file_crc(next, &crc, &exists, err))) goto out;
+    if (exists && crc == (uint32_t)want && rename(next, path) != 0) {
+        st = gopt_error_set(err, GOPT_EIO, "%s: cannot rename to %s: %s", next, path, strerror(errno));
+        goto out;
+    }
+    if ((st = file_crc(path, &crc, &exists, err))) goto out;
+    if (!exists || crc != (uint32_t)want) {
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: the policy file %s does not belong to this state (CRC %08x, want %08lx)",
+                            state, path, exists ? crc : 0u, want);
+        goto out;
+    }
+    if ((st = check_options(t, json_object_get(j, "options"), state, err))) goto out;
+    json_t *gs = json_object_get(j, "graphs"), *perm = json_object_get(j, "perm"), *sel = json_object_get(j, "sel");
+    json_t *rng = json_object_get(j, "rng"), *step = json_object_get(j, "step"), *cur = json_object_get(j, "cursor");
+    if (!json_is_array(gs) || !json_is_array(perm) || !json_is_array(sel) || !json_is_array(rng) ||
+        json_array_size(rng) != 4 || !json_is_integer(step) || !json_is_integer(cur)) {
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: missing or malformed field (graphs, perm, sel, rng, step, cursor)",
+                            state);
+        goto out;
+    }
+    if ((int)json_array_size(gs) != t->ng || (int)json_array_size(perm) != t->ng ||
+        json_array_size(sel) > (size_t)t->o.graphs_per_step) {
+        st = gopt_error_set(err, GOPT_EINVAL, "%s: the run had %d graphs, now %d: resume with the same graphs", state,
+                            (int)json_array_size(gs), t->ng);
+        goto out;
+    }
+    for (int i = 0; i < t->ng; i++) {
+        json_t *g = json_array_get(gs, i);
+        const char *name = json_string_value(json_object_get(g, "name"));
+        tr_graph *G = &t->graphs[i];
+        double ref = real_or_inf(json_object_get(g, "reference_s"));
+        if (!name || strcmp(name, gopt_graph_name(G->g)) != 0 ||
+            json_integer_value(json_object_get(g, "nodes")) != G->fz->n) {
+            st = gopt_error_set(err, GOPT_EINVAL, "%s: graph %d was '%s', now '%s' (%d nodes): resume with the same graphs in the same order",
+                                state, i, name ? name : "?", gopt_graph_name(G->g), G->fz->n);
+            goto out;
+        }
+        if (!(fabs(ref - G->ref) <= 1e-9 * G->ref)) {
+            st = gopt_error_set(err, GOPT_EINVAL, "%s: graph '%s': reference step %.9g s, now %.9g s (another profile?)",
+                                state, name, ref, G->ref);
+            goto out;
+        }
+        G->ref = ref;
+        G->best = real_or_inf(json_object_get(g, "best_s"));
+    }
+    for (int i = 0; i < t->ng; i++) {
+        json_int_t p = json_integer_value(json_array_get(perm, i));
+        if (p < 0 || p >= t->ng) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: perm[%d] = %lld is out of range", state, i, (long long)p);
+            goto out;
+        }
+        t->perm[i] = (int32_t)p;
+    }
+    t->nsel = (int)json_array_size(sel);
+    for (int i = 0; i < t->nsel; i++) {
+        json_int_t p = json_integer_value(json_array_get(sel, i));
+        if (p < 0 || p >= t->ng) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: sel[%d] = %lld is out of range", state, i, (long long)p);
+            goto out;
+        }
+        t->sel[i] = (int32_t)p;
+    }
+    json_int_t cu = json_integer_value(cur);
+    if (cu < 0 || cu >= (t->ng ? t->ng : 1)) {
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: cursor = %lld is out of range", state, (long long)cu);
+        goto out;
+    }
+    for (int i = 0; i < 4; i++) {
+        const char *h = json_string_value(json_array_get(rng, i));
+        if (!h) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: rng[%d] is not a string", state, i);
+            goto out;
+        }
+        t->rng.s[i] = (uint64_t)strtoull(h, NULL, 16);
+    }
+    if ((st = gopt_policy_load_into(t->pol, path, err))) goto out;
+    t->cursor = (int32_t)cu;
+    t->step = (int64_t)json_integer_value(step);
+out:
+    json_decref(j);
+    free(next);
+    free(state);
+    return st;
+}

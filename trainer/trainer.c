@@ -1,0 +1,435 @@
+/* trainer.c: the trainer object: options, graphs (simulator, features,
+ * reference from the baselines), the graph schedule, decisions from sampled
+ * actions, batch simulation and greedy evaluation. The PPO and imitation
+ * updates are in ppo.c, checkpoints in state.c.
+ *
+ * Cost: adding a graph runs every reference baseline once (their cost plus
+ * one simulation each); a step is dominated by the network (ppo.c).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer_internal.h"
+
+void gopt_trainer_options_default(gopt_trainer_options *o) {
+    memset(o, 0, sizeof *o);
+    o->samples = 16;
+    o->epochs = 4;
+    o->clip_eps = 0.2f;
+    o->entropy_coef = 0.01f;
+    o->invalid_reward = -4.0f;
+    gopt_adam_config_default(&o->adam);
+    o->adam.lr = 1e-3f;
+    o->sim_threads = 2;
+    o->tasks = GOPT_TASKS_ALL;
+    o->imitate_steps = 0;
+    o->imitate_lr = 3e-3f;
+    o->graphs_per_step = 1;
+    o->switch_every = 1;
+    o->seed = 1;
+    o->reference = "single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla";
+}
+
+gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error *err) {
+    if (o->samples < 2 || o->samples > 1024)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: samples = %d is outside 2..1024", o->samples);
+    if (o->epochs < 1 || o->epochs > 100)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: epochs = %d is outside 1..100", o->epochs);
+    if (!(o->clip_eps > 0.0f && o->clip_eps < 1.0f))
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: clip = %g is outside (0, 1)", (double)o->clip_eps);
+    if (!(o->entropy_coef >= 0.0f && o->entropy_coef <= 10.0f))
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: entropy = %g is outside [0, 10]", (double)o->entropy_coef);
+    if (!isfinite(o->invalid_reward) || o->invalid_reward > 0.0f)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: invalid reward = %g must be finite and <= 0",
+                              (double)o->invalid_reward);
+    if (!(o->adam.lr > 0.0f && o->adam.lr < 1.0f) || !(o->imitate_lr > 0.0f && o->imitate_lr < 1.0f))
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: learning rate %g / imitation %g is outside (0, 1)",
+                              (double)o->adam.lr, (double)o->imitate_lr);
+    if (o->sim_threads < 1 || o->sim_threads > TR_MAX_THREADS)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: threads = %d is outside 1..%d", o->sim_threads,
+                              TR_MAX_THREADS);
+    if (!o->tasks || (o->tasks & ~GOPT_TASKS_ALL))
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: tasks = %u is not a non-empty subset of place,sched,fuse",
+                              o->tasks);
+    if (o->imitate_steps < 0)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: imitate steps = %d is negative", o->imitate_steps);
+    if (o->graphs_per_step < 1 || o->graphs_per_step > 256)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: graphs per step = %d is outside 1..256",
+                              o->graphs_per_step);
+    if (o->switch_every < 1)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: switch every = %d must be >= 1", o->switch_every);
+    if (!o->reference || !o->reference[0] || strlen(o->reference) >= 256)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: reference method list is empty or too long");
+    return GOPT_OK;
+}
+
+gopt_status gopt_trainer_parse_tasks(const char *s, unsigned *tasks, gopt_error *err) {
+    unsigned bits = 0;
+    const char *p = s;
+    while (p && *p) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        int found = -1;
+        for (int t = 0; t < GOPT_TASK_COUNT; t++)
+            if (strlen(gopt_task_name((gopt_task)t)) == len && strncmp(p, gopt_task_name((gopt_task)t), len) == 0)
+                found = t;
+        if (found < 0)
+            return gopt_error_set(err, GOPT_EINVAL, "tasks '%s': unknown task '%.*s' (valid: place, sched, fuse)", s,
+                                  (int)len, p);
+        bits |= GOPT_TASK_BIT(found);
+        p = e ? e + 1 : NULL;
+    }
+    if (!bits) return gopt_error_set(err, GOPT_EINVAL, "tasks '%s': empty (valid: place, sched, fuse)", s ? s : "");
+    *tasks = bits;
+    return GOPT_OK;
+}
+
+void gopt_trainer_tasks_str(unsigned tasks, char *buf, size_t len) {
+    buf[0] = 0;
+    size_t used = 0;
+    for (int t = 0; t < GOPT_TASK_COUNT; t++)
+        if (tasks & GOPT_TASK_BIT(t)) {
+            int w = snprintf(buf + used, len - used, "%s%s", used ? "," : "", gopt_task_name((gopt_task)t));
+            if (w < 0 || (size_t)w >= len - used) return;
+            used += (size_t)w;
+        }
+}
+
+gopt_status gopt_trainer_create(gopt_trainer **out, gopt_policy *policy, const gopt_costmodel *cm,
+                                const gopt_trainer_options *o, gopt_error *err) {
+    *out = NULL;
+    gopt_status st = gopt_trainer_options_check(o, err);
+    if (st) return st;
+    const gopt_policy_config *pc = gopt_policy_get_config(policy);
+    int ndev = gopt_cost_num_devices(cm);
+    if (ndev > pc->max_devices)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: %d devices but the policy places on at most %d", ndev,
+                              pc->max_devices);
+    if (pc->max_devices > TR_MAX_WIDTH || pc->sched_levels > TR_MAX_WIDTH || pc->fusion_levels > TR_MAX_WIDTH)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: action spaces wider than %d are not supported",
+                              TR_MAX_WIDTH);
+    if ((o->tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE)) && pc->fusion_levels < 2)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: learning fusion needs fusion_levels >= 2 (policy has %d)",
+                              pc->fusion_levels);
+    gopt_trainer *t = gopt_calloc(1, sizeof *t, err);
+    if (!t) return GOPT_ENOMEM;
+    t->pol = policy;
+    t->cm = cm;
+    t->o = *o;
+    strcpy(t->reference, o->reference);
+    t->o.reference = t->reference;
+    t->ndev = ndev;
+    gopt_rng_seed(&t->rng, o->seed);
+    t->sel = gopt_calloc((size_t)o->graphs_per_step, sizeof *t->sel, err);
+    t->adv = gopt_calloc((size_t)o->graphs_per_step * o->samples, sizeof *t->adv, err);
+    t->dec = gopt_calloc((size_t)o->samples, sizeof *t->dec, err);
+    t->res = gopt_calloc((size_t)o->samples, sizeof *t->res, err);
+    if (!t->sel || !t->adv || !t->dec || !t->res) {
+        gopt_trainer_free(t);
+        return GOPT_ENOMEM;
+    }
+    *out = t;
+    return GOPT_OK;
+}
+
+static void graph_destroy(tr_graph *G) {
+    for (int i = 0; i < TR_MAX_THREADS; i++) gopt_sim_scratch_free(G->scratch[i]);
+    gopt_sim_free(G->sim);
+    gopt_graph_free(G->g);
+    free(G->feat);
+    free(G->unit_first);
+    gopt_decisions_destroy(&G->ref_dec);
+    gopt_decisions_destroy(&G->best_dec);
+    memset(G, 0, sizeof *G);
+}
+
+void gopt_trainer_free(gopt_trainer *t) {
+    if (!t) return;
+    for (int i = 0; i < t->ng; i++) graph_destroy(&t->graphs[i]);
+    free(t->graphs);
+    free(t->perm);
+    free(t->sel);
+    free(t->act);
+    free(t->old_logp);
+    free(t->adv);
+    free(t->logp);
+    free(t->ent);
+    free(t->w_k);
+    free(t->ract);
+    free(t->rw);
+    free(t->rent);
+    free(t->group);
+    if (t->dec)
+        for (int k = 0; k < t->o.samples; k++) gopt_decisions_destroy(&t->dec[k]);
+    free(t->dec);
+    free(t->res);
+    free(t);
+}
+
+gopt_status tr_reserve(gopt_trainer *t, int32_t n, gopt_error *err) {
+    if (n <= t->cap_n) return GOPT_OK;
+    size_t B = (size_t)t->o.graphs_per_step, K = (size_t)t->o.samples, N = (size_t)n;
+    void *p[9];
+    p[0] = realloc(t->act, sizeof(int32_t) * B * K * 3 * N);
+    if (p[0]) t->act = p[0];
+    p[1] = realloc(t->old_logp, sizeof(float) * B * K * 3 * N);
+    if (p[1]) t->old_logp = p[1];
+    p[2] = realloc(t->logp, sizeof(float) * 3 * N);
+    if (p[2]) t->logp = p[2];
+    p[3] = realloc(t->ent, sizeof(float) * 3 * N);
+    if (p[3]) t->ent = p[3];
+    p[4] = realloc(t->w_k, sizeof(float) * K * 3 * N);
+    if (p[4]) t->w_k = p[4];
+    p[5] = realloc(t->ract, sizeof(int32_t) * TR_MAX_WIDTH * 3 * N);
+    if (p[5]) t->ract = p[5];
+    p[6] = realloc(t->rw, sizeof(float) * TR_MAX_WIDTH * 3 * N);
+    if (p[6]) t->rw = p[6];
+    p[7] = realloc(t->rent, sizeof(float) * 3 * N);
+    if (p[7]) t->rent = p[7];
+    p[8] = realloc(t->group, sizeof(int32_t) * N);
+    if (p[8]) t->group = p[8];
+    for (int i = 0; i < 9; i++)
+        if (!p[i]) return gopt_error_set(err, GOPT_ENOMEM, "trainer: out of memory for %d-node scratch", (int)n);
+    t->cap_n = n;
+    return GOPT_OK;
+}
+
+gopt_policy_actions tr_actions(gopt_trainer *t, int b, int k) {
+    size_t N = (size_t)t->cap_n;
+    int32_t *base = t->act + ((size_t)b * t->o.samples + (size_t)k) * 3 * N;
+    gopt_policy_actions a = {base, base + N, base + 2 * N};
+    return a;
+}
+
+gopt_status tr_decisions_for(gopt_trainer *t, int32_t n, gopt_error *err) {
+    if (t->dec_n == n) return GOPT_OK;
+    for (int k = 0; k < t->o.samples; k++) {
+        gopt_decisions_destroy(&t->dec[k]);
+        gopt_status st = gopt_decisions_init(&t->dec[k], n, err);
+        if (st) {
+            t->dec_n = -1;
+            return st;
+        }
+    }
+    t->dec_n = n;
+    return GOPT_OK;
+}
+
+/* Reference: the best valid result among the reference baselines. */
+static gopt_status compute_reference(gopt_trainer *t, tr_graph *G, gopt_error *err) {
+    gopt_bl_registry reg;
+    gopt_bl_registry_init(&reg);
+    char list[256];
+    strcpy(list, t->reference);
+    gopt_bl_options opt = {0};
+    opt.seed = t->o.seed;
+    G->ref = INFINITY;
+    char *save = NULL;
+    for (char *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+        gopt_decisions d = {0};
+        gopt_bl_outcome res;
+        gopt_error e2 = {0};
+        gopt_status st = gopt_bl_optimize(&reg, m, G->sim, t->cm, &opt, &d, &res, &e2);
+        if (st == GOPT_EUNSUP || (st == GOPT_OK && res.sim.oom)) {
+            gopt_decisions_destroy(&d);
+            continue; /* the method finds nothing that fits: not a reference */
+        }
+        if (st) {
+            gopt_decisions_destroy(&d);
+            *err = e2;
+            gopt_error_prefix(err, "graph '%s': reference method %s", gopt_graph_name(G->g), m);
+            return st;
+        }
+        if (res.sim.step_time_s < G->ref) {
+            G->ref = res.sim.step_time_s;
+            snprintf(G->ref_method, sizeof G->ref_method, "%s", m);
+            gopt_decisions_destroy(&G->ref_dec);
+            G->ref_dec = d;
+            G->has_ref_dec = 1;
+        } else {
+            gopt_decisions_destroy(&d);
+        }
+    }
+    if (!isfinite(G->ref) || !(G->ref > 0))
+        return gopt_error_set(err, GOPT_EINVAL, "graph '%s': no reference method (%s) found a valid solution",
+                              gopt_graph_name(G->g), t->reference);
+    return GOPT_OK;
+}
+
+gopt_status gopt_trainer_add_graph(gopt_trainer *t, gopt_graph *g, double ref_step_s, gopt_error *err) {
+    gopt_status st = GOPT_OK;
+    if (t->ng == t->capg) {
+        int cap = t->capg ? 2 * t->capg : 8;
+        tr_graph *ng = realloc(t->graphs, sizeof *ng * (size_t)cap);
+        int32_t *np = realloc(t->perm, sizeof *np * (size_t)cap);
+        if (ng) t->graphs = ng;
+        if (np) t->perm = np;
+        if (!ng || !np) {
+            gopt_graph_free(g);
+            return gopt_error_set(err, GOPT_ENOMEM, "trainer: out of memory adding a graph");
+        }
+        t->capg = cap;
+    }
+    tr_graph *G = &t->graphs[t->ng];
+    memset(G, 0, sizeof *G);
+    G->g = g;
+    G->fz = gopt_graph_frozen(g);
+    G->best = INFINITY;
+    if (!G->fz) {
+        st = gopt_error_set(err, GOPT_EINVAL, "trainer: graph '%s' is not finalized", gopt_graph_name(g));
+        goto fail;
+    }
+    const gopt_frozen *fz = G->fz;
+    int32_t n = fz->n;
+    if ((st = gopt_sim_create(g, t->cm, &G->sim, err))) goto fail;
+    for (int i = 0; i < t->o.sim_threads; i++)
+        if ((st = gopt_sim_scratch_create(G->sim, &G->scratch[i], err))) goto fail;
+    G->feat = gopt_malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NFEAT, err);
+    float *pred = gopt_malloc(sizeof(float) * (size_t)(n ? n : 1), err);
+    G->unit_first = gopt_malloc(sizeof(int32_t) * (size_t)(n ? n : 1), err);
+    int32_t *first = gopt_malloc(sizeof(int32_t) * (size_t)(fz->n_coloc ? fz->n_coloc : 1), err);
+    if (!G->feat || !pred || !G->unit_first || !first) {
+        free(pred);
+        free(first);
+        st = GOPT_ENOMEM;
+        goto fail;
+    }
+    const gopt_cost_table *ct = gopt_sim_cost_table(G->sim);
+    for (int32_t v = 0; v < n; v++) pred[v] = (float)ct->time[(size_t)v * ct->ndev];
+    st = gopt_policy_features(fz, t->ndev, pred, G->feat, err);
+    free(pred);
+    if (st) {
+        free(first);
+        goto fail;
+    }
+    for (int32_t c = 0; c < fz->n_coloc; c++) first[c] = -1;
+    int32_t units = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = fz->topo[i], c = fz->coloc[v];
+        if (c >= 0 && first[c] < 0) first[c] = v;
+        G->unit_first[v] = c >= 0 ? first[c] : v;
+        if (G->unit_first[v] == v) units++;
+    }
+    free(first);
+    G->rows = 0;
+    if (t->o.tasks & GOPT_TASK_BIT(GOPT_TASK_PLACE)) G->rows += units;
+    if (t->o.tasks & GOPT_TASK_BIT(GOPT_TASK_SCHED)) G->rows += n;
+    if (t->o.tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE)) G->rows += n;
+    if (ref_step_s > 0) {
+        G->ref = ref_step_s;
+        strcpy(G->ref_method, "given");
+    } else if ((st = compute_reference(t, G, err))) {
+        goto fail;
+    }
+    if ((st = tr_reserve(t, n, err))) goto fail;
+    if ((st = gopt_policy_reserve(t->pol, n, fz->m, 1, err))) goto fail;
+    t->perm[t->ng] = t->ng;
+    t->ng++;
+    return GOPT_OK;
+fail:
+    graph_destroy(G);
+    return st;
+}
+
+int gopt_trainer_num_graphs(const gopt_trainer *t) { return t->ng; }
+const gopt_graph *gopt_trainer_graph(const gopt_trainer *t, int i) { return t->graphs[i].g; }
+double gopt_trainer_reference(const gopt_trainer *t, int i, const char **method) {
+    if (method) *method = t->graphs[i].ref_method;
+    return t->graphs[i].ref;
+}
+double gopt_trainer_best(const gopt_trainer *t, int i, const gopt_decisions **d) {
+    if (d) *d = t->graphs[i].has_best ? &t->graphs[i].best_dec : NULL;
+    return t->graphs[i].best;
+}
+int64_t gopt_trainer_steps_done(const gopt_trainer *t) { return t->step; }
+
+void tr_schedule_next(gopt_trainer *t) {
+    int B = t->o.graphs_per_step < t->ng ? t->o.graphs_per_step : t->ng;
+    for (int b = 0; b < B; b++) {
+        if (t->cursor == 0) /* a new pass: reshuffle (Fisher-Yates) */
+            for (int32_t i = t->ng - 1; i > 0; i--) {
+                int32_t j = (int32_t)gopt_rng_below(&t->rng, (uint64_t)i + 1), tmp = t->perm[i];
+                t->perm[i] = t->perm[j];
+                t->perm[j] = tmp;
+            }
+        t->sel[b] = t->perm[t->cursor];
+        t->cursor = (t->cursor + 1) % t->ng;
+    }
+    t->nsel = B;
+}
+
+gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned tasks, const gopt_policy_actions *a,
+                                              gopt_decisions *d, int32_t *group, gopt_error *err) {
+    int32_t n = fz->n;
+    if (d->n != n) return gopt_error_set(err, GOPT_EINVAL, "decisions for %d nodes, graph has %d", d->n, n);
+    for (int32_t v = 0; v < n; v++) {
+        d->device[v] = (tasks & GOPT_TASK_BIT(GOPT_TASK_PLACE)) ? a->place[v] : 0;
+        d->priority[v] = (tasks & GOPT_TASK_BIT(GOPT_TASK_SCHED)) ? a->sched[v] : n - fz->rank[v];
+        d->group[v] = -1;
+    }
+    if (!(tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE))) return GOPT_OK;
+    int32_t ngroups = 0;
+    gopt_status st = gopt_policy_fusion_groups(fz, d->device, a->fuse, group, &ngroups, err);
+    if (st) return st;
+    /* singletons are not fused: count members in d->group temporarily */
+    for (int32_t v = 0; v < n; v++) d->group[v] = 0;
+    for (int32_t v = 0; v < n; v++) d->group[group[v]]++;
+    for (int32_t v = 0; v < n; v++) {
+        int32_t gid = group[v];
+        group[v] = d->group[gid] >= 2 ? gid : -1;
+    }
+    memcpy(d->group, group, sizeof(int32_t) * (size_t)n);
+    return GOPT_OK;
+}
+
+void tr_note_best(tr_graph *G, const gopt_decisions *d, double step) {
+    if (!(step < G->best)) return;
+    if (G->best_dec.n != d->n) {
+        gopt_decisions_destroy(&G->best_dec);
+        if (gopt_decisions_init(&G->best_dec, d->n, NULL)) return;
+    }
+    gopt_decisions_copy(&G->best_dec, d);
+    G->best = step;
+    G->has_best = 1;
+}
+
+gopt_status tr_simulate(gopt_trainer *t, tr_graph *G, int k, int *ok, gopt_error *err) {
+    gopt_error e2 = {0};
+    for (int i = 0; i < k; i++) ok[i] = 1;
+    int th = t->o.sim_threads < k ? t->o.sim_threads : k;
+    if (gopt_sim_run_batch(G->sim, t->dec, k, t->res, G->scratch, th, &e2) == GOPT_OK) return GOPT_OK;
+    /* some sample was rejected (e.g. a fusion deadlock): find which, one by one */
+    for (int i = 0; i < k; i++)
+        if (gopt_sim_run(G->sim, &t->dec[i], &t->res[i], G->scratch[0], &e2)) ok[i] = 0;
+    (void)err;
+    return GOPT_OK;
+}
+
+gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_sim_result *res, gopt_error *err) {
+    if (i < 0 || i >= t->ng) return gopt_error_set(err, GOPT_EINVAL, "trainer: graph index %d out of range", i);
+    tr_graph *G = &t->graphs[i];
+    gopt_status st = gopt_policy_forward(t->pol, G->fz, G->feat, t->ndev, NULL, err);
+    if (st) return st;
+    gopt_policy_actions a = tr_actions(t, 0, 0);
+    if ((st = gopt_policy_greedy(t->pol, &a, err))) return st;
+    if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, &a, d, t->group, err))) return st;
+    if ((st = gopt_sim_run(G->sim, d, res, G->scratch[0], err))) return st;
+    if (!res->oom) tr_note_best(G, d, res->step_time_s);
+    return GOPT_OK;
+}
+
+gopt_status gopt_trainer_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err) {
+    memset(st, 0, sizeof *st);
+    if (t->ng == 0) return gopt_error_set(err, GOPT_EINVAL, "trainer: no graphs to train on");
+    double t0 = gopt_now_seconds();
+    if (t->step % t->o.switch_every == 0 || t->nsel == 0) tr_schedule_next(t);
+    st->step = t->step;
+    st->graphs = t->nsel;
+    st->graph = t->sel[0];
+    gopt_status s = t->step < t->o.imitate_steps ? tr_imitate_step(t, st, err) : tr_ppo_step(t, st, err);
+    if (s) return s;
+    t->step++;
+    st->seconds = gopt_now_seconds() - t0;
+    return GOPT_OK;
+}
