@@ -124,9 +124,9 @@ gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_
 /* ---- state: checkpoint and resume ---------------------------------------------
  * gopt_trainer_save writes the policy (gopt_policy_save) to `path` and the
  * trainer state (JSON: step, RNG, schedule, per-graph reference and best,
- * options, and the CRC-32 of the policy file) to `path`.state, both
+ * options, and a hash of the policy file) to `path`.state, both
  * atomically; the policy is written first to `path`.next and only renamed
- * after the state names its CRC, so a kill at any point leaves a consistent
+ * after the state names its hash, so a kill at any point leaves a consistent
  * pair (gopt_trainer_load finishes an interrupted rename). */
 gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_error *err);
 /* Restore the state of a run saved by gopt_trainer_save into a trainer

@@ -3,12 +3,12 @@
  * JSON record of everything else a resumed run needs to continue bit for bit:
  * the step, the RNG state, the graph schedule (pass order, cursor, current
  * selection), per-graph reference and best, the options, and the CRC-32 of
- * the policy payload it belongs to.
+ * the policy payload it belongs to (FNV-1a 64).
  *
  * Commit order: policy -> PATH.next, state -> PATH.state (atomic), rename
  * PATH.next -> PATH. A kill before the state is renamed leaves the previous
  * pair intact (a stale PATH.next is ignored); a kill after it leaves a state
- * whose CRC matches PATH.next, and gopt_trainer_load finishes the rename.
+ * whose hash matches PATH.next, and gopt_trainer_load finishes the rename.
  * Cost: O(parameters) per save.
  */
 #include <errno.h>
@@ -18,22 +18,25 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "trainer_internal.h"
 
 #define STATE_FORMAT "gopt-trainer-state"
 #define STATE_VERSION 1
 
-/* CRC-32 of a file's (gunzipped) content; *exists = 0 when there is no file. */
-static gopt_status file_crc(const char *path, uint32_t *crc, int *exists, gopt_error *err) {
+/* FNV-1a (64 bits) of a file's (gunzipped) content; *exists = 0 when there
+ * is no file. Not CRC-32: the policy file ends in its own CRC-32, and the
+ * CRC-32 of data followed by its CRC is the same constant for every file. */
+static gopt_status file_crc(const char *path, uint64_t *crc, int *exists, gopt_error *err) {
     *exists = access(path, F_OK) == 0;
     if (!*exists) return GOPT_OK;
     char *buf = NULL;
     size_t len = 0;
     gopt_status st = gopt_file_read_all(path, &buf, &len, err);
     if (st) return st;
-    *crc = (uint32_t)crc32(0L, (const Bytef *)buf, (uInt)len);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)buf[i]) * 1099511628211ull;
+    *crc = h;
     free(buf);
     return GOPT_OK;
 }
@@ -76,7 +79,7 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
     snprintf(next, pl + 8, "%s.next", path);
     snprintf(state, pl + 8, "%s.state", path);
     if ((st = gopt_policy_save(t->pol, next, err))) goto out;
-    uint32_t crc = 0;
+    uint64_t crc = 0;
     int exists = 0;
     if ((st = file_crc(next, &crc, &exists, err))) goto out;
     j = json_object();
@@ -109,9 +112,9 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
         json_array_append_new(gs, g);
     }
     json_object_set_new(j, "graphs", gs);
-    char c[16];
-    snprintf(c, sizeof c, "%08x", crc);
-    json_object_set_new(j, "policy_crc32", json_string(c));
+    char c[24];
+    snprintf(c, sizeof c, "%016llx", (unsigned long long)crc);
+    json_object_set_new(j, "policy_fnv64", json_string(c));
     text = json_dumps(j, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
     if (!text) {
         st = gopt_error_set(err, GOPT_ENOMEM, "%s: out of memory writing the state", state);
@@ -204,19 +207,20 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
     snprintf(next, pl + 8, "%s.next", path);
     snprintf(state, pl + 8, "%s.state", path);
     if ((st = read_state(state, &j, err))) goto out;
-    json_t *c = json_object_get(j, "policy_crc32");
-    unsigned long want = json_is_string(c) ? strtoul(json_string_value(c), NULL, 16) : 0;
-    uint32_t crc = 0;
+    json_t *c = json_object_get(j, "policy_fnv64");
+    uint64_t want = json_is_string(c) ? (uint64_t)strtoull(json_string_value(c), NULL, 16) : 0;
+    uint64_t crc = 0;
     int exists = 0;
     if ((st = file_crc(next, &crc, &exists, err))) goto out;
-    if (exists && crc == (uint32_t)want && rename(next, path) != 0) {
+    if (exists && crc == want && rename(next, path) != 0) {
         st = gopt_error_set(err, GOPT_EIO, "%s: cannot rename to %s: %s", next, path, strerror(errno));
         goto out;
     }
     if ((st = file_crc(path, &crc, &exists, err))) goto out;
-    if (!exists || crc != (uint32_t)want) {
-        st = gopt_error_set(err, GOPT_EFORMAT, "%s: the policy file %s does not belong to this state (CRC %08x, want %08lx)",
-                            state, path, exists ? crc : 0u, want);
+    if (!exists || crc != want) {
+        st = gopt_error_set(err, GOPT_EFORMAT,
+                            "%s: the policy file %s does not belong to this state (hash %016llx, want %016llx)", state,
+                            path, (unsigned long long)(exists ? crc : 0), (unsigned long long)want);
         goto out;
     }
     if ((st = check_options(t, json_object_get(j, "options"), state, err))) goto out;

@@ -1,0 +1,571 @@
+/* test_trainer.c: the PPO trainer.
+ *
+ * Known answer from scratch: ten heavy ops between a source and a sink on two
+ * devices, one ten times slower: the best placement puts every heavy op on
+ * the fast device. PPO with a tiny network must make its *greedy* decisions
+ * reach that step within a bounded number of steps (60). Resume after
+ * an interruption equals the uninterrupted run bit for bit (parameters, Adam
+ * state, RNG, schedule). A non-finite loss skips the update and is reported,
+ * parameters untouched. Imitation lowers its loss. Decisions from actions
+ * (defaults for unlearned tasks, fusion singletons), the go method on a saved
+ * checkpoint, and refusals: bad options, bad tasks, resume with other options,
+ * a state that does not match its policy file.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gopt_trainer.h"
+
+/* ndev devices: peak 1e12 FLOP/s (device 1: peak1), launch 1e-6 s; links
+ * 1e9 B/s. */
+static gopt_profile *make_profile2(int ndev, double mem, double peak1) {
+    char txt[2048], dev1[512] = "";
+    if (ndev >= 2)
+        snprintf(dev1, sizeof dev1,
+                 ",{\"name\":\"e\",\"count\":%d,\"kind\":\"gpu\",\"model\":\"m\",\"memory_bytes\":%.17g,"
+                 "\"peak_flops\":{\"fp32\":%.17g},\"memory_bandwidth\":1e11,\"launch_overhead\":1e-6}",
+                 ndev - 1, mem, peak1);
+    snprintf(txt, sizeof txt,
+             "{\"format\":\"gopt-profile\",\"version\":1,\"name\":\"test\",\"provenance\":{\"source\":\"measured\","
+             "\"machine\":\"test\",\"date\":\"today\",\"command\":\"test_trainer\"},"
+             "\"devices\":[{\"name\":\"d\",\"count\":1,\"kind\":\"gpu\",\"model\":\"m\",\"memory_bytes\":%.17g,"
+             "\"peak_flops\":{\"fp32\":1e12},\"memory_bandwidth\":1e11,\"launch_overhead\":1e-6}%s],"
+             "\"topology\":{\"kind\":\"uniform\",\"bandwidth\":1e9,\"latency\":1e-5}}",
+             mem, dev1);
+    gopt_profile *p = NULL;
+    gopt_error err = {0};
+    gopt_status st = gopt_profile_parse(txt, strlen(txt), "test", &p, &err);
+    if (st) fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(st, GOPT_OK);
+    return p;
+}
+static gopt_profile *make_profile(int ndev, double mem) { return make_profile2(ndev, mem, 1e12); }
+
+static int32_t add(gopt_graph *g, const char *name, gopt_op_class c, double flops, double out) {
+    gopt_node_attrs a = {0};
+    a.name = name;
+    a.op = c == GOPT_OP_CLASS_GEMM ? "MatMul" : "Add";
+    a.cls = c;
+    a.flops = flops;
+    a.out_bytes = out;
+    a.layer = -1;
+    int32_t id = -1;
+    assert_int_equal(gopt_graph_add_node(g, &a, &id, NULL), GOPT_OK);
+    return id;
+}
+
+/* `heavy` independent 1 ms GEMMs (1e9 flops at 1e12 FLOP/s) from one source
+ * into one sink, tiny tensors. */
+static gopt_graph *fan_graph(const char *name, int heavy) {
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, name, "test", NULL), GOPT_OK);
+    int32_t src = add(g, "src", GOPT_OP_CLASS_ELEMENTWISE, 1e3, 16);
+    int32_t sink = -1, ids[64];
+    char nm[32];
+    for (int i = 0; i < heavy; i++) {
+        snprintf(nm, sizeof nm, "mm%d", i);
+        ids[i] = add(g, nm, GOPT_OP_CLASS_GEMM, 1e9, 16);
+    }
+    sink = add(g, "sink", GOPT_OP_CLASS_ELEMENTWISE, 1e3, 16);
+    for (int i = 0; i < heavy; i++) {
+        assert_int_equal(gopt_graph_add_edge(g, src, ids[i], 16, NULL), GOPT_OK);
+        assert_int_equal(gopt_graph_add_edge(g, ids[i], sink, 16, NULL), GOPT_OK);
+    }
+    gopt_error err = {0};
+    assert_int_equal(gopt_graph_finalize(g, &err), GOPT_OK);
+    return g;
+}
+
+static void tiny_config(gopt_policy_config *c, int ndev) {
+    gopt_policy_config_default(c);
+    c->hidden = 16;
+    c->sage_layers = 1;
+    c->attn_layers = 1;
+    c->heads = 2;
+    c->segment = 8;
+    c->ffn_mult = 1;
+    c->max_devices = ndev;
+    c->sched_levels = 4;
+    c->fusion_levels = 2;
+}
+
+typedef struct {
+    gopt_profile *prof;
+    gopt_costmodel *cm;
+    gopt_policy *pol;
+    gopt_trainer *tr;
+} env;
+
+static void env_init2(env *e, int ndev, const gopt_trainer_options *o, uint64_t pseed, double peak1) {
+    memset(e, 0, sizeof *e);
+    e->prof = make_profile2(ndev, 1e12, peak1);
+    assert_int_equal(gopt_cost_create(e->prof, ndev, &e->cm, NULL), GOPT_OK);
+    gopt_policy_config c;
+    tiny_config(&c, ndev);
+    gopt_error err = {0};
+    assert_int_equal(gopt_policy_create(&e->pol, &c, pseed, &err), GOPT_OK);
+    gopt_status st = gopt_trainer_create(&e->tr, e->pol, e->cm, o, &err);
+    if (st) fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(st, GOPT_OK);
+}
+
+static void env_init(env *e, int ndev, const gopt_trainer_options *o, uint64_t pseed) {
+    env_init2(e, ndev, o, pseed, 1e12);
+}
+
+static void env_free(env *e) {
+    gopt_trainer_free(e->tr);
+    gopt_policy_free(e->pol);
+    gopt_cost_free(e->cm);
+    gopt_profile_free(e->prof);
+}
+
+static void add_graph(env *e, gopt_graph *g) {
+    gopt_error err = {0};
+    gopt_status st = gopt_trainer_add_graph(e->tr, g, 0, &err);
+    if (st) fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(st, GOPT_OK);
+}
+
+static double greedy_step(env *e, int i) {
+    gopt_decisions d = {0};
+    gopt_sim_result r;
+    gopt_error err = {0};
+    assert_int_equal(gopt_decisions_init(&d, gopt_graph_num_nodes(gopt_trainer_graph(e->tr, i)), NULL), GOPT_OK);
+    assert_int_equal(gopt_trainer_greedy(e->tr, i, &d, &r, &err), GOPT_OK);
+    gopt_decisions_destroy(&d);
+    return r.step_time_s;
+}
+
+/* ---- PPO finds the known best placement from scratch ----------------------------
+ * Ten independent 1 ms GEMMs on two devices, device 1 ten times slower: the
+ * unique best puts all of them on device 0. (A symmetric problem, e.g. two
+ * equal devices where any 5+5 split is best, is much harder for a factorised
+ * policy: the good samples disagree on each node's device, docs/trainer.md.) */
+static void test_ppo_finds_known_placement(void **state) {
+    (void)state;
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.tasks = GOPT_TASK_BIT(GOPT_TASK_PLACE);
+    o.samples = 16;
+    o.epochs = 4;
+    o.adam.lr = 1e-2f;
+    o.entropy_coef = 0.0f;
+    o.sim_threads = 1;
+    o.seed = 7;
+    env e;
+    env_init2(&e, 2, &o, 3, 1e11);
+    add_graph(&e, fan_graph("fan10", 10));
+    const char *m;
+    double ref = gopt_trainer_reference(e.tr, 0, &m);
+    /* the best: every heavy op on the fast device 0, 10 x 1 ms */
+    assert_true(ref > 10.0e-3 && ref < 10.1e-3);
+    double start_mean = 0;
+    int reached = -1;
+    for (int s = 0; s < 60 && reached < 0; s++) {
+        gopt_trainer_stats st;
+        gopt_error err = {0};
+        assert_int_equal(gopt_trainer_step(e.tr, &st, &err), GOPT_OK);
+        assert_int_equal(st.skipped, 0);
+        if (getenv("TRAINER_DEBUG"))
+            fprintf(stderr, "step %d reward %.4f best %.4f mean %.4f ent %.4f loss %.5f gn %.5f bw %d\n", s,
+                    st.reward_mean, st.best_rel, st.mean_rel, st.entropy, st.loss, st.grad_norm, st.backward_calls);
+        if (s == 0) start_mean = st.mean_rel;
+        /* found: the greedy decisions are optimal and so are nearly all samples */
+        if (st.mean_rel < 1.02 && greedy_step(&e, 0) <= ref * 1.002) reached = s + 1;
+    }
+    if (reached < 0) fprintf(stderr, "greedy %.6g ms vs best %.6g ms\n", greedy_step(&e, 0) * 1e3, ref * 1e3);
+    assert_true(reached > 0);
+    assert_true(start_mean > 2.0); /* the untrained samples were far off */
+    env_free(&e);
+}
+
+/* ---- resume equals the uninterrupted run ------------------------------------------ */
+static void run_steps(env *e, int n) {
+    for (int s = 0; s < n; s++) {
+        gopt_trainer_stats st;
+        gopt_error err = {0};
+        gopt_status r = gopt_trainer_step(e->tr, &st, &err);
+        if (r) fprintf(stderr, "%s\n", err.msg);
+        if (getenv("TRAINER_DEBUG"))
+            fprintf(stderr, "run step %lld im %d loss %g gn %g skipped %d ent %g\n", (long long)st.step, st.imitation,
+                    st.loss, st.grad_norm, st.skipped, st.entropy);
+        assert_int_equal(r, GOPT_OK);
+    }
+}
+
+static char *read_file(const char *path, size_t *len) {
+    char *b = NULL;
+    assert_int_equal(gopt_file_read_all(path, &b, len, NULL), GOPT_OK);
+    return b;
+}
+
+static void test_resume_equals_uninterrupted(void **state) {
+    (void)state;
+    char dir[] = "/tmp/gopt_test_trainer_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char pa[256], pb[256], sa[300], sb[300];
+    snprintf(pa, sizeof pa, "%s/a.ckpt", dir);
+    snprintf(pb, sizeof pb, "%s/b.ckpt", dir);
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.samples = 6;
+    o.epochs = 2;
+    o.imitate_steps = 2;
+    o.sim_threads = 2;
+    o.seed = 11;
+    o.switch_every = 2;
+    /* uninterrupted: 8 steps over two graphs */
+    env e;
+    env_init(&e, 2, &o, 5);
+    add_graph(&e, fan_graph("fan4", 4));
+    add_graph(&e, fan_graph("fan5", 5));
+    run_steps(&e, 8);
+    gopt_error err = {0};
+    assert_int_equal(gopt_trainer_save(e.tr, pa, &err), GOPT_OK);
+    env_free(&e);
+    /* interrupted after 3 steps, resumed in a fresh process-like setup */
+    env_init(&e, 2, &o, 5);
+    add_graph(&e, fan_graph("fan4", 4));
+    add_graph(&e, fan_graph("fan5", 5));
+    run_steps(&e, 3);
+    assert_int_equal(gopt_trainer_save(e.tr, pb, &err), GOPT_OK);
+    run_steps(&e, 2); /* work lost by the "kill" */
+    env_free(&e);
+    env_init(&e, 2, &o, 99); /* another init seed: everything must come from the checkpoint */
+    add_graph(&e, fan_graph("fan4", 4));
+    add_graph(&e, fan_graph("fan5", 5));
+    gopt_status st = gopt_trainer_load(e.tr, pb, &err);
+    if (st) fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(st, GOPT_OK);
+    assert_int_equal(gopt_trainer_steps_done(e.tr), 3);
+    run_steps(&e, 5);
+    assert_int_equal(gopt_trainer_save(e.tr, pb, &err), GOPT_OK);
+    env_free(&e);
+    size_t la, lb;
+    char *a = read_file(pa, &la), *b = read_file(pb, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(a, b, la); /* parameters, Adam moments and step */
+    free(a);
+    free(b);
+    snprintf(sa, sizeof sa, "%s.state", pa);
+    snprintf(sb, sizeof sb, "%s.state", pb);
+    a = read_file(sa, &la);
+    b = read_file(sb, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(a, b, la); /* step, RNG, schedule, bests */
+    free(a);
+    free(b);
+
+    /* a kill between the state and the policy rename: load finishes it */
+    env_init(&e, 2, &o, 5);
+    add_graph(&e, fan_graph("fan4", 4));
+    add_graph(&e, fan_graph("fan5", 5));
+    assert_int_equal(gopt_trainer_load(e.tr, pb, &err), GOPT_OK);
+    char next[300];
+    snprintf(next, sizeof next, "%s.next", pb);
+    assert_int_equal(rename(pb, next), 0);
+    assert_int_equal(gopt_trainer_load(e.tr, pb, &err), GOPT_OK);
+    assert_int_equal(access(next, F_OK), -1);
+    /* a policy file that does not belong to the state is refused */
+    assert_int_equal(gopt_trainer_save(e.tr, pa, &err), GOPT_OK);
+    run_steps(&e, 1);
+    assert_int_equal(gopt_policy_save(e.pol, pa, &err), GOPT_OK);
+    assert_int_equal(gopt_trainer_load(e.tr, pa, &err), GOPT_EFORMAT);
+    assert_non_null(strstr(err.msg, "does not belong"));
+    env_free(&e);
+    /* resuming with other options or other graphs is refused, naming them */
+    gopt_trainer_options o2 = o;
+    o2.epochs = 3;
+    env_init(&e, 2, &o2, 5);
+    add_graph(&e, fan_graph("fan4", 4));
+    add_graph(&e, fan_graph("fan5", 5));
+    assert_int_equal(gopt_trainer_load(e.tr, pb, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "option epochs"));
+    env_free(&e);
+    env_init(&e, 2, &o, 5);
+    add_graph(&e, fan_graph("fan4", 4));
+    assert_int_equal(gopt_trainer_load(e.tr, pb, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "same graphs"));
+    env_free(&e);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* ---- a non-finite loss is detected, the update skipped and reported ---------------- */
+static void test_nan_update_skipped(void **state) {
+    (void)state;
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.samples = 4;
+    o.epochs = 2;
+    o.sim_threads = 1;
+    env e;
+    env_init(&e, 2, &o, 1);
+    add_graph(&e, fan_graph("fan4", 4));
+    /* poison one head bias: its logits (and so the loss) become NaN */
+    int nt = gopt_policy_num_tensors(e.pol), poisoned = 0;
+    for (int i = 0; i < nt && !poisoned; i++) {
+        const char *name;
+        float *p, *g;
+        size_t cnt;
+        gopt_policy_tensor(e.pol, i, &name, &p, &g, &cnt);
+        if (strstr(name, "head") && strstr(name, "b") && cnt >= 2) {
+            p[1] = NAN;
+            poisoned = 1;
+        }
+    }
+    assert_true(poisoned);
+    size_t np = gopt_policy_num_params(e.pol);
+    float *before = malloc(sizeof(float) * np);
+    size_t off = 0;
+    for (int i = 0; i < nt; i++) {
+        const char *name;
+        float *p, *g;
+        size_t cnt;
+        gopt_policy_tensor(e.pol, i, &name, &p, &g, &cnt);
+        memcpy(before + off, p, sizeof(float) * cnt);
+        off += cnt;
+    }
+    gopt_trainer_stats st;
+    gopt_error err = {0};
+    gopt_status s = gopt_trainer_step(e.tr, &st, &err);
+    if (s) fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(s, GOPT_OK);
+    assert_int_equal(st.skipped, 2); /* both epochs skipped and counted */
+    off = 0;
+    for (int i = 0; i < nt; i++) {
+        const char *name;
+        float *p, *g;
+        size_t cnt;
+        gopt_policy_tensor(e.pol, i, &name, &p, &g, &cnt);
+        assert_memory_equal(before + off, p, sizeof(float) * cnt); /* nothing applied (NaN bits included) */
+        off += cnt;
+    }
+    free(before);
+    env_free(&e);
+}
+
+/* ---- imitation learns the reference decisions --------------------------------------- */
+static void test_imitation_lowers_loss(void **state) {
+    (void)state;
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.imitate_steps = 40;
+    o.imitate_lr = 1e-2f;
+    o.sim_threads = 1;
+    env e;
+    env_init(&e, 2, &o, 2);
+    add_graph(&e, fan_graph("fan6", 6));
+    double first = 0, last = 0;
+    for (int s = 0; s < 40; s++) {
+        gopt_trainer_stats st;
+        gopt_error err = {0};
+        assert_int_equal(gopt_trainer_step(e.tr, &st, &err), GOPT_OK);
+        assert_int_equal(st.imitation, 1);
+        if (s == 0) first = st.loss;
+        last = st.loss;
+    }
+    assert_true(last < 0.5 * first);
+    env_free(&e);
+}
+
+/* ---- decisions from actions ----------------------------------------------------------- */
+static void test_actions_to_decisions(void **state) {
+    (void)state;
+    gopt_graph *g = fan_graph("fan3", 3); /* src, mm0..2, sink */
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    int32_t n = fz->n, place[5] = {1, 1, 0, 1, 1}, sched[5] = {3, 2, 1, 0, 3}, fuse[5] = {0, 1, 1, 0, 1}, grp[5];
+    gopt_policy_actions a = {place, sched, fuse};
+    gopt_decisions d = {0};
+    gopt_error err = {0};
+    assert_int_equal(gopt_decisions_init(&d, n, NULL), GOPT_OK);
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, &a, &d, grp, &err), GOPT_OK);
+    for (int v = 0; v < n; v++) {
+        assert_int_equal(d.device[v], place[v]);
+        assert_int_equal(d.priority[v], sched[v]);
+    }
+    /* src (level 0) roots a group; mm0 (level 1, its only pred src in it, same device)
+     * joins only if src's level is 1: it is 0, so every group is a singleton -> -1,
+     * except where the pass merges */
+    assert_int_equal(gopt_decisions_validate(&d, g, 2, &err), GOPT_OK);
+    int fused = 0;
+    for (int v = 0; v < n; v++) fused += d.group[v] >= 0;
+    for (int v = 0; v < n; v++)
+        if (d.group[v] >= 0) {
+            int mates = 0;
+            for (int u = 0; u < n; u++) mates += d.group[u] == d.group[v];
+            assert_true(mates >= 2); /* no singleton groups */
+        }
+    (void)fused;
+    /* unlearned tasks: device 0, topological priorities, no fusion */
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASK_BIT(GOPT_TASK_SCHED), &a, &d, grp, &err),
+                     GOPT_OK);
+    for (int v = 0; v < n; v++) {
+        assert_int_equal(d.device[v], 0);
+        assert_int_equal(d.priority[v], sched[v]);
+        assert_int_equal(d.group[v], -1);
+    }
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASK_BIT(GOPT_TASK_PLACE), &a, &d, grp, &err),
+                     GOPT_OK);
+    for (int v = 0; v < n; v++) assert_int_equal(d.priority[v], n - fz->rank[v]);
+    gopt_decisions_destroy(&d);
+    gopt_graph_free(g);
+}
+
+/* ---- the go method on a saved checkpoint ------------------------------------------- */
+static void test_go_decide(void **state) {
+    (void)state;
+    char dir[] = "/tmp/gopt_test_go_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/p.ckpt", dir);
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.samples = 4;
+    o.epochs = 1;
+    o.sim_threads = 1;
+    o.tasks = GOPT_TASK_BIT(GOPT_TASK_PLACE) | GOPT_TASK_BIT(GOPT_TASK_SCHED);
+    env e;
+    env_init(&e, 2, &o, 4);
+    add_graph(&e, fan_graph("fan4", 4));
+    run_steps(&e, 2);
+    gopt_error err = {0};
+    assert_int_equal(gopt_trainer_save(e.tr, path, &err), GOPT_OK);
+    unsigned tasks = 0;
+    assert_int_equal(gopt_trainer_checkpoint_tasks(path, &tasks, &err), GOPT_OK);
+    assert_int_equal(tasks, o.tasks);
+    /* run it through the registry like `gopt optimize --method go` */
+    gopt_graph *g = fan_graph("fan6", 6);
+    gopt_sim *sim = NULL;
+    assert_int_equal(gopt_sim_create(g, e.cm, &sim, &err), GOPT_OK);
+    gopt_bl_problem p = {0};
+    gopt_sim_scratch *scr = NULL;
+    assert_int_equal(gopt_sim_scratch_create(sim, &scr, &err), GOPT_OK);
+    gopt_bl_sim_ctx ctx = {sim, scr};
+    p.graph = g;
+    p.cm = e.cm;
+    p.cost = gopt_sim_cost_table(sim);
+    p.ndev = 2;
+    p.evaluate = gopt_bl_sim_evaluate;
+    p.eval_ctx = &ctx;
+    gopt_go_options go = {path, 0, 1};
+    gopt_decisions d1 = {0}, d2 = {0};
+    assert_int_equal(gopt_decisions_init(&d1, gopt_graph_num_nodes(g), NULL), GOPT_OK);
+    assert_int_equal(gopt_decisions_init(&d2, gopt_graph_num_nodes(g), NULL), GOPT_OK);
+    assert_int_equal(gopt_go_decide(&go, &p, &d1, &err), GOPT_OK);
+    assert_int_equal(gopt_decisions_validate(&d1, g, 2, &err), GOPT_OK);
+    for (int v = 0; v < d1.n; v++) assert_int_equal(d1.group[v], -1); /* fusion was not trained */
+    int oom = 0;
+    double greedy = gopt_bl_sim_evaluate(&ctx, &d1, &oom);
+    go.samples = 8;
+    assert_int_equal(gopt_go_decide(&go, &p, &d2, &err), GOPT_OK);
+    double best = gopt_bl_sim_evaluate(&ctx, &d2, &oom);
+    assert_true(best <= greedy); /* best of greedy and samples */
+    /* refusals: missing checkpoint, too many devices */
+    go.checkpoint = "/nonexistent/x.ckpt";
+    assert_int_not_equal(gopt_go_decide(&go, &p, &d2, &err), GOPT_OK);
+    assert_non_null(strstr(err.msg, "method go"));
+    go.checkpoint = path;
+    p.ndev = 3;
+    assert_int_equal(gopt_go_decide(&go, &p, &d2, &err), GOPT_EINVAL);
+    gopt_decisions_destroy(&d1);
+    gopt_decisions_destroy(&d2);
+    gopt_sim_scratch_free(scr);
+    gopt_sim_free(sim);
+    gopt_graph_free(g);
+    env_free(&e);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* ---- option and task refusals ----------------------------------------------------------- */
+static void test_refusals(void **state) {
+    (void)state;
+    gopt_trainer_options o;
+    gopt_error err = {0};
+    gopt_trainer_options_default(&o);
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_OK);
+    o.samples = 1;
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "samples = 1"));
+    gopt_trainer_options_default(&o);
+    o.clip_eps = 1.5f;
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "clip"));
+    gopt_trainer_options_default(&o);
+    o.invalid_reward = 1.0f;
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
+    gopt_trainer_options_default(&o);
+    o.tasks = 0;
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
+    unsigned t = 0;
+    assert_int_equal(gopt_trainer_parse_tasks("place,fuse", &t, &err), GOPT_OK);
+    assert_int_equal(t, GOPT_TASK_BIT(GOPT_TASK_PLACE) | GOPT_TASK_BIT(GOPT_TASK_FUSE));
+    char buf[32];
+    gopt_trainer_tasks_str(t, buf, sizeof buf);
+    assert_string_equal(buf, "place,fuse");
+    assert_int_equal(gopt_trainer_parse_tasks("place,schedule", &t, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "unknown task 'schedule'"));
+    assert_int_equal(gopt_trainer_parse_tasks("", &t, &err), GOPT_EINVAL);
+    /* a step without graphs, a policy too narrow for the devices */
+    gopt_trainer_options_default(&o);
+    env e;
+    env_init(&e, 2, &o, 1);
+    gopt_trainer_stats st;
+    assert_int_equal(gopt_trainer_step(e.tr, &st, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "no graphs"));
+    gopt_trainer *t2 = NULL;
+    gopt_profile *p4 = make_profile(4, 1e12);
+    gopt_costmodel *cm4 = NULL;
+    assert_int_equal(gopt_cost_create(p4, 4, &cm4, NULL), GOPT_OK);
+    assert_int_equal(gopt_trainer_create(&t2, e.pol, cm4, &o, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "at most 2"));
+    /* a graph nothing fits: no reference */
+    gopt_profile *tiny = make_profile(2, 1.0);
+    gopt_costmodel *cmt = NULL;
+    assert_int_equal(gopt_cost_create(tiny, 2, &cmt, NULL), GOPT_OK);
+    assert_int_equal(gopt_trainer_create(&t2, e.pol, cmt, &o, &err), GOPT_OK);
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, "big", "test", NULL), GOPT_OK);
+    gopt_node_attrs a = {0};
+    a.name = "w";
+    a.op = "Var";
+    a.cls = GOPT_OP_CLASS_PARAM;
+    a.param_bytes = 1e6;
+    a.layer = -1;
+    assert_int_equal(gopt_graph_add_node(g, &a, NULL, NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
+    assert_int_not_equal(gopt_trainer_add_graph(t2, g, 0, &err), GOPT_OK);
+    assert_non_null(strstr(err.msg, "big"));
+    gopt_trainer_free(t2);
+    gopt_cost_free(cmt);
+    gopt_profile_free(tiny);
+    gopt_cost_free(cm4);
+    gopt_profile_free(p4);
+    env_free(&e);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ppo_finds_known_placement),
+        cmocka_unit_test(test_resume_equals_uninterrupted),
+        cmocka_unit_test(test_nan_update_skipped),
+        cmocka_unit_test(test_imitation_lowers_loss),
+        cmocka_unit_test(test_actions_to_decisions),
+        cmocka_unit_test(test_go_decide),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
