@@ -167,6 +167,7 @@ static void write_metrics(FILE *mf, const gopt_trainer *t, const gopt_trainer_st
     json_object_set_new(o, "mean_rel", jnum(st->mean_rel));
     json_object_set_new(o, "best_rel", jnum(st->best_rel));
     json_object_set_new(o, "best_so_far_rel", jnum(st->best_so_far_rel));
+    if (st->imitation) json_object_set_new(o, "target_rel", jnum(st->target_rel));
     json_object_set_new(o, "reward", jnum(st->reward_mean));
     json_object_set_new(o, "entropy", jnum(st->entropy));
     json_object_set_new(o, "loss", jnum(st->loss));
@@ -216,8 +217,8 @@ static gopt_status trim_metrics(const char *path, int64_t step, gopt_error *err)
 
 static void progress(const gopt_trainer_stats *st, long steps, double gps, int tty) {
     if (st->imitation)
-        fprintf(stderr, "%sstep %lld/%ld imitation  %.2f graphs/s  loss %.4f  entropy %.3f  best so far %.3fx ref%s",
-                tty ? "\r" : "", (long long)st->step + 1, steps, gps, st->loss, st->entropy, st->best_so_far_rel,
+        fprintf(stderr, "%sstep %lld/%ld imitation  %.2f graphs/s  loss %.4f  entropy %.3f  targets %.3fx ref%s",
+                tty ? "\r" : "", (long long)st->step + 1, steps, gps, st->loss, st->entropy, st->target_rel,
                 tty ? "   " : "\n");
     else
         fprintf(stderr,

@@ -103,6 +103,8 @@ typedef struct {
     double best_step_s;     /* best sample of this step (+inf when none) */
     double mean_rel, best_rel; /* the same relative to the references (averaged over graphs) */
     double best_so_far_rel; /* per graph best so far / reference, averaged over this step's graphs */
+    double target_rel;      /* imitation: step time of the imitation targets / reference (how much the
+                               action space loses of the reference decisions), averaged */
     double reward_mean;
     double entropy;         /* mean per-decision entropy (learned tasks) */
     double loss;            /* last epoch's loss */

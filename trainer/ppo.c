@@ -308,6 +308,14 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
         if ((s = gopt_policy_forward(t->pol, G->fz, G->feat, t->ndev, NULL, err))) return s;
         gopt_policy_actions a = tr_actions(t, b, 0);
         imitation_targets(t, G, &a);
+        if (G->target_rel == 0) { /* once per graph: what the targets themselves achieve */
+            if ((s = tr_decisions_for(t, n, err))) return s;
+            if ((s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, &a, &t->dec[0], t->group, err))) return s;
+            int ok = 1;
+            if ((s = tr_simulate(t, G, 1, &ok, err))) return s;
+            G->target_rel = ok && !t->res[0].oom ? t->res[0].step_time_s / G->ref : INFINITY;
+        }
+        st->target_rel += G->target_rel;
         if ((s = gopt_policy_logprob(t->pol, &a, t->logp, t->ent, NULL, NULL, err))) return s;
         const float w = -1.0f / (float)(G->rows ? G->rows : 1);
         memset(t->rw, 0, sizeof(float) * T3);
@@ -332,6 +340,7 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
     st->loss = loss;
     st->entropy = ent / used;
     st->best_so_far_rel /= used;
+    st->target_rel /= used;
     st->best_step_s = INFINITY;
     return apply_update(t, loss, t->o.imitate_lr, st, err);
 }

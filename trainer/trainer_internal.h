@@ -22,6 +22,7 @@ typedef struct {
     char ref_method[64];
     gopt_decisions ref_dec; /* valid when has_ref_dec */
     int has_ref_dec;
+    double target_rel;      /* step of the imitation targets / ref (0: not yet simulated) */
     double best;            /* best step time found (s), +inf before any */
     gopt_decisions best_dec;
     int has_best;

@@ -1,0 +1,65 @@
+# gopt train / finetune / plot: help, usage errors, a tiny run, resume equals
+# an uninterrupted run (byte-identical checkpoints), metrics, plot, finetune.
+. "$(dirname "$0")/lib.bash"
+EX="$SRC/graphs/examples/mlp_train.graphml"
+PROF="$SRC/profiles/v100-dgx1-x8.json"
+export OPENBLAS_NUM_THREADS=1
+NET="--hidden 8 --sage-layers 1 --attn-layers 1 --heads 2 --segment 8 --samples 4 --epochs 2 --threads 2 --quiet"
+
+for v in train finetune plot; do
+  expect_rc 0 "$GOPT" $v --help
+  expect_out "Usage: gopt $v"
+done
+# usage errors: exit 2 with a message, nothing written
+expect_rc 2 "$GOPT" train "$EX" --steps 1 -o "$TMP/x.ckpt"
+expect_err "missing --profile"
+expect_rc 2 "$GOPT" train "$EX" --profile "$PROF" -o "$TMP/x.ckpt"
+expect_err "missing --steps"
+expect_rc 2 "$GOPT" train "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --tasks place,bogus
+expect_err "unknown task 'bogus'"
+expect_rc 2 "$GOPT" train "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --samples 1
+expect_rc 2 "$GOPT" train --profile "$PROF" --steps 1 -o "$TMP/x.ckpt"
+expect_err "missing --graphs"
+expect_rc 2 "$GOPT" train "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --frobnicate
+expect_err "unknown option '--frobnicate'"
+expect_rc 2 "$GOPT" train "$TMP/missing.graphml" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt"
+expect_err "missing.graphml"
+expect_rc 2 "$GOPT" train "$EX" --profile "$PROF" --devices 9 --steps 1 -o "$TMP/x.ckpt"
+expect_err "has 8 devices"
+[ ! -e "$TMP/x.ckpt" ] && ok || fail "a refused train wrote a checkpoint"
+
+# a tiny run: 3 imitation + 3 PPO steps; summary, metrics, checkpoint + state
+expect_rc 0 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 6 --imitate 3 -o "$TMP/a.ckpt" $NET
+expect_out "mlp_train"
+expect_out "mean best/ref"
+[ -s "$TMP/a.ckpt" ] && [ -s "$TMP/a.ckpt.state" ] && ok || fail "no checkpoint/state"
+[ "$(wc -l <"$TMP/a.ckpt.metrics.jsonl")" -eq 6 ] && ok || fail "metrics should have 6 lines"
+grep -q '"phase":"imitation"' "$TMP/a.ckpt.metrics.jsonl" && grep -q '"phase":"ppo"' "$TMP/a.ckpt.metrics.jsonl" && ok || fail "metrics phases"
+# resume equals uninterrupted: 2 steps, then --resume to 6: same files
+expect_rc 0 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 2 --imitate 3 -o "$TMP/b.ckpt" $NET
+expect_rc 0 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 6 --imitate 3 -o "$TMP/b.ckpt" $NET --resume
+cmp -s "$TMP/a.ckpt" "$TMP/b.ckpt" && ok || fail "resumed checkpoint differs from the uninterrupted one"
+cmp -s "$TMP/a.ckpt.state" "$TMP/b.ckpt.state" && ok || fail "resumed state differs"
+[ "$(wc -l <"$TMP/b.ckpt.metrics.jsonl")" -eq 6 ] && ok || fail "resumed metrics should have 6 lines"
+# resume with another option: refused, naming it
+expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 8 --imitate 3 -o "$TMP/b.ckpt" $NET --resume --epochs 3
+expect_err "option epochs"
+# plot
+expect_rc 0 "$GOPT" plot "$TMP/a.ckpt.metrics.jsonl" -o "$TMP/c.svg" --title "t<1>"
+grep -q "<svg" "$TMP/c.svg" && grep -q "polyline" "$TMP/c.svg" && grep -q "best baseline" "$TMP/c.svg" && ok || fail "svg content"
+grep -q "t&lt;1&gt;" "$TMP/c.svg" && ok || fail "title not escaped"
+echo "not json" >"$TMP/bad.jsonl"
+expect_rc 2 "$GOPT" plot "$TMP/bad.jsonl" -o "$TMP/d.svg"
+expect_err "bad.jsonl: line 1"
+[ ! -e "$TMP/d.svg" ] && ok || fail "a refused plot wrote its output"
+expect_rc 2 "$GOPT" plot "$TMP/a.ckpt.metrics.jsonl"
+expect_err "missing -o"
+# finetune from the trained checkpoint (tasks come from its state)
+expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 2 -o "$TMP/f.ckpt" --samples 4 --epochs 1 --quiet --decisions "$TMP/f.dec"
+expect_out "mlp_train"
+head -1 "$TMP/f.dec" | grep -q "gopt-decisions" && ok || fail "finetune decisions file"
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/none.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/g.ckpt"
+expect_err "cannot be read"
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" "$EX" --profile "$PROF" --steps 1 -o "$TMP/g.ckpt"
+expect_err "one GRAPH only"
+finish
