@@ -1,0 +1,183 @@
+/* bench/train.c: speed of the PPO trainer.
+ *
+ *   bench_train [nodes [samples [epochs [finetune_seconds [hidden]]]]]
+ *   defaults: 10000 nodes, K = 16, 4 epochs, 60 s, the policy's default width
+ *
+ * 1. One PPO step (K samples, E epochs) on a synthetic training-step graph of
+ *    `nodes` nodes on the 8 V100s of a DGX-1-like cluster (datasheet profile
+ *    built in, so the bench needs no file): wall time, with the breakdown and
+ *    the reference costs measured in the same run (one network forward, one
+ *    forward + backward, one simulation), so the ratio says how many
+ *    forward+backward passes a step costs. Target: < 3 s for 10k nodes.
+ * 2. Fine-tuning on a held-out graph of the same size (another seed) from a
+ *    policy warm-started on the first graph (imitation of the best baseline,
+ *    then the PPO step above): PPO steps until the time budget, printing the
+ *    time at which the best step time found came within 1% of its final
+ *    value. Target: final quality in < 60 s.
+ * OPENBLAS_NUM_THREADS=1 is recommended on a shared machine.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gopt_trainer.h"
+#include "gopt_zoo.h"
+
+/* 8 x V100-SXM2 (datasheet: 15.7 TFLOP/s fp32, 900 GB/s, 16 GB), NVLink-like uniform links. */
+static const char *PROFILE =
+    "{\"format\":\"gopt-profile\",\"version\":1,\"name\":\"bench-v100x8\",\"provenance\":{\"source\":\"datasheet\","
+    "\"reference\":\"NVIDIA V100 datasheet\"},\"devices\":[{\"name\":\"gpu\",\"count\":8,\"kind\":\"gpu\","
+    "\"model\":\"V100-SXM2-16GB\",\"memory_bytes\":17179869184,\"peak_flops\":{\"fp32\":1.57e13},"
+    "\"memory_bandwidth\":9e11,\"launch_overhead\":5e-6}],\"topology\":{\"kind\":\"uniform\",\"bandwidth\":2.5e10,"
+    "\"latency\":1e-5}}";
+
+#define CHECK(x)                                                                                                     \
+    do {                                                                                                             \
+        if ((x) != GOPT_OK) {                                                                                        \
+            fprintf(stderr, "bench_train: %s (line %d)\n", err.msg, __LINE__);                                      \
+            return 1;                                                                                                \
+        }                                                                                                            \
+    } while (0)
+
+static gopt_graph *synth(int nodes, uint64_t seed, const char *name, gopt_error *err) {
+    gopt_rng rng;
+    gopt_rng_seed(&rng, seed);
+    gopt_synth_opts so = {GOPT_SYNTH_LAYERED, nodes, nodes / 2, nodes * 2};
+    gopt_graph *g = NULL;
+    if (gopt_zoo_synthetic(&rng, &so, name, &g, err)) return NULL;
+    return g;
+}
+
+int main(int argc, char **argv) {
+    int nodes = argc > 1 ? atoi(argv[1]) : 10000, K = argc > 2 ? atoi(argv[2]) : 16, E = argc > 3 ? atoi(argv[3]) : 4;
+    double ft_budget = argc > 4 ? atof(argv[4]) : 60.0;
+    int hidden = argc > 5 ? atoi(argv[5]) : 0;
+    if (nodes < 50 || K < 2 || E < 1 || !(ft_budget >= 0)) {
+        fprintf(stderr, "usage: bench_train [nodes>=50 [samples>=2 [epochs>=1 [finetune_seconds [hidden]]]]]\n");
+        return 2;
+    }
+    gopt_error err = {0};
+    gopt_profile *prof = NULL;
+    gopt_costmodel *cm = NULL;
+    gopt_policy *pol = NULL;
+    gopt_trainer *tr = NULL;
+    CHECK(gopt_profile_parse(PROFILE, strlen(PROFILE), "bench", &prof, &err));
+    CHECK(gopt_cost_create(prof, 0, &cm, &err));
+    gopt_policy_config pc;
+    gopt_policy_config_default(&pc);
+    pc.max_devices = 8;
+    if (hidden > 0) pc.hidden = hidden;
+    CHECK(gopt_policy_create(&pol, &pc, 1, &err));
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.samples = K;
+    o.epochs = E;
+    o.imitate_steps = 20;
+    o.reference = "expert,heft,heft+cp+xla";
+    CHECK(gopt_trainer_create(&tr, pol, cm, &o, &err));
+    gopt_graph *g = synth(nodes, 1, "bench_a", &err);
+    if (!g) CHECK(GOPT_EINVAL);
+    int n = gopt_graph_num_nodes(g);
+    double t0 = gopt_now_seconds();
+    CHECK(gopt_trainer_add_graph(tr, g, 0, &err));
+    double t_ref = gopt_now_seconds() - t0;
+    const char *m;
+    double ref = gopt_trainer_reference(tr, 0, &m);
+    printf("bench_train: graph %d nodes, %d edges on 8 V100 (simulated); network D=%d; K=%d, %d epochs\n", n,
+           gopt_graph_num_edges(g), pc.hidden, K, E);
+    printf("reference (best of %s): %.4g ms by %s, computed in %.2f s (once per graph)\n", o.reference, ref * 1e3, m,
+           t_ref);
+
+    /* reference costs, measured now: forward, forward+backward, one simulation */
+    const gopt_frozen *fz = gopt_graph_frozen(gopt_trainer_graph(tr, 0));
+    float *feat = malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NFEAT);
+    int32_t *buf = malloc(sizeof(int32_t) * 3 * (size_t)n);
+    float *w = calloc(3 * (size_t)n, sizeof(float));
+    if (!feat || !buf || !w) return 1;
+    CHECK(gopt_policy_features(fz, 8, NULL, feat, &err));
+    t0 = gopt_now_seconds();
+    CHECK(gopt_policy_forward(pol, fz, feat, 8, NULL, &err));
+    double t_fwd = gopt_now_seconds() - t0;
+    gopt_policy_actions a = {buf, buf + n, buf + 2 * (size_t)n};
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 3);
+    CHECK(gopt_policy_sample(pol, &rng, &a, &err));
+    for (size_t i = 0; i < 3 * (size_t)n; i++) w[i] = -1e-4f;
+    t0 = gopt_now_seconds();
+    CHECK(gopt_policy_backward(pol, &a, w, NULL, &err));
+    double t_bwd = gopt_now_seconds() - t0;
+    gopt_policy_zero_grad(pol);
+    gopt_decisions d = {0};
+    gopt_sim_result res;
+    CHECK(gopt_decisions_init(&d, n, &err));
+    CHECK(gopt_trainer_greedy(tr, 0, &d, &res, &err)); /* includes a forward */
+    gopt_sim *sim = NULL;
+    gopt_sim_scratch *scr = NULL;
+    CHECK(gopt_sim_create(gopt_trainer_graph(tr, 0), cm, &sim, &err));
+    CHECK(gopt_sim_scratch_create(sim, &scr, &err));
+    t0 = gopt_now_seconds();
+    CHECK(gopt_sim_run(sim, &d, &res, scr, &err));
+    double t_sim = gopt_now_seconds() - t0;
+    printf("references: forward %.3f s, backward %.3f s, one simulation %.4f s\n", t_fwd, t_bwd, t_sim);
+
+    /* warm start (imitation), then the timed PPO step */
+    gopt_trainer_stats st;
+    t0 = gopt_now_seconds();
+    for (int i = 0; i < o.imitate_steps; i++) CHECK(gopt_trainer_step(tr, &st, &err));
+    printf("imitation warm start: %d steps in %.2f s (%.3f s/step)\n", o.imitate_steps, gopt_now_seconds() - t0,
+           (gopt_now_seconds() - t0) / o.imitate_steps);
+    t0 = gopt_now_seconds();
+    CHECK(gopt_trainer_step(tr, &st, &err));
+    double t_step = gopt_now_seconds() - t0;
+    double fb = t_fwd + t_bwd;
+    printf("PPO step (K=%d, %d epochs): %.2f s (target < 3 s for 10k nodes: %s); %d backward calls "
+           "(merged per distinct action), %d invalid samples\n",
+           K, E, t_step, t_step < 3.0 ? "met" : "NOT met", st.backward_calls, st.invalid);
+    printf("  = %.1f forward+backward passes; with one backward per epoch it would be ~%.2f s (%d fwd + %d bwd)\n",
+           t_step / fb, (E + 1) * t_fwd + E * t_bwd, E + 1, E);
+    printf("  best sample %.4g ms = %.3fx reference, mean %.3fx\n", st.best_step_s * 1e3, st.best_rel, st.mean_rel);
+
+    /* fine-tuning on a held-out graph of the same size */
+    gopt_trainer_options of = o;
+    of.imitate_steps = 0;
+    gopt_trainer *ft = NULL;
+    CHECK(gopt_trainer_create(&ft, pol, cm, &of, &err));
+    gopt_graph *h = synth(nodes, 2, "bench_b", &err);
+    if (!h) CHECK(GOPT_EINVAL);
+    CHECK(gopt_trainer_add_graph(ft, h, 0, &err));
+    double href = gopt_trainer_reference(ft, 0, &m);
+    gopt_decisions dh = {0};
+    CHECK(gopt_decisions_init(&dh, gopt_graph_num_nodes(h), &err));
+    CHECK(gopt_trainer_greedy(ft, 0, &dh, &res, &err));
+    printf("fine-tuning on held-out %d nodes (reference %.4g ms by %s): zero-shot greedy %.3fx reference\n",
+           gopt_graph_num_nodes(h), href * 1e3, m, res.step_time_s / href);
+    double hist_t[4096], hist_b[4096];
+    int steps = 0;
+    t0 = gopt_now_seconds();
+    while (steps < 4096 && (steps == 0 || gopt_now_seconds() - t0 < ft_budget)) {
+        CHECK(gopt_trainer_step(ft, &st, &err));
+        hist_t[steps] = gopt_now_seconds() - t0;
+        hist_b[steps] = gopt_trainer_best(ft, 0, NULL) / href;
+        steps++;
+    }
+    double final = hist_b[steps - 1];
+    int reach = steps - 1;
+    while (reach > 0 && hist_b[reach - 1] <= final * 1.01) reach--;
+    printf("fine-tuning: %d steps in %.1f s; best %.3fx reference; within 1%% of it after %d steps, %.1f s "
+           "(target < 60 s: %s)\n",
+           steps, hist_t[steps - 1], final, reach + 1, hist_t[reach], hist_t[reach] < 60 ? "met" : "NOT met");
+    gopt_decisions_destroy(&d);
+    gopt_decisions_destroy(&dh);
+    gopt_sim_scratch_free(scr);
+    gopt_sim_free(sim);
+    gopt_trainer_free(ft);
+    gopt_trainer_free(tr);
+    gopt_policy_free(pol);
+    gopt_cost_free(cm);
+    gopt_profile_free(prof);
+    free(feat);
+    free(buf);
+    free(w);
+    return 0;
+}
