@@ -167,7 +167,14 @@ static void write_metrics(FILE *mf, const gopt_trainer *t, const gopt_trainer_st
     json_object_set_new(o, "mean_rel", jnum(st->mean_rel));
     json_object_set_new(o, "best_rel", jnum(st->best_rel));
     json_object_set_new(o, "best_so_far_rel", jnum(st->best_so_far_rel));
-    if (st->imitation) json_object_set_new(o, "target_rel", jnum(st->target_rel));
+    if (st->imitation) {
+        json_object_set_new(o, "target_rel", jnum(st->target_rel));
+        json_t *acc = json_object();
+        for (int k = 0; k < GOPT_TASK_COUNT; k++)
+            if (gopt_trainer_options_tasks(t) & GOPT_TASK_BIT(k))
+                json_object_set_new(acc, gopt_task_name((gopt_task)k), jnum(st->imitate_acc[k]));
+        json_object_set_new(o, "greedy_accuracy", acc);
+    }
     json_object_set_new(o, "reward", jnum(st->reward_mean));
     json_object_set_new(o, "entropy", jnum(st->entropy));
     json_object_set_new(o, "loss", jnum(st->loss));

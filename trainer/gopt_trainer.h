@@ -105,6 +105,8 @@ typedef struct {
     double best_so_far_rel; /* per graph best so far / reference, averaged over this step's graphs */
     double target_rel;      /* imitation: step time of the imitation targets / reference (how much the
                                action space loses of the reference decisions), averaged */
+    double imitate_acc[GOPT_TASK_COUNT]; /* imitation: fraction of the learned decisions whose greedy
+                                            choice equals the target, per task (before the update) */
     double reward_mean;
     double entropy;         /* mean per-decision entropy (learned tasks) */
     double loss;            /* last epoch's loss */
@@ -118,6 +120,7 @@ typedef struct {
 /* One training step (imitation while step < imitate_steps, else PPO). */
 gopt_status gopt_trainer_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err);
 int64_t gopt_trainer_steps_done(const gopt_trainer *t);
+unsigned gopt_trainer_options_tasks(const gopt_trainer *t); /* the learned task bits */
 
 /* Greedy decisions of the current policy for graph i, simulated: fills d
  * (initialised by the caller for the graph) and res. Updates the best. */

@@ -316,6 +316,19 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
             G->target_rel = ok && !t->res[0].oom ? t->res[0].step_time_s / G->ref : INFINITY;
         }
         st->target_rel += G->target_rel;
+        { /* greedy accuracy against the targets, per task */
+            gopt_policy_actions gr = tr_actions(t, b, 1 < t->o.samples ? 1 : 0);
+            if ((s = gopt_policy_greedy(t->pol, &gr, err))) return s;
+            for (int task = 0; task < GOPT_TASK_COUNT; task++) {
+                int32_t hit = 0, rows = 0;
+                for (int32_t v = 0; v < n; v++)
+                    if (row_learned(t, G, task, v)) {
+                        rows++;
+                        hit += act_of(&gr, task)[v] == act_of(&a, task)[v];
+                    }
+                st->imitate_acc[task] += rows ? (double)hit / rows : 0;
+            }
+        }
         if ((s = gopt_policy_logprob(t->pol, &a, t->logp, t->ent, NULL, NULL, err))) return s;
         const float w = -1.0f / (float)(G->rows ? G->rows : 1);
         memset(t->rw, 0, sizeof(float) * T3);
@@ -341,6 +354,7 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
     st->entropy = ent / used;
     st->best_so_far_rel /= used;
     st->target_rel /= used;
+    for (int task = 0; task < GOPT_TASK_COUNT; task++) st->imitate_acc[task] /= used;
     st->best_step_s = INFINITY;
     return apply_update(t, loss, t->o.imitate_lr, st, err);
 }

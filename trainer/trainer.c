@@ -343,6 +343,7 @@ double gopt_trainer_best(const gopt_trainer *t, int i, const gopt_decisions **d)
     return t->graphs[i].best;
 }
 int64_t gopt_trainer_steps_done(const gopt_trainer *t) { return t->step; }
+unsigned gopt_trainer_options_tasks(const gopt_trainer *t) { return t->o.tasks; }
 
 void tr_schedule_next(gopt_trainer *t) {
     int B = t->o.graphs_per_step < t->ng ? t->o.graphs_per_step : t->ng;
