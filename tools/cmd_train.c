@@ -61,9 +61,10 @@ static void train_usage(FILE *f) {
 
 static void finetune_usage(FILE *f) {
     fprintf(f, "Usage: gopt finetune [--checkpoint C] GRAPH --profile P [--devices N] --steps S -o CKPT [options]\n\n"
-               "Fine-tune a trained policy on one graph with PPO, then print the reference (best baseline), GO\n"
-               "greedy after fine-tuning and the best solution found. Without --checkpoint the shipped\n"
-               "pre-trained checkpoint is used. --steps 0 only evaluates (zero-shot greedy against the reference).\n");
+               "Fine-tune a trained policy on one graph with PPO, then compare against every reference baseline:\n"
+               "their simulated steps, GO zero-shot (greedy, before fine-tuning) and the best GO solution found.\n"
+               "Without --checkpoint the shipped pre-trained checkpoint is used. --steps 0 only evaluates\n"
+               "(zero-shot against the baselines; -o is then optional).\n");
     common_options_help(f);
 }
 
@@ -277,19 +278,34 @@ static int run(train_args *ta, const char *verb, const char *init) {
         if (!ta->quiet)
             fprintf(stderr, "resumed %s at step %lld\n", ta->outp, (long long)gopt_trainer_steps_done(tr));
     }
-    size_t ml = strlen(ta->outp) + 32;
-    mpath = malloc(ml);
-    if (!mpath) {
-        gopt_error_set(&err, GOPT_ENOMEM, "out of memory");
-        goto fail;
+    const char *metrics = ta->metrics;
+    if (!metrics && ta->outp) {
+        size_t ml = strlen(ta->outp) + 32;
+        mpath = malloc(ml);
+        if (!mpath) {
+            gopt_error_set(&err, GOPT_ENOMEM, "out of memory");
+            goto fail;
+        }
+        snprintf(mpath, ml, "%s.metrics.jsonl", ta->outp);
+        metrics = mpath;
     }
-    snprintf(mpath, ml, "%s.metrics.jsonl", ta->outp);
-    const char *metrics = ta->metrics ? ta->metrics : mpath;
-    if (ta->resume && trim_metrics(metrics, gopt_trainer_steps_done(tr), &err)) goto fail;
-    mf = fopen(metrics, ta->resume ? "a" : "w");
-    if (!mf) {
-        gopt_error_set(&err, GOPT_EIO, "%s: cannot open for writing", metrics);
-        goto fail;
+    if (metrics) {
+        if (ta->resume && trim_metrics(metrics, gopt_trainer_steps_done(tr), &err)) goto fail;
+        mf = fopen(metrics, ta->resume ? "a" : "w");
+        if (!mf) {
+            gopt_error_set(&err, GOPT_EIO, "%s: cannot open for writing", metrics);
+            goto fail;
+        }
+    }
+    /* fine-tuning: the zero-shot greedy decisions first, for the comparison */
+    gopt_sim_result zero_shot = {0};
+    if (ta->finetune) {
+        gopt_decisions d0 = {0};
+        const gopt_graph *g0 = gopt_trainer_graph(tr, 0);
+        gopt_status s0 = gopt_decisions_init(&d0, gopt_graph_num_nodes(g0), &err);
+        if (!s0) s0 = gopt_trainer_greedy(tr, 0, &d0, &zero_shot, &err);
+        gopt_decisions_destroy(&d0);
+        if (s0) goto fail;
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -305,18 +321,18 @@ static int run(train_args *ta, const char *verb, const char *init) {
         if (gopt_trainer_step(tr, &st, &err)) goto fail;
         graphs_done += st.graphs;
         double now = gopt_now_seconds(), gps = graphs_done / (now - t0 > 1e-9 ? now - t0 : 1e-9);
-        write_metrics(mf, tr, &st, now - t0, gps);
+        if (mf) write_metrics(mf, tr, &st, now - t0, gps);
         if (st.skipped) fprintf(stderr, "%sstep %lld: %d update(s) skipped: non-finite loss or gradient\n", tty ? "\n" : "",
                                 (long long)st.step, st.skipped);
         if (!ta->quiet && (tty || (st.step + 1) % 10 == 0 || st.step + 1 == ta->steps || st.step == done0))
             progress(&st, ta->steps, gps, tty);
-        if (ta->ckpt_every > 0 && now - last_ckpt >= ta->ckpt_every) {
+        if (ta->outp && ta->ckpt_every > 0 && now - last_ckpt >= ta->ckpt_every) {
             if (gopt_trainer_save(tr, ta->outp, &err)) goto fail;
             last_ckpt = now;
         }
     }
     if (tty) fprintf(stderr, "\n");
-    if (gopt_trainer_save(tr, ta->outp, &err)) goto fail;
+    if (ta->outp && gopt_trainer_save(tr, ta->outp, &err)) goto fail;
     if (g_stop) {
         fprintf(stderr, "%s: interrupted at step %lld; checkpoint %s written (continue with --resume)\n", verb,
                 (long long)gopt_trainer_steps_done(tr), ta->outp);
@@ -347,8 +363,29 @@ static int run(train_args *ta, const char *verb, const char *init) {
             if (gopt_decisions_save(ta->decisions, g, gopt_cost_num_devices(cm), bd, &err)) goto fail;
         }
     }
-    printf("mean best/ref over %d graphs: %.4f (< 1: GO beats the best baseline); checkpoint %s\n",
-           gopt_trainer_num_graphs(tr), sum_rel / gopt_trainer_num_graphs(tr), ta->outp);
+    printf("mean best/ref over %d graphs: %.4f (< 1: GO beats the best baseline)%s%s\n", gopt_trainer_num_graphs(tr),
+           sum_rel / gopt_trainer_num_graphs(tr), ta->outp ? "; checkpoint " : "", ta->outp ? ta->outp : "");
+    if (ta->finetune) { /* the comparison against every reference baseline */
+        const char *names[32];
+        double steps[32];
+        int nb = gopt_trainer_baselines(tr, 0, names, steps, 32);
+        const char *m;
+        double ref = gopt_trainer_reference(tr, 0, &m);
+        printf("\n%-26s %12s %10s\n", "method", "step_ms", "vs best");
+        for (int j = 0; j < nb; j++) {
+            if (isinf(steps[j])) printf("%-26s %12s %10s\n", names[j], "none", "-");
+            else printf("%-26s %12.6g %10.4f%s\n", names[j], fabs(steps[j]) * 1e3, fabs(steps[j]) / ref,
+                        steps[j] < 0 ? "  OUT OF MEMORY" : strcmp(names[j], m) == 0 ? "  (best baseline)" : "");
+        }
+        printf("%-26s %12.6g %10.4f%s\n", "go zero-shot (greedy)", zero_shot.step_time_s * 1e3,
+               zero_shot.step_time_s / ref, zero_shot.oom ? "  OUT OF MEMORY" : "");
+        if (ta->steps > 0) {
+            const gopt_decisions *bd;
+            double best = gopt_trainer_best(tr, 0, &bd);
+            printf("%-26s %12.6g %10.4f  (%ld steps)\n", "go fine-tuned (best found)", best * 1e3, best / ref,
+                   ta->steps);
+        }
+    }
     goto out;
 fail:
     rc = cli_report(&err);
@@ -372,8 +409,9 @@ static void args_init(train_args *ta) {
 
 static int check_common(train_args *ta, const char *verb) {
     if (!ta->prof) return cli_usage_error(verb, "missing --profile P");
-    if (!ta->outp) return cli_usage_error(verb, "missing -o CKPT");
     if (ta->steps < 0) return cli_usage_error(verb, "missing --steps S");
+    if (!ta->outp && !(ta->finetune && ta->steps == 0)) return cli_usage_error(verb, "missing -o CKPT");
+    if (!ta->outp && ta->resume) return cli_usage_error(verb, "--resume needs -o CKPT");
     if (ta->tasks_s) {
         gopt_error err = {0};
         if (gopt_trainer_parse_tasks(ta->tasks_s, &ta->o.tasks, &err)) return cli_usage_error(verb, "--tasks: %s", err.msg);

@@ -89,6 +89,11 @@ int gopt_trainer_num_graphs(const gopt_trainer *t);
 const gopt_graph *gopt_trainer_graph(const gopt_trainer *t, int i);
 /* Reference step time and the method that gave it ("given" when passed in). */
 double gopt_trainer_reference(const gopt_trainer *t, int i, const char **method);
+/* The reference baselines' results on graph i (the graph's own, computed when
+ * it was added; none when a reference was given): up to max names and step
+ * times in seconds (+inf: no valid solution; negative: -step of an OOM
+ * solution). Returns how many. */
+int gopt_trainer_baselines(const gopt_trainer *t, int i, const char **names, double *steps, int max);
 /* Best step time found for graph i so far (greedy evaluations and samples), or
  * +inf; and its decisions (NULL before any valid sample). */
 double gopt_trainer_best(const gopt_trainer *t, int i, const gopt_decisions **d);
@@ -147,8 +152,12 @@ gopt_status gopt_trainer_checkpoint_tasks(const char *path, unsigned *tasks, gop
 /* ---- decisions from actions ------------------------------------------------------
  * Tasks not in `tasks` get the defaults: device 0, topological priority,
  * no fusion. A learned priority is its level (higher first, ties by
- * topological order); fusion groups come from gopt_policy_fusion_groups
+ * topological order); fusion groups come from gopt_trainer_fusion_groups
  * (singletons become -1). group_scratch: (n) ints. */
+/* gopt_policy_fusion_groups, except that predecessors without inputs
+ * (parameters, graph inputs) need not be in the group; see trainer.c. */
+gopt_status gopt_trainer_fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse,
+                                       int32_t *group, int32_t *n_groups, gopt_error *err);
 gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned tasks, const gopt_policy_actions *a,
                                               gopt_decisions *d, int32_t *group_scratch, gopt_error *err);
 

@@ -253,8 +253,9 @@ gopt_status tr_ppo_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err
 }
 
 /* Imitation target of the reference decisions: device; priority rank cut
- * into the P levels (higher priority, higher level); fusion level 1 for a
- * member of a fused group, else 0. */
+ * into the P levels (higher priority, higher level); for a member of a
+ * fused group a non-zero fusion level that differs from the levels of the
+ * groups feeding it, else 0. */
 static void imitation_targets(gopt_trainer *t, tr_graph *G, gopt_policy_actions *a) {
     const gopt_frozen *fz = G->fz;
     const int32_t n = fz->n;
@@ -288,9 +289,31 @@ static void imitation_targets(gopt_trainer *t, tr_graph *G, gopt_policy_actions 
     }
     free(key);
     free(order);
-    for (int32_t v = 0; v < n; v++) {
-        a->place[v] = d->device[v];
-        a->fuse[v] = d->group[v] >= 0 ? 1 : 0;
+    for (int32_t v = 0; v < n; v++) a->place[v] = d->device[v];
+    /* fusion: each reference group gets a level in 1..F-1 that differs from
+     * the levels of the groups feeding its first member, so that adjacent
+     * groups are not merged by the fusion pass (greedy colouring in
+     * topological order); unfused nodes get 0 */
+    const int F = gopt_policy_get_config(t->pol)->fusion_levels;
+    int32_t *color = t->group; /* scratch (n): level of each reference group id, 0 = not yet */
+    for (int32_t v = 0; v < n; v++) color[v] = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = fz->topo[i], g = d->group[v];
+        if (g < 0) {
+            a->fuse[v] = 0;
+            continue;
+        }
+        if (!color[g]) {
+            uint32_t used = 0;
+            for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1]; e++) {
+                int32_t gu = d->group[fz->in_src[e]];
+                if (gu >= 0 && gu != g && color[gu] > 0 && color[gu] < 32) used |= 1u << color[gu];
+            }
+            int c = 1;
+            while (c < F - 1 && ((used >> c) & 1u)) c++;
+            color[g] = c;
+        }
+        a->fuse[v] = color[g] < F ? color[g] : F - 1;
     }
 }
 

@@ -231,6 +231,10 @@ static gopt_status compute_reference(gopt_trainer *t, tr_graph *G, gopt_error *e
         gopt_bl_outcome res;
         gopt_error e2 = {0};
         gopt_status st = gopt_bl_optimize(&reg, m, G->sim, t->cm, &opt, &d, &res, &e2);
+        if (G->nbase < TR_MAX_BASE) {
+            snprintf(G->base_name[G->nbase], sizeof G->base_name[0], "%s", m);
+            G->base_step[G->nbase++] = st ? INFINITY : res.sim.oom ? -res.sim.step_time_s : res.sim.step_time_s;
+        }
         if (st == GOPT_EUNSUP || (st == GOPT_OK && res.sim.oom)) {
             gopt_decisions_destroy(&d);
             continue; /* the method finds nothing that fits: not a reference */
@@ -343,6 +347,15 @@ double gopt_trainer_best(const gopt_trainer *t, int i, const gopt_decisions **d)
     return t->graphs[i].best;
 }
 int64_t gopt_trainer_steps_done(const gopt_trainer *t) { return t->step; }
+int gopt_trainer_baselines(const gopt_trainer *t, int i, const char **names, double *steps, int max) {
+    const tr_graph *G = &t->graphs[i];
+    int k = G->nbase < max ? G->nbase : max;
+    for (int j = 0; j < k; j++) {
+        names[j] = G->base_name[j];
+        steps[j] = G->base_step[j];
+    }
+    return k;
+}
 unsigned gopt_trainer_options_tasks(const gopt_trainer *t) { return t->o.tasks; }
 
 void tr_schedule_next(gopt_trainer *t) {
@@ -371,7 +384,7 @@ gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned ta
     }
     if (!(tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE))) return GOPT_OK;
     int32_t ngroups = 0;
-    gopt_status st = gopt_policy_fusion_groups(fz, d->device, a->fuse, group, &ngroups, err);
+    gopt_status st = gopt_trainer_fusion_groups(fz, d->device, a->fuse, group, &ngroups, err);
     if (st) return st;
     /* singletons are not fused: count members in d->group temporarily */
     for (int32_t v = 0; v < n; v++) d->group[v] = 0;
@@ -381,6 +394,59 @@ gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned ta
         group[v] = d->group[gid] >= 2 ? gid : -1;
     }
     memcpy(d->group, group, sizeof(int32_t) * (size_t)n);
+    return GOPT_OK;
+}
+
+/* The policy's fusion pass (gopt_policy_fusion_groups: nodes in topological
+ * order; a node with level l > 0 joins the group of its predecessors when it
+ * is on that group's device and the group's root has level l; otherwise it
+ * roots a new group), with the condition on the predecessors relaxed so that
+ * the baselines' XLA-style groups can be expressed: the candidate group is
+ * that of v's latest predecessor with inputs of its own; every other
+ * predecessor must be in that group, or have no inputs (parameters, graph
+ * inputs: resident data), or come before the group's root in topological
+ * order. The policy's rule (all predecessors in the group) would keep any op
+ * reading a weight or a second tensor out of its producer's group.
+ * Convexity holds: a predecessor outside the group is either a source or
+ * ranked before the root, so it cannot be reached from the group, and no path
+ * leaves the group and re-enters it. O(N + E). */
+gopt_status gopt_trainer_fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse,
+                                       int32_t *group, int32_t *n_groups, gopt_error *err) {
+    if (!fz || !place || !fuse || !group) return gopt_error_set(err, GOPT_EINVAL, "fusion groups: a NULL argument");
+    const int32_t n = fz->n;
+    for (int32_t v = 0; v < n; v++)
+        if (fuse[v] < 0)
+            return gopt_error_set(err, GOPT_EINVAL, "fusion groups: node %d: fusion level %d is negative", (int)v,
+                                  (int)fuse[v]);
+    int32_t *root = gopt_malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1), err);
+    if (!root) return GOPT_ENOMEM;
+    int32_t G = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = fz->topo[i], gsel = -1;
+        if (fuse[v] > 0) {
+            int32_t last = -1;
+            for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1]; e++) {
+                int32_t u = fz->in_src[e];
+                if (fz->in_ptr[u + 1] > fz->in_ptr[u] && (last < 0 || fz->rank[u] > fz->rank[last])) last = u;
+            }
+            if (last >= 0) {
+                gsel = group[last];
+                int32_t rr = fz->rank[root[gsel]];
+                for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1] && gsel >= 0; e++) {
+                    int32_t u = fz->in_src[e];
+                    if (group[u] != gsel && fz->in_ptr[u + 1] > fz->in_ptr[u] && fz->rank[u] >= rr) gsel = -1;
+                }
+                if (gsel >= 0 && (place[root[gsel]] != place[v] || fuse[root[gsel]] != fuse[v])) gsel = -1;
+            }
+        }
+        if (gsel < 0) {
+            gsel = G++;
+            root[gsel] = v;
+        }
+        group[v] = gsel;
+    }
+    free(root);
+    if (n_groups) *n_groups = G;
     return GOPT_OK;
 }
 

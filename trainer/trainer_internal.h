@@ -9,6 +9,7 @@
 
 #define TR_MAX_WIDTH 16 /* widest action space (devices, levels) */
 #define TR_MAX_THREADS 64
+#define TR_MAX_BASE 16
 
 typedef struct {
     gopt_graph *g;
@@ -20,6 +21,9 @@ typedef struct {
     int32_t rows;           /* learned decision rows: units (place) + n per other learned task */
     double ref;             /* reference step time (s) */
     char ref_method[64];
+    int nbase;                                 /* reference baselines tried */
+    char base_name[TR_MAX_BASE][32];           /* their names */
+    double base_step[TR_MAX_BASE];             /* simulated step (s); +inf: none found; negative: OOM */
     gopt_decisions ref_dec; /* valid when has_ref_dec */
     int has_ref_dec;
     double target_rel;      /* step of the imitation targets / ref (0: not yet simulated) */
