@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "gopt_trainer.h"
+#include "gopt_zoo.h"
 
 /* ndev devices: peak 1e12 FLOP/s (device 1: peak1), launch 1e-6 s; links
  * 1e9 B/s. */
@@ -423,6 +424,91 @@ static void test_actions_to_decisions(void **state) {
     gopt_graph_free(g);
 }
 
+/* ---- the trainer's fusion decoding: weights and earlier tensors may stay outside -- */
+static void test_fusion_groups(void **state) {
+    (void)state;
+    /* x -> a -> b <- w (parameter), a -> c <- y (x -> y -> a: y before the root a): b and
+     * c join a's group although w and y are not in it; the policy's pass would
+     * keep both out */
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, "f", "test", NULL), GOPT_OK);
+    int32_t x = add(g, "x", GOPT_OP_CLASS_ELEMENTWISE, 1e3, 64), y = add(g, "y", GOPT_OP_CLASS_ELEMENTWISE, 1e3, 64);
+    int32_t a = add(g, "a", GOPT_OP_CLASS_ELEMENTWISE, 1e3, 64), b = add(g, "b", GOPT_OP_CLASS_ELEMENTWISE, 1e3, 64);
+    int32_t c = add(g, "c", GOPT_OP_CLASS_ELEMENTWISE, 1e3, 64), w = add(g, "w", GOPT_OP_CLASS_PARAM, 0, 64);
+    int32_t z = add(g, "z", GOPT_OP_CLASS_ELEMENTWISE, 1e3, 64);
+    int32_t src = add(g, "src", GOPT_OP_CLASS_INPUT, 0, 64);
+    int edges[][2] = {{src, x}, {x, a}, {x, y}, {y, a}, {a, b}, {w, b}, {a, c}, {y, c}, {b, z}, {c, z}};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        assert_int_equal(gopt_graph_add_edge(g, edges[i][0], edges[i][1], 64, NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    int32_t n = fz->n, place[16] = {0}, fuse[16] = {0}, grp[16], ng = 0;
+    fuse[a] = fuse[b] = fuse[c] = 1;
+    gopt_error err = {0};
+    assert_int_equal(gopt_trainer_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
+    assert_int_equal(grp[b], grp[a]);
+    assert_int_equal(grp[c], grp[a]);
+    assert_int_not_equal(grp[y], grp[a]);
+    /* z reads b and c, both in the group, but has level 0: not fused */
+    assert_int_not_equal(grp[z], grp[a]);
+    /* another level, or another device, roots a new group */
+    fuse[c] = 2;
+    assert_int_equal(gopt_trainer_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
+    assert_int_not_equal(grp[c], grp[a]);
+    fuse[c] = 1;
+    place[b] = 1;
+    assert_int_equal(gopt_trainer_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
+    assert_int_not_equal(grp[b], grp[a]);
+    /* a negative level is refused */
+    fuse[b] = 0;
+    place[b] = 0;
+    fuse[y] = 0;
+    fuse[src] = -1;
+    assert_int_equal(gopt_trainer_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "negative"));
+    gopt_graph_free(g);
+
+    /* random levels and devices on a generated training step: always valid */
+    gopt_zoo_spec spec = {"resnet", 18, 8, 32, GOPT_OPTIM_DEFAULT};
+    assert_int_equal(gopt_zoo_generate(&spec, &g, &err), GOPT_OK);
+    fz = gopt_graph_frozen(g);
+    n = fz->n;
+    int32_t *pl = calloc((size_t)n, sizeof *pl), *fu = calloc((size_t)n, sizeof *fu), *sc = calloc((size_t)n, 4);
+    int32_t *zero = calloc((size_t)n, sizeof *zero);
+    gopt_decisions d = {0};
+    assert_int_equal(gopt_decisions_init(&d, n, NULL), GOPT_OK);
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 5);
+    int fused_total = 0;
+    for (int rep = 0; rep < 30; rep++) {
+        for (int32_t v = 0; v < n; v++) {
+            pl[v] = rep % 3 == 0 ? 0 : (int32_t)gopt_rng_below(&rng, 2);
+            fu[v] = (int32_t)gopt_rng_below(&rng, rep % 2 ? 2 : 4);
+        }
+        /* colocation groups share a device */
+        for (int32_t v = 0; v < n; v++)
+            if (fz->coloc[v] >= 0)
+                for (int32_t u = 0; u < n; u++)
+                    if (fz->coloc[u] == fz->coloc[v]) {
+                        pl[v] = pl[u];
+                        break;
+                    }
+        gopt_policy_actions act = {pl, zero, fu};
+        assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, &act, &d, sc, &err), GOPT_OK);
+        gopt_status st = gopt_decisions_validate(&d, g, 2, &err);
+        if (st) fprintf(stderr, "rep %d: %s\n", rep, err.msg);
+        assert_int_equal(st, GOPT_OK);
+        for (int32_t v = 0; v < n; v++) fused_total += d.group[v] >= 0;
+    }
+    assert_true(fused_total > 30 * n / 10); /* it did fuse */
+    gopt_decisions_destroy(&d);
+    free(pl);
+    free(fu);
+    free(sc);
+    free(zero);
+    gopt_graph_free(g);
+}
+
 /* ---- the go method on a saved checkpoint ------------------------------------------- */
 static void test_go_decide(void **state) {
     (void)state;
@@ -564,6 +650,7 @@ int main(void) {
         cmocka_unit_test(test_nan_update_skipped),
         cmocka_unit_test(test_imitation_lowers_loss),
         cmocka_unit_test(test_actions_to_decisions),
+        cmocka_unit_test(test_fusion_groups),
         cmocka_unit_test(test_go_decide),
         cmocka_unit_test(test_refusals),
     };

@@ -401,15 +401,15 @@ gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned ta
  * order; a node with level l > 0 joins the group of its predecessors when it
  * is on that group's device and the group's root has level l; otherwise it
  * roots a new group), with the condition on the predecessors relaxed so that
- * the baselines' XLA-style groups can be expressed: the candidate group is
- * that of v's latest predecessor with inputs of its own; every other
- * predecessor must be in that group, or have no inputs (parameters, graph
- * inputs: resident data), or come before the group's root in topological
- * order. The policy's rule (all predecessors in the group) would keep any op
+ * the baselines' XLA-style groups can be expressed: v may join the group of
+ * any of its predecessors with inputs of its own (the first that fits, in
+ * in-edge order) when every other predecessor is in that group, or has no
+ * inputs (parameters, graph inputs: resident data), or comes before the
+ * group's root in topological order. The policy's rule (all predecessors in the group) would keep any op
  * reading a weight or a second tensor out of its producer's group.
  * Convexity holds: a predecessor outside the group is either a source or
  * ranked before the root, so it cannot be reached from the group, and no path
- * leaves the group and re-enters it. O(N + E). */
+ * leaves the group and re-enters it. O(sum of squared in-degrees). */
 gopt_status gopt_trainer_fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse,
                                        int32_t *group, int32_t *n_groups, gopt_error *err) {
     if (!fz || !place || !fuse || !group) return gopt_error_set(err, GOPT_EINVAL, "fusion groups: a NULL argument");
@@ -423,22 +423,18 @@ gopt_status gopt_trainer_fusion_groups(const gopt_frozen *fz, const int32_t *pla
     int32_t G = 0;
     for (int32_t i = 0; i < n; i++) {
         int32_t v = fz->topo[i], gsel = -1;
-        if (fuse[v] > 0) {
-            int32_t last = -1;
-            for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1]; e++) {
-                int32_t u = fz->in_src[e];
-                if (fz->in_ptr[u + 1] > fz->in_ptr[u] && (last < 0 || fz->rank[u] > fz->rank[last])) last = u;
-            }
-            if (last >= 0) {
-                gsel = group[last];
-                int32_t rr = fz->rank[root[gsel]];
-                for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1] && gsel >= 0; e++) {
-                    int32_t u = fz->in_src[e];
-                    if (group[u] != gsel && fz->in_ptr[u + 1] > fz->in_ptr[u] && fz->rank[u] >= rr) gsel = -1;
+        if (fuse[v] > 0) /* try the groups of v's predecessors with inputs */
+            for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1] && gsel < 0; e++) {
+                int32_t cand = group[fz->in_src[e]], rr = fz->rank[root[cand]];
+                if (fz->in_ptr[fz->in_src[e] + 1] == fz->in_ptr[fz->in_src[e]]) continue;
+                if (place[root[cand]] != place[v] || fuse[root[cand]] != fuse[v]) continue;
+                int fits = 1;
+                for (int32_t f = fz->in_ptr[v]; f < fz->in_ptr[v + 1] && fits; f++) {
+                    int32_t u = fz->in_src[f];
+                    if (group[u] != cand && fz->in_ptr[u + 1] > fz->in_ptr[u] && fz->rank[u] >= rr) fits = 0;
                 }
-                if (gsel >= 0 && (place[root[gsel]] != place[v] || fuse[root[gsel]] != fuse[v])) gsel = -1;
+                if (fits) gsel = cand;
             }
-        }
         if (gsel < 0) {
             gsel = G++;
             root[gsel] = v;
