@@ -424,6 +424,7 @@ gopt_status gopt_calibrate_cpu(const gopt_calib_options *o, gopt_profile **out, 
     double *elem = NULL, *red = NULL, *copy = NULL, *gemm = NULL;
     int32_t nelem = 0, nred = 0, ncopy = 0, ngemm = 0;
     gopt_status st = GOPT_ENOMEM;
+    int blas_threads = 0; /* the caller's OpenBLAS thread count, restored at the end */
     k.a = malloc(k.cap * sizeof(float));
     k.b = malloc(k.cap * sizeof(float));
     k.c = malloc(k.cap * sizeof(float));
@@ -437,6 +438,7 @@ gopt_status gopt_calibrate_cpu(const gopt_calib_options *o, gopt_profile **out, 
         k.b[i] = (float)(i % 5) * 0.5f;
         k.c[i] = 0;
     }
+    blas_threads = openblas_get_num_threads();
     openblas_set_num_threads(per);
     k.thread_clock = per == 1;
 
@@ -547,6 +549,7 @@ gopt_status gopt_calibrate_cpu(const gopt_calib_options *o, gopt_profile **out, 
     p = NULL;
     st = GOPT_OK;
 out:
+    if (blas_threads > 0) openblas_set_num_threads(blas_threads);
     gopt_profile_free(p);
     free(gemm);
     free(elem);
