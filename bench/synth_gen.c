@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
         snprintf(path, sizeof path, "%s/%s.graphml.gz", dir, name);
         gopt_graph *g = NULL;
         if (gopt_zoo_synthetic(&child, &(gopt_synth_opts){.kind = GOPT_SYNTH_ANY}, name, &g, &err) != GOPT_OK ||
-            gopt_graph_save(g, path, &err) != GOPT_OK)
+            gopt_zoo_save(g, path, 1, &err) != GOPT_OK)
             rc = 1;
         else
             total += nodes[i] = gopt_graph_num_nodes(g);

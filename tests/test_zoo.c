@@ -352,8 +352,11 @@ static void test_real_graphs(void **state) {
     /* node counts documented in graphs/real/README.md */
     static const struct {
         const char *file;
-        int nodes;
-    } REAL[] = {{"resnet50", 1333}, {"inception_v3", 2422}, {"transformer", 0}, {"lstm_lm", 0}, {"seq2seq", 0}};
+        int nodes, edges;
+        double param_bytes;
+    } REAL[] = {{"resnet50", 1333, 2061, 204456256},       {"inception_v3", 2422, 3742, 190676544},
+                {"transformer", 4560, 5960, 677238528},    {"lstm_lm", 2742, 4773, 79121600},
+                {"seq2seq", 5715, 9319, 105382656}};
     for (size_t i = 0; i < sizeof REAL / sizeof REAL[0]; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/graphs/real/%s.graphml.gz", GOPT_SOURCE_DIR, REAL[i].file);
@@ -362,7 +365,9 @@ static void test_real_graphs(void **state) {
         if (gopt_graph_load(path, &g, &err) != GOPT_OK) fail_msg("%s", err.msg);
         gopt_graph_stats s;
         gopt_graph_get_stats(g, &s);
-        if (REAL[i].nodes) assert_int_equal(s.nodes, REAL[i].nodes);
+        assert_int_equal(s.nodes, REAL[i].nodes);
+        assert_int_equal(s.edges, REAL[i].edges);
+        assert_true(s.param_bytes == REAL[i].param_bytes);
         assert_true(s.class_count[GOPT_OP_CLASS_OTHER] < 0.03 * s.nodes);
         const gopt_frozen *f = gopt_graph_frozen(g);
         int phases[GOPT_PHASE_COUNT] = {0};

@@ -26,7 +26,7 @@
 
 static const char *const KIND_NAMES[GOPT_SYNTH_KIND_COUNT] = {"layered", "cells", "chain", "grid"};
 /* forward share of all nodes, per kind (measured; docs/zoo.md) */
-static const double FWD_SHARE[GOPT_SYNTH_KIND_COUNT] = {0.58, 0.44, 0.44, 0.41};
+static const double FWD_SHARE[GOPT_SYNTH_KIND_COUNT] = {0.45, 0.42, 0.44, 0.41};
 
 const char *gopt_synth_kind_name(gopt_synth_kind k) {
     return k >= 0 && k < GOPT_SYNTH_KIND_COUNT ? KIND_NAMES[k] : NULL;
