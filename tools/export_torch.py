@@ -236,6 +236,7 @@ def graph_from_fx(gm, pnames, nstate, nbuffers, name, family, optimizer):
     ident = {}  # fx node -> output node index (getitem and state placeholders map to their producer)
     elem = {}  # getitem fx node -> (producer fx node, bytes of the element)
     layer = {}
+    phase_of = {}  # fx node -> phase of the graph node it is or aliases
 
     def source(a):
         """(graph node index, bytes read) for an fx argument node."""
@@ -254,6 +255,7 @@ def graph_from_fx(gm, pnames, nstate, nbuffers, name, family, optimizer):
             t = tensors_of(val)
             elem[n] = (elem[src][0] if src in elem else src, float(sum(nbytes(x) for x in t)))
             layer[n] = layer.get(src, -1)
+            phase_of[n] = phase_of.get(src, "fwd")
             if src in owner:
                 owner[n] = owner[src]
             continue
@@ -262,6 +264,7 @@ def graph_from_fx(gm, pnames, nstate, nbuffers, name, family, optimizer):
         dtype = str(t[0].dtype).replace("torch.", "") if t else ""
         out_b = float(sum(nbytes(x) for x in t))
         phase = "fwd" if idx <= loss_at else ("bwd" if idx <= grads_at else "opt")
+        phase_of[n] = phase
         if n.op == "placeholder":
             k = placeholders.index(n)
             if k < nparam:
@@ -291,7 +294,15 @@ def graph_from_fx(gm, pnames, nstate, nbuffers, name, family, optimizer):
         op = aten_name(n.target)
         cls = CLASS_OF.get(op, CLASS_OF.get(op.rstrip("_"), "other"))  # relu_ is relu, in place
         args = [a for a in n.all_input_nodes]
-        lay = max([layer.get(a, -1) for a in args] + [-1])
+        # fwd: the deepest input's layer; bwd: the layer of the forward tensors it
+        # reads (a gradient op differentiates that layer), else the shallowest
+        # incoming gradient's (the backward pass walks the layers downwards)
+        fwd_in = [layer.get(a, -1) for a in args if phase_of.get(a) == "fwd"]
+        bwd_in = [layer.get(a, -1) for a in args if phase_of.get(a) == "bwd" and layer.get(a, -1) >= 0]
+        if phase == "bwd" and not fwd_in and bwd_in:
+            lay = min(bwd_in)
+        else:
+            lay = max(fwd_in + [-1]) if phase == "bwd" else max([layer.get(a, -1) for a in args] + [-1])
         layer[n] = lay
         col = ""
         if phase == "opt":
