@@ -286,6 +286,17 @@ static void test_synthetic_reproducible(void **state) {
     gopt_graph_free(a);
     gopt_graph_free(b);
     gopt_graph_free(c);
+    /* families are deterministic too */
+    a = gen("gnmt", 2, 2, 3, GOPT_OPTIM_DEFAULT);
+    b = gen("gnmt", 2, 2, 3, GOPT_OPTIM_DEFAULT);
+    ta = graphml_text(a, &la);
+    tb = graphml_text(b, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(ta, tb, la);
+    free(ta);
+    free(tb);
+    gopt_graph_free(a);
+    gopt_graph_free(b);
 }
 
 static void test_synthetic_kinds(void **state) {
