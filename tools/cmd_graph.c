@@ -10,7 +10,11 @@ static void graph_usage(FILE *f) {
     fprintf(f, "Usage: gopt graph SUBCOMMAND ...\n\n"
                "  info FILE [--json]     summary: nodes, edges, FLOPs, parameter bytes, classes, depth\n"
                "  convert IN OUT         rewrite GraphML <-> GraphML.gz (by OUT's extension)\n"
-               "  dot FILE [-o OUT]      Graphviz DOT, nodes coloured by op class\n\n"
+               "  dot FILE [-o OUT]      Graphviz DOT, nodes coloured by op class\n"
+               "  gen FAMILY [--layers N] [--batch B] [--seq T] [--optimizer sgd|momentum|adam] -o FILE\n"
+               "                         training-step graph of a model family (gen --list: families, defaults)\n"
+               "  gen synthetic --count N --seed S -o DIR [--kind layered|cells|chain|grid] [--nodes N]\n"
+               "                         N random training-step graphs, reproducible from the seed (docs/zoo.md)\n\n"
                "FILE is GraphML, plain or gzip-compressed (docs/graph-format.md).\n");
 }
 
@@ -172,6 +176,7 @@ static const subverb GRAPH_SUBVERBS[] = {
     {"info", graph_info},
     {"convert", graph_convert},
     {"dot", graph_dot},
+    {"gen", graph_gen},
 };
 
 int cmd_graph(int argc, char **argv) {

@@ -1,0 +1,270 @@
+/* zoo_grad.c: reverse-mode differentiation of the zoo tape, gradient
+ * accumulation and optimizer updates.
+ *
+ * zoo_backward seeds d(loss) with a Fill node, walks the tape from the last
+ * op to the first and, for every op with an incoming gradient, emits that
+ * op's gradient ops through the rule table below. A gradient rule reads the
+ * incoming gradient and the forward tensors the real gradient kernel reads
+ * (e.g. MatMul's weight gradient reads the forward input), so the graph has
+ * the same long forward->backward edges as a TensorFlow training step. Each
+ * contribution to a tensor's gradient is kept on a list; when the tensor's
+ * producer is reached (all its consumers come later on the tape, so all
+ * contributions are in) the list is summed by one AddN. Finally each
+ * parameter gets one update op (SGD 2, momentum 4, Adam 10 FLOPs per
+ * weight), colocated with it.
+ * Cost: O(ops + contributions).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zoo_internal.h"
+
+static void contrib(zoo_builder *b, int32_t t, int32_t g) {
+    if (b->st != GOPT_OK || t < 0 || g < 0 || !b->t[t].needs_grad) return;
+    if (b->ncontrib >= b->ccap) {
+        int32_t nc = b->ccap ? b->ccap * 2 : 1024;
+        void *p = realloc(b->contrib, (size_t)nc * sizeof *b->contrib);
+        if (!p) {
+            zoo_fail(b, GOPT_ENOMEM, "out of memory differentiating graph '%s'", gopt_graph_name(b->g));
+            return;
+        }
+        b->contrib = p;
+        b->ccap = nc;
+    }
+    b->contrib[b->ncontrib][0] = g;
+    b->contrib[b->ncontrib][1] = b->t[t].grad_head;
+    b->t[t].grad_head = b->ncontrib++;
+}
+
+static int32_t node_layer(const zoo_builder *b, int32_t node) {
+    gopt_node_attrs a;
+    gopt_graph_node(b->g, node, &a);
+    return a.layer;
+}
+
+/* Emit one backward node reading `ins`, producing tensors shaped like `likes`. */
+static int32_t bwd_node(zoo_builder *b, const char *fwd_name, const char *op, gopt_op_class cls, double flops,
+                        const int32_t *ins, int nin, const int32_t *likes, int nout, int32_t layer) {
+    if (b->st != GOPT_OK) return -1;
+    char name[352], shape[256];
+    snprintf(name, sizeof name, "gradients/%s_grad/%s", fwd_name, op);
+    zoo_shape_str(b, likes, nout, shape, sizeof shape);
+    double bytes = 0;
+    for (int j = 0; j < nout; j++) bytes += zoo_bytes(b, likes[j]);
+    int32_t node = zoo_emit(b, name, op, cls, flops, bytes, shape, GOPT_PHASE_BWD, layer, NULL);
+    if (node < 0) return -1;
+    for (int i = 0; i < nin; i++) zoo_edge(b, ins[i], node);
+    int32_t first = -1;
+    for (int j = 0; j < nout; j++) {
+        zoo_tensor like = b->t[likes[j]]; /* copy: zoo_tensor_new may move b->t */
+        int32_t t = zoo_tensor_new(b, node, like.rank, like.d);
+        if (j == 0) first = t;
+    }
+    return b->st == GOPT_OK ? first : -1;
+}
+
+/* The summed gradient of tensor t (AddN when it has several), or -1. */
+static int32_t grad_sum(zoo_builder *b, int32_t t) {
+    int32_t head = b->t[t].grad_head;
+    if (head < 0 || b->st != GOPT_OK) return -1;
+    if (b->contrib[head][1] < 0) return b->contrib[head][0];
+    int n = 0;
+    for (int32_t c = head; c >= 0; c = b->contrib[c][1]) n++;
+    int32_t *ins = malloc((size_t)n * sizeof *ins);
+    if (!ins) return zoo_fail(b, GOPT_ENOMEM, "out of memory accumulating gradients"), -1;
+    int i = n;
+    for (int32_t c = head; c >= 0; c = b->contrib[c][1]) ins[--i] = b->contrib[c][0]; /* first contribution first */
+    int32_t prod = b->t[t].node;
+    char fwd[320];
+    snprintf(fwd, sizeof fwd, "%s", gopt_graph_node_name(b->g, prod));
+    int32_t g = bwd_node(b, fwd, "AddN", GOPT_OP_CLASS_ELEMENTWISE, (double)(n - 1) * (double)zoo_numel(b, t), ins, n,
+                         &t, 1, node_layer(b, prod));
+    free(ins);
+    b->t[t].grad_head = -1;
+    contrib(b, t, g);
+    return g;
+}
+
+/* ---- gradient rules -------------------------------------------------------------- */
+typedef struct {
+    zoo_builder *b;
+    const zoo_op *o;
+    const char *name;  /* forward node name */
+    const int32_t *in; /* forward inputs */
+    const int32_t *dy; /* incoming gradients, one per output (-1 none) */
+    double flops;      /* forward FLOPs */
+} grad_ctx;
+
+static int needs(const grad_ctx *c, int i) { return c->b->t[c->in[i]].needs_grad; }
+
+/* Gradient for input i: one node reading ins, shaped like the input. */
+static void give(const grad_ctx *c, int i, const char *op, gopt_op_class cls, double flops, const int32_t *ins, int nin) {
+    if (!needs(c, i)) return;
+    int32_t g = bwd_node(c->b, c->name, op, cls, flops, ins, nin, &c->in[i], 1, c->o->layer);
+    contrib(c->b, c->in[i], g);
+}
+
+static void grad_matmul(const grad_ctx *c) {
+    const char *op = c->b->t[c->in[1]].rank > 2 ? "BatchMatMulV2" : "MatMul";
+    int32_t da[2] = {c->dy[0], c->in[1]}, dw[2] = {c->in[0], c->dy[0]};
+    give(c, 0, op, GOPT_OP_CLASS_GEMM, c->flops, da, 2);
+    give(c, 1, op, GOPT_OP_CLASS_GEMM, c->flops, dw, 2);
+}
+
+static void grad_conv(const grad_ctx *c) {
+    int dw = c->o->attr[3];
+    int32_t dx[2] = {c->dy[0], c->in[1]}, df[2] = {c->in[0], c->dy[0]};
+    give(c, 0, dw ? "DepthwiseConv2dNativeBackpropInput" : "Conv2DBackpropInput", GOPT_OP_CLASS_CONV, c->flops, dx, 2);
+    give(c, 1, dw ? "DepthwiseConv2dNativeBackpropFilter" : "Conv2DBackpropFilter", GOPT_OP_CLASS_CONV, c->flops, df, 2);
+}
+
+/* Input i of a broadcasting op: the gradient itself when shapes agree,
+ * else a Sum over the broadcast dims. */
+static void pass_or_sum(const grad_ctx *c, int i, const char *sum_op) {
+    if (!needs(c, i)) return;
+    zoo_builder *b = c->b;
+    if (zoo_numel(b, c->in[i]) == zoo_numel(b, c->dy[0])) contrib(b, c->in[i], c->dy[0]);
+    else give(c, i, sum_op, GOPT_OP_CLASS_REDUCTION, (double)zoo_numel(b, c->dy[0]), c->dy, 1);
+}
+
+static void grad_bias(const grad_ctx *c) {
+    pass_or_sum(c, 0, "Sum");
+    pass_or_sum(c, 1, "BiasAddGrad");
+}
+
+static void grad_add(const grad_ctx *c) {
+    pass_or_sum(c, 0, "Sum");
+    pass_or_sum(c, 1, "Sum");
+}
+
+static void grad_mul(const grad_ctx *c) {
+    double f = (double)zoo_numel(c->b, c->dy[0]);
+    int32_t d0[2] = {c->dy[0], c->in[1]}, d1[2] = {c->dy[0], c->in[0]};
+    give(c, 0, "Mul", GOPT_OP_CLASS_ELEMENTWISE, f, d0, 2);
+    give(c, 1, "Mul", GOPT_OP_CLASS_ELEMENTWISE, f, d1, 2);
+}
+
+static void grad_unary(const grad_ctx *c) {
+    static const struct {
+        const char *op;
+        double flops;
+        int reads_out;
+    } R[ZU_COUNT] = {{"ReluGrad", 1, 1}, {"TanhGrad", 3, 1}, {"SigmoidGrad", 3, 1}, {"Mul", 1, 0}};
+    int u = c->o->attr[0];
+    int32_t ins[2] = {c->dy[0], c->o->out0};
+    give(c, 0, R[u].op, GOPT_OP_CLASS_ELEMENTWISE, R[u].flops * (double)zoo_numel(c->b, c->dy[0]), ins,
+         R[u].reads_out ? 2 : 1);
+}
+
+static void grad_softmax(const grad_ctx *c) {
+    int32_t ins[2] = {c->dy[0], c->o->out0};
+    give(c, 0, "SoftmaxGrad", GOPT_OP_CLASS_REDUCTION, 4.0 * (double)zoo_numel(c->b, c->dy[0]), ins, 2);
+}
+
+static void grad_norm(const grad_ctx *c) {
+    zoo_builder *b = c->b;
+    int32_t ins[3] = {c->dy[0], c->in[0], c->in[1]};
+    int32_t g = bwd_node(b, c->name, c->o->attr[0] ? "LayerNormGrad" : "FusedBatchNormGradV3",
+                         GOPT_OP_CLASS_REDUCTION, 12.0 * (double)zoo_numel(b, c->dy[0]), ins, 3, c->in, 3, c->o->layer);
+    if (g < 0) return;
+    for (int i = 0; i < 3; i++) contrib(b, c->in[i], g + i);
+}
+
+static void grad_pool(const grad_ctx *c) {
+    if (c->o->attr[2]) {
+        int32_t ins[3] = {c->in[0], c->o->out0, c->dy[0]};
+        give(c, 0, "MaxPoolGrad", GOPT_OP_CLASS_REDUCTION, c->flops, ins, 3);
+    } else {
+        give(c, 0, "AvgPoolGrad", GOPT_OP_CLASS_REDUCTION, c->flops, c->dy, 1);
+    }
+}
+
+static void grad_mean(const grad_ctx *c) {
+    give(c, 0, "Tile", GOPT_OP_CLASS_DATA_MOVEMENT, 0, c->dy, 1);
+}
+
+static void grad_concat(const grad_ctx *c) {
+    for (int i = 0; i < c->o->nin; i++) give(c, i, "Slice", GOPT_OP_CLASS_DATA_MOVEMENT, 0, c->dy, 1);
+}
+
+static void grad_split(const grad_ctx *c) {
+    int32_t ins[8];
+    int n = 0;
+    for (int j = 0; j < c->o->nout; j++)
+        if (c->dy[j] >= 0) ins[n++] = c->dy[j];
+    give(c, 0, "ConcatV2", GOPT_OP_CLASS_DATA_MOVEMENT, 0, ins, n);
+}
+
+static void grad_move(const grad_ctx *c) {
+    gopt_node_attrs a;
+    gopt_graph_node(c->b->g, c->o->node, &a);
+    give(c, 0, a.op, GOPT_OP_CLASS_DATA_MOVEMENT, 0, c->dy, 1);
+}
+
+static void grad_slice(const grad_ctx *c) { give(c, 0, "StridedSliceGrad", GOPT_OP_CLASS_DATA_MOVEMENT, 0, c->dy, 1); }
+
+static void grad_gather(const grad_ctx *c) {
+    int32_t ins[2] = {c->dy[0], c->in[1]};
+    give(c, 0, "UnsortedSegmentSum", GOPT_OP_CLASS_REDUCTION, (double)zoo_numel(c->b, c->dy[0]), ins, 2);
+}
+
+static void grad_xent(const grad_ctx *c) {
+    if (c->dy[0] < 0) return;
+    int32_t ins[2] = {c->dy[0], c->o->out0 + 1}; /* d(loss) and the saved softmax - onehot */
+    give(c, 0, "Mul", GOPT_OP_CLASS_ELEMENTWISE, (double)zoo_numel(c->b, c->in[0]), ins, 2);
+}
+
+static void grad_addn(const grad_ctx *c) {
+    for (int i = 0; i < c->o->nin; i++) contrib(c->b, c->in[i], c->dy[0]);
+}
+
+static void (*const GRAD_RULE[ZK_COUNT])(const grad_ctx *) = {
+    [ZK_MATMUL] = grad_matmul, [ZK_CONV] = grad_conv,       [ZK_BIAS] = grad_bias,     [ZK_ADD] = grad_add,
+    [ZK_MUL] = grad_mul,       [ZK_UNARY] = grad_unary,     [ZK_SOFTMAX] = grad_softmax, [ZK_NORM] = grad_norm,
+    [ZK_POOL] = grad_pool,     [ZK_MEAN] = grad_mean,       [ZK_CONCAT] = grad_concat, [ZK_SPLIT] = grad_split,
+    [ZK_MOVE] = grad_move,     [ZK_SLICE] = grad_slice,     [ZK_GATHER] = grad_gather, [ZK_XENT] = grad_xent,
+    [ZK_ADDN] = grad_addn,
+};
+
+/* ---- optimizer ---------------------------------------------------------------- */
+static void update(zoo_builder *b, const zoo_param_rec *p) {
+    static const struct {
+        const char *op;
+        double flops;
+    } U[] = {{"ApplyGradientDescent", 2}, {"ApplyGradientDescent", 2}, {"ApplyMomentum", 4}, {"ApplyAdam", 10}};
+    int32_t g = grad_sum(b, p->tensor);
+    if (g < 0) return; /* a parameter no path reaches: nothing to update */
+    const char *pname = gopt_graph_node_name(b->g, b->t[p->tensor].node);
+    char name[352];
+    snprintf(name, sizeof name, "update/%s", pname);
+    int32_t node = zoo_emit(b, name, U[b->optim].op, GOPT_OP_CLASS_ELEMENTWISE,
+                            U[b->optim].flops * (double)zoo_numel(b, p->tensor), 0, "", GOPT_PHASE_OPT, p->layer, pname);
+    zoo_edge(b, p->tensor, node);
+    zoo_edge(b, g, node);
+}
+
+gopt_status zoo_backward(zoo_builder *b) {
+    if (b->st != GOPT_OK) return b->st;
+    int32_t loss = b->loss;
+    int32_t seed = bwd_node(b, gopt_graph_node_name(b->g, b->t[loss].node), "Fill", GOPT_OP_CLASS_ELEMENTWISE, 0,
+                            &loss, 1, &loss, 1, node_layer(b, b->t[loss].node));
+    b->t[loss].needs_grad = 1;
+    contrib(b, loss, seed);
+    char fwd_name[320];
+    for (int32_t k = b->nops - 1; k >= 0 && b->st == GOPT_OK; k--) {
+        const zoo_op *o = &b->ops[k];
+        int32_t dy[8];
+        int any = 0;
+        for (int j = 0; j < o->nout; j++) any |= (dy[j] = grad_sum(b, o->out0 + j)) >= 0;
+        if (!any) continue;
+        snprintf(fwd_name, sizeof fwd_name, "%s", gopt_graph_node_name(b->g, o->node));
+        grad_ctx c = {b, o, fwd_name, &b->args[o->in0], dy, 0};
+        gopt_node_attrs a;
+        gopt_graph_node(b->g, o->node, &a);
+        c.flops = a.flops;
+        GRAD_RULE[o->kind](&c);
+    }
+    for (int32_t i = 0; i < b->nparams && b->st == GOPT_OK; i++) update(b, &b->params[i]);
+    return b->st;
+}
