@@ -779,28 +779,47 @@ static void put_escaped(gopt_buf *b, const char *s) {
     gopt_buf_append(b, run, (size_t)(s - run));
 }
 
-/* Shortest of %.15g/%.16g/%.17g that reads back to exactly v. */
+/* Decimal digits of an integer-valued double |v| < 2^53, without printf. */
+static void put_int(gopt_buf *b, int64_t v) {
+    char tmp[24], *p = tmp + sizeof tmp;
+    uint64_t u = v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) *--p = '-';
+    gopt_buf_append(b, p, (size_t)(tmp + sizeof tmp - p));
+}
+
+/* Integers exactly; otherwise the shortest of %.15g/%.16g/%.17g that reads
+ * back to exactly v. */
 static void put_number(gopt_buf *b, double v) {
-    char tmp[40];
     if (v == floor(v) && fabs(v) < 9.007199254740992e15) {
-        snprintf(tmp, sizeof tmp, "%.0f", v);
-    } else {
-        for (int prec = 15; prec <= 17; prec++) {
-            snprintf(tmp, sizeof tmp, "%.*g", prec, v);
-            if (strtod(tmp, NULL) == v) break;
-        }
+        put_int(b, (int64_t)v);
+        return;
+    }
+    char tmp[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        if (strtod(tmp, NULL) == v) break;
     }
     gopt_buf_puts(b, tmp);
 }
 
+static void put_data_open(gopt_buf *b, const char *key) {
+    gopt_buf_puts(b, "<data key=\"");
+    gopt_buf_puts(b, key);
+    gopt_buf_puts(b, "\">");
+}
+
 static void put_data_str(gopt_buf *b, const char *key, const char *val) {
-    gopt_buf_printf(b, "<data key=\"%s\">", key);
+    put_data_open(b, key);
     put_escaped(b, val);
     gopt_buf_puts(b, "</data>");
 }
 
 static void put_data_num(gopt_buf *b, const char *key, double v) {
-    gopt_buf_printf(b, "<data key=\"%s\">", key);
+    put_data_open(b, key);
     put_number(b, v);
     gopt_buf_puts(b, "</data>");
 }
@@ -846,7 +865,9 @@ gopt_status gopt_graph_write_graphml(const gopt_graph *g, gopt_buf *b, gopt_erro
     put_extras(g, b, EXTRA_FOR_GRAPH, 0);
     gopt_buf_puts(b, "\n");
     for (int32_t v = 0; v < g->n; v++) {
-        gopt_buf_printf(b, "    <node id=\"n%d\">", v);
+        gopt_buf_puts(b, "    <node id=\"n");
+        put_int(b, v);
+        gopt_buf_puts(b, "\">");
         put_data_str(b, "name", g->node_name[v]);
         put_data_str(b, "op", g->node_op[v]);
         put_data_str(b, "class", gopt_op_class_name((gopt_op_class)g->op_class[v]));
@@ -862,7 +883,11 @@ gopt_status gopt_graph_write_graphml(const gopt_graph *g, gopt_buf *b, gopt_erro
         gopt_buf_puts(b, "</node>\n");
     }
     for (int32_t e = 0; e < g->m; e++) {
-        gopt_buf_printf(b, "    <edge source=\"n%d\" target=\"n%d\">", g->edge_src[e], g->edge_dst[e]);
+        gopt_buf_puts(b, "    <edge source=\"n");
+        put_int(b, g->edge_src[e]);
+        gopt_buf_puts(b, "\" target=\"n");
+        put_int(b, g->edge_dst[e]);
+        gopt_buf_puts(b, "\">");
         put_data_num(b, "bytes", g->edge_bytes[e]);
         put_extras(g, b, EXTRA_FOR_EDGE, e);
         gopt_buf_puts(b, "</edge>\n");
