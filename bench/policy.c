@@ -12,7 +12,8 @@
  * training step's shape: forward ops, backward ops mirroring them, optimizer
  * updates colocated with their parameters), so this bench depends on no zoo.
  *
- * Usage: bench_policy [big_nodes [small_nodes [reps]]]   (80000 10000 3)
+ * Usage: bench_policy [big_nodes [small_nodes [reps [hidden ffn_mult sage_layers
+ *        attn_layers segment]]]]   (80000 10000 3, then the default sizes)
  * Threads: set OPENBLAS_NUM_THREADS in the environment.
  */
 #include <cblas.h>
@@ -247,6 +248,17 @@ int main(int argc, char **argv) {
     gopt_error err;
     gopt_policy_config cfg;
     gopt_policy_config_default(&cfg);
+    if (argc > 8) {
+        cfg.hidden = atoi(argv[4]);
+        cfg.ffn_mult = atoi(argv[5]);
+        cfg.sage_layers = atoi(argv[6]);
+        cfg.attn_layers = atoi(argv[7]);
+        cfg.segment = atoi(argv[8]);
+    }
+    if (gopt_policy_config_check(&cfg, &err)) {
+        fprintf(stderr, "bench_policy: %s\n", err.msg);
+        return 2;
+    }
     printf("policy bench: OPENBLAS_NUM_THREADS=%s; config D=%d sage=%d attn=%d+3 heads=%d seg=%d ffn=%dx "
            "devices<=%d P=%d F=%d\n",
            thr ? thr : "(unset)", cfg.hidden, cfg.sage_layers, cfg.attn_layers, cfg.heads, cfg.segment, cfg.ffn_mult,
@@ -317,6 +329,8 @@ int main(int argc, char **argv) {
     printf("forward+backward %d nodes: best %.3f s (forward %.3f, sample+backward %.3f), mean %.3f s "
            "(target < 1.0 s): %.2f GFLOP, %.1f GFLOP/s, ratio to sgemm %.2f\n",
            sg.fz->n, best, tf, tb, sum / reps, fb / 1e9, fb / best / 1e9, fb / best / 1e9 / ref);
+    printf("policy holds %.0f MB for %d nodes with backward scratch (%.1f KB per node)\n",
+           gopt_policy_memory_bytes(p) / 1048576.0, sg.fz->n, gopt_policy_memory_bytes(p) / 1024.0 / sg.fz->n);
     gopt_adam_config ac;
     gopt_adam_config_default(&ac);
     double ta = gopt_now_seconds();
