@@ -306,6 +306,7 @@ int main(int argc, char **argv) {
     check(gopt_policy_create(&p, &cfg, 1, &err), &err);
     bench_graph sg;
     bench_graph_init(&sg, small, 12, 4);
+    printf("graph: %d nodes, %d edges\n", sg.fz->n, sg.fz->m);
     best = 1e30;
     sum = 0;
     double tf = 0, tb = 0;
