@@ -100,18 +100,22 @@ static void fd_check(const char *name, loss_fn f, void *ctx, float *x, const flo
         print_error("%s: directional derivative fd %.8g analytic %.8g (|g| %.4g, n %zu)\n", name, fd, an, gn, n);
         fail();
     }
-    /* the largest coordinate */
-    size_t im = 0;
+    /* single coordinates: the largest, then random ones big enough to be
+     * resolved above the float rounding of the loss */
+    size_t imax = 0;
     for (size_t i = 1; i < n; i++)
-        if (fabsf(g[i]) > fabsf(g[im])) im = i;
-    if (fabs(g[im]) > 1e-3 * (gn + 1e-12) && fabsf(g[im]) > 1e-4f) {
+        if (fabsf(g[i]) > fabsf(g[imax])) imax = i;
+    for (int c = 0; c < 8 && c < (int)n; c++) {
+        size_t im = c == 0 ? imax : (size_t)gopt_rng_below(&rng, n);
+        if (c > 0 && fabsf(g[im]) < 0.1f * fabsf(g[imax])) continue;
         x[im] = x0[im] + (float)h;
         lp = f(ctx);
         x[im] = x0[im] - (float)h;
         lm = f(ctx);
         x[im] = x0[im];
         fd = (lp - lm) / (2 * h);
-        if (fabs(fd - g[im]) > 3 * rtol * (fabs(fd) + fabs(g[im])) + 1e-5) {
+        /* rounding of a whole network's loss is ~2.5e-7 relative: the floor */
+        if (fabs(fd - g[im]) > 3 * rtol * (fabs(fd) + fabs(g[im])) + 4e-7 * (fabs(lp) + fabs(lm)) / h + 1e-5) {
             print_error("%s[%zu]: fd %.8g analytic %.8g\n", name, im, fd, (double)g[im]);
             fail();
         }
@@ -203,9 +207,9 @@ static void test_grad_linear_relu(void **state) {
     memcpy(dy, r, sizeof dy);
     gopt_relu_backward(dy, y, 30);
     gopt_linear_backward(dx, dw, db, dy, x, w, 5, 7, 6);
-    fd_check("linear.x", lin_loss, &L, x, dx, 35, 1e-3, 1e-2);
-    fd_check("linear.w", lin_loss, &L, w, dw, 42, 1e-3, 1e-2);
-    fd_check("linear.b", lin_loss, &L, b, db, 6, 1e-3, 1e-2);
+    fd_check("linear.x", lin_loss, &L, x, dx, 35, 1e-3, 2e-3);
+    fd_check("linear.w", lin_loss, &L, w, dw, 42, 1e-3, 2e-3);
+    fd_check("linear.b", lin_loss, &L, b, db, 6, 1e-3, 2e-3);
 }
 
 typedef struct {
@@ -229,11 +233,11 @@ static void test_grad_layernorm(void **state) {
     ln_ctx L = {N, D, x, w, b, ms, mb, r, y, mean, rstd};
     ln_loss(&L);
     gopt_layernorm_backward(dx, dw, db, dms, dmb, r, x, w, ms, mean, rstd, N, D);
-    fd_check("layernorm.x", ln_loss, &L, x, dx, N * D, 1e-3, 1e-2);
-    fd_check("layernorm.w", ln_loss, &L, w, dw, D, 1e-3, 1e-2);
-    fd_check("layernorm.b", ln_loss, &L, b, db, D, 1e-3, 1e-2);
-    fd_check("layernorm.ms", ln_loss, &L, ms, dms, D, 1e-3, 1e-2);
-    fd_check("layernorm.mb", ln_loss, &L, mb, dmb, D, 1e-3, 1e-2);
+    fd_check("layernorm.x", ln_loss, &L, x, dx, N * D, 1e-3, 2e-3);
+    fd_check("layernorm.w", ln_loss, &L, w, dw, D, 1e-3, 2e-3);
+    fd_check("layernorm.b", ln_loss, &L, b, db, D, 1e-3, 2e-3);
+    fd_check("layernorm.ms", ln_loss, &L, ms, dms, D, 1e-3, 2e-3);
+    fd_check("layernorm.mb", ln_loss, &L, mb, dmb, D, 1e-3, 2e-3);
 }
 
 typedef struct {
@@ -259,9 +263,9 @@ static void test_grad_film_meanpool(void **state) {
     film_loss(&F);
     gopt_film_backward(dg, dwg, dwb, rs, rb, g, wg, wb, D);
     gopt_meanpool_backward(dh, dg, N, D);
-    fd_check("film.wg", film_loss, &F, wg, dwg, D * D, 1e-3, 1e-2);
-    fd_check("film.wb", film_loss, &F, wb, dwb, D * D, 1e-3, 1e-2);
-    fd_check("meanpool.h", film_loss, &F, h, dh, N * D, 1e-3, 1e-2);
+    fd_check("film.wg", film_loss, &F, wg, dwg, D * D, 1e-3, 2e-3);
+    fd_check("film.wb", film_loss, &F, wb, dwb, D * D, 1e-3, 2e-3);
+    fd_check("meanpool.h", film_loss, &F, h, dh, N * D, 1e-3, 2e-3);
 }
 
 typedef struct {
@@ -291,7 +295,7 @@ static void test_grad_sage(void **state) {
         assert_true(fabsf(cat[3 * 5 * D + D + j] - 0.5f * (h[j] + h[2 * D + j])) < 1e-6f &&
                     cat[3 * 5 * D + 2 * D + j] == fmaxf(h[j], h[2 * D + j]));
     gopt_sage_aggregate_backward(dh, r, cat, h, pp, pi, sp, si, N, D);
-    fd_check("sage.h", sage_loss, &S, h, dh, N * D, 1e-3, 1e-2);
+    fd_check("sage.h", sage_loss, &S, h, dh, N * D, 1e-3, 2e-3);
 }
 
 typedef struct {
@@ -324,8 +328,8 @@ static void test_grad_segattn(void **state) {
     gopt_segattn_backward(ds, dm, drp, r, qkv, qkv, att, N, D, NH, SEG, scr);
     /* the full derivative wrt qkv is self + memory parts */
     for (int i = 0; i < N * 3 * D; i++) tot[i] = ds[i] + dm[i];
-    fd_check("segattn.qkv", att_loss, &A, qkv, tot, N * 3 * D, 1e-3, 1e-2);
-    fd_check("segattn.relpos", att_loss, &A, relpos, drp, NH * (3 * SEG - 1), 1e-3, 1e-2);
+    fd_check("segattn.qkv", att_loss, &A, qkv, tot, N * 3 * D, 1e-3, 2e-3);
+    fd_check("segattn.relpos", att_loss, &A, relpos, drp, NH * (3 * SEG - 1), 1e-3, 2e-3);
     /* memory gradients exist (segments > 0) and queries never get any */
     double msum = 0;
     for (int i = 0; i < N; i++)
@@ -343,9 +347,9 @@ static void test_grad_segattn(void **state) {
     memset(drp, 0, sizeof drp);
     att_loss(&A);
     gopt_segattn_backward(ds, dm, drp, r, qkv, mem, att, N, D, NH, SEG, scr);
-    fd_check("segattn.qkv(split)", att_loss, &A, qkv, ds, N * 3 * D, 1e-3, 1e-2);
-    fd_check("segattn.mem(split)", att_loss, &A, mem, dm, N * 3 * D, 1e-3, 1e-2);
-    fd_check("segattn.relpos(split)", att_loss, &A, relpos, drp, NH * (3 * SEG - 1), 1e-3, 1e-2);
+    fd_check("segattn.qkv(split)", att_loss, &A, qkv, ds, N * 3 * D, 1e-3, 2e-3);
+    fd_check("segattn.mem(split)", att_loss, &A, mem, dm, N * 3 * D, 1e-3, 2e-3);
+    fd_check("segattn.relpos(split)", att_loss, &A, relpos, drp, NH * (3 * SEG - 1), 1e-3, 2e-3);
 }
 
 static void test_fast_exp(void **state) {
