@@ -917,6 +917,42 @@ static void test_example_graph(void **state) {
     gopt_graph_free(g);
 }
 
+/* ---- degenerate sizes: one node, fewer nodes than a segment, reserve growth ---- */
+static void test_small_sizes(void **state) {
+    (void)state;
+    gopt_error err;
+    gopt_policy_config c = tiny_config();
+    gopt_policy *p = NULL;
+    assert_int_equal(gopt_policy_create(&p, &c, 4, &err), GOPT_OK);
+    const int sizes[] = {1, 2, 4, 9, 3};
+    for (int k = 0; k < 5; k++) {
+        int n = sizes[k];
+        gopt_graph *g = make_graph(n, 300 + k, 0);
+        const gopt_frozen *fz = gopt_graph_frozen(g);
+        float *feat = malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NFEAT), *wl = malloc(sizeof(float) * 3 * n);
+        for (int i = 0; i < 3 * n; i++) wl[i] = 0.5f;
+        actions_buf a;
+        actions_alloc(&a, n);
+        assert_int_equal(gopt_policy_features(fz, 2, NULL, feat, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_forward(p, fz, feat, 2, NULL, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_greedy(p, &a.a, &err), GOPT_OK);
+        gopt_policy_zero_grad(p);
+        assert_int_equal(gopt_policy_backward(p, &a.a, wl, wl, &err), GOPT_OK);
+        float gn = 0;
+        gopt_adam_config ac;
+        gopt_adam_config_default(&ac);
+        assert_int_equal(gopt_policy_adam_step(p, &ac, &gn, &err), GOPT_OK);
+        assert_true(isfinite(gn) && gn > 0.0f);
+        free(a.buf);
+        free(feat);
+        free(wl);
+        gopt_graph_free(g);
+    }
+    assert_true(gopt_policy_memory_bytes(p) > 4 * sizeof(float) * gopt_policy_num_params(p));
+    assert_int_equal(gopt_policy_reserve(p, 0, 0, 0, &err), GOPT_EINVAL);
+    gopt_policy_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config),          cmocka_unit_test(test_features),
@@ -926,6 +962,7 @@ int main(void) {
         cmocka_unit_test(test_grad_network_full), cmocka_unit_test(test_grad_network_stopgrad),    cmocka_unit_test(test_decode),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_fusion),          cmocka_unit_test(test_example_graph),
+        cmocka_unit_test(test_small_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
