@@ -191,7 +191,7 @@ typedef struct {
 } lin_ctx;
 static double lin_loss(void *c) {
     lin_ctx *L = c;
-    gopt_linear_forward(L->y, L->x, L->w, L->b, L->n, L->i, L->o);
+    gopt_linear_forward(L->y, L->x, L->w, L->b, NULL, L->n, L->i, L->o);
     gopt_relu_forward(L->y, (size_t)L->n * L->o);
     return dot_d(L->y, L->r, (size_t)L->n * L->o);
 }
