@@ -1,0 +1,173 @@
+/* gopt_policy.h: the GO policy network (features, forward, decoding,
+ * backward, Adam, checkpoints) and the fusion pass that reads its output.
+ *
+ * Flow of one step: gopt_policy_features() builds the (n, GOPT_POLICY_NFEAT)
+ * node features of a frozen graph; gopt_policy_forward() runs the network and
+ * keeps every activation plus the per-task log-softmax; then any of
+ * gopt_policy_sample / _greedy / _logprob read that state, and
+ * gopt_policy_backward() accumulates the gradient of a weighted sum of
+ * per-node log-probabilities and entropies into the parameter gradients.
+ * gopt_policy_adam_step() applies them. Docs: docs/policy.md.
+ *
+ * The policy knows nothing of the simulator or the cost model: the caller
+ * passes the device count, optional per-node device masks and the per-node
+ * predicted time on the reference device.
+ *
+ * Every array indexed by node uses node ids (0..n-1) of the frozen graph.
+ * Cost of a forward: O(n * D * (D + S)) flops per layer plus O(m * D) for
+ * the graph aggregations; memory O(n * D) floats per layer (docs/policy.md).
+ * A gopt_policy is not thread-safe; one seed on one thread is bit-for-bit
+ * reproducible.
+ */
+#ifndef GOPT_POLICY_H
+#define GOPT_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gopt_common.h"
+#include "gopt_graph.h"
+
+/* The three tasks, in the order the heads are stacked. */
+typedef enum { GOPT_TASK_PLACE = 0, GOPT_TASK_SCHED, GOPT_TASK_FUSE, GOPT_TASK_COUNT } gopt_task;
+const char *gopt_task_name(gopt_task t); /* "place", "sched", "fuse" */
+
+#define GOPT_POLICY_MAX_DEVICES 16
+#define GOPT_POLICY_NFEAT 64 /* width of one node's feature row (layout in features.c) */
+
+/* Every size of the network. Defaults (gopt_policy_config_default) are
+ * justified in docs/policy.md. */
+typedef struct {
+    int32_t hidden;        /* D: width of every node state */
+    int32_t sage_layers;   /* GraphSAGE layers (pred/succ, mean/max) */
+    int32_t attn_layers;   /* trunk segment-recurrent attention layers */
+    int32_t heads;         /* attention heads; must divide hidden */
+    int32_t segment;       /* S: nodes per segment (memory = previous segment) */
+    int32_t ffn_mult;      /* feed-forward width = ffn_mult * hidden */
+    int32_t max_devices;   /* width of the placement head, 1..16 */
+    int32_t sched_levels;  /* P: scheduling priority levels (higher runs first) */
+    int32_t fusion_levels; /* F: fusion levels (0 = not fused; fusion pass below) */
+    int32_t memory_grad;   /* 0: memory states are gradient-stopped (Transformer-XL);
+                              1: gradients also flow into the previous segment */
+} gopt_policy_config;
+
+void gopt_policy_config_default(gopt_policy_config *cfg);
+/* Check every size; the message names the field and its value. */
+gopt_status gopt_policy_config_check(const gopt_policy_config *cfg, gopt_error *err);
+
+/* ---- features -------------------------------------------------------------
+ * Fill feat (n, GOPT_POLICY_NFEAT), row v = node id v. ndev in 1..16.
+ * pred_time (n) is the cost model's predicted time of each op on the
+ * reference device in seconds (>= 0, finite), or NULL when unknown. All
+ * transforms are fixed (log scales with constants, ranks divided by n), so
+ * graphs of any size are normalised alike. */
+gopt_status gopt_policy_features(const gopt_frozen *fz, int32_t ndev, const float *pred_time, float *feat,
+                                 gopt_error *err);
+
+/* ---- the network ------------------------------------------------------------ */
+typedef struct gopt_policy gopt_policy;
+
+/* Allocate parameters, gradients and Adam moments (one block each) and
+ * initialise the parameters from `seed`. */
+gopt_status gopt_policy_create(gopt_policy **out, const gopt_policy_config *cfg, uint64_t seed, gopt_error *err);
+void gopt_policy_free(gopt_policy *p);
+const gopt_policy_config *gopt_policy_get_config(const gopt_policy *p);
+
+/* Size the activations for graphs of up to n_nodes nodes / n_edges edges
+ * (forward calls it itself and only ever grows); with_backward also sizes
+ * the backward scratch. */
+gopt_status gopt_policy_reserve(gopt_policy *p, int32_t n_nodes, int32_t n_edges, int with_backward,
+                                gopt_error *err);
+/* Bytes currently held by parameters, gradients, moments and activations. */
+size_t gopt_policy_memory_bytes(const gopt_policy *p);
+
+/* Run the network over one graph. feat: (n, NFEAT) from gopt_policy_features.
+ * ndev: 1..max_devices. dev_mask (n) or NULL: bit d set = node may run on
+ * device d. A colocation group is placed as one unit (its members' placement
+ * logits are averaged, its mask is the AND of theirs); a unit with no allowed
+ * device is an error naming the node. The graph must stay alive and
+ * unchanged until the next forward. */
+gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const float *feat, int32_t ndev,
+                                const uint16_t *dev_mask, gopt_error *err);
+
+/* Per-node logits of the last forward for task t: (n, width) rows in node-id
+ * order are copied into out; width = max_devices, sched_levels or
+ * fusion_levels. Placement logits are the raw (unpooled, unmasked) ones. */
+gopt_status gopt_policy_logits(const gopt_policy *p, gopt_task t, float *out, gopt_error *err);
+
+/* Decisions for every node (node-id order). place: device 0..ndev-1, equal
+ * within a colocation group; sched: 0..P-1, higher runs first; fuse: 0..F-1. */
+typedef struct {
+    int32_t *place;
+    int32_t *sched;
+    int32_t *fuse;
+} gopt_policy_actions;
+
+/* One-shot sample of every decision of the last forward (topological order,
+ * one uniform draw per decision). */
+gopt_status gopt_policy_sample(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *out, gopt_error *err);
+/* Argmax decoding (lowest index wins ties). */
+gopt_status gopt_policy_greedy(gopt_policy *p, gopt_policy_actions *out, gopt_error *err);
+
+/* Log-probability and entropy of the given actions under the last forward.
+ * logp, ent: (GOPT_TASK_COUNT * n) or NULL, [t*n + v]. A colocation group's
+ * placement term is carried by its first member in topological order; the
+ * other members get 0. total_logp/total_ent (GOPT_TASK_COUNT + 1) or NULL:
+ * per task, then the sum. An action out of range, on a masked device, or
+ * splitting a colocation group is an error naming the node. */
+gopt_status gopt_policy_logprob(gopt_policy *p, const gopt_policy_actions *a, float *logp, float *ent,
+                                double *total_logp, double *total_ent, gopt_error *err);
+
+/* Accumulate into the gradients d/dtheta of
+ *   J = sum_t sum_v  w_logp[t*n+v] * logp_t(v) + w_ent[t*n+v] * ent_t(v)
+ * for the last forward (same attribution of colocation groups as logprob;
+ * the weight of a non-first member's placement term is ignored). Either
+ * weight array may be NULL (all zero). To minimise a loss, pass the
+ * negated weights. */
+gopt_status gopt_policy_backward(gopt_policy *p, const gopt_policy_actions *a, const float *w_logp,
+                                 const float *w_ent, gopt_error *err);
+void gopt_policy_zero_grad(gopt_policy *p);
+
+/* ---- Adam ------------------------------------------------------------------ */
+typedef struct {
+    float lr, beta1, beta2, eps;
+    float weight_decay; /* decoupled (AdamW), not applied to biases/norms */
+    float clip_norm;    /* global L2 norm clip; <= 0 disables */
+} gopt_adam_config;
+void gopt_adam_config_default(gopt_adam_config *c); /* 3e-4, 0.9, 0.999, 1e-8, 0, 1.0 */
+/* One step from the accumulated gradients; *grad_norm (may be NULL) gets the
+ * global norm before clipping. A non-finite gradient is refused (EINVAL)
+ * without touching the parameters. */
+gopt_status gopt_policy_adam_step(gopt_policy *p, const gopt_adam_config *c, float *grad_norm, gopt_error *err);
+
+/* ---- checkpoints -------------------------------------------------------------
+ * One gzip-compressed file: magic, version, config, Adam step, parameters,
+ * Adam m and v, CRC-32 (docs/policy.md). Written atomically. */
+gopt_status gopt_policy_save(const gopt_policy *p, const char *path, gopt_error *err);
+/* Create a policy from a checkpoint. Truncated, corrupt, wrong-version or
+ * inconsistent files are refused (EFORMAT) with the reason. */
+gopt_status gopt_policy_load(gopt_policy **out, const char *path, gopt_error *err);
+/* Load into an existing policy; a file with another config is refused
+ * (EINVAL) naming the first differing field. */
+gopt_status gopt_policy_load_into(gopt_policy *p, const char *path, gopt_error *err);
+
+/* ---- parameter table (tests, tools) -------------------------------------- */
+size_t gopt_policy_num_params(const gopt_policy *p);
+int gopt_policy_num_tensors(const gopt_policy *p);
+/* Name, parameter and gradient pointers and element count of tensor i. */
+void gopt_policy_tensor(gopt_policy *p, int i, const char **name, float **param, float **grad, size_t *count);
+/* Total flops of the last forward (GEMMs and attention), for benchmarks. */
+double gopt_policy_forward_flops(const gopt_policy *p);
+double gopt_policy_backward_flops(const gopt_policy *p);
+
+/* ---- fusion pass ---------------------------------------------------------------
+ * Turn fusion levels into groups (pure function). Nodes are visited in
+ * topological order; node v with level l > 0 joins the group G when all of
+ * v's predecessors are in G, v is on G's device and G's root has level l;
+ * otherwise v roots a new group. Every group is convex (no path leaves and
+ * re-enters it), so fused groups never create a cycle. group (n) gets ids
+ * 0..*n_groups-1 numbered by root in topological order. */
+gopt_status gopt_policy_fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse,
+                                      int32_t *group, int32_t *n_groups, gopt_error *err);
+
+#endif /* GOPT_POLICY_H */

@@ -1,0 +1,439 @@
+/* layers.c: the layers of the policy network as forward/backward pairs.
+ *
+ * Every backward accumulates into the gradients it is given (llm.c style)
+ * and reads only what its forward cached. All matrix products go through
+ * gopt_gemm (one wrapper around cblas_sgemm). Row statistics are summed in
+ * double so that gradients checked by finite differences stay exact enough.
+ * Costs: linear O(n i o); layer norm O(n d); aggregation O((n + m) d);
+ * segment attention O(n * 2 seg * d) plus the softmax exps O(n * 2 seg * nh).
+ */
+#include <assert.h>
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "policy_internal.h"
+
+void gopt_gemm(const gopt_gemm_args *g) {
+    if (g->m <= 0 || g->n <= 0) return;
+    assert(g->k > 0 && "gopt_gemm: inner size must be positive");
+    assert(g->ldc >= g->n && "gopt_gemm: ldc smaller than n");
+    cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans, g->trans_b ? CblasTrans : CblasNoTrans, g->m,
+                g->n, g->k, g->alpha, g->a, g->lda, g->b, g->ldb, g->beta, g->c, g->ldc);
+}
+
+/* Cephes expf: x = n ln2 + r, |r| <= ln2/2, exp(r) by a polynomial, 2^n by
+ * building the exponent bits. Round-to-nearest by the 1.5 * 2^23 trick and
+ * branch-free clamps, so that loops over it vectorize. */
+static inline float fast_expf(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    float fn = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = x - fn * 0.693359375f;
+    r = r - fn * -2.12194440e-4f;
+    float p = 1.9875691500E-4f;
+    p = p * r + 1.3981999507E-3f;
+    p = p * r + 8.3334519073E-3f;
+    p = p * r + 4.1665795894E-2f;
+    p = p * r + 1.6666665459E-1f;
+    p = p * r + 5.0000001201E-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)fn + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+float gopt_fast_expf(float x) { return fast_expf(x); }
+
+/* ---- linear ------------------------------------------------------------------ */
+void gopt_linear_forward(float *out, const float *in, const float *w, const float *b, const float *res, int n,
+                         int in_dim, int out_dim) {
+    for (int i = 0; i < n; i++) {
+        float *o = out + (size_t)i * out_dim;
+        const float *r = res ? res + (size_t)i * out_dim : NULL;
+        if (r && b)
+            for (int j = 0; j < out_dim; j++) o[j] = r[j] + b[j];
+        else if (r || b)
+            memcpy(o, r ? r : b, sizeof(float) * (size_t)out_dim);
+        else
+            memset(o, 0, sizeof(float) * (size_t)out_dim);
+    }
+    GOPT_GEMM(.m = n, .n = out_dim, .k = in_dim, .alpha = 1.0f, .beta = 1.0f, .a = in, .lda = in_dim, .b = w,
+              .ldb = out_dim, .c = out, .ldc = out_dim);
+}
+
+void gopt_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
+                          int n, int in_dim, int out_dim) {
+    if (din)
+        GOPT_GEMM(.trans_b = 1, .m = n, .n = in_dim, .k = out_dim, .alpha = 1.0f, .beta = 1.0f, .a = dout,
+                  .lda = out_dim, .b = w, .ldb = out_dim, .c = din, .ldc = in_dim);
+    if (dw)
+        GOPT_GEMM(.trans_a = 1, .m = in_dim, .n = out_dim, .k = n, .alpha = 1.0f, .beta = 1.0f, .a = in,
+                  .lda = in_dim, .b = dout, .ldb = out_dim, .c = dw, .ldc = out_dim);
+    if (db)
+        for (int i = 0; i < n; i++) {
+            const float *r = dout + (size_t)i * out_dim;
+            for (int j = 0; j < out_dim; j++) db[j] += r[j];
+        }
+}
+
+/* ---- relu ---------------------------------------------------------------------- */
+void gopt_relu_forward(float *x, size_t count) {
+    for (size_t i = 0; i < count; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void gopt_relu_backward(float *dx, const float *out, size_t count) {
+    for (size_t i = 0; i < count; i++) dx[i] = out[i] > 0.0f ? dx[i] : 0.0f;
+}
+
+/* ---- layer norm ---------------------------------------------------------------- */
+#define LN_EPS 1e-5
+
+/* Sums in eight fixed partial sums: vectorizable and deterministic (the
+ * order depends only on d). */
+static inline float sum8(const float *x, int d) {
+    float acc[8] = {0};
+    int j = 0;
+    for (; j + 8 <= d; j += 8)
+        for (int u = 0; u < 8; u++) acc[u] += x[j + u];
+    float t = 0.0f;
+    for (; j < d; j++) t += x[j];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + t;
+}
+
+static inline float sqdev8(const float *x, int d, float c) {
+    float acc[8] = {0};
+    int j = 0;
+    for (; j + 8 <= d; j += 8)
+        for (int u = 0; u < 8; u++) acc[u] += (x[j + u] - c) * (x[j + u] - c);
+    float t = 0.0f;
+    for (; j < d; j++) t += (x[j] - c) * (x[j] - c);
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + t;
+}
+
+static inline float dot8(const float *x, const float *y, int d) {
+    float acc[8] = {0};
+    int j = 0;
+    for (; j + 8 <= d; j += 8)
+        for (int u = 0; u < 8; u++) acc[u] += x[j + u] * y[j + u];
+    float t = 0.0f;
+    for (; j < d; j++) t += x[j] * y[j];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + t;
+}
+
+#define LN_MAX_D 1024
+
+void gopt_layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
+                            const float *ms, const float *mb, int n, int d) {
+    float sc[LN_MAX_D], sh[LN_MAX_D];
+    assert(d <= LN_MAX_D);
+    for (int j = 0; j < d; j++) {
+        sc[j] = w[j] + (ms ? ms[j] : 0.0f);
+        sh[j] = b[j] + (mb ? mb[j] : 0.0f);
+    }
+    for (int i = 0; i < n; i++) {
+        const float *x = in + (size_t)i * d;
+        float *o = out + (size_t)i * d;
+        float mf = sum8(x, d) / (float)d;
+        float rs = 1.0f / sqrtf(sqdev8(x, d, mf) / (float)d + (float)LN_EPS);
+        for (int j = 0; j < d; j++) o[j] = (x[j] - mf) * rs * sc[j] + sh[j];
+        mean[i] = mf;
+        rstd[i] = rs;
+    }
+}
+
+void gopt_layernorm_backward(float *din, float *dw, float *db, float *dms, float *dmb, const float *dout,
+                             const float *in, const float *w, const float *ms, const float *mean, const float *rstd,
+                             int n, int d) {
+    float sc[LN_MAX_D], gw[LN_MAX_D], gb[LN_MAX_D], nrm[LN_MAX_D], dn[LN_MAX_D];
+    assert(d <= LN_MAX_D);
+    for (int j = 0; j < d; j++) {
+        sc[j] = w[j] + (ms ? ms[j] : 0.0f);
+        gw[j] = gb[j] = 0.0f;
+    }
+    for (int i = 0; i < n; i++) {
+        const float *x = in + (size_t)i * d, *dy = dout + (size_t)i * d;
+        const float m = mean[i], rs = rstd[i];
+        for (int j = 0; j < d; j++) {
+            nrm[j] = (x[j] - m) * rs;
+            dn[j] = dy[j] * sc[j];
+            gw[j] += dy[j] * nrm[j];
+            gb[j] += dy[j];
+        }
+        if (!din) continue;
+        const float mdn = sum8(dn, d) / (float)d, mdnn = dot8(dn, nrm, d) / (float)d;
+        float *dx = din + (size_t)i * d;
+        for (int j = 0; j < d; j++) dx[j] += rs * (dn[j] - mdn - nrm[j] * mdnn);
+    }
+    for (int j = 0; j < d; j++) {
+        dw[j] += gw[j];
+        db[j] += gb[j];
+        if (dms) dms[j] += gw[j];
+        if (dmb) dmb[j] += gb[j];
+    }
+}
+
+/* ---- feature modulation ------------------------------------------------------------ */
+void gopt_film_forward(float *ms, float *mb, const float *g, const float *wg, const float *wb, int d) {
+    for (int j = 0; j < d; j++) ms[j] = mb[j] = 0.0f;
+    for (int i = 0; i < d; i++)
+        for (int j = 0; j < d; j++) {
+            ms[j] += g[i] * wg[(size_t)i * d + j];
+            mb[j] += g[i] * wb[(size_t)i * d + j];
+        }
+}
+
+void gopt_film_backward(float *dg, float *dwg, float *dwb, const float *dms, const float *dmb, const float *g,
+                        const float *wg, const float *wb, int d) {
+    for (int i = 0; i < d; i++) {
+        double acc = 0.0;
+        for (int j = 0; j < d; j++) {
+            dwg[(size_t)i * d + j] += g[i] * dms[j];
+            dwb[(size_t)i * d + j] += g[i] * dmb[j];
+            acc += (double)wg[(size_t)i * d + j] * dms[j] + (double)wb[(size_t)i * d + j] * dmb[j];
+        }
+        if (dg) dg[i] += (float)acc;
+    }
+}
+
+/* ---- mean pooling -------------------------------------------------------------------- */
+void gopt_meanpool_forward(float *g, const float *h, int n, int d) {
+    double acc[1024];
+    assert(d <= 1024);
+    for (int j = 0; j < d; j++) acc[j] = 0.0;
+    for (int i = 0; i < n; i++) {
+        const float *r = h + (size_t)i * d;
+        for (int j = 0; j < d; j++) acc[j] += r[j];
+    }
+    for (int j = 0; j < d; j++) g[j] = (float)(acc[j] / n);
+}
+
+void gopt_meanpool_backward(float *dh, const float *dg, int n, int d) {
+    float inv = 1.0f / (float)n;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < d; j++) dh[(size_t)i * d + j] += dg[j] * inv;
+}
+
+/* ---- GraphSAGE aggregation ------------------------------------------------------------- */
+static void aggregate_one(float *mean, float *mx, const float *h, const int32_t *idx, int cnt, int d) {
+    if (cnt == 0) {
+        for (int j = 0; j < d; j++) mean[j] = mx[j] = 0.0f;
+        return;
+    }
+    const float *h0 = h + (size_t)idx[0] * d;
+    for (int j = 0; j < d; j++) mean[j] = mx[j] = h0[j];
+    for (int k = 1; k < cnt; k++) {
+        const float *hk = h + (size_t)idx[k] * d;
+        for (int j = 0; j < d; j++) {
+            mean[j] += hk[j];
+            mx[j] = hk[j] > mx[j] ? hk[j] : mx[j];
+        }
+    }
+    float inv = 1.0f / (float)cnt;
+    for (int j = 0; j < d; j++) mean[j] *= inv;
+}
+
+void gopt_sage_aggregate_forward(float *cat, const float *h, const int32_t *pred_ptr, const int32_t *pred_idx,
+                                 const int32_t *succ_ptr, const int32_t *succ_idx, int n, int d) {
+    for (int i = 0; i < n; i++) {
+        float *c = cat + (size_t)i * 5 * d;
+        memcpy(c, h + (size_t)i * d, sizeof(float) * (size_t)d);
+        aggregate_one(c + d, c + 2 * d, h, pred_idx + pred_ptr[i], pred_ptr[i + 1] - pred_ptr[i], d);
+        aggregate_one(c + 3 * d, c + 4 * d, h, succ_idx + succ_ptr[i], succ_ptr[i + 1] - succ_ptr[i], d);
+    }
+}
+
+/* The max's gradient goes to the first neighbour holding the maximum (found
+ * again here instead of storing an argmax in the forward); branch-free so
+ * that it vectorizes: open[j] is 1 until feature j's winner is found. */
+static void aggregate_one_backward(float *dh, const float *dmean, const float *dmx, const float *mx, const float *h,
+                                   const int32_t *idx, int cnt, int d) {
+    if (cnt == 0) return;
+    float inv = 1.0f / (float)cnt;
+    float open[1024], dm[1024];
+    assert(d <= 1024);
+    for (int j = 0; j < d; j++) {
+        open[j] = 1.0f;
+        dm[j] = dmean[j] * inv;
+    }
+    for (int k = 0; k < cnt; k++) {
+        const float *hk = h + (size_t)idx[k] * d;
+        float *dk = dh + (size_t)idx[k] * d;
+        for (int j = 0; j < d; j++) {
+            float hit = hk[j] == mx[j] ? open[j] : 0.0f;
+            dk[j] += dm[j] + hit * dmx[j];
+            open[j] -= hit;
+        }
+    }
+}
+
+void gopt_sage_aggregate_backward(float *dh, const float *dcat, const float *cat, const float *h,
+                                  const int32_t *pred_ptr, const int32_t *pred_idx, const int32_t *succ_ptr,
+                                  const int32_t *succ_idx, int n, int d) {
+    for (int i = 0; i < n; i++) {
+        const float *c = dcat + (size_t)i * 5 * d, *ci = cat + (size_t)i * 5 * d;
+        float *di = dh + (size_t)i * d;
+        for (int j = 0; j < d; j++) di[j] += c[j];
+        aggregate_one_backward(dh, c + d, c + 2 * d, ci + 2 * d, h, pred_idx + pred_ptr[i],
+                               pred_ptr[i + 1] - pred_ptr[i], d);
+        aggregate_one_backward(dh, c + 3 * d, c + 4 * d, ci + 4 * d, h, succ_idx + succ_ptr[i],
+                               succ_ptr[i + 1] - succ_ptr[i], d);
+    }
+}
+
+/* ---- segment-recurrent attention ------------------------------------------------------- */
+void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos, int n,
+                          int d, int nh, int seg, float *scratch) {
+    const int dh = d / nh, ld = 3 * d, s2 = 2 * seg, nrel = 3 * seg - 1;
+    const float scale = 1.0f / sqrtf((float)dh);
+    const int shared = qkv_mem == qkv; /* memory rows are the previous rows of qkv: one product */
+    float *rrev_all = scratch + (size_t)seg * s2;
+    for (int hh = 0; hh < nh; hh++)
+        for (int t = 0; t < nrel; t++) rrev_all[(size_t)hh * nrel + t] = relpos[(size_t)hh * nrel + nrel - 1 - t];
+    for (int s0 = 0; s0 < n; s0 += seg) {
+        int sq = n - s0 < seg ? n - s0 : seg;
+        int k0 = s0 == 0 ? 0 : s0 - seg;
+        int nmem = s0 - k0, nk = nmem + sq;
+        for (int hh = 0; hh < nh; hh++) {
+            const float *Q = qkv + (size_t)s0 * ld + hh * dh;
+            const float *Km = qkv_mem + (size_t)k0 * ld + d + hh * dh, *Ks = qkv + (size_t)s0 * ld + d + hh * dh;
+            const float *Vm = qkv_mem + (size_t)k0 * ld + 2 * d + hh * dh, *Vs = qkv + (size_t)s0 * ld + 2 * d + hh * dh;
+            float *P = att + ((size_t)s0 * nh + hh) * s2;
+            if (shared) {
+                GOPT_GEMM(.trans_b = 1, .m = sq, .n = nk, .k = dh, .alpha = scale, .beta = 0.0f, .a = Q, .lda = ld,
+                          .b = Km, .ldb = ld, .c = scratch, .ldc = nk);
+            } else {
+                GOPT_GEMM(.trans_b = 1, .m = sq, .n = nmem, .k = dh, .alpha = scale, .beta = 0.0f, .a = Q, .lda = ld,
+                          .b = Km, .ldb = ld, .c = scratch, .ldc = nk);
+                GOPT_GEMM(.trans_b = 1, .m = sq, .n = sq, .k = dh, .alpha = scale, .beta = 0.0f, .a = Q, .lda = ld,
+                          .b = Ks, .ldb = ld, .c = scratch + nmem, .ldc = nk);
+            }
+            const float *rrev = scratch + (size_t)seg * s2 + (size_t)hh * nrel;
+            for (int i = 0; i < sq; i++) {
+                float *row = scratch + (size_t)i * nk;
+                /* key j (row k0 + j) against query row s0 + i: offset s0 + i - k0 - j,
+                 * read forwards from the reversed table */
+                const float *rpi = rrev + (nrel - 1) - ((s0 + i - k0) + seg - 1);
+                float mx8[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+                int j = 0;
+                for (; j + 8 <= nk; j += 8)
+                    for (int u = 0; u < 8; u++) {
+                        float x = row[j + u] + rpi[j + u];
+                        row[j + u] = x;
+                        mx8[u] = x > mx8[u] ? x : mx8[u];
+                    }
+                float mx = -INFINITY;
+                for (; j < nk; j++) {
+                    row[j] += rpi[j];
+                    mx = row[j] > mx ? row[j] : mx;
+                }
+                for (int u = 0; u < 8; u++) mx = mx8[u] > mx ? mx8[u] : mx;
+                for (j = 0; j < nk; j++) row[j] = fast_expf(row[j] - mx);
+                float sum = sum8(row, nk);
+                float inv = 1.0f / sum;
+                float *p = P + (size_t)i * nh * s2;
+                for (j = 0; j < nk; j++) p[j] = row[j] * inv;
+                for (j = nk; j < s2; j++) p[j] = 0.0f;
+            }
+            float *C = ctx + (size_t)s0 * d + hh * dh;
+            if (shared) {
+                GOPT_GEMM(.m = sq, .n = dh, .k = nk, .alpha = 1.0f, .beta = 0.0f, .a = P, .lda = nh * s2, .b = Vm,
+                          .ldb = ld, .c = C, .ldc = d);
+            } else {
+                if (nmem)
+                    GOPT_GEMM(.m = sq, .n = dh, .k = nmem, .alpha = 1.0f, .beta = 0.0f, .a = P, .lda = nh * s2,
+                              .b = Vm, .ldb = ld, .c = C, .ldc = d);
+                GOPT_GEMM(.m = sq, .n = dh, .k = sq, .alpha = 1.0f, .beta = nmem ? 1.0f : 0.0f, .a = P + nmem,
+                          .lda = nh * s2, .b = Vs, .ldb = ld, .c = C, .ldc = d);
+            }
+        }
+    }
+}
+
+void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,
+                           const float *qkv_mem, const float *att, int n, int d, int nh, int seg, float *scratch) {
+    const int dh = d / nh, ld = 3 * d, s2 = 2 * seg, nrel = 3 * seg - 1;
+    const float scale = 1.0f / sqrtf((float)dh);
+    const int shared = qkv_mem == qkv;
+    for (int s0 = 0; s0 < n; s0 += seg) {
+        int sq = n - s0 < seg ? n - s0 : seg;
+        int k0 = s0 == 0 ? 0 : s0 - seg;
+        int nmem = s0 - k0, nk = nmem + sq;
+        for (int hh = 0; hh < nh; hh++) {
+            const float *P = att + ((size_t)s0 * nh + hh) * s2;
+            const int ldp = nh * s2;
+            const float *dc = dctx + (size_t)s0 * d + hh * dh;
+            const float *Q = qkv + (size_t)s0 * ld + hh * dh;
+            const float *Km = qkv_mem + (size_t)k0 * ld + d + hh * dh, *Ks = qkv + (size_t)s0 * ld + d + hh * dh;
+            const float *Vm = qkv_mem + (size_t)k0 * ld + 2 * d + hh * dh, *Vs = qkv + (size_t)s0 * ld + 2 * d + hh * dh;
+            /* dP = dctx V^T */
+            if (shared) {
+                GOPT_GEMM(.trans_b = 1, .m = sq, .n = nk, .k = dh, .alpha = 1.0f, .beta = 0.0f, .a = dc, .lda = d,
+                          .b = Vm, .ldb = ld, .c = scratch, .ldc = nk);
+            } else {
+                GOPT_GEMM(.trans_b = 1, .m = sq, .n = nmem, .k = dh, .alpha = 1.0f, .beta = 0.0f, .a = dc, .lda = d,
+                          .b = Vm, .ldb = ld, .c = scratch, .ldc = nk);
+                GOPT_GEMM(.trans_b = 1, .m = sq, .n = sq, .k = dh, .alpha = 1.0f, .beta = 0.0f, .a = dc, .lda = d,
+                          .b = Vs, .ldb = ld, .c = scratch + nmem, .ldc = nk);
+            }
+            /* dV = P^T dctx, memory rows and own rows apart */
+            GOPT_GEMM(.trans_a = 1, .m = nmem, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = P, .lda = ldp,
+                      .b = dc, .ldb = d, .c = dqkv_mem + (size_t)k0 * ld + 2 * d + hh * dh, .ldc = ld);
+            GOPT_GEMM(.trans_a = 1, .m = sq, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = P + nmem, .lda = ldp,
+                      .b = dc, .ldb = d, .c = dqkv_self + (size_t)s0 * ld + 2 * d + hh * dh, .ldc = ld);
+            /* softmax backward; relative-position bias gradient; fold the scale */
+            float *drp = drelpos + (size_t)hh * nrel;
+            for (int i = 0; i < sq; i++) {
+                float *row = scratch + (size_t)i * nk;
+                const float *p = P + (size_t)i * ldp;
+                double dot = 0.0;
+                for (int j = 0; j < nk; j++) dot += (double)p[j] * row[j];
+                float dotf = (float)dot;
+                float *drpi = drp + (s0 + i - k0) + seg - 1;
+                for (int j = 0; j < nk; j++) {
+                    float ds = p[j] * (row[j] - dotf);
+                    drpi[-j] += ds;
+                    row[j] = ds * scale;
+                }
+            }
+            /* dQ = dS K ; dK = dS^T Q */
+            float *dQ = dqkv_self + (size_t)s0 * ld + hh * dh;
+            if (shared) {
+                GOPT_GEMM(.m = sq, .n = dh, .k = nk, .alpha = 1.0f, .beta = 1.0f, .a = scratch, .lda = nk, .b = Km,
+                          .ldb = ld, .c = dQ, .ldc = ld);
+            } else {
+                if (nmem)
+                    GOPT_GEMM(.m = sq, .n = dh, .k = nmem, .alpha = 1.0f, .beta = 1.0f, .a = scratch, .lda = nk,
+                              .b = Km, .ldb = ld, .c = dQ, .ldc = ld);
+                GOPT_GEMM(.m = sq, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = scratch + nmem, .lda = nk,
+                          .b = Ks, .ldb = ld, .c = dQ, .ldc = ld);
+            }
+            GOPT_GEMM(.trans_a = 1, .m = nmem, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = scratch, .lda = nk,
+                      .b = Q, .ldb = ld, .c = dqkv_mem + (size_t)k0 * ld + d + hh * dh, .ldc = ld);
+            GOPT_GEMM(.trans_a = 1, .m = sq, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = scratch + nmem,
+                      .lda = nk, .b = Q, .ldb = ld, .c = dqkv_self + (size_t)s0 * ld + d + hh * dh, .ldc = ld);
+        }
+    }
+}
+
+/* ---- masked log-softmax ------------------------------------------------------------------ */
+double gopt_logsoftmax_row(float *logp, const float *z, int width, uint32_t mask) {
+    double mx = -INFINITY;
+    for (int j = 0; j < width; j++)
+        if ((mask >> j) & 1u && z[j] > mx) mx = z[j];
+    double s = 0.0;
+    for (int j = 0; j < width; j++)
+        if ((mask >> j) & 1u) s += exp((double)z[j] - mx);
+    double lse = mx + log(s), ent = 0.0;
+    for (int j = 0; j < width; j++) {
+        if ((mask >> j) & 1u) {
+            double lp = (double)z[j] - lse;
+            logp[j] = (float)lp;
+            ent -= exp(lp) * lp;
+        } else {
+            logp[j] = -INFINITY;
+        }
+    }
+    return ent;
+}

@@ -1,0 +1,604 @@
+/* network.c: the GO policy network: parameter layout and initialisation,
+ * activation sizing, the forward pass and the backward pass.
+ *
+ *   x0 (N, NFEAT) --linear--> h0 (N, D)
+ *   GraphSAGE x sage_layers: h = LN(h + relu([h|mean/max preds|mean/max succs] W + b))
+ *   g = mean over nodes of h                                  (graph vector)
+ *   attention x (attn_layers + 3), pre-norm, Transformer-XL segments:
+ *       x1 = LN(h) * (w + g Ws) + (b + g Wb)                  (feature modulation)
+ *       h  = h + proj(segattn(x1 Wqkv + bqkv))
+ *       h  = h + fc2(relu(fc1(LN(h))))
+ *   the last three layers are the task layers (place, sched, fuse), stacked;
+ *   head t: logits_t = LN(h_t) W_t + b_t
+ *
+ * Invariants: rows are in topological-rank order; the backward calls the
+ * layers' backwards in exactly the reverse order of the forward. Memory
+ * keys/values of a segment get their projection gradients but no gradient
+ * into the previous segment's states (stop-gradient, as in Transformer-XL).
+ * Cost: see gopt_policy.h; flops of the last pass are counted exactly.
+ */
+#include <assert.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy_net.h"
+
+const char *gopt_task_name(gopt_task t) {
+    static const char *names[] = {"place", "sched", "fuse"};
+    return (int)t >= 0 && t < GOPT_TASK_COUNT ? names[t] : "?";
+}
+
+void gopt_policy_config_default(gopt_policy_config *c) {
+    c->hidden = 64;
+    c->sage_layers = 2;
+    c->attn_layers = 1;
+    c->heads = 2;
+    c->segment = 32;
+    c->ffn_mult = 2;
+    c->max_devices = GOPT_POLICY_MAX_DEVICES;
+    c->sched_levels = 8;
+    c->fusion_levels = 4;
+    c->memory_grad = 0;
+}
+
+static gopt_status check_range(const char *field, int32_t v, int32_t lo, int32_t hi, gopt_error *err) {
+    if (v < lo || v > hi)
+        return gopt_error_set(err, GOPT_EINVAL, "policy config: %s = %d is outside %d..%d", field, (int)v, (int)lo,
+                              (int)hi);
+    return GOPT_OK;
+}
+
+gopt_status gopt_policy_config_check(const gopt_policy_config *c, gopt_error *err) {
+    gopt_status st;
+    if ((st = check_range("hidden", c->hidden, 2, 1024, err))) return st;
+    if ((st = check_range("sage_layers", c->sage_layers, 0, POLICY_MAX_SAGE, err))) return st;
+    if ((st = check_range("attn_layers", c->attn_layers, 0, POLICY_MAX_ATTN, err))) return st;
+    if ((st = check_range("heads", c->heads, 1, c->hidden, err))) return st;
+    if (c->hidden % c->heads)
+        return gopt_error_set(err, GOPT_EINVAL, "policy config: heads = %d does not divide hidden = %d", (int)c->heads,
+                              (int)c->hidden);
+    if ((st = check_range("segment", c->segment, 1, 4096, err))) return st;
+    if ((st = check_range("ffn_mult", c->ffn_mult, 1, 16, err))) return st;
+    if ((st = check_range("max_devices", c->max_devices, 1, GOPT_POLICY_MAX_DEVICES, err))) return st;
+    if ((st = check_range("sched_levels", c->sched_levels, 1, 32, err))) return st;
+    if ((st = check_range("fusion_levels", c->fusion_levels, 1, 32, err))) return st;
+    if ((st = check_range("memory_grad", c->memory_grad, 0, 1, err))) return st;
+    return GOPT_OK;
+}
+
+/* ---- parameter layout ------------------------------------------------------------ */
+typedef struct {
+    gopt_policy *p;
+    size_t off;
+} layout_ctx;
+
+static void take(layout_ctx *lc, float **slot_p, float **slot_g, size_t count, int decay, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static void take(layout_ctx *lc, float **slot_p, float **slot_g, size_t count, int decay, const char *fmt, ...) {
+    gopt_policy *p = lc->p;
+    if (p->params) {
+        *slot_p = p->params + lc->off;
+        *slot_g = p->grads + lc->off;
+    } else {
+        assert(p->nt < POLICY_MAX_TENSORS && "policy layout: too many tensors");
+        policy_tensor *t = &p->tab[p->nt++];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(t->name, sizeof t->name, fmt, ap);
+        va_end(ap);
+        t->off = lc->off;
+        t->count = count;
+        t->decay = decay;
+    }
+    lc->off += count;
+}
+
+/* Walk the layout: without params, record the table; with them, bind P and G. */
+static size_t layout(gopt_policy *p) {
+    const gopt_policy_config *c = &p->cfg;
+    const size_t D = (size_t)c->hidden, Fh = D * (size_t)c->ffn_mult;
+    layout_ctx lc = {p, 0};
+    policy_params *P = &p->P, *G = &p->G;
+#define T(field, count, decay, ...) take(&lc, &P->field, &G->field, (count), (decay), __VA_ARGS__)
+    T(in_w, (size_t)GOPT_POLICY_NFEAT * D, 1, "in.w");
+    T(in_b, D, 0, "in.b");
+    for (int l = 0; l < c->sage_layers; l++) {
+        T(sage[l].w, 5 * D * D, 1, "sage%d.w", l);
+        T(sage[l].b, D, 0, "sage%d.b", l);
+        T(sage[l].ln_w, D, 0, "sage%d.ln.w", l);
+        T(sage[l].ln_b, D, 0, "sage%d.ln.b", l);
+    }
+    for (int k = 0; k < p->n_attn; k++) {
+        char nm[16];
+        if (k < c->attn_layers)
+            snprintf(nm, sizeof nm, "attn%d", k);
+        else
+            snprintf(nm, sizeof nm, "task_%s", gopt_task_name((gopt_task)(k - c->attn_layers)));
+        T(attn[k].ln1_w, D, 0, "%s.ln1.w", nm);
+        T(attn[k].ln1_b, D, 0, "%s.ln1.b", nm);
+        T(attn[k].film_s, D * D, 1, "%s.film.scale", nm);
+        T(attn[k].film_b, D * D, 1, "%s.film.shift", nm);
+        T(attn[k].qkv_w, D * 3 * D, 1, "%s.qkv.w", nm);
+        T(attn[k].qkv_b, 3 * D, 0, "%s.qkv.b", nm);
+        T(attn[k].relpos, (size_t)c->heads * (3 * (size_t)c->segment - 1), 0, "%s.relpos", nm);
+        T(attn[k].proj_w, D * D, 1, "%s.proj.w", nm);
+        T(attn[k].proj_b, D, 0, "%s.proj.b", nm);
+        T(attn[k].ln2_w, D, 0, "%s.ln2.w", nm);
+        T(attn[k].ln2_b, D, 0, "%s.ln2.b", nm);
+        T(attn[k].fc1_w, D * Fh, 1, "%s.fc1.w", nm);
+        T(attn[k].fc1_b, Fh, 0, "%s.fc1.b", nm);
+        T(attn[k].fc2_w, Fh * D, 1, "%s.fc2.w", nm);
+        T(attn[k].fc2_b, D, 0, "%s.fc2.b", nm);
+    }
+    for (int t = 0; t < GOPT_TASK_COUNT; t++) {
+        const char *tn = gopt_task_name((gopt_task)t);
+        T(head[t].ln_w, D, 0, "head_%s.ln.w", tn);
+        T(head[t].ln_b, D, 0, "head_%s.ln.b", tn);
+        T(head[t].w, D * (size_t)p->width[t], 1, "head_%s.w", tn);
+        T(head[t].b, (size_t)p->width[t], 0, "head_%s.b", tn);
+    }
+#undef T
+    return lc.off;
+}
+
+static void fill_normal(float *x, size_t n, double sd, gopt_rng *rng) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)(sd * gopt_rng_normal(rng));
+}
+static void fill_const(float *x, size_t n, float v) {
+    for (size_t i = 0; i < n; i++) x[i] = v;
+}
+
+/* Weights N(0, 1/fan_in) (residual branch outputs scaled down by the depth),
+ * norms 1, biases and position biases 0, modulation small so that it starts
+ * near identity but is trainable. */
+static void init_params(gopt_policy *p, uint64_t seed) {
+    const gopt_policy_config *c = &p->cfg;
+    const int D = c->hidden, Fh = D * c->ffn_mult;
+    policy_params *P = &p->P;
+    gopt_rng rng;
+    gopt_rng_seed(&rng, seed);
+    memset(p->params, 0, sizeof(float) * p->nparams);
+    double depth = sqrt(2.0 * (c->sage_layers + p->n_attn) + 1.0);
+    fill_normal(P->in_w, (size_t)GOPT_POLICY_NFEAT * D, 1.0 / sqrt(16.0), &rng);
+    for (int l = 0; l < c->sage_layers; l++) {
+        fill_normal(P->sage[l].w, 5 * (size_t)D * D, 1.0 / sqrt(5.0 * D), &rng);
+        fill_const(P->sage[l].ln_w, D, 1.0f);
+    }
+    for (int k = 0; k < p->n_attn; k++) {
+        attn_params *a = &P->attn[k];
+        fill_const(a->ln1_w, D, 1.0f);
+        fill_const(a->ln2_w, D, 1.0f);
+        fill_normal(a->film_s, (size_t)D * D, 0.1 / sqrt(D), &rng);
+        fill_normal(a->film_b, (size_t)D * D, 0.1 / sqrt(D), &rng);
+        fill_normal(a->qkv_w, (size_t)D * 3 * D, 1.0 / sqrt(D), &rng);
+        fill_normal(a->proj_w, (size_t)D * D, 1.0 / sqrt(D) / depth, &rng);
+        fill_normal(a->fc1_w, (size_t)D * Fh, 1.0 / sqrt(D), &rng);
+        fill_normal(a->fc2_w, (size_t)Fh * D, 1.0 / sqrt(Fh) / depth, &rng);
+    }
+    for (int t = 0; t < GOPT_TASK_COUNT; t++) {
+        fill_const(P->head[t].ln_w, D, 1.0f);
+        fill_normal(P->head[t].w, (size_t)D * p->width[t], 0.1 / sqrt(D), &rng);
+    }
+}
+
+gopt_status gopt_policy_create(gopt_policy **out, const gopt_policy_config *cfg, uint64_t seed, gopt_error *err) {
+    *out = NULL;
+    gopt_status st = gopt_policy_config_check(cfg, err);
+    if (st) return st;
+    gopt_policy *p = gopt_calloc(1, sizeof *p, err);
+    if (!p) return GOPT_ENOMEM;
+    p->cfg = *cfg;
+    p->width[GOPT_TASK_PLACE] = cfg->max_devices;
+    p->width[GOPT_TASK_SCHED] = cfg->sched_levels;
+    p->width[GOPT_TASK_FUSE] = cfg->fusion_levels;
+    p->n_attn = cfg->attn_layers + GOPT_TASK_COUNT;
+    p->nparams = layout(p); /* records the table */
+    size_t bytes = sizeof(float) * p->nparams;
+    p->params = gopt_malloc(bytes, err);
+    p->grads = gopt_calloc(p->nparams, sizeof(float), err);
+    p->m = gopt_calloc(p->nparams, sizeof(float), err);
+    p->v = gopt_calloc(p->nparams, sizeof(float), err);
+    if (!p->params || !p->grads || !p->m || !p->v) {
+        gopt_policy_free(p);
+        return GOPT_ENOMEM;
+    }
+    layout(p); /* binds P and G */
+    init_params(p, seed);
+    *out = p;
+    return GOPT_OK;
+}
+
+void gopt_policy_free(gopt_policy *p) {
+    if (!p) return;
+    free(p->params);
+    free(p->grads);
+    free(p->m);
+    free(p->v);
+    free(p->act_block);
+    free(p->bwd_block);
+    gopt_policy_debug_freeze_memory(p, 0);
+    free(p);
+}
+
+int gopt_policy_debug_freeze_memory(gopt_policy *p, int on) {
+    for (int k = 0; k < POLICY_MAX_ATTN_ALL; k++) {
+        free(p->frozen_x1[k]);
+        free(p->frozen_qkv[k]);
+        p->frozen_x1[k] = p->frozen_qkv[k] = NULL;
+    }
+    if (!on) return 0;
+    if (!p->forwarded) return -1;
+    const size_t nd = (size_t)p->n * p->cfg.hidden;
+    for (int k = 0; k < p->n_attn; k++) {
+        p->frozen_x1[k] = malloc(sizeof(float) * nd);
+        p->frozen_qkv[k] = malloc(sizeof(float) * nd * 3);
+        if (!p->frozen_x1[k] || !p->frozen_qkv[k]) return gopt_policy_debug_freeze_memory(p, 0), -1;
+        memcpy(p->frozen_x1[k], p->A.attn[k].x1, sizeof(float) * nd);
+        memcpy(p->frozen_qkv[k], p->A.attn[k].qkv, sizeof(float) * nd * 3);
+    }
+    p->frozen_n = p->n;
+    return 0;
+}
+
+const gopt_policy_config *gopt_policy_get_config(const gopt_policy *p) { return &p->cfg; }
+size_t gopt_policy_num_params(const gopt_policy *p) { return p->nparams; }
+int gopt_policy_num_tensors(const gopt_policy *p) { return p->nt; }
+void gopt_policy_tensor(gopt_policy *p, int i, const char **name, float **param, float **grad, size_t *count) {
+    assert(i >= 0 && i < p->nt);
+    if (name) *name = p->tab[i].name;
+    if (param) *param = p->params + p->tab[i].off;
+    if (grad) *grad = p->grads + p->tab[i].off;
+    if (count) *count = p->tab[i].count;
+}
+void gopt_policy_zero_grad(gopt_policy *p) { memset(p->grads, 0, sizeof(float) * p->nparams); }
+size_t gopt_policy_memory_bytes(const gopt_policy *p) {
+    return 4 * sizeof(float) * p->nparams + p->act_bytes + p->bwd_bytes;
+}
+double gopt_policy_forward_flops(const gopt_policy *p) { return p->fwd_flops; }
+double gopt_policy_backward_flops(const gopt_policy *p) { return p->bwd_flops; }
+
+/* ---- activations ---------------------------------------------------------------- */
+/* A carver over one block: first pass counts, second pass assigns. Every
+ * piece is 64-byte aligned. */
+typedef struct {
+    char *base;
+    size_t off;
+} carver;
+
+static void *carve(carver *cv, size_t bytes) {
+    size_t at = (cv->off + 63) & ~(size_t)63;
+    cv->off = at + bytes;
+    return cv->base ? cv->base + at : NULL;
+}
+#define CARVE_F(cv, count) ((float *)carve((cv), sizeof(float) * (size_t)(count)))
+#define CARVE_I(cv, count) ((int32_t *)carve((cv), sizeof(int32_t) * (size_t)(count)))
+
+static void carve_acts(gopt_policy *p, carver *cv, size_t N, size_t M) {
+    const gopt_policy_config *c = &p->cfg;
+    const size_t D = (size_t)c->hidden, Fh = D * (size_t)c->ffn_mult, S = (size_t)c->segment, H = (size_t)c->heads;
+    policy_acts *A = &p->A;
+    A->pred_ptr = CARVE_I(cv, N + 1);
+    A->pred_idx = CARVE_I(cv, M);
+    A->succ_ptr = CARVE_I(cv, N + 1);
+    A->succ_idx = CARVE_I(cv, M);
+    A->x0 = CARVE_F(cv, N * GOPT_POLICY_NFEAT);
+    A->h0 = CARVE_F(cv, N * D);
+    A->g = CARVE_F(cv, D);
+    for (int l = 0; l < c->sage_layers; l++) {
+        sage_acts *s = &A->sage[l];
+        s->cat = CARVE_F(cv, N * 5 * D);
+        s->a = CARVE_F(cv, N * D);
+        s->r = CARVE_F(cv, N * D);
+        s->mean = CARVE_F(cv, N);
+        s->rstd = CARVE_F(cv, N);
+        s->out = CARVE_F(cv, N * D);
+    }
+    for (int k = 0; k < p->n_attn; k++) {
+        attn_acts *a = &A->attn[k];
+        a->ms = CARVE_F(cv, D);
+        a->mb = CARVE_F(cv, D);
+        a->x1 = CARVE_F(cv, N * D);
+        a->mean1 = CARVE_F(cv, N);
+        a->rstd1 = CARVE_F(cv, N);
+        a->qkv = CARVE_F(cv, N * 3 * D);
+        a->att = CARVE_F(cv, N * H * 2 * S);
+        a->ctx = CARVE_F(cv, N * D);
+        a->h2 = CARVE_F(cv, N * D);
+        a->x2 = CARVE_F(cv, N * D);
+        a->mean2 = CARVE_F(cv, N);
+        a->rstd2 = CARVE_F(cv, N);
+        a->f1 = CARVE_F(cv, N * Fh);
+        a->out = CARVE_F(cv, N * D);
+    }
+    for (int t = 0; t < GOPT_TASK_COUNT; t++) {
+        head_acts *h = &A->head[t];
+        h->x = CARVE_F(cv, N * D);
+        h->mean = CARVE_F(cv, N);
+        h->rstd = CARVE_F(cv, N);
+        h->logits = CARVE_F(cv, N * p->width[t]);
+        h->logp = CARVE_F(cv, N * p->width[t]);
+        h->ent = CARVE_F(cv, N);
+    }
+    A->unit_of = CARVE_I(cv, N);
+    A->unit_rep = CARVE_I(cv, N);
+    A->unit_size = CARVE_I(cv, N);
+    A->unit_mask = (uint32_t *)carve(cv, sizeof(uint32_t) * N);
+    A->coloc_unit = CARVE_I(cv, N);
+    A->pooled = CARVE_F(cv, N * p->width[GOPT_TASK_PLACE]);
+    p->seg_scratch_fwd = CARVE_F(cv, GOPT_SEGATTN_SCRATCH(S, H));
+}
+
+static void carve_bwd(gopt_policy *p, carver *cv, size_t N) {
+    const gopt_policy_config *c = &p->cfg;
+    const size_t D = (size_t)c->hidden, Fh = D * (size_t)c->ffn_mult, S = (size_t)c->segment, H = (size_t)c->heads;
+    policy_bwd *B = &p->B;
+    B->da = CARVE_F(cv, N * D);
+    B->db = CARVE_F(cv, N * D);
+    B->dtmp = CARVE_F(cv, N * D);
+    B->dh2 = CARVE_F(cv, N * D);
+    B->dqkv_self = CARVE_F(cv, N * 3 * D);
+    B->dqkv_mem = CARVE_F(cv, N * 3 * D);
+    B->dff = CARVE_F(cv, N * Fh);
+    B->dcat = CARVE_F(cv, N * 5 * D);
+    for (int t = 0; t < GOPT_TASK_COUNT; t++) B->dlogits[t] = CARVE_F(cv, N * p->width[t]);
+    B->dpooled = CARVE_F(cv, N * p->width[GOPT_TASK_PLACE]);
+    B->dg = CARVE_F(cv, D);
+    B->dms = CARVE_F(cv, D);
+    B->dmb = CARVE_F(cv, D);
+    B->seg_scratch = CARVE_F(cv, GOPT_SEGATTN_SCRATCH(S, H));
+}
+
+gopt_status gopt_policy_reserve(gopt_policy *p, int32_t n_nodes, int32_t n_edges, int with_backward,
+                                gopt_error *err) {
+    if (n_nodes < 1 || n_edges < 0)
+        return gopt_error_set(err, GOPT_EINVAL, "policy reserve: %d nodes / %d edges", (int)n_nodes, (int)n_edges);
+    int grow = n_nodes > p->cap_n || n_edges > p->cap_m || !p->act_block;
+    if (grow) {
+        int32_t cn = n_nodes > p->cap_n ? n_nodes : p->cap_n, cm = n_edges > p->cap_m ? n_edges : p->cap_m;
+        carver cv = {NULL, 0};
+        carve_acts(p, &cv, (size_t)cn, (size_t)cm);
+        void *blk = NULL;
+        if (posix_memalign(&blk, 64, cv.off ? cv.off : 64))
+            return gopt_error_set(err, GOPT_ENOMEM, "policy: cannot allocate %zu bytes of activations for %d nodes",
+                                  cv.off, (int)cn);
+        free(p->act_block);
+        p->act_block = blk;
+        p->act_bytes = cv.off;
+        cv.base = blk;
+        cv.off = 0;
+        carve_acts(p, &cv, (size_t)cn, (size_t)cm);
+        p->cap_n = cn;
+        p->cap_m = cm;
+        p->forwarded = 0;
+        if (p->has_bwd) {
+            free(p->bwd_block);
+            p->bwd_block = NULL;
+            p->bwd_bytes = 0;
+            p->has_bwd = 0;
+        }
+    }
+    if (with_backward && !p->has_bwd) {
+        carver cv = {NULL, 0};
+        carve_bwd(p, &cv, (size_t)p->cap_n);
+        void *blk = NULL;
+        if (posix_memalign(&blk, 64, cv.off))
+            return gopt_error_set(err, GOPT_ENOMEM, "policy: cannot allocate %zu bytes of backward scratch", cv.off);
+        p->bwd_block = blk;
+        p->bwd_bytes = cv.off;
+        cv.base = blk;
+        cv.off = 0;
+        carve_bwd(p, &cv, (size_t)p->cap_n);
+        p->has_bwd = 1;
+    }
+    return GOPT_OK;
+}
+
+/* ---- forward -------------------------------------------------------------------- */
+static double attn_layer_forward(gopt_policy *p, int k, const float *hin, int n) {
+    const gopt_policy_config *c = &p->cfg;
+    const int D = c->hidden, Fh = D * c->ffn_mult;
+    const attn_params *w = &p->P.attn[k];
+    attn_acts *a = &p->A.attn[k];
+    gopt_film_forward(a->ms, a->mb, p->A.g, w->film_s, w->film_b, D);
+    gopt_layernorm_forward(a->x1, a->mean1, a->rstd1, hin, w->ln1_w, w->ln1_b, a->ms, a->mb, n, D);
+    gopt_linear_forward(a->qkv, a->x1, w->qkv_w, w->qkv_b, NULL, n, D, 3 * D);
+    const float *qkv_mem = a->qkv;
+    if (p->frozen_x1[k]) { /* test hook: memory from the snapshot, current weights */
+        gopt_linear_forward(p->frozen_qkv[k], p->frozen_x1[k], w->qkv_w, w->qkv_b, NULL, n, D, 3 * D);
+        qkv_mem = p->frozen_qkv[k];
+    }
+    gopt_segattn_forward(a->ctx, a->att, a->qkv, qkv_mem, w->relpos, n, D, c->heads, c->segment, p->seg_scratch_fwd);
+    gopt_linear_forward(a->h2, a->ctx, w->proj_w, w->proj_b, hin, n, D, D);
+    gopt_layernorm_forward(a->x2, a->mean2, a->rstd2, a->h2, w->ln2_w, w->ln2_b, NULL, NULL, n, D);
+    gopt_linear_forward(a->f1, a->x2, w->fc1_w, w->fc1_b, NULL, n, D, Fh);
+    gopt_relu_forward(a->f1, (size_t)n * Fh);
+    gopt_linear_forward(a->out, a->f1, w->fc2_w, w->fc2_b, a->h2, n, Fh, D);
+    /* flops: projections + scores and values over (self + memory) keys */
+    double keys = 0.0;
+    for (int s0 = 0; s0 < n; s0 += c->segment) {
+        int sq = n - s0 < c->segment ? n - s0 : c->segment;
+        keys += (double)sq * (sq + (s0 ? c->segment : 0));
+    }
+    return 2.0 * n * ((double)D * 3 * D + (double)D * D + 2.0 * D * Fh) + 4.0 * keys * D;
+}
+
+gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const float *feat, int32_t ndev,
+                                const uint16_t *dev_mask, gopt_error *err) {
+    const gopt_policy_config *c = &p->cfg;
+    p->forwarded = 0;
+    if (!fz || fz->n < 1) return gopt_error_set(err, GOPT_EINVAL, "policy forward: empty graph");
+    if (ndev < 1 || ndev > c->max_devices)
+        return gopt_error_set(err, GOPT_EINVAL, "policy forward: ndev = %d is outside 1..%d (max_devices)", (int)ndev,
+                              (int)c->max_devices);
+    if (p->frozen_x1[0] && fz->n != p->frozen_n)
+        return gopt_error_set(err, GOPT_EINVAL, "policy forward: memory frozen for %d nodes, graph has %d",
+                              (int)p->frozen_n, (int)fz->n);
+    gopt_status st = gopt_policy_reserve(p, fz->n, fz->m, 0, err);
+    if (st) return st;
+    const int n = fz->n, D = c->hidden;
+    policy_acts *A = &p->A;
+    p->fz = fz;
+    p->n = n;
+    p->ndev = ndev;
+
+    /* neighbour lists and features in rank order */
+    A->pred_ptr[0] = A->succ_ptr[0] = 0;
+    for (int i = 0; i < n; i++) {
+        int v = fz->topo[i];
+        int np = A->pred_ptr[i], ns = A->succ_ptr[i];
+        for (int e = fz->in_ptr[v]; e < fz->in_ptr[v + 1]; e++) A->pred_idx[np++] = fz->rank[fz->in_src[e]];
+        for (int e = fz->out_ptr[v]; e < fz->out_ptr[v + 1]; e++) A->succ_idx[ns++] = fz->rank[fz->out_dst[e]];
+        A->pred_ptr[i + 1] = np;
+        A->succ_ptr[i + 1] = ns;
+        memcpy(A->x0 + (size_t)i * GOPT_POLICY_NFEAT, feat + (size_t)v * GOPT_POLICY_NFEAT,
+               sizeof(float) * GOPT_POLICY_NFEAT);
+    }
+    for (size_t i = 0; i < (size_t)n * GOPT_POLICY_NFEAT; i++)
+        if (!isfinite(A->x0[i])) {
+            int r = (int)(i / GOPT_POLICY_NFEAT);
+            return gopt_error_set(err, GOPT_EINVAL, "policy forward: feature %d of node %d is not finite",
+                                  (int)(i % GOPT_POLICY_NFEAT), (int)fz->topo[r]);
+        }
+
+    double flops = 0.0;
+    gopt_linear_forward(A->h0, A->x0, p->P.in_w, p->P.in_b, NULL, n, GOPT_POLICY_NFEAT, D);
+    flops += 2.0 * n * GOPT_POLICY_NFEAT * D;
+    const float *h = A->h0;
+    for (int l = 0; l < c->sage_layers; l++) {
+        sage_acts *s = &A->sage[l];
+        const sage_params *w = &p->P.sage[l];
+        gopt_sage_aggregate_forward(s->cat, h, A->pred_ptr, A->pred_idx, A->succ_ptr, A->succ_idx, n, D);
+        gopt_linear_forward(s->a, s->cat, w->w, w->b, NULL, n, 5 * D, D);
+        gopt_relu_forward(s->a, (size_t)n * D);
+        for (size_t i = 0; i < (size_t)n * D; i++) s->r[i] = h[i] + s->a[i];
+        gopt_layernorm_forward(s->out, s->mean, s->rstd, s->r, w->ln_w, w->ln_b, NULL, NULL, n, D);
+        flops += 2.0 * n * 5 * D * D;
+        h = s->out;
+    }
+    gopt_meanpool_forward(A->g, h, n, D);
+    for (int k = 0; k < p->n_attn; k++) {
+        flops += attn_layer_forward(p, k, h, n);
+        h = A->attn[k].out;
+        if (k >= c->attn_layers) {
+            int t = k - c->attn_layers;
+            head_acts *ha = &A->head[t];
+            const head_params *hp = &p->P.head[t];
+            gopt_layernorm_forward(ha->x, ha->mean, ha->rstd, h, hp->ln_w, hp->ln_b, NULL, NULL, n, D);
+            gopt_linear_forward(ha->logits, ha->x, hp->w, hp->b, NULL, n, D, p->width[t]);
+            flops += 2.0 * n * D * p->width[t];
+        }
+    }
+    p->fwd_flops = flops;
+    /* backward: two GEMMs per forward GEMM, minus the input layer's dx */
+    p->bwd_flops = 2.0 * flops - 2.0 * n * GOPT_POLICY_NFEAT * D;
+    st = policy_decode_prepare(p, dev_mask, err);
+    if (st) return st;
+    p->forwarded = 1;
+    return GOPT_OK;
+}
+
+gopt_status gopt_policy_logits(const gopt_policy *p, gopt_task t, float *out, gopt_error *err) {
+    if (!p->forwarded) return gopt_error_set(err, GOPT_EINVAL, "policy logits: no forward pass to read");
+    if ((int)t < 0 || t >= GOPT_TASK_COUNT) return gopt_error_set(err, GOPT_EINVAL, "policy logits: task %d", (int)t);
+    int w = p->width[t];
+    for (int i = 0; i < p->n; i++)
+        memcpy(out + (size_t)p->fz->topo[i] * w, p->A.head[t].logits + (size_t)i * w, sizeof(float) * (size_t)w);
+    return GOPT_OK;
+}
+
+/* ---- backward ------------------------------------------------------------------- */
+/* dout: gradient of the layer's output (kept); din: receives (zeroed here). */
+static void attn_layer_backward(gopt_policy *p, int k, const float *hin, const float *dout, float *din, int n) {
+    const gopt_policy_config *c = &p->cfg;
+    const int D = c->hidden, Fh = D * c->ffn_mult;
+    const attn_params *w = &p->P.attn[k];
+    attn_params *g = &p->G.attn[k];
+    attn_acts *a = &p->A.attn[k];
+    policy_bwd *B = &p->B;
+    const size_t nd = (size_t)n * D;
+    /* out = h2 + fc2(relu(fc1(ln2(h2)))) */
+    memcpy(B->dh2, dout, sizeof(float) * nd);
+    memset(B->dff, 0, sizeof(float) * (size_t)n * Fh);
+    gopt_linear_backward(B->dff, g->fc2_w, g->fc2_b, dout, a->f1, w->fc2_w, n, Fh, D);
+    gopt_relu_backward(B->dff, a->f1, (size_t)n * Fh);
+    memset(B->dtmp, 0, sizeof(float) * nd);
+    gopt_linear_backward(B->dtmp, g->fc1_w, g->fc1_b, B->dff, a->x2, w->fc1_w, n, D, Fh);
+    gopt_layernorm_backward(B->dh2, g->ln2_w, g->ln2_b, NULL, NULL, B->dtmp, a->h2, w->ln2_w, NULL, a->mean2, a->rstd2,
+                            n, D);
+    /* h2 = hin + proj(segattn(qkv(ln1(hin)))) */
+    memcpy(din, B->dh2, sizeof(float) * nd);
+    memset(B->dtmp, 0, sizeof(float) * nd);
+    gopt_linear_backward(B->dtmp, g->proj_w, g->proj_b, B->dh2, a->ctx, w->proj_w, n, D, D);
+    memset(B->dqkv_self, 0, sizeof(float) * nd * 3);
+    memset(B->dqkv_mem, 0, sizeof(float) * nd * 3);
+    const float *qkv_mem = p->frozen_x1[k] ? p->frozen_qkv[k] : a->qkv;
+    gopt_segattn_backward(B->dqkv_self, B->dqkv_mem, g->relpos, B->dtmp, a->qkv, qkv_mem, a->att, n, D, c->heads,
+                          c->segment, B->seg_scratch);
+    memset(B->dtmp, 0, sizeof(float) * nd);
+    if (p->frozen_x1[k]) {
+        gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, B->dqkv_mem, p->frozen_x1[k], w->qkv_w, n, D, 3 * D);
+        gopt_linear_backward(B->dtmp, g->qkv_w, g->qkv_b, B->dqkv_self, a->x1, w->qkv_w, n, D, 3 * D);
+    } else {
+        /* the projections see both uses of a row; the row's state gets the
+         * memory part only when memory_grad is on (else stop-gradient) */
+        for (size_t i = 0; i < nd * 3; i++) B->dqkv_mem[i] += B->dqkv_self[i];
+        gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, B->dqkv_mem, a->x1, w->qkv_w, n, D, 3 * D);
+        gopt_linear_backward(B->dtmp, NULL, NULL, c->memory_grad ? B->dqkv_mem : B->dqkv_self, a->x1, w->qkv_w, n, D,
+                             3 * D);
+    }
+    memset(B->dms, 0, sizeof(float) * D);
+    memset(B->dmb, 0, sizeof(float) * D);
+    gopt_layernorm_backward(din, g->ln1_w, g->ln1_b, B->dms, B->dmb, B->dtmp, hin, w->ln1_w, a->ms, a->mean1, a->rstd1,
+                            n, D);
+    gopt_film_backward(B->dg, g->film_s, g->film_b, B->dms, B->dmb, p->A.g, w->film_s, w->film_b, D);
+}
+
+void policy_network_backward(gopt_policy *p) {
+    const gopt_policy_config *c = &p->cfg;
+    const int n = p->n, D = c->hidden;
+    const size_t nd = (size_t)n * D;
+    policy_acts *A = &p->A;
+    policy_bwd *B = &p->B;
+    float *dcur = B->da, *dnext = B->db;
+    memset(dcur, 0, sizeof(float) * nd);
+    memset(B->dg, 0, sizeof(float) * D);
+    const float *h_sage = c->sage_layers ? A->sage[c->sage_layers - 1].out : A->h0;
+    for (int k = p->n_attn - 1; k >= 0; k--) {
+        if (k >= c->attn_layers) {
+            int t = k - c->attn_layers;
+            head_acts *ha = &A->head[t];
+            memset(B->dtmp, 0, sizeof(float) * nd);
+            gopt_linear_backward(B->dtmp, p->G.head[t].w, p->G.head[t].b, B->dlogits[t], ha->x, p->P.head[t].w, n, D,
+                                 p->width[t]);
+            gopt_layernorm_backward(dcur, p->G.head[t].ln_w, p->G.head[t].ln_b, NULL, NULL, B->dtmp, A->attn[k].out,
+                                    p->P.head[t].ln_w, NULL, ha->mean, ha->rstd, n, D);
+        }
+        const float *hin = k ? A->attn[k - 1].out : h_sage;
+        attn_layer_backward(p, k, hin, dcur, dnext, n);
+        float *t = dcur;
+        dcur = dnext;
+        dnext = t;
+    }
+    gopt_meanpool_backward(dcur, B->dg, n, D);
+    for (int l = c->sage_layers - 1; l >= 0; l--) {
+        sage_acts *s = &A->sage[l];
+        const sage_params *w = &p->P.sage[l];
+        sage_params *g = &p->G.sage[l];
+        /* out = LN(hin + relu(cat W + b)) */
+        memset(B->dtmp, 0, sizeof(float) * nd);
+        gopt_layernorm_backward(B->dtmp, g->ln_w, g->ln_b, NULL, NULL, dcur, s->r, w->ln_w, NULL, s->mean, s->rstd, n,
+                                D);
+        memcpy(dnext, B->dtmp, sizeof(float) * nd);
+        gopt_relu_backward(B->dtmp, s->a, nd);
+        memset(B->dcat, 0, sizeof(float) * nd * 5);
+        gopt_linear_backward(B->dcat, g->w, g->b, B->dtmp, s->cat, w->w, n, 5 * D, D);
+        gopt_sage_aggregate_backward(dnext, B->dcat, s->cat, l ? A->sage[l - 1].out : A->h0, A->pred_ptr,
+                                     A->pred_idx, A->succ_ptr, A->succ_idx, n, D);
+        float *t = dcur;
+        dcur = dnext;
+        dnext = t;
+    }
+    gopt_linear_backward(NULL, p->G.in_w, p->G.in_b, dcur, A->x0, p->P.in_w, n, GOPT_POLICY_NFEAT, D);
+}

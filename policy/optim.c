@@ -1,0 +1,228 @@
+/* optim.c: Adam (with decoupled weight decay and global-norm clipping) and
+ * checkpoints of the policy.
+ *
+ * Checkpoint file (then gzip-compressed as a whole, written atomically):
+ *   "GOPTPOL" NUL          8 bytes magic
+ *   u32 version            CKPT_VERSION
+ *   i32 config[10]         hidden, sage_layers, attn_layers, heads, segment,
+ *                          ffn_mult, max_devices, sched_levels, fusion_levels,
+ *                          memory_grad
+ *   u32 nfeat              GOPT_POLICY_NFEAT (feature layout)
+ *   u64 nparams, u64 adam_t
+ *   f32 params[nparams], m[nparams], v[nparams]
+ *   u32 crc32 of every byte before it
+ * Integers and floats little-endian (the host order; gopt targets x86-64
+ * and arm64). Cost O(nparams).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "policy_net.h"
+
+#define CKPT_MAGIC "GOPTPOL"
+#define CKPT_VERSION 1u
+#define CKPT_NCFG 10
+#define CKPT_HEADER (8 + 4 + 4 * CKPT_NCFG + 4 + 8 + 8)
+
+void gopt_adam_config_default(gopt_adam_config *c) {
+    c->lr = 3e-4f;
+    c->beta1 = 0.9f;
+    c->beta2 = 0.999f;
+    c->eps = 1e-8f;
+    c->weight_decay = 0.0f;
+    c->clip_norm = 1.0f;
+}
+
+gopt_status gopt_policy_adam_step(gopt_policy *p, const gopt_adam_config *c, float *grad_norm, gopt_error *err) {
+    if (!(c->lr >= 0.0f) || !(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f) ||
+        !(c->eps > 0.0f))
+        return gopt_error_set(err, GOPT_EINVAL, "adam: bad config (lr %g, beta1 %g, beta2 %g, eps %g)", (double)c->lr,
+                              (double)c->beta1, (double)c->beta2, (double)c->eps);
+    double ss = 0.0;
+    for (size_t i = 0; i < p->nparams; i++) ss += (double)p->grads[i] * p->grads[i];
+    double norm = sqrt(ss);
+    if (grad_norm) *grad_norm = (float)norm;
+    if (!isfinite(norm)) return gopt_error_set(err, GOPT_EINVAL, "adam: gradient norm is %g; parameters untouched", norm);
+    float scale = (c->clip_norm > 0.0f && norm > c->clip_norm) ? (float)(c->clip_norm / norm) : 1.0f;
+    p->adam_t++;
+    float bc1 = 1.0f - powf(c->beta1, (float)p->adam_t), bc2 = 1.0f - powf(c->beta2, (float)p->adam_t);
+    for (int t = 0; t < p->nt; t++) {
+        const policy_tensor *tt = &p->tab[t];
+        float wd = tt->decay ? c->weight_decay : 0.0f;
+        float *w = p->params + tt->off, *g = p->grads + tt->off, *m = p->m + tt->off, *v = p->v + tt->off;
+        for (size_t i = 0; i < tt->count; i++) {
+            float gi = g[i] * scale;
+            m[i] = c->beta1 * m[i] + (1.0f - c->beta1) * gi;
+            v[i] = c->beta2 * v[i] + (1.0f - c->beta2) * gi * gi;
+            float mh = m[i] / bc1, vh = v[i] / bc2;
+            w[i] -= c->lr * (mh / (sqrtf(vh) + c->eps) + wd * w[i]);
+        }
+    }
+    return GOPT_OK;
+}
+
+/* ---- checkpoints -------------------------------------------------------------------- */
+static void cfg_to_array(const gopt_policy_config *c, int32_t a[CKPT_NCFG]) {
+    a[0] = c->hidden;
+    a[1] = c->sage_layers;
+    a[2] = c->attn_layers;
+    a[3] = c->heads;
+    a[4] = c->segment;
+    a[5] = c->ffn_mult;
+    a[6] = c->max_devices;
+    a[7] = c->sched_levels;
+    a[8] = c->fusion_levels;
+    a[9] = c->memory_grad;
+}
+static void cfg_from_array(gopt_policy_config *c, const int32_t a[CKPT_NCFG]) {
+    c->hidden = a[0];
+    c->sage_layers = a[1];
+    c->attn_layers = a[2];
+    c->heads = a[3];
+    c->segment = a[4];
+    c->ffn_mult = a[5];
+    c->max_devices = a[6];
+    c->sched_levels = a[7];
+    c->fusion_levels = a[8];
+    c->memory_grad = a[9];
+}
+static const char *cfg_names[CKPT_NCFG] = {"hidden",   "sage_layers", "attn_layers",  "heads",        "segment",
+                                           "ffn_mult", "max_devices", "sched_levels", "fusion_levels", "memory_grad"};
+
+gopt_status gopt_policy_save(const gopt_policy *p, const char *path, gopt_error *err) {
+    size_t fb = sizeof(float) * p->nparams;
+    size_t len = CKPT_HEADER + 3 * fb + 4;
+    unsigned char *buf = gopt_malloc(len, err);
+    if (!buf) return GOPT_ENOMEM;
+    unsigned char *q = buf;
+    memcpy(q, CKPT_MAGIC, 8);
+    q += 8;
+    uint32_t ver = CKPT_VERSION, nfeat = GOPT_POLICY_NFEAT;
+    int32_t cfg[CKPT_NCFG];
+    cfg_to_array(&p->cfg, cfg);
+    uint64_t np = p->nparams, at = p->adam_t;
+    memcpy(q, &ver, 4), q += 4;
+    memcpy(q, cfg, sizeof cfg), q += sizeof cfg;
+    memcpy(q, &nfeat, 4), q += 4;
+    memcpy(q, &np, 8), q += 8;
+    memcpy(q, &at, 8), q += 8;
+    memcpy(q, p->params, fb), q += fb;
+    memcpy(q, p->m, fb), q += fb;
+    memcpy(q, p->v, fb), q += fb;
+    uint32_t crc = (uint32_t)crc32(0L, buf, (uInt)(q - buf));
+    memcpy(q, &crc, 4);
+    gopt_status st = gopt_file_write_atomic(path, buf, len, 6, err);
+    free(buf);
+    return st;
+}
+
+/* Parse and check a checkpoint into a fresh policy. */
+static gopt_status read_checkpoint(const char *path, gopt_policy **out, gopt_error *err) {
+    *out = NULL;
+    char *data = NULL;
+    size_t len = 0;
+    gopt_status st = gopt_file_read_all(path, &data, &len, err);
+    if (st) return st;
+    const unsigned char *b = (const unsigned char *)data;
+    gopt_policy *p = NULL;
+    if (len < 8 || memcmp(b, CKPT_MAGIC, 8) != 0) {
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: not a gopt policy checkpoint (bad magic)", path);
+        goto out;
+    }
+    if (len < CKPT_HEADER + 4) {
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: truncated checkpoint (%zu bytes, header needs %d)", path, len,
+                            CKPT_HEADER + 4);
+        goto out;
+    }
+    uint32_t ver, nfeat;
+    int32_t cfga[CKPT_NCFG];
+    uint64_t np, at;
+    const unsigned char *q = b + 8;
+    memcpy(&ver, q, 4), q += 4;
+    memcpy(cfga, q, sizeof cfga), q += sizeof cfga;
+    memcpy(&nfeat, q, 4), q += 4;
+    memcpy(&np, q, 8), q += 8;
+    memcpy(&at, q, 8), q += 8;
+    if (ver != CKPT_VERSION) {
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: checkpoint version %u, this build reads version %u", path, ver,
+                            CKPT_VERSION);
+        goto out;
+    }
+    if (nfeat != GOPT_POLICY_NFEAT) {
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: checkpoint has %u features per node, this build has %d", path,
+                            nfeat, GOPT_POLICY_NFEAT);
+        goto out;
+    }
+    gopt_policy_config cfg;
+    cfg_from_array(&cfg, cfga);
+    if ((st = gopt_policy_config_check(&cfg, err))) {
+        gopt_error_prefix(err, "%s", path);
+        st = GOPT_EFORMAT;
+        if (err) err->code = st;
+        goto out;
+    }
+    if ((st = gopt_policy_create(&p, &cfg, 0, err))) goto out;
+    if (np != p->nparams) {
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: checkpoint holds %llu parameters, its config needs %zu", path,
+                            (unsigned long long)np, p->nparams);
+        goto out;
+    }
+    size_t fb = sizeof(float) * p->nparams, want = CKPT_HEADER + 3 * fb + 4;
+    if (len != want) {
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: checkpoint is %zu bytes, expected %zu (%s)", path, len, want,
+                            len < want ? "truncated" : "trailing data");
+        goto out;
+    }
+    uint32_t crc_file, crc = (uint32_t)crc32(0L, b, (uInt)(len - 4));
+    memcpy(&crc_file, b + len - 4, 4);
+    if (crc != crc_file) {
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: checkpoint is corrupt (CRC-32 %08x, stored %08x)", path, crc,
+                            crc_file);
+        goto out;
+    }
+    memcpy(p->params, q, fb), q += fb;
+    memcpy(p->m, q, fb), q += fb;
+    memcpy(p->v, q, fb);
+    p->adam_t = at;
+    for (size_t i = 0; i < p->nparams; i++)
+        if (!isfinite(p->params[i])) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: parameter %zu is not finite", path, i);
+            goto out;
+        }
+    *out = p;
+    p = NULL;
+out:
+    gopt_policy_free(p);
+    free(data);
+    return st;
+}
+
+gopt_status gopt_policy_load(gopt_policy **out, const char *path, gopt_error *err) {
+    return read_checkpoint(path, out, err);
+}
+
+gopt_status gopt_policy_load_into(gopt_policy *p, const char *path, gopt_error *err) {
+    gopt_policy *q = NULL;
+    gopt_status st = read_checkpoint(path, &q, err);
+    if (st) return st;
+    int32_t a[CKPT_NCFG], b[CKPT_NCFG];
+    cfg_to_array(&p->cfg, a);
+    cfg_to_array(&q->cfg, b);
+    for (int i = 0; i < CKPT_NCFG; i++)
+        if (a[i] != b[i]) {
+            st = gopt_error_set(err, GOPT_EINVAL, "%s: checkpoint config %s = %d, this policy has %d", path,
+                                cfg_names[i], (int)b[i], (int)a[i]);
+            gopt_policy_free(q);
+            return st;
+        }
+    size_t fb = sizeof(float) * p->nparams;
+    memcpy(p->params, q->params, fb);
+    memcpy(p->m, q->m, fb);
+    memcpy(p->v, q->v, fb);
+    p->adam_t = q->adam_t;
+    p->forwarded = 0;
+    gopt_policy_free(q);
+    return GOPT_OK;
+}

@@ -1,0 +1,165 @@
+/* policy_net.h: the gopt_policy struct shared by network.c, decode.c and
+ * optim.c (internal to policy/).
+ *
+ * Parameters, gradients and the two Adam moments are four allocations of
+ * nparams floats each, carved by the same layout into named tensors
+ * (shapes in the comments below). Activations of one forward live in one
+ * block sized for cap_n nodes / cap_m edges; backward scratch in another.
+ * Inside the network every (n, .) array is in topological-rank order: row i
+ * is node fz->topo[i].
+ */
+#ifndef GOPT_POLICY_NET_H
+#define GOPT_POLICY_NET_H
+
+#include "gopt_policy.h"
+#include "policy_internal.h"
+
+#define POLICY_MAX_SAGE 8
+#define POLICY_MAX_ATTN 8
+#define POLICY_MAX_ATTN_ALL (POLICY_MAX_ATTN + GOPT_TASK_COUNT)
+#define POLICY_MAX_TENSORS 256
+#define POLICY_NAME_MAX 48
+
+typedef struct {
+    float *w;    /* (5D, D) */
+    float *b;    /* (D) */
+    float *ln_w; /* (D) */
+    float *ln_b; /* (D) */
+} sage_params;
+
+typedef struct {
+    float *ln1_w, *ln1_b;    /* (D) */
+    float *film_s, *film_b;  /* (D, D): graph vector -> scale and shift of ln1 */
+    float *qkv_w;            /* (D, 3D) */
+    float *qkv_b;            /* (3D) */
+    float *relpos;           /* (H, 3S - 1) relative-position bias */
+    float *proj_w;           /* (D, D) */
+    float *proj_b;           /* (D) */
+    float *ln2_w, *ln2_b;    /* (D) */
+    float *fc1_w;            /* (D, Fh) */
+    float *fc1_b;            /* (Fh) */
+    float *fc2_w;            /* (Fh, D) */
+    float *fc2_b;            /* (D) */
+} attn_params;
+
+typedef struct {
+    float *ln_w, *ln_b; /* (D) */
+    float *w;           /* (D, A_t) */
+    float *b;           /* (A_t) */
+} head_params;
+
+typedef struct {
+    float *in_w; /* (NFEAT, D) */
+    float *in_b; /* (D) */
+    sage_params sage[POLICY_MAX_SAGE];
+    attn_params attn[POLICY_MAX_ATTN_ALL]; /* trunk layers, then one per task */
+    head_params head[GOPT_TASK_COUNT];
+} policy_params;
+
+typedef struct {
+    char name[POLICY_NAME_MAX];
+    size_t off, count;
+    int decay; /* weight matrices get weight decay; biases, norms, relpos do not */
+} policy_tensor;
+
+typedef struct {
+    float *cat;               /* (N, 5D) */
+    float *a;                 /* (N, D) relu(cat W + b) */
+    float *r;                 /* (N, D) residual sum, layer-norm input */
+    float *mean, *rstd;       /* (N) */
+    float *out;               /* (N, D) */
+} sage_acts;
+
+typedef struct {
+    float *ms, *mb;         /* (D) modulation of ln1 */
+    float *x1;              /* (N, D) */
+    float *mean1, *rstd1;   /* (N) */
+    float *qkv;             /* (N, 3D) */
+    float *att;             /* (N, H, 2S) */
+    float *ctx;             /* (N, D) */
+    float *h2;              /* (N, D) after the attention residual */
+    float *x2;              /* (N, D) */
+    float *mean2, *rstd2;   /* (N) */
+    float *f1;              /* (N, Fh) relu output */
+    float *out;             /* (N, D) */
+} attn_acts;
+
+typedef struct {
+    float *x;          /* (N, D) */
+    float *mean, *rstd; /* (N) */
+    float *logits;     /* (N, A_t) */
+    float *logp;       /* (N, A_t) log-softmax; placement: per unit row */
+    float *ent;        /* (N) entropy per row (placement: per unit) */
+} head_acts;
+
+typedef struct {
+    int32_t *pred_ptr, *pred_idx, *succ_ptr, *succ_idx; /* (N+1), (M): CSR over ranks */
+    float *x0;                                          /* (N, NFEAT) */
+    float *h0;                                          /* (N, D) */
+    float *g;                                           /* (D) graph vector */
+    sage_acts sage[POLICY_MAX_SAGE];
+    attn_acts attn[POLICY_MAX_ATTN_ALL];
+    head_acts head[GOPT_TASK_COUNT];
+    /* placement units (colocation groups or single nodes) */
+    int32_t *unit_of;    /* (N) unit of rank i */
+    int32_t *unit_rep;   /* (N) rank of the unit's first member */
+    int32_t *unit_size;  /* (N) */
+    uint32_t *unit_mask; /* (N) allowed devices */
+    int32_t *coloc_unit; /* (N) scratch: colocation group -> unit */
+    float *pooled;       /* (N, maxdev) pooled placement logits per unit */
+} policy_acts;
+
+typedef struct {
+    float *da, *db;               /* (N, D) ping-pong gradients of layer outputs */
+    float *dtmp, *dh2;            /* (N, D) */
+    float *dqkv_self, *dqkv_mem;  /* (N, 3D) */
+    float *dff;                   /* (N, Fh) */
+    float *dcat;                  /* (N, 5D) */
+    float *dlogits[GOPT_TASK_COUNT]; /* (N, A_t) */
+    float *dpooled;               /* (N, maxdev) */
+    float *dg;                    /* (D) */
+    float *dms, *dmb;             /* (D) */
+    float *seg_scratch;           /* GOPT_SEGATTN_SCRATCH(S, H) */
+} policy_bwd;
+
+struct gopt_policy {
+    gopt_policy_config cfg;
+    int width[GOPT_TASK_COUNT]; /* action counts of the heads */
+    int n_attn;                 /* attn_layers + GOPT_TASK_COUNT */
+    int nt;
+    policy_tensor tab[POLICY_MAX_TENSORS];
+    size_t nparams;
+    float *params, *grads, *m, *v;
+    uint64_t adam_t;
+    policy_params P, G;
+
+    int32_t cap_n, cap_m;
+    int has_bwd;
+    void *act_block, *bwd_block;
+    size_t act_bytes, bwd_bytes;
+    policy_acts A;
+    policy_bwd B;
+    float *seg_scratch_fwd; /* GOPT_SEGATTN_SCRATCH(S, H) */
+    /* test hook (gopt_policy_debug_freeze_memory): frozen memory states */
+    float *frozen_x1[POLICY_MAX_ATTN_ALL];  /* (N, D) or NULL */
+    float *frozen_qkv[POLICY_MAX_ATTN_ALL]; /* (N, 3D) */
+    int32_t frozen_n;
+
+    /* state of the last forward */
+    const gopt_frozen *fz;
+    int32_t n, ndev, n_units;
+    int forwarded;
+    double fwd_flops, bwd_flops;
+};
+
+/* decode.c: build the placement units and every head's log-softmax (end of forward). */
+gopt_status policy_decode_prepare(gopt_policy *p, const uint16_t *dev_mask, gopt_error *err);
+/* decode.c: dlogits (and dpooled) of J for the given actions; checks them. */
+gopt_status policy_decode_backward(gopt_policy *p, const gopt_policy_actions *a, const float *w_logp,
+                                   const float *w_ent, gopt_error *err);
+/* decode.c: check actions against the last forward; fills nothing. */
+gopt_status policy_check_actions(const gopt_policy *p, const gopt_policy_actions *a, gopt_error *err);
+/* network.c: backward from B.dlogits through every layer. */
+void policy_network_backward(gopt_policy *p);
+
+#endif /* GOPT_POLICY_NET_H */
