@@ -23,8 +23,10 @@
 
 #include <cmocka.h>
 
+#include "gopt_decisions.h"
 #include "gopt_graph.h"
 #include "gopt_policy.h"
+#include "gopt_zoo.h"
 #include "policy_internal.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */
@@ -953,6 +955,72 @@ static void test_small_sizes(void **state) {
     gopt_policy_free(p);
 }
 
+
+/* The network on every shipped real graph and every zoo family (default
+ * sizes, up to ~53k nodes), device counts 1..16 spread over them: decisions
+ * in range, colocation kept, fusion groups legal by gopt_decisions_validate. */
+static void check_on_graph(gopt_policy *p, gopt_graph *g, int ndev) {
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    gopt_error err = {0};
+    float *feat = malloc(sizeof(float) * (size_t)fz->n * GOPT_POLICY_NFEAT);
+    actions_buf ab;
+    actions_alloc(&ab, fz->n);
+    if (gopt_policy_features(fz, ndev, NULL, feat, &err) != GOPT_OK) print_error("%s\n", err.msg);
+    assert_int_equal(err.code, GOPT_OK);
+    if (gopt_policy_forward(p, fz, feat, ndev, NULL, &err) != GOPT_OK) print_error("%s\n", err.msg);
+    assert_int_equal(err.code, GOPT_OK);
+    gopt_rng rng;
+    gopt_rng_seed(&rng, (uint64_t)ndev);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 0) assert_int_equal(gopt_policy_sample(p, &rng, &ab.a, &err), GOPT_OK);
+        else assert_int_equal(gopt_policy_greedy(p, &ab.a, &err), GOPT_OK);
+        gopt_decisions d;
+        assert_int_equal(gopt_decisions_init(&d, fz->n, &err), GOPT_OK);
+        int32_t ngroups = 0;
+        assert_int_equal(gopt_policy_fusion_groups(fz, ab.a.place, ab.a.fuse, d.group, &ngroups, &err), GOPT_OK);
+        for (int32_t v = 0; v < fz->n; v++) {
+            assert_true(ab.a.place[v] >= 0 && ab.a.place[v] < ndev);
+            d.device[v] = ab.a.place[v];
+            d.priority[v] = ab.a.sched[v];
+        }
+        if (gopt_decisions_validate(&d, g, ndev, &err) != GOPT_OK)
+            print_error("%s (%d devices): %s\n", gopt_graph_name(g), ndev, err.msg);
+        assert_int_equal(err.code, GOPT_OK);
+        gopt_decisions_destroy(&d);
+    }
+    free(ab.buf);
+    free(feat);
+}
+
+static void test_zoo_and_real_graphs(void **state) {
+    (void)state;
+    gopt_policy_config c = tiny_config();
+    c.max_devices = GOPT_POLICY_MAX_DEVICES;
+    gopt_policy *p = NULL;
+    gopt_error err = {0};
+    assert_int_equal(gopt_policy_create(&p, &c, 7, &err), GOPT_OK);
+    static const char *const REAL[] = {"resnet50", "inception_v3", "transformer", "lstm_lm", "seq2seq"};
+    int ndev = 1;
+    for (size_t i = 0; i < sizeof REAL / sizeof *REAL; i++, ndev = (ndev + 4) % 16 + 1) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/graphs/real/%s.graphml.gz", GOPT_SOURCE_DIR, REAL[i]);
+        gopt_graph *g = NULL;
+        assert_int_equal(gopt_graph_load(path, &g, &err), GOPT_OK);
+        check_on_graph(p, g, ndev);
+        if (i == 0) /* every device count on the smallest */
+            for (int k = 1; k <= GOPT_POLICY_MAX_DEVICES; k++) check_on_graph(p, g, k);
+        gopt_graph_free(g);
+    }
+    for (int f = 0; f < gopt_zoo_family_count(); f++, ndev = (ndev + 4) % 16 + 1) {
+        gopt_zoo_spec spec = {.family = gopt_zoo_family_name(f)};
+        gopt_graph *g = NULL;
+        assert_int_equal(gopt_zoo_generate(&spec, &g, &err), GOPT_OK);
+        check_on_graph(p, g, ndev);
+        gopt_graph_free(g);
+    }
+    gopt_policy_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config),          cmocka_unit_test(test_features),
@@ -962,7 +1030,7 @@ int main(void) {
         cmocka_unit_test(test_grad_network_full), cmocka_unit_test(test_grad_network_stopgrad),    cmocka_unit_test(test_decode),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_fusion),          cmocka_unit_test(test_example_graph),
-        cmocka_unit_test(test_small_sizes),
+        cmocka_unit_test(test_small_sizes),     cmocka_unit_test(test_zoo_and_real_graphs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
