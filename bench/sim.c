@@ -17,6 +17,9 @@
  * Targets (issue 5): < 20 ms per simulation of an 80,000-node graph on one core.
  *
  * Usage: bench_sim [--reps R] [--threads T] [--profile FILE] [--only gnmt|txl|dag] [--seed S]
+ *                  [--placement random|single|blocks]
+ * (--placement: the issue's random placement by default; "single" puts everything on
+ * device 0, "blocks" cuts the topological order into ndev ranges; both for comparison.)
  * Without --profile an embedded copy of the V100 DGX-1 datasheet profile is used. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,10 +98,20 @@ fail:
 /* Random valid decisions: one device per colocation group, random priorities, fusion of
  * producer -> sole-consumer chains on one device (contracting such a chain cannot close a
  * cycle: its only exit is its last member). */
+static const char *placement = "random"; /* --placement: random, single (device 0), blocks (topological ranges) */
+
+static int32_t place(gopt_rng *rng, const gopt_frozen *f, int ndev, int32_t v) {
+    if (!strcmp(placement, "single")) return 0;
+    if (!strcmp(placement, "blocks")) return (int32_t)((int64_t)f->rank[v] * ndev / f->n);
+    return (int32_t)gopt_rng_below(rng, (uint64_t)ndev);
+}
+
 static void random_decisions(gopt_rng *rng, const gopt_frozen *f, int ndev, gopt_decisions *d, int32_t *coloc_dev) {
-    for (int32_t k = 0; k < f->n_coloc; k++) coloc_dev[k] = (int32_t)gopt_rng_below(rng, (uint64_t)ndev);
+    for (int32_t k = 0; k < f->n_coloc; k++) coloc_dev[k] = -1;
+    for (int32_t v = 0; v < f->n; v++)
+        if (f->coloc[v] >= 0 && coloc_dev[f->coloc[v]] < 0) coloc_dev[f->coloc[v]] = place(rng, f, ndev, v);
     for (int32_t v = 0; v < f->n; v++) {
-        d->device[v] = f->coloc[v] >= 0 ? coloc_dev[f->coloc[v]] : (int32_t)gopt_rng_below(rng, (uint64_t)ndev);
+        d->device[v] = f->coloc[v] >= 0 ? coloc_dev[f->coloc[v]] : place(rng, f, ndev, v);
         d->priority[v] = (int32_t)gopt_rng_below(rng, 1u << 20);
         d->group[v] = -1;
     }
@@ -233,8 +246,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--profile") && i + 1 < argc) prof = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--placement") && i + 1 < argc) placement = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_sim [--reps R] [--threads T] [--profile FILE] [--only gnmt|txl|dag] [--seed S]\n");
+            fprintf(stderr, "usage: bench_sim [--reps R] [--threads T] [--profile FILE] [--only gnmt|txl|dag] [--seed S]\n"
+                            "                 [--placement random|single|blocks]\n");
             return 2;
         }
     }
@@ -250,8 +265,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_sim: %s\n", err.msg);
         return 2;
     }
-    printf("bench_sim: profile %s, %d devices, median of %d runs, %d threads for the batch\n", gopt_profile_name(p),
-           gopt_cost_num_devices(cm), reps, threads);
+    if (strcmp(placement, "random") && strcmp(placement, "single") && strcmp(placement, "blocks")) {
+        fprintf(stderr, "bench_sim: --placement %s: random, single or blocks\n", placement);
+        return 2;
+    }
+    printf("bench_sim: profile %s, %d devices, %s placement, median of %d runs, %d threads for the batch\n",
+           gopt_profile_name(p), gopt_cost_num_devices(cm), placement, reps, threads);
     int rc = 0;
     struct {
         const char *key, *label, *family;

@@ -24,7 +24,7 @@
 /* ---- device ready heap ------------------------------------------------------ */
 static void dev_push(gopt_sim_scratch *s, int32_t dv, int32_t c) {
     uint64_t *h = s->rq + s->rq_off[dv];
-    uint64_t k = s->key[c];
+    uint64_t k = s->nc[c].key;
     int32_t i = s->rq_len[dv]++;
     while (i > 0) {
         int32_t p = (i - 1) >> 1;
@@ -55,54 +55,75 @@ static int32_t dev_next(gopt_sim_scratch *s, int32_t dv) {
 }
 
 static double dev_start(gopt_sim_scratch *s, int32_t dv, int32_t c) {
-    sim_mem_add(s, dv, s->alloc[c]);
+    const sim_nc *x = &s->nc[c];
+    int64_t alloc = x->osize;
+    if (x->mem_first >= 0) {
+        alloc = 0;
+        const int32_t *ml = s->mem_list + x->mem_first;
+        for (int32_t j = 0; j < x->mem_count; j++)
+            if (s->nt[ml[j]].ext) alloc += s->nc[ml[j]].osize;
+    }
+    sim_mem_add(s, dv, alloc);
     s->start[c] = s->now;
-    s->busy_s[dv] += s->dur[c];
-    return s->dur[c];
+    s->busy_s[dv] += x->dur;
+    return x->dur;
 }
 
 /* One holder of tensor u's copy on device dv is done with it. */
-static inline void release(gopt_sim_scratch *s, int32_t u, int32_t dv) {
-    int32_t nd = s->ndev;
-    size_t i = (size_t)u * (size_t)nd + (size_t)dv;
-    if (--s->hold[i] == 0)
-        s->mem[dv] -= s->d->device[u] == dv ? s->sim->osize[u] : s->xf[s->copy_rec[i]].size;
+static inline void release(gopt_sim_scratch *s, int32_t u, int32_t udev, int32_t dv) {
+    if (udev == dv) {
+        if (--s->th[u].hold == 0) s->mem[dv] -= s->nc[u].osize;
+        return;
+    }
+    sim_xfer *t = &s->xf[s->nc[u].xf_first];
+    while (t->dst != dv) t++; /* u's records are contiguous, one per receiving device */
+    if (--t->hold == 0) s->mem[dv] -= t->size;
 }
 
 static void link_push(gopt_sim_scratch *s, int32_t l, int32_t x);
 
 static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
     const gopt_frozen *f = s->sim->f;
-    const int32_t *dev = s->d->device, *task_of = s->task_of;
+    const double *out_bytes = s->sim->out_slot_bytes;
+    const int32_t *in_ptr = f->in_ptr, *in_src = f->in_src, *out_ptr = f->out_ptr, *out_dst = f->out_dst;
+    sim_nt *nt = s->nt;
+    sim_tp *tp = s->tp;
+    sim_th *th = s->th;
     int32_t nd = s->ndev;
-    int32_t tag = -2 - c;
-    for (int32_t k = s->mem_ptr[c]; k < s->mem_ptr[c + 1]; k++) {
-        int32_t v = s->mem_list[k];
-        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
-            int32_t u = f->in_src[e];
-            if (task_of[u] == c || s->stamp_u[u] == tag) continue;
-            s->stamp_u[u] = tag;
-            release(s, u, dv);
+    int32_t tag = -2 - c; /* distinct from the stamps prepare() wrote */
+    const sim_nc *x = &s->nc[c];
+    int32_t k = x->mem_count;
+    const int32_t *ml = x->mem_first >= 0 ? s->mem_list + x->mem_first : &c;
+    for (int32_t j = 0; j < k; j++) {
+        int32_t v = ml[j];
+        for (int32_t e = in_ptr[v]; e < in_ptr[v + 1]; e++) {
+            int32_t u = in_src[e];
+            sim_nt y = nt[u];
+            if (y.task == c || th[u].stamp_u == tag) continue;
+            th[u].stamp_u = tag;
+            release(s, u, y.dev, dv);
         }
     }
-    for (int32_t k = s->mem_ptr[c]; k < s->mem_ptr[c + 1]; k++) {
-        int32_t v = s->mem_list[k];
-        if (!s->ext[v]) continue;
+    for (int32_t j = 0; j < k; j++) {
+        int32_t v = ml[j];
+        if (!nt[v].ext) continue;
         int32_t nlocal = 0, nx = 0;
-        for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++) {
-            int32_t w = f->out_dst[e], c2 = task_of[w];
+        for (int32_t e = out_ptr[v]; e < out_ptr[v + 1]; e++) {
+            sim_nt w = nt[out_dst[e]];
+            int32_t c2 = w.task;
             if (c2 == c) continue;
-            int32_t D = dev[w];
+            int32_t D = w.dev;
             if (D == dv) {
-                if (s->stamp_c[c2] == v) continue;
-                s->stamp_c[c2] = v;
+                sim_tp *t2 = &tp[c2];
+                if (t2->stamp_c == v) continue;
+                t2->stamp_c = v;
                 nlocal++;
-                if (--s->pending[c2] == 0) {
+                if (--t2->pending == 0) {
                     dev_push(s, dv, c2);
                     sim_mark_dirty(s, dv);
                 }
             } else {
-                double b = f->edge_bytes[f->out_eid[e]];
+                double b = out_bytes[e];
                 if (s->dstamp[D] != v) {
                     s->dstamp[D] = v;
                     s->dbytes[D] = b;
@@ -112,23 +133,27 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
                 }
             }
         }
-        for (int32_t j = 0; j < nx; j++) {
-            int32_t D = s->dlist[j];
-            int32_t x = s->nxf++;
-            sim_xfer *r = &s->xf[x];
-            r->node = v;
-            r->src = dv;
-            r->dst = D;
-            r->bytes = s->dbytes[D];
-            r->size = (int64_t)ceil(r->bytes);
-            r->start = r->end = -1;
+        if (nx) {
+            s->nc[v].xf_first = s->nxf;
+            nt[v].nxf = (uint8_t)(nx < 255 ? nx : 255);
+        }
+        for (int32_t i = 0; i < nx; i++) {
+            int32_t D = s->dlist[i];
+            int32_t r = s->nxf++;
+            sim_xfer *t = &s->xf[r];
+            t->node = v;
+            t->src = dv;
+            t->dst = D;
+            t->hold = 0;
+            t->bytes = s->dbytes[D];
+            t->size = (int64_t)ceil(t->bytes);
+            t->start = t->end = -1;
             int32_t l = dv * nd + D;
-            link_push(s, l, x);
+            link_push(s, l, r);
             sim_mark_dirty(s, nd + l);
         }
-        size_t hi = (size_t)v * (size_t)nd + (size_t)dv;
-        s->hold[hi] = nlocal + nx;
-        if (nlocal + nx == 0) s->mem[dv] -= s->sim->osize[v];
+        th[v].hold = nlocal + nx;
+        if (nlocal + nx == 0) s->mem[dv] -= s->nc[v].osize;
     }
     s->tasks_done++;
 }
@@ -189,26 +214,25 @@ static double link_start(gopt_sim_scratch *s, int32_t r, int32_t x) {
 
 static void link_finish(gopt_sim_scratch *s, int32_t r, int32_t x) {
     const gopt_frozen *f = s->sim->f;
-    const sim_xfer *t = &s->xf[x];
-    int32_t u = t->node, D = t->dst, nd = s->ndev;
-    const int32_t *dev = s->d->device;
-    release(s, u, t->src);
+    sim_xfer *t = &s->xf[x];
+    int32_t u = t->node, D = t->dst;
+    sim_nt *nt = s->nt;
+    sim_tp *tp = s->tp;
+    if (--s->th[u].hold == 0) s->mem[t->src] -= s->nc[u].osize; /* the sender's copy */
     int32_t nc = 0;
     for (int32_t e = f->out_ptr[u]; e < f->out_ptr[u + 1]; e++) {
-        int32_t w = f->out_dst[e];
-        if (dev[w] != D) continue;
-        int32_t c2 = s->task_of[w];
-        if (s->stamp_c[c2] == u) continue;
-        s->stamp_c[c2] = u;
+        sim_nt w = nt[f->out_dst[e]];
+        if (w.dev != D) continue;
+        sim_tp *t2 = &tp[w.task];
+        if (t2->stamp_c == u) continue;
+        t2->stamp_c = u;
         nc++;
-        if (--s->pending[c2] == 0) {
-            dev_push(s, D, c2);
+        if (--t2->pending == 0) {
+            dev_push(s, D, w.task);
             sim_mark_dirty(s, D);
         }
     }
-    size_t i = (size_t)u * (size_t)nd + (size_t)D;
-    s->copy_rec[i] = x;
-    s->hold[i] = nc;
+    t->hold = nc;
 }
 
 const sim_resource_ops sim_link_fifo_ops = {"link-fifo", link_push_op, link_next, link_start, link_finish};
