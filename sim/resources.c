@@ -7,8 +7,9 @@
  * output to its local consumers and queues one transfer per other consuming
  * device.
  *
- * Link (FIFO): a binary min-heap keyed by (time queued, producer's rank):
- * first in first out, ties at one instant by topological rank. One transfer
+ * Link (FIFO): a binary min-heap keyed by (time queued, producer's rank),
+ * packed in one uint64 as (instant counter << 32 | rank): first in first out,
+ * ties at one instant by topological rank. One transfer
  * at a time, each taking gopt_cost_transfer_time (latency + bytes/bandwidth
  * or the link's measured copy table). Starting a transfer allocates the copy
  * on the receiving device; finishing it releases the sender's hold and makes
@@ -35,22 +36,28 @@ static void dev_push(gopt_sim_scratch *s, int32_t dv, int32_t c) {
     h[i] = k;
 }
 
+/* Bottom-up removal: walk the hole down along the smaller children without
+ * comparing against the moved element (a data-independent choice the CPU
+ * does with conditional moves), then sift that element up, rarely far. */
 static int32_t dev_next(gopt_sim_scratch *s, int32_t dv) {
     int32_t len = s->rq_len[dv];
     if (len == 0) return -1;
     uint64_t *h = s->rq + s->rq_off[dv];
     uint64_t top = h[0], last = h[--len];
     s->rq_len[dv] = len;
-    int32_t i = 0;
-    for (;;) {
-        int32_t c = 2 * i + 1;
-        if (c >= len) break;
-        if (c + 1 < len && h[c + 1] < h[c]) c++;
-        if (h[c] >= last) break;
+    int32_t i = 0, c;
+    while ((c = 2 * i + 1) < len) {
+        c += (c + 1 < len) & (h[c + 1] < h[c]);
         h[i] = h[c];
         i = c;
     }
-    if (len > 0) h[i] = last;
+    while (i > 0) {
+        int32_t p = (i - 1) >> 1;
+        if (h[p] <= last) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = last;
     return s->sim->f->topo[(uint32_t)top];
 }
 
@@ -75,8 +82,14 @@ static inline void release(gopt_sim_scratch *s, int32_t u, int32_t udev, int32_t
         if (--s->th[u].hold == 0) s->mem[dv] -= s->nc[u].osize;
         return;
     }
-    sim_xfer *t = &s->xf[s->nc[u].xf_first];
-    while (t->dst != dv) t++; /* u's records are contiguous, one per receiving device */
+    const sim_th *h = &s->th[u];
+    sim_xfer *t;
+    if (s->ndev <= 32) { /* u's records are contiguous, in increasing receiving device */
+        t = &s->xf[h->xf_first + __builtin_popcount(h->xf_mask & ((1u << dv) - 1u))];
+    } else {
+        t = &s->xf[h->xf_first];
+        while (t->dst != dv) t++;
+    }
     if (--t->hold == 0) s->mem[dv] -= t->size;
 }
 
@@ -134,8 +147,19 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
             }
         }
         if (nx) {
-            s->nc[v].xf_first = s->nxf;
+            th[v].xf_first = s->nxf;
             nt[v].nxf = (uint8_t)(nx < 255 ? nx : 255);
+            uint32_t mask = 0;
+            for (int32_t i = 1; i < nx; i++) { /* records by increasing receiving device */
+                int32_t D = s->dlist[i], q = i;
+                while (q > 0 && s->dlist[q - 1] > D) {
+                    s->dlist[q] = s->dlist[q - 1];
+                    q--;
+                }
+                s->dlist[q] = D;
+            }
+            for (int32_t i = 0; i < nx && nd <= 32; i++) mask |= 1u << s->dlist[i];
+            th[v].xf_mask = mask;
         }
         for (int32_t i = 0; i < nx; i++) {
             int32_t D = s->dlist[i];
@@ -161,17 +185,13 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
 const sim_resource_ops sim_device_ops = {"device", dev_push, dev_next, dev_start, dev_finish};
 
 /* ---- link FIFO ----------------------------------------------------------------- */
-static inline int slot_less(const sim_link_slot *a, const sim_link_slot *b) {
-    return a->enq < b->enq || (a->enq == b->enq && a->rank < b->rank);
-}
-
 static void link_push(gopt_sim_scratch *s, int32_t l, int32_t x) {
     sim_link_slot *h = s->lq + s->lq_off[l];
-    sim_link_slot it = {s->now, s->sim->f->rank[s->xf[x].node], x};
+    sim_link_slot it = {((uint64_t)s->instant << 32) | (uint32_t)s->sim->f->rank[s->xf[x].node], x, 0};
     int32_t i = s->lq_len[l]++;
     while (i > 0) {
         int32_t p = (i - 1) >> 1;
-        if (!slot_less(&it, &h[p])) break;
+        if (h[p].key <= it.key) break;
         h[i] = h[p];
         i = p;
     }
@@ -188,16 +208,19 @@ static int32_t link_next(gopt_sim_scratch *s, int32_t r) {
     int32_t top = h[0].rec;
     sim_link_slot last = h[--len];
     s->lq_len[l] = len;
-    int32_t i = 0;
-    for (;;) {
-        int32_t c = 2 * i + 1;
-        if (c >= len) break;
-        if (c + 1 < len && slot_less(&h[c + 1], &h[c])) c++;
-        if (!slot_less(&h[c], &last)) break;
+    int32_t i = 0, c;
+    while ((c = 2 * i + 1) < len) {
+        c += (c + 1 < len) & (h[c + 1].key < h[c].key);
         h[i] = h[c];
         i = c;
     }
-    if (len > 0) h[i] = last;
+    while (i > 0) {
+        int32_t p = (i - 1) >> 1;
+        if (h[p].key <= last.key) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = last;
     return top;
 }
 

@@ -321,6 +321,7 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
     s->nxf = 0;
     s->total_bytes = 0;
     s->now = 0;
+    s->instant = 0;
     s->tasks_done = 0;
     for (int32_t c = 0; c < n; c++) {
         if (nt[c].task == c && tp[c].pending == 0) {
@@ -348,18 +349,23 @@ static void ev_push(gopt_sim_scratch *s, double t, int32_t r, int32_t item) {
     s->ev[i] = e;
 }
 
+/* Bottom-up removal (see dev_next in resources.c). */
 static sim_event ev_pop(gopt_sim_scratch *s) {
-    sim_event top = s->ev[0], last = s->ev[--s->nev];
-    int32_t i = 0, len = s->nev;
-    for (;;) {
-        int32_t c = 2 * i + 1;
-        if (c >= len) break;
-        if (c + 1 < len && ev_less(&s->ev[c + 1], &s->ev[c])) c++;
-        if (!ev_less(&s->ev[c], &last)) break;
-        s->ev[i] = s->ev[c];
+    sim_event *h = s->ev;
+    sim_event top = h[0], last = h[--s->nev];
+    int32_t i = 0, c, len = s->nev;
+    while ((c = 2 * i + 1) < len) {
+        c += (c + 1 < len) & ev_less(&h[c + 1], &h[c]);
+        h[i] = h[c];
         i = c;
     }
-    if (len > 0) s->ev[i] = last;
+    while (i > 0) {
+        int32_t p = (i - 1) >> 1;
+        if (!ev_less(&last, &h[p])) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = last;
     return top;
 }
 
@@ -391,6 +397,7 @@ gopt_status gopt_sim_run(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_
     dispatch(s);
     while (s->nev > 0) {
         double t = s->ev[0].time;
+        if (t != s->now) s->instant++;
         s->now = t;
         while (s->nev > 0 && s->ev[0].time == t) {
             sim_event e = ev_pop(s);

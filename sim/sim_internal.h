@@ -35,9 +35,9 @@ typedef struct {
 } sim_event;
 
 typedef struct {
-    double enq;   /* time it was queued */
-    int32_t rank; /* producer's topological rank: ties at one instant */
+    uint64_t key; /* instant it was queued (a counter of distinct event times) << 32 | producer's rank */
     int32_t rec;
+    int32_t spare;
 } sim_link_slot;
 
 typedef struct {
@@ -63,11 +63,13 @@ typedef struct {
     int32_t stamp_c; /* (task) the last tensor that counted this task (deduplication) */
 } sim_tp;
 typedef struct {
-    int32_t stamp_u; /* (tensor) the last task that counted this tensor */
-    int32_t hold;    /* (tensor) holders of the copy on its own device */
+    int32_t stamp_u;  /* (tensor) the last task that counted this tensor */
+    int32_t hold;     /* (tensor) holders of the copy on its own device */
+    int32_t xf_first; /* (tensor) its first transfer record; the others follow, by receiving device */
+    uint32_t xf_mask; /* (tensor) receiving devices (when ndev <= 32): record = xf_first + popcount below */
 } sim_th;
 typedef struct {
-    int32_t xf_first;  /* (tensor) its first transfer record; the others follow */
+    int32_t spare0;
     int32_t mem_first; /* (task) members at mem_list[mem_first..] when fused, -1 when alone */
     int32_t mem_count; /* (task) members */
     int32_t spare;
@@ -113,6 +115,7 @@ struct gopt_sim_scratch {
     double sent[GOPT_SIM_MAX_DEVICES];
     double total_bytes;
     double now;
+    uint32_t instant; /* distinct event times so far: orders link queues like time does */
     int32_t ntasks, tasks_done;
 };
 
