@@ -604,7 +604,7 @@ static gopt_graph *random_graph(gopt_rng *rng, int n) {
                                        GOPT_OP_CLASS_OTHER};
     node_spec nodes[64];
     edge_spec edges[512];
-    char names[64][8];
+    char names[64][16];
     int m = 0;
     for (int v = 0; v < n; v++) {
         snprintf(names[v], sizeof names[v], "n%d", v);
