@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gopt_sim.h"
 #include "gopt_zoo.h"
@@ -44,6 +45,22 @@ static double cpu_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double proc_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double loadavg(void) {
+    double l = -1;
+    FILE *fp = fopen("/proc/loadavg", "r");
+    if (fp) {
+        if (fscanf(fp, "%lf", &l) != 1) l = -1;
+        fclose(fp);
+    }
+    return l;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -164,7 +181,8 @@ static int bench_graph(const char *label, gopt_graph *g, const gopt_costmodel *c
     gopt_sim_result *seq = calloc(K, sizeof *seq), *bat = calloc(K, sizeof *bat);
     double *fin = calloc((size_t)f->n + 1, sizeof *fin);
     double *ts = calloc((size_t)reps, sizeof *ts), *tb = calloc((size_t)reps, sizeof *tb);
-    double *tq = calloc((size_t)reps, sizeof *tq), *tp = calloc((size_t)reps, sizeof *tp);
+    double *tq = calloc((size_t)reps + 3, sizeof *tq), *tp = calloc((size_t)reps + 3, sizeof *tp);
+    double cq = 0, cp = 0;
     int32_t *coloc_dev = calloc((size_t)f->n_coloc + 1, sizeof *coloc_dev);
     int rc = 1, nds = 0;
     if (!seq || !bat || !fin || !ts || !tb || !tq || !tp || !coloc_dev) goto out;
@@ -200,12 +218,14 @@ static int bench_graph(const char *label, gopt_graph *g, const gopt_costmodel *c
     int rounds = reps / 4 < 3 ? 3 : reps / 4;
     int same = 1;
     for (int i = 0; i < rounds; i++) {
-        double a = gopt_now_seconds();
+        double a = gopt_now_seconds(), ca = proc_cpu_now();
         for (int k = 0; k < K; k++)
             if (gopt_sim_run(sim, &ds[k], &seq[k], sc[0], &err)) goto fail;
-        double b = gopt_now_seconds();
+        double b = gopt_now_seconds(), cb = proc_cpu_now();
         if (gopt_sim_run_batch(sim, ds, K, bat, sc, threads, &err)) goto fail;
-        double c = gopt_now_seconds();
+        double c = gopt_now_seconds(), cc = proc_cpu_now();
+        cq += cb - ca;
+        cp += cc - cb;
         tq[i] = b - a;
         tp[i] = c - b;
         for (int k = 0; k < K; k++) same &= memcmp(&seq[k], &bat[k], sizeof seq[k]) == 0;
@@ -226,6 +246,9 @@ static int bench_graph(const char *label, gopt_graph *g, const gopt_costmodel *c
            "results identical: %s\n",
            K, sq * 1e3, sp * 1e3, threads, sq / sp, threads == 2 ? (sq / sp >= 1.8 ? "MET" : "MISSED") : "n/a",
            same ? "yes" : "NO");
+    printf("  batch CPU time        %8.2fx the sequential loop's (1.00: threads add no work); load average %.1f on %ld "
+           "cores\n",
+           cp / cq, loadavg(), sysconf(_SC_NPROCESSORS_ONLN));
     if (sink < 0) printf("(unreachable: %g)\n", sink);
     rc = same ? 0 : 1;
     goto out;
