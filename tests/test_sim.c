@@ -715,6 +715,36 @@ static void test_reference_random(void **state) {
         gopt_sim_free(sim);
         gopt_graph_free(g);
     }
+    /* more than 32 devices: the transfer records are found by search, not by device mask */
+    cluster wide;
+    cluster_make(&wide, UNIT_PROFILE, 40, 1e6);
+    for (int it = 0; it < 40; it++) {
+        int n = 2 + (int)gopt_rng_below(&rng, 9);
+        gopt_graph *g = random_graph(&rng, n);
+        gopt_sim *sim;
+        gopt_sim_scratch *s;
+        gopt_error err = {0};
+        gopt_decisions d;
+        assert_int_equal(gopt_sim_create(g, wide.cm, &sim, &err), GOPT_OK);
+        assert_int_equal(gopt_sim_scratch_create(sim, &s, &err), GOPT_OK);
+        assert_int_equal(gopt_decisions_init(&d, n, &err), GOPT_OK);
+        random_decisions(&rng, g, 40, &d, it % 2);
+        for (int v = 0; v < n; v++) /* spread over the high devices too */
+            if (d.group[v] < 0) d.device[v] = 30 + (int32_t)gopt_rng_below(&rng, 10);
+        gopt_sim_result r;
+        ref_result want;
+        assert_int_equal(gopt_sim_run(sim, &d, &r, s, &err), GOPT_OK);
+        ref_simulate(g, wide.cm, &d, &want);
+        assert_true(r.step_time_s == want.step);
+        assert_int_equal(r.transfers, want.nxfer);
+        for (int dd = 0; dd < 40; dd++) assert_true(r.peak_memory_bytes[dd] == want.peak[dd]);
+        for (int v = 0; v < n; v++) assert_true(gopt_sim_node_start(s, v) == want.start[v]);
+        gopt_decisions_destroy(&d);
+        gopt_sim_scratch_free(s);
+        gopt_sim_free(sim);
+        gopt_graph_free(g);
+    }
+    cluster_free(&wide);
     /* the random cases exercise what they should */
     assert_int_equal(cases, 1200);
     assert_true(fused_cases > 100);
