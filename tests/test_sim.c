@@ -718,8 +718,8 @@ static void test_reference_random(void **state) {
     /* more than 32 devices: the transfer records are found by search, not by device mask */
     cluster wide;
     cluster_make(&wide, UNIT_PROFILE, 40, 1e6);
-    for (int it = 0; it < 40; it++) {
-        int n = 2 + (int)gopt_rng_below(&rng, 9);
+    for (int it = 0; it < 150; it++) {
+        int n = 4 + (int)gopt_rng_below(&rng, 11);
         gopt_graph *g = random_graph(&rng, n);
         gopt_sim *sim;
         gopt_sim_scratch *s;
@@ -730,7 +730,7 @@ static void test_reference_random(void **state) {
         assert_int_equal(gopt_decisions_init(&d, n, &err), GOPT_OK);
         random_decisions(&rng, g, 40, &d, it % 2);
         for (int v = 0; v < n; v++) /* spread over the high devices too */
-            if (d.group[v] < 0) d.device[v] = 30 + (int32_t)gopt_rng_below(&rng, 10);
+            if (d.group[v] < 0) d.device[v] = 33 + (int32_t)gopt_rng_below(&rng, 4);
         gopt_sim_result r;
         ref_result want;
         assert_int_equal(gopt_sim_run(sim, &d, &r, s, &err), GOPT_OK);
