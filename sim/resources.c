@@ -226,7 +226,10 @@ static int32_t link_next(gopt_sim_scratch *s, int32_t r) {
 
 static double link_start(gopt_sim_scratch *s, int32_t r, int32_t x) {
     sim_xfer *t = &s->xf[x];
-    double dt = gopt_cost_transfer_time(s->sim->cm, t->src, t->dst, t->bytes);
+    const gopt_sim *sim = s->sim;
+    int32_t l = r - s->ndev;
+    double dt = sim->link_plain[l] ? sim->link_lat[l] + t->bytes / sim->link_bw[l]
+                                   : gopt_cost_transfer_time(sim->cm, t->src, t->dst, t->bytes);
     sim_mem_add(s, t->dst, t->size);
     t->start = s->now;
     t->end = s->now + dt;

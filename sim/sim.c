@@ -76,6 +76,15 @@ gopt_status gopt_sim_create(const gopt_graph *g, const gopt_costmodel *cm, gopt_
         sim->in_slot_bytes[k] = f->edge_bytes[f->in_eid[k]];
     }
     for (int d = 0; d < nd; d++) sim->capacity[d] = gopt_cost_device_memory(cm, d);
+    const gopt_profile *prof = gopt_cost_profile(cm);
+    for (int a = 0; a < nd; a++)
+        for (int b = 0; b < nd; b++) {
+            gopt_profile_table lt;
+            int l = a * nd + b;
+            sim->link_plain[l] = a != b && !gopt_profile_link_table(prof, a, b, &lt);
+            sim->link_lat[l] = a != b ? gopt_profile_link_latency(prof, a, b) : 0;
+            sim->link_bw[l] = a != b ? gopt_profile_link_bandwidth(prof, a, b) : 1;
+        }
     *out = sim;
     return GOPT_OK;
 }
@@ -333,12 +342,23 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
 }
 
 /* ---- event heap ------------------------------------------------------------------------ */
-static inline int ev_less(const sim_event *a, const sim_event *b) {
-    return a->time < b->time || (a->time == b->time && a->seq < b->seq);
+static inline int ev_less(const sim_event *a, const sim_event *b) { return a->key < b->key; }
+
+static inline uint64_t time_bits(double t) {
+    uint64_t b;
+    memcpy(&b, &t, sizeof b);
+    return b;
+}
+
+static inline double ev_time(const sim_event *e) {
+    uint64_t b = (uint64_t)(e->key >> 64);
+    double t;
+    memcpy(&t, &b, sizeof t);
+    return t;
 }
 
 static void ev_push(gopt_sim_scratch *s, double t, int32_t r, int32_t item) {
-    sim_event e = {t, s->seq++, r, item};
+    sim_event e = {((sim_u128)time_bits(t) << 64) | s->seq++, r, item};
     int32_t i = s->nev++;
     while (i > 0) {
         int32_t p = (i - 1) >> 1;
@@ -396,10 +416,11 @@ gopt_status gopt_sim_run(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_
     }
     dispatch(s);
     while (s->nev > 0) {
-        double t = s->ev[0].time;
+        double t = ev_time(&s->ev[0]);
+        uint64_t tb = (uint64_t)(s->ev[0].key >> 64);
         if (t != s->now) s->instant++;
         s->now = t;
-        while (s->nev > 0 && s->ev[0].time == t) {
+        while (s->nev > 0 && (uint64_t)(s->ev[0].key >> 64) == tb) {
             sim_event e = ev_pop(s);
             s->busy[e.res] = 0;
             sim_mark_dirty(s, e.res);

@@ -26,11 +26,20 @@ struct gopt_sim {
     double *out_slot_bytes; /* (m) edge bytes by out-edge slot (CSR order: read sequentially) */
     double *in_slot_bytes;  /* (m) edge bytes by in-edge slot */
     double capacity[GOPT_SIM_MAX_DEVICES];
+    /* links without a measured copy table: latency + bytes / bandwidth, computed here as the cost
+     * model computes it (tests compare with gopt_cost_transfer_time bit for bit) */
+    uint8_t link_plain[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];
+    double link_lat[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];
+    double link_bw[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];
 };
 
+__extension__ typedef unsigned __int128 sim_u128;
+
+/* An event: key = (bits of its time << 64) | sequence number. Times are
+ * finite and >= 0, whose IEEE bits order like the numbers, so one integer
+ * comparison orders events by (time, sequence). */
 typedef struct {
-    double time;
-    uint64_t seq;
+    sim_u128 key;
     int32_t res, item;
 } sim_event;
 
