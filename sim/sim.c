@@ -298,10 +298,7 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
             uint32_t up = (uint32_t)prio ^ 0x80000000u;
             nc[c].key = ((uint64_t)(~up) << 32) | (uint32_t)rank[c];
         }
-        for (int32_t c = 0; c < n; c++)
-            if (grp[c] >= 0) th[c].stamp_u = -1; /* the run's stamps start clean */
-        for (int32_t v = 0; v < n; v++)
-            if (grp[v] >= 0 && nt[v].task != v) th[v].stamp_u = -1;
+        /* stamp_u now holds task ids (>= 0) on some producers: harmless, the run's tags are < 0 */
     }
     for (int32_t v = 0; v < n; v++) /* tasks per device */
         if (nt[v].task == v) dcount[nt[v].dev]++;
