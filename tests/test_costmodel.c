@@ -1,0 +1,355 @@
+/* test_costmodel.c: the cost model against hand-computed values: roofline
+ * times, zero-time inputs and params, fused group time, transfer times on
+ * the shipped topologies, interpolation in synthetic tables with known laws
+ * (exact at measured points, close between them, the documented behaviour
+ * outside them), shapes taken from the node's shape attribute, and the
+ * `gopt cost` command. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "gopt_cost.h"
+
+static gopt_profile *load_shipped(const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/profiles/%s", GOPT_SOURCE_DIR, name);
+    gopt_profile *p = NULL;
+    gopt_error err = {0};
+    assert_int_equal(gopt_profile_load(path, &p, &err), GOPT_OK);
+    return p;
+}
+
+static int close_rel(double a, double b, double tol) { return fabs(a - b) <= tol * fabs(b); }
+
+static void test_create_devices(void **state) {
+    (void)state;
+    gopt_profile *p = load_shipped("h100-nvswitch-x8.json");
+    gopt_costmodel *cm = NULL;
+    gopt_error err = {0};
+    assert_int_equal(gopt_cost_create(p, 0, &cm, &err), GOPT_OK);
+    assert_int_equal(gopt_cost_num_devices(cm), 8);
+    assert_true(gopt_cost_device_memory(cm, 3) == 80.0 * 1024 * 1024 * 1024);
+    gopt_cost_free(cm);
+    assert_int_equal(gopt_cost_create(p, 4, &cm, &err), GOPT_OK);
+    assert_int_equal(gopt_cost_num_devices(cm), 4);
+    gopt_cost_free(cm);
+    cm = (gopt_costmodel *)0x1;
+    assert_int_equal(gopt_cost_create(p, 9, &cm, &err), GOPT_EINVAL);
+    assert_null(cm);
+    assert_non_null(strstr(err.msg, "9 devices"));
+    assert_int_equal(gopt_cost_create(p, -1, &cm, &err), GOPT_EINVAL);
+    gopt_profile_free(p);
+}
+
+static void test_roofline_ops(void **state) {
+    (void)state;
+    gopt_profile *p = load_shipped("h100-nvswitch-x8.json");
+    gopt_costmodel *cm = NULL;
+    assert_int_equal(gopt_cost_create(p, 2, &cm, NULL), GOPT_OK);
+    double launch = 5e-6, peak = 67e12, bw = 3.35e12, c = -1;
+    gopt_cost_op op = {.cls = GOPT_OP_CLASS_INPUT, .flops = 1e9, .bytes = 1e9};
+    assert_true(gopt_cost_op_time(cm, 0, &op, &c) == 0 && c == 0);
+    op.cls = GOPT_OP_CLASS_PARAM;
+    assert_true(gopt_cost_op_time(cm, 1, &op, &c) == 0 && c == 0);
+    /* compute-bound GEMM (no table): flops/peak + launch */
+    op = (gopt_cost_op){.cls = GOPT_OP_CLASS_GEMM, .flops = 2e12, .bytes = 1e6, .m = 1e4, .n = 1e4, .k = 1e4};
+    assert_true(close_rel(gopt_cost_op_time(cm, 0, &op, &c), launch + 2e12 / peak, 1e-12));
+    assert_true(close_rel(c, 2e12 / peak, 1e-12));
+    /* fp16 uses the fp16 peak */
+    op.dtype = GOPT_DTYPE_FP16;
+    assert_true(close_rel(gopt_cost_op_time(cm, 0, &op, &c), launch + 2e12 / 989.4e12, 1e-12));
+    /* int8 given; fp64 given; a dtype without a peak falls back to fp32: none here, all six given */
+    op.dtype = GOPT_DTYPE_FP32;
+    /* memory-bound elementwise: bytes/bw + launch; compute is the arithmetic only */
+    op = (gopt_cost_op){.cls = GOPT_OP_CLASS_ELEMENTWISE, .flops = 1e6, .bytes = 3e9};
+    assert_true(close_rel(gopt_cost_op_time(cm, 0, &op, &c), launch + 3e9 / bw, 1e-12));
+    assert_true(close_rel(c, 1e6 / peak, 1e-12));
+    op.cls = GOPT_OP_CLASS_OTHER;
+    assert_true(close_rel(gopt_cost_op_time(cm, 0, &op, &c), launch + 3e9 / bw, 1e-12));
+    assert_true(close_rel(c, 3e9 / bw, 1e-12)); /* other ops keep their whole time as compute */
+    gopt_cost_free(cm);
+    gopt_profile_free(p);
+}
+
+static void test_transfers(void **state) {
+    (void)state;
+    gopt_profile *p = load_shipped("h100-nvswitch-x8.json");
+    gopt_costmodel *cm = NULL;
+    assert_int_equal(gopt_cost_create(p, 0, &cm, NULL), GOPT_OK);
+    assert_true(gopt_cost_transfer_time(cm, 2, 2, 1e9) == 0);
+    assert_true(close_rel(gopt_cost_transfer_time(cm, 0, 7, 450e6), 3e-6 + 1e-3, 1e-12));
+    gopt_cost_free(cm);
+    gopt_profile_free(p);
+    p = load_shipped("v100-dgx1-x8.json");
+    assert_int_equal(gopt_cost_create(p, 0, &cm, NULL), GOPT_OK);
+    double two = gopt_cost_transfer_time(cm, 0, 3, 1e8), one = gopt_cost_transfer_time(cm, 0, 1, 1e8),
+           none = gopt_cost_transfer_time(cm, 0, 6, 1e8);
+    assert_true(two < one && one < none);
+    assert_true(close_rel(two, 5e-6 + 1e8 / 50e9, 1e-12));
+    assert_true(close_rel(none, 15e-6 + 1e8 / 15.75e9, 1e-12));
+    gopt_cost_free(cm);
+    gopt_profile_free(p);
+}
+
+/* A profile with synthetic tables following known laws. */
+static char *synthetic_profile(void) {
+    gopt_buf b;
+    gopt_buf_init(&b);
+    gopt_buf_puts(&b, "{\"format\":\"gopt-profile\",\"version\":1,\"name\":\"synthetic\",\"provenance\":{\"source\":"
+                      "\"measured\",\"machine\":\"test\",\"date\":\"today\",\"command\":\"test_costmodel\"},"
+                      "\"devices\":[{\"name\":\"c\",\"count\":2,\"kind\":\"cpu\",\"model\":\"m\",\"memory_bytes\":1e9,"
+                      "\"peak_flops\":{\"fp32\":1e11},\"memory_bandwidth\":1e10,\"launch_overhead\":1e-7,"
+                      "\"tables\":\"t\"}],\"links\":[{\"src\":\"c0\",\"dst\":\"c1\",\"bandwidth\":1e9,\"latency\":1e-5,"
+                      "\"tables\":\"t\"}],\"tables\":{\"t\":{\"elementwise\":[");
+    /* elementwise: t = 1e-6 + bytes / 2e10 at bytes = 1e3 * 2^i */
+    for (int i = 0; i < 20; i++) gopt_buf_printf(&b, "%s[%.17g,%.17g]", i ? "," : "", 1e3 * pow(2, i), 1e-6 + 1e3 * pow(2, i) / 2e10);
+    gopt_buf_puts(&b, "],\"reduction\":[[1000,1e-6]],\"copy\":[");
+    for (int i = 0; i < 10; i++) gopt_buf_printf(&b, "%s[%.17g,%.17g]", i ? "," : "", pow(10, i), 2e-5 + pow(10, i) / 5e9);
+    gopt_buf_puts(&b, "],\"conv\":[[1e6,1e-5],[1e9,1e-2]],\"gemm\":[");
+    /* gemm: t = 2mnk / 5e10 + 1e-6 over a scatter of shapes */
+    gopt_rng r;
+    gopt_rng_seed(&r, 3);
+    for (int i = 0; i < 300; i++) {
+        double m = floor(exp(log(8) + gopt_rng_uniform(&r) * log(256))), n = floor(exp(log(8) + gopt_rng_uniform(&r) * log(256))),
+               k = floor(exp(log(8) + gopt_rng_uniform(&r) * log(256)));
+        gopt_buf_printf(&b, "%s[%g,%g,%g,%.17g]", i ? "," : "", m, n, k, 2 * m * n * k / 5e10 + 1e-6);
+    }
+    gopt_buf_puts(&b, "]}}}");
+    assert_false(b.failed);
+    return b.data;
+}
+
+static void test_table_interpolation(void **state) {
+    (void)state;
+    char *txt = synthetic_profile();
+    gopt_profile *p = NULL;
+    gopt_costmodel *cm = NULL;
+    gopt_error err = {0};
+    gopt_status st = gopt_profile_parse(txt, strlen(txt), "synthetic", &p, &err);
+    if (st) fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(st, GOPT_OK);
+    free(txt);
+    assert_int_equal(gopt_cost_create(p, 0, &cm, &err), GOPT_OK);
+    /* exact at a measured point, close between points */
+    double x = 1e3 * 8;
+    assert_true(close_rel(gopt_cost_table_lookup(cm, 0, GOPT_TABLE_ELEMENTWISE, &x), 1e-6 + x / 2e10, 1e-9));
+    for (double q = 1500; q < 4e8; q *= 1.37) {
+        double v = gopt_cost_table_lookup(cm, 1, GOPT_TABLE_ELEMENTWISE, &q);
+        assert_true(close_rel(v, 1e-6 + q / 2e10, 0.05));
+    }
+    /* below the table: the smallest time (a floor); above: linear in bytes */
+    x = 10;
+    assert_true(close_rel(gopt_cost_table_lookup(cm, 0, GOPT_TABLE_ELEMENTWISE, &x), 1e-6 + 1e3 / 2e10, 1e-9));
+    double top = 1e3 * pow(2, 19);
+    x = 4 * top;
+    assert_true(close_rel(gopt_cost_table_lookup(cm, 0, GOPT_TABLE_ELEMENTWISE, &x), 4 * (1e-6 + top / 2e10), 1e-9));
+    /* a one-row table */
+    x = 5000;
+    assert_true(close_rel(gopt_cost_table_lookup(cm, 0, GOPT_TABLE_REDUCTION, &x), 5e-6, 1e-9));
+    x = 10;
+    assert_true(close_rel(gopt_cost_table_lookup(cm, 0, GOPT_TABLE_REDUCTION, &x), 1e-6, 1e-9));
+    /* no table of this kind on this device: -1 */
+    gopt_profile_free(NULL);
+    /* GEMM: scattered points, local regression in log space */
+    gopt_rng r;
+    gopt_rng_seed(&r, 99);
+    int bad = 0;
+    for (int i = 0; i < 200; i++) {
+        double q[3];
+        for (int c = 0; c < 3; c++) q[c] = floor(exp(log(12) + gopt_rng_uniform(&r) * log(150)));
+        double want = 2 * q[0] * q[1] * q[2] / 5e10 + 1e-6, got = gopt_cost_table_lookup(cm, 0, GOPT_TABLE_GEMM, q);
+        if (!close_rel(got, want, 0.10)) bad++;
+    }
+    assert_true(bad <= 10);
+    /* above the measured box: scaled by the dims beyond it */
+    double big[3] = {4096, 128, 128}, edge[3] = {256, 128, 128};
+    double tb = gopt_cost_table_lookup(cm, 0, GOPT_TABLE_GEMM, big), te = gopt_cost_table_lookup(cm, 0, GOPT_TABLE_GEMM, edge);
+    assert_true(tb > 8 * te && tb < 32 * te);
+    /* op time through the table: launch + table */
+    gopt_cost_op op = {.cls = GOPT_OP_CLASS_GEMM, .flops = 2 * 64.0 * 64 * 64, .bytes = 3 * 4 * 64.0 * 64, .m = 64, .n = 64, .k = 64};
+    double c = 0, q[3] = {64, 64, 64};
+    double t = gopt_cost_op_time(cm, 0, &op, &c);
+    assert_true(close_rel(t, 1e-7 + gopt_cost_table_lookup(cm, 0, GOPT_TABLE_GEMM, q), 1e-12));
+    assert_true(close_rel(c, t - 1e-7, 1e-9));
+    /* conv through its table, by flops */
+    op = (gopt_cost_op){.cls = GOPT_OP_CLASS_CONV, .flops = 1e9, .bytes = 1};
+    assert_true(close_rel(gopt_cost_op_time(cm, 0, &op, NULL), 1e-7 + 1e-2, 1e-9));
+    /* copies through the link's table (both directions share it) */
+    assert_true(close_rel(gopt_cost_transfer_time(cm, 0, 1, 1e6), 2e-5 + 1e6 / 5e9, 1e-9));
+    assert_true(close_rel(gopt_cost_transfer_time(cm, 1, 0, 3e6), 2e-5 + 3e6 / 5e9, 0.05));
+    gopt_cost_free(cm);
+    gopt_profile_free(p);
+}
+
+/* A graph built in code: in -> mm (gemm, shape 4x32x256) -> relu -> sum. */
+static gopt_graph *small_graph(void) {
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, "small", "test", NULL), GOPT_OK);
+    gopt_node_attrs a = {0};
+    a.name = "x";
+    a.op = "Placeholder";
+    a.cls = GOPT_OP_CLASS_INPUT;
+    a.out_bytes = 4 * 128 * 512;
+    a.shape = "128x512";
+    a.layer = -1;
+    assert_int_equal(gopt_graph_add_node(g, &a, NULL, NULL), GOPT_OK);
+    a.name = "w";
+    a.op = "VariableV2";
+    a.cls = GOPT_OP_CLASS_PARAM;
+    a.out_bytes = a.param_bytes = 4 * 512 * 256;
+    a.shape = "512x256";
+    assert_int_equal(gopt_graph_add_node(g, &a, NULL, NULL), GOPT_OK);
+    a.name = "mm";
+    a.op = "BatchMatMul";
+    a.cls = GOPT_OP_CLASS_GEMM;
+    a.param_bytes = 0;
+    a.flops = 2.0 * 128 * 256 * 512;
+    a.out_bytes = 4 * 128 * 256;
+    a.shape = "4x32x256";
+    assert_int_equal(gopt_graph_add_node(g, &a, NULL, NULL), GOPT_OK);
+    a.name = "relu";
+    a.op = "Relu";
+    a.cls = GOPT_OP_CLASS_ELEMENTWISE;
+    a.flops = 128 * 256;
+    a.shape = "4x32x256";
+    a.dtype = "float32";
+    assert_int_equal(gopt_graph_add_node(g, &a, NULL, NULL), GOPT_OK);
+    a.name = "sum";
+    a.op = "Sum";
+    a.cls = GOPT_OP_CLASS_REDUCTION;
+    a.out_bytes = 4;
+    a.shape = "1";
+    assert_int_equal(gopt_graph_add_node(g, &a, NULL, NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_add_edge(g, 0, 2, 4 * 128 * 512, NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_add_edge(g, 1, 2, 4 * 512 * 256, NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_add_edge(g, 2, 3, 4 * 128 * 256, NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_add_edge(g, 3, 4, 4 * 128 * 256, NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
+    return g;
+}
+
+static void test_table_build_and_groups(void **state) {
+    (void)state;
+    char *txt = synthetic_profile();
+    gopt_profile *p = NULL;
+    gopt_costmodel *cm = NULL;
+    assert_int_equal(gopt_profile_parse(txt, strlen(txt), "synthetic", &p, NULL), GOPT_OK);
+    free(txt);
+    assert_int_equal(gopt_cost_create(p, 0, &cm, NULL), GOPT_OK);
+    gopt_graph *g = small_graph();
+    gopt_cost_table t;
+    gopt_error err = {0};
+    assert_int_equal(gopt_cost_table_build(cm, g, &t, &err), GOPT_OK);
+    assert_int_equal(t.n, 5);
+    assert_int_equal(t.ndev, 2);
+    assert_true(t.time[0] == 0 && t.time[1 * 2 + 1] == 0 && t.compute[0] == 0);
+    assert_true(t.launch[1] == 1e-7 && t.mem_bw[0] == 1e10);
+    /* mm: m = 4*32 = 128 from the shape, n = 256, k = flops/(2mn) = 512 */
+    double q[3] = {128, 256, 512};
+    assert_true(close_rel(t.time[2 * 2 + 0], 1e-7 + gopt_cost_table_lookup(cm, 0, GOPT_TABLE_GEMM, q), 1e-12));
+    /* relu: elementwise table at bytes in + out */
+    double bytes = 2 * 4 * 128 * 256;
+    assert_true(close_rel(t.time[3 * 2 + 1], 1e-7 + gopt_cost_table_lookup(cm, 1, GOPT_TABLE_ELEMENTWISE, &bytes), 1e-12));
+    assert_true(close_rel(t.compute[3 * 2 + 1], 128 * 256 / 1e11, 1e-12));
+    /* fused group relu+sum on device 1: one launch + computes + external bytes / bw */
+    int32_t mem[2] = {3, 4};
+    double ext = 4 * 128 * 256 + 4;
+    double want = 1e-7 + t.compute[3 * 2 + 1] + t.compute[4 * 2 + 1] + ext / 1e10;
+    assert_true(close_rel(gopt_cost_group_time(&t, 1, mem, 2, ext), want, 1e-12));
+    /* fusing saves: the group is cheaper than the two ops alone */
+    assert_true(gopt_cost_group_time(&t, 1, mem, 2, ext) < t.time[3 * 2 + 1] + t.time[4 * 2 + 1]);
+    gopt_cost_table_destroy(&t);
+    assert_null(t.time);
+    gopt_cost_table_destroy(&t); /* twice is harmless */
+    gopt_graph_free(g);
+    /* unfinalized graph */
+    gopt_graph *u = NULL;
+    assert_int_equal(gopt_graph_create(&u, "u", "", NULL), GOPT_OK);
+    assert_int_equal(gopt_cost_table_build(cm, u, &t, &err), GOPT_EINVAL);
+    gopt_graph_free(u);
+    gopt_cost_free(cm);
+    gopt_profile_free(p);
+}
+
+static void test_example_graph_on_shipped(void **state) {
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/graphs/examples/mlp_train.graphml", GOPT_SOURCE_DIR);
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_load(path, &g, NULL), GOPT_OK);
+    const char *names[] = {"p100-pcie-x8.json", "v100-dgx1-x8.json", "a100-nvswitch-x8.json", "h100-nvswitch-x8.json"};
+    double prev = INFINITY;
+    for (int i = 0; i < 4; i++) {
+        gopt_profile *p = load_shipped(names[i]);
+        gopt_costmodel *cm = NULL;
+        assert_int_equal(gopt_cost_create(p, 2, &cm, NULL), GOPT_OK);
+        gopt_cost_table t;
+        assert_int_equal(gopt_cost_table_build(cm, g, &t, NULL), GOPT_OK);
+        double sum = 0, gemm_compute = 0;
+        const gopt_frozen *f = gopt_graph_frozen(g);
+        for (int v = 0; v < t.n; v++) {
+            assert_true(t.time[v * 2] >= 0 && t.time[v * 2] == t.time[v * 2 + 1]);
+            if (f->op_class[v] > GOPT_OP_CLASS_PARAM) assert_true(t.time[v * 2] >= t.launch[0]);
+            sum += t.time[v * 2];
+            if (f->op_class[v] == GOPT_OP_CLASS_GEMM) gemm_compute += t.compute[v * 2];
+        }
+        /* newer GPUs compute the GEMMs faster (launch overheads are equal) */
+        assert_true(gemm_compute < prev);
+        prev = gemm_compute;
+        assert_true(sum > 0);
+        gopt_cost_table_destroy(&t);
+        gopt_cost_free(cm);
+        gopt_profile_free(p);
+    }
+    gopt_graph_free(g);
+}
+
+static int run(const char *cmd) {
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static void test_cli_cost(void **state) {
+    (void)state;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s cost --help > /dev/null", GOPT_BINARY);
+    assert_int_equal(run(cmd), 0);
+    snprintf(cmd, sizeof cmd,
+             "%s cost %s/graphs/examples/mlp_train.graphml --profile %s/profiles/v100-dgx1-x8.json --top 3 | grep -q "
+             "'serial time'",
+             GOPT_BINARY, GOPT_SOURCE_DIR, GOPT_SOURCE_DIR);
+    assert_int_equal(run(cmd), 0);
+    snprintf(cmd, sizeof cmd,
+             "%s cost %s/graphs/examples/mlp_train.graphml --profile %s/profiles/v100-dgx1-x8.json --json | grep -q "
+             "'\"time_by_class\"'",
+             GOPT_BINARY, GOPT_SOURCE_DIR, GOPT_SOURCE_DIR);
+    assert_int_equal(run(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s cost %s/graphs/examples/mlp_train.graphml 2>/dev/null", GOPT_BINARY, GOPT_SOURCE_DIR);
+    assert_int_equal(run(cmd), 2);
+    snprintf(cmd, sizeof cmd,
+             "%s cost %s/graphs/examples/mlp_train.graphml --profile %s/profiles/v100-dgx1-x8.json --devices 9 2>/dev/null",
+             GOPT_BINARY, GOPT_SOURCE_DIR, GOPT_SOURCE_DIR);
+    assert_int_equal(run(cmd), 2);
+    snprintf(cmd, sizeof cmd,
+             "%s cost %s/graphs/examples/mlp_train.graphml --profile %s/profiles/v100-dgx1-x8.json --device 8 2>/dev/null",
+             GOPT_BINARY, GOPT_SOURCE_DIR, GOPT_SOURCE_DIR);
+    assert_int_equal(run(cmd), 2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_create_devices),         cmocka_unit_test(test_roofline_ops),
+        cmocka_unit_test(test_transfers),              cmocka_unit_test(test_table_interpolation),
+        cmocka_unit_test(test_table_build_and_groups), cmocka_unit_test(test_example_graph_on_shipped),
+        cmocka_unit_test(test_cli_cost),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,387 @@
+/* test_profiles.c: profile loading, validation (every bad-input rule with the
+ * field named in the message), the shipped datasheet profiles, JSON round
+ * trip, the CPU calibrator (short budget) and the CUDA calibrator's refusal
+ * without a GPU, and the `gopt profile` command. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gopt_profile.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static gopt_profile *load_shipped(const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/profiles/%s", GOPT_SOURCE_DIR, name);
+    gopt_profile *p = NULL;
+    gopt_error err = {0};
+    gopt_status st = gopt_profile_load(path, &p, &err);
+    if (st) fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(st, GOPT_OK);
+    assert_non_null(p);
+    return p;
+}
+
+static void test_shipped_profiles(void **state) {
+    (void)state;
+    struct {
+        const char *file, *topo;
+        double mem, fp32, bw;
+    } want[] = {
+        {"p100-pcie-x8.json", "pcie_tree", 16 * GIB, 9.3e12, 732e9},
+        {"v100-dgx1-x8.json", "nvlink_cube_mesh", 16 * GIB, 15.7e12, 900e9},
+        {"a100-nvswitch-x8.json", "nvswitch", 40 * GIB, 19.5e12, 1555e9},
+        {"h100-nvswitch-x8.json", "nvswitch", 80 * GIB, 67e12, 3.35e12},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        gopt_profile *p = load_shipped(want[i].file);
+        assert_int_equal(gopt_profile_num_devices(p), 8);
+        assert_string_equal(gopt_profile_source(p), "datasheet");
+        assert_true(strlen(gopt_profile_reference(p)) > 20);
+        assert_string_equal(gopt_profile_topology(p), want[i].topo);
+        for (int d = 0; d < 8; d++) {
+            assert_int_equal(gopt_profile_device_kind(p, d), GOPT_DEVICE_GPU);
+            assert_true(gopt_profile_device_memory(p, d) == want[i].mem);
+            assert_true(gopt_profile_device_peak(p, d, GOPT_DTYPE_FP32) == want[i].fp32);
+            assert_true(gopt_profile_device_bandwidth(p, d) == want[i].bw);
+            assert_true(gopt_profile_device_launch_overhead(p, d) > 0);
+            for (int e = 0; e < 8; e++)
+                if (e != d) {
+                    assert_true(gopt_profile_link_bandwidth(p, d, e) > 1e9);
+                    assert_true(gopt_profile_link_latency(p, d, e) > 0);
+                    /* symmetric clusters */
+                    assert_true(gopt_profile_link_bandwidth(p, d, e) == gopt_profile_link_bandwidth(p, e, d));
+                }
+        }
+        assert_string_equal(gopt_profile_device_name(p, 7), "gpu7");
+        assert_int_equal(gopt_profile_find_device(p, "gpu3"), 3);
+        assert_int_equal(gopt_profile_find_device(p, "gpu8"), -1);
+        gopt_profile_free(p);
+    }
+    /* Topology details. */
+    gopt_profile *v = load_shipped("v100-dgx1-x8.json");
+    assert_true(gopt_profile_link_bandwidth(v, 0, 3) == 50e9); /* two NVLinks */
+    assert_true(gopt_profile_link_bandwidth(v, 0, 1) == 25e9); /* one */
+    assert_true(gopt_profile_link_bandwidth(v, 0, 5) == 15.75e9); /* none: PCIe + host */
+    int links = 0;
+    for (int e = 1; e < 8; e++) links += gopt_profile_link_bandwidth(v, 0, e) >= 25e9;
+    assert_int_equal(links, 4);
+    gopt_profile_free(v);
+    gopt_profile *pc = load_shipped("p100-pcie-x8.json");
+    assert_true(gopt_profile_link_bandwidth(pc, 0, 3) > gopt_profile_link_bandwidth(pc, 0, 4));
+    assert_true(gopt_profile_device_peak(pc, 0, GOPT_DTYPE_FP16) == 18.7e12);
+    assert_true(gopt_profile_device_peak(pc, 0, GOPT_DTYPE_BF16) == 0); /* not given */
+    gopt_profile_free(pc);
+}
+
+static const char *GOOD =
+    "{\"format\":\"gopt-profile\",\"version\":1,\"name\":\"t\",\n"
+    "\"provenance\":{\"source\":\"measured\",\"machine\":\"m\",\"date\":\"d\",\"command\":\"c\"},\n"
+    "\"devices\":[{\"name\":\"a\",\"kind\":\"cpu\",\"model\":\"x\",\"memory_bytes\":1e9,\n"
+    "  \"peak_flops\":{\"fp32\":1e11},\"memory_bandwidth\":1e10,\"launch_overhead\":1e-6,\"tables\":\"s\"},\n"
+    " {\"name\":\"b\",\"kind\":\"gpu\",\"model\":\"y\",\"memory_bytes\":2e9,\n"
+    "  \"peak_flops\":{\"fp32\":2e11,\"fp16\":4e11},\"memory_bandwidth\":2e10,\"launch_overhead\":0}],\n"
+    "\"links\":[{\"src\":\"a\",\"dst\":\"b\",\"bandwidth\":5e9,\"latency\":1e-5,\"tables\":\"s\"}],\n"
+    "\"tables\":{\"s\":{\"gemm\":[[8,8,8,1e-6],[16,16,16,2e-6]],\"elementwise\":[[100,1e-7],[1000,2e-7]],\n"
+    "  \"copy\":[[10,1e-5],[1e6,1e-4]]}}}\n";
+
+static gopt_status parse(const char *text, gopt_profile **p, gopt_error *err) {
+    return gopt_profile_parse(text, strlen(text), "t.json", p, err);
+}
+
+static void test_parse_good_and_roundtrip(void **state) {
+    (void)state;
+    gopt_profile *p = NULL, *q = NULL;
+    gopt_error err = {0};
+    assert_int_equal(parse(GOOD, &p, &err), GOPT_OK);
+    assert_int_equal(gopt_profile_num_devices(p), 2);
+    assert_string_equal(gopt_profile_topology(p), "explicit");
+    assert_int_equal(gopt_profile_device_kind(p, 1), GOPT_DEVICE_GPU);
+    assert_true(gopt_profile_link_bandwidth(p, 1, 0) == 5e9); /* bidirectional by default */
+    gopt_profile_table t;
+    assert_int_equal(gopt_profile_device_table(p, 0, GOPT_TABLE_GEMM, &t), 1);
+    assert_int_equal(t.n, 2);
+    assert_int_equal(t.dim, 3);
+    assert_true(t.points[7] == 2e-6);
+    assert_int_equal(gopt_profile_device_table(p, 1, GOPT_TABLE_GEMM, &t), 0);
+    assert_int_equal(gopt_profile_device_table(p, 0, GOPT_TABLE_CONV, &t), 0);
+    assert_int_equal(gopt_profile_link_table(p, 1, 0, &t), 1);
+    assert_int_equal(t.n, 2);
+    gopt_buf b;
+    gopt_buf_init(&b);
+    assert_int_equal(gopt_profile_write_json(p, &b, &err), GOPT_OK);
+    assert_int_equal(gopt_profile_parse(b.data, b.len, "roundtrip", &q, &err), GOPT_OK);
+    gopt_buf_destroy(&b);
+    assert_int_equal(gopt_profile_num_devices(q), 2);
+    for (int d = 0; d < 2; d++) {
+        assert_string_equal(gopt_profile_device_name(p, d), gopt_profile_device_name(q, d));
+        assert_true(gopt_profile_device_memory(p, d) == gopt_profile_device_memory(q, d));
+        for (int k = 0; k < GOPT_DTYPE_COUNT; k++)
+            assert_true(gopt_profile_device_peak(p, d, (gopt_dtype)k) == gopt_profile_device_peak(q, d, (gopt_dtype)k));
+        assert_true(gopt_profile_device_launch_overhead(p, d) == gopt_profile_device_launch_overhead(q, d));
+    }
+    assert_true(gopt_profile_link_latency(q, 0, 1) == 1e-5);
+    assert_int_equal(gopt_profile_link_table(q, 0, 1, &t), 1);
+    assert_string_equal(gopt_profile_command(q), "c");
+    gopt_profile_free(p);
+    gopt_profile_free(q);
+}
+
+/* Replace the first occurrence of `from` in GOOD by `to`, parse, expect a
+ * failure whose message contains `needle`. */
+static void expect_bad(const char *from, const char *to, gopt_status code, const char *needle) {
+    const char *at = strstr(GOOD, from);
+    assert_non_null(at);
+    char text[4096];
+    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - GOOD), GOOD, to, at + strlen(from));
+    gopt_profile *p = (gopt_profile *)0x1;
+    gopt_error err = {0};
+    gopt_status st = parse(text, &p, &err);
+    if (st == GOPT_OK || !strstr(err.msg, needle))
+        fprintf(stderr, "replacing '%s' by '%s': status %d, message: %s\n", from, to, st, err.msg);
+    assert_int_equal(st, code);
+    assert_null(p);
+    assert_non_null(strstr(err.msg, needle));
+    assert_non_null(strstr(err.msg, "t.json"));
+}
+
+static void test_bad_inputs(void **state) {
+    (void)state;
+    /* missing fields */
+    expect_bad("\"memory_bytes\":1e9,", "", GOPT_EFORMAT, "'memory_bytes' is missing");
+    expect_bad("\"launch_overhead\":0", "\"notes\":\"\"", GOPT_EFORMAT, "'launch_overhead' is missing");
+    expect_bad("\"peak_flops\":{\"fp32\":1e11},", "", GOPT_EFORMAT, "'peak_flops' is missing");
+    expect_bad("\"fp32\":2e11,", "", GOPT_EFORMAT, "'fp32' is missing");
+    expect_bad("\"machine\":\"m\",", "", GOPT_EFORMAT, "'machine' is missing");
+    expect_bad("\"format\":\"gopt-profile\",", "", GOPT_EFORMAT, "'format' is missing");
+    /* negative, zero, NaN, not a number */
+    expect_bad("\"memory_bandwidth\":1e10", "\"memory_bandwidth\":-1e10", GOPT_EINVAL, "'memory_bandwidth' = -1e+10");
+    expect_bad("\"memory_bytes\":2e9", "\"memory_bytes\":0", GOPT_EINVAL, "'memory_bytes' = 0 must be > 0");
+    expect_bad("\"launch_overhead\":1e-6", "\"launch_overhead\":-1e-6", GOPT_EINVAL, "'launch_overhead'");
+    expect_bad("\"latency\":1e-5", "\"latency\":NaN", GOPT_EFORMAT, "\"latency\":NaN");
+    expect_bad("\"latency\":1e-5", "\"latency\":\"NaN\"", GOPT_EFORMAT, "'latency' = \"NaN\" is not a number");
+    expect_bad("\"fp32\":1e11", "\"fp32\":-5", GOPT_EINVAL, "'fp32' = -5");
+    expect_bad("[16,16,16,2e-6]", "[16,16,-16,2e-6]", GOPT_EINVAL, "tables.s.gemm[1][2] = -16");
+    expect_bad("[1000,2e-7]", "[1000,0]", GOPT_EINVAL, "tables.s.elementwise[1][1] = 0");
+    expect_bad("[1000,2e-7]", "[1000]", GOPT_EFORMAT, "tables.s.elementwise[1]: expected a row of 2");
+    /* links */
+    expect_bad("\"dst\":\"b\"", "\"dst\":\"zz\"", GOPT_EINVAL, "field 'dst' = 'zz' is not a device");
+    expect_bad("\"src\":\"a\"", "\"src\":\"q\"", GOPT_EINVAL, "field 'src' = 'q' is not a device");
+    expect_bad("\"tables\":\"s\"}],", "\"tables\":\"s\",\"bidirectional\":false}],", GOPT_EINVAL,
+               "no valid link from 'b' to 'a'");
+    expect_bad("\"links\":[{\"src\":\"a\",\"dst\":\"b\",\"bandwidth\":5e9,\"latency\":1e-5,\"tables\":\"s\"}],", "",
+               GOPT_EFORMAT, "'topology' and 'links' are both missing");
+    /* tables */
+    expect_bad("\"elementwise\":[[100,1e-7],[1000,2e-7]]", "\"elementwise\":[]", GOPT_EINVAL,
+               "tables.s.elementwise: empty table");
+    expect_bad("\"tables\":{\"s\":{", "\"tables\":{\"e\":{},\"s\":{", GOPT_EINVAL, "tables.e: empty table set");
+    expect_bad("\"tables\":\"s\"},", "\"tables\":\"nope\"},", GOPT_EINVAL, "field 'tables' = 'nope'");
+    expect_bad("\"gemm\":", "\"gemmm\":", GOPT_EFORMAT, "unknown field 'gemmm'");
+    /* devices */
+    expect_bad("\"kind\":\"cpu\"", "\"kind\":\"tpu\"", GOPT_EINVAL, "field 'kind' = 'tpu'");
+    expect_bad("\"name\":\"b\"", "\"name\":\"a\"", GOPT_EINVAL, "device name 'a' is used twice");
+    expect_bad("\"memory_bytes\":1e9,", "\"memory_bytes\":1e9,\"count\":1.5,", GOPT_EINVAL, "'count' = 1.5");
+    expect_bad("\"fp32\":1e11", "\"fp32\":1e11,\"fp7\":1", GOPT_EINVAL, "unknown dtype 'fp7'");
+    {
+        gopt_profile *p = NULL;
+        gopt_error err = {0};
+        assert_int_equal(parse("{\"format\":\"gopt-profile\",\"version\":1,\"name\":\"e\",\"provenance\":{"
+                               "\"source\":\"datasheet\",\"reference\":\"r\"},\"devices\":[]}",
+                               &p, &err),
+                         GOPT_EINVAL);
+        assert_non_null(strstr(err.msg, "'devices' must be a non-empty array"));
+        assert_int_equal(parse("{\"format\":\"gopt-profile\",\"version\":1,\"name\":\"e\",\"provenance\":{"
+                               "\"source\":\"datasheet\"},\"devices\":[]}",
+                               &p, &err),
+                         GOPT_EINVAL);
+    }
+    expect_bad("\"source\":\"measured\"", "\"source\":\"guess\"", GOPT_EINVAL, "'source' = 'guess'");
+    expect_bad("\"version\":1", "\"version\":2", GOPT_EUNSUP, "'version' = 2");
+    /* topology */
+    expect_bad("\"links\":[", "\"topology\":{\"kind\":\"ring\",\"bandwidth\":1,\"latency\":0},\"links\":[", GOPT_EINVAL,
+               "field 'kind' = 'ring' is unknown");
+    expect_bad("\"links\":[", "\"topology\":{\"kind\":\"nvlink_cube_mesh\",\"link_bandwidth\":1,\"latency\":0,"
+                              "\"fallback_bandwidth\":1,\"fallback_latency\":0},\"links\":[",
+               GOPT_EINVAL, "needs exactly 8 devices");
+    expect_bad("\"links\":[", "\"topology\":{\"kind\":\"uniform\",\"latency\":0},\"links\":[", GOPT_EFORMAT,
+               "'bandwidth' is missing");
+}
+
+static void test_topology_overrides(void **state) {
+    (void)state;
+    /* A uniform topology, one pair overridden in one direction. */
+    const char *from = "\"links\":[{\"src\":\"a\",\"dst\":\"b\",\"bandwidth\":5e9,\"latency\":1e-5,\"tables\":\"s\"}]";
+    const char *to = "\"topology\":{\"kind\":\"uniform\",\"bandwidth\":1e9,\"latency\":2e-6},"
+                     "\"links\":[{\"src\":\"a\",\"dst\":\"b\",\"bandwidth\":7e9,\"latency\":1e-6,\"bidirectional\":false}]";
+    const char *at = strstr(GOOD, from);
+    char text[4096];
+    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - GOOD), GOOD, to, at + strlen(from));
+    gopt_profile *p = NULL;
+    gopt_error err = {0};
+    assert_int_equal(parse(text, &p, &err), GOPT_OK);
+    assert_string_equal(gopt_profile_topology(p), "uniform");
+    assert_true(gopt_profile_link_bandwidth(p, 0, 1) == 7e9);
+    assert_true(gopt_profile_link_bandwidth(p, 1, 0) == 1e9);
+    assert_true(gopt_profile_link_latency(p, 1, 0) == 2e-6);
+    gopt_profile_table t;
+    assert_int_equal(gopt_profile_link_table(p, 0, 1, &t), 0);
+    gopt_profile_free(p);
+}
+
+static void test_load_errors(void **state) {
+    (void)state;
+    gopt_profile *p = NULL;
+    gopt_error err = {0};
+    assert_int_equal(gopt_profile_load("/nonexistent/dir/p.json", &p, &err), GOPT_EIO);
+    assert_null(p);
+    assert_non_null(strstr(err.msg, "p.json"));
+    assert_int_equal(parse("[1,2]", &p, &err), GOPT_EFORMAT);
+    assert_int_equal(parse("{\"format\":", &p, &err), GOPT_EFORMAT);
+    assert_int_equal(gopt_dtype_parse("float16"), GOPT_DTYPE_FP16);
+    assert_int_equal(gopt_dtype_parse("bogus"), -1);
+    assert_string_equal(gopt_table_kind_name(GOPT_TABLE_REDUCTION), "reduction");
+    assert_null(gopt_table_kind_name(GOPT_TABLE_KIND_COUNT));
+}
+
+static void test_calibrate_cpu_short(void **state) {
+    (void)state;
+    gopt_calib_options o = {0};
+    o.ndev = 1;
+    o.budget_s = 3;
+    o.seed = 5;
+    o.command = "test_profiles";
+    gopt_profile *p = NULL;
+    gopt_error err = {0};
+    double t = gopt_now_seconds();
+    gopt_status st = gopt_calibrate_cpu(&o, &p, &err);
+    double el = gopt_now_seconds() - t;
+    if (st) fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(st, GOPT_OK);
+    assert_true(el < 15); /* the budget is soft, not ignored */
+    assert_string_equal(gopt_profile_source(p), "measured");
+    assert_string_equal(gopt_profile_command(p), "test_profiles");
+    assert_int_equal(gopt_profile_num_devices(p), 1);
+    assert_int_equal(gopt_profile_device_kind(p, 0), GOPT_DEVICE_CPU);
+    assert_true(gopt_profile_device_peak(p, 0, GOPT_DTYPE_FP32) > 1e8);
+    assert_true(gopt_profile_device_bandwidth(p, 0) > 1e8);
+    gopt_profile_table tb;
+    for (int k = 0; k < GOPT_TABLE_COPY; k++)
+        if (k != GOPT_TABLE_CONV) {
+            assert_int_equal(gopt_profile_device_table(p, 0, (gopt_table_kind)k, &tb), 1);
+            assert_true(tb.n >= 4);
+        }
+    /* Bigger GEMMs take longer: the table is real, not constant. */
+    assert_int_equal(gopt_profile_device_table(p, 0, GOPT_TABLE_GEMM, &tb), 1);
+    double small = INFINITY, big = 0;
+    for (int i = 0; i < tb.n; i++) {
+        double fl = tb.points[4 * i] * tb.points[4 * i + 1] * tb.points[4 * i + 2], s = tb.points[4 * i + 3];
+        if (fl < 1e5 && s < small) small = s;
+        if (fl > 1e8 && s > big) big = s;
+    }
+    if (big > 0 && small < INFINITY) assert_true(big > 10 * small);
+    char path[] = "/tmp/gopt_test_profileXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(gopt_profile_save(p, path, &err), GOPT_OK);
+    gopt_profile *q = NULL;
+    assert_int_equal(gopt_profile_load(path, &q, &err), GOPT_OK);
+    assert_true(gopt_profile_device_bandwidth(q, 0) == gopt_profile_device_bandwidth(p, 0) ||
+                fabs(gopt_profile_device_bandwidth(q, 0) / gopt_profile_device_bandwidth(p, 0) - 1) < 1e-9);
+    unlink(path);
+    gopt_profile_free(q);
+    gopt_profile_free(p);
+    /* more devices than cores */
+    o.ndev = 1 << 20;
+    assert_int_equal(gopt_calibrate_cpu(&o, &p, &err), GOPT_EINVAL);
+    assert_null(p);
+}
+
+static void test_calibrate_cuda(void **state) {
+    (void)state;
+    gopt_calib_options o = {0};
+    o.budget_s = 30;
+    gopt_profile *p = NULL;
+    gopt_error err = {0};
+    gopt_status st = gopt_calibrate_cuda(&o, &p, &err);
+    if (st == GOPT_EUNSUP) {
+        assert_null(p);
+        assert_true(strstr(err.msg, "GPU") || strstr(err.msg, "CUDA"));
+        fprintf(stdout, "calibrate_cuda: %s\n", err.msg);
+        skip();
+    }
+    assert_int_equal(st, GOPT_OK);
+    assert_true(gopt_profile_num_devices(p) >= 1);
+    assert_int_equal(gopt_profile_device_kind(p, 0), GOPT_DEVICE_GPU);
+    gopt_profile_table tb;
+    assert_int_equal(gopt_profile_device_table(p, 0, GOPT_TABLE_GEMM, &tb), 1);
+    gopt_profile_free(p);
+}
+
+static int run(const char *cmd) {
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static void test_cli(void **state) {
+    (void)state;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s profile --help > /dev/null", GOPT_BINARY);
+    assert_int_equal(run(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s profile show %s/profiles/v100-dgx1-x8.json | grep -q 'nvlink_cube_mesh'", GOPT_BINARY,
+             GOPT_SOURCE_DIR);
+    assert_int_equal(run(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s profile show --json %s/profiles/h100-nvswitch-x8.json | grep -q '\"gpu7\"'",
+             GOPT_BINARY, GOPT_SOURCE_DIR);
+    assert_int_equal(run(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s profile show /nonexistent.json 2>/dev/null", GOPT_BINARY);
+    assert_int_equal(run(cmd), 2);
+    snprintf(cmd, sizeof cmd, "%s profile calibrate --backend tpu -o x.json 2>/dev/null", GOPT_BINARY);
+    assert_int_equal(run(cmd), 2);
+    snprintf(cmd, sizeof cmd, "%s profile calibrate --backend cpu 2>/dev/null", GOPT_BINARY);
+    assert_int_equal(run(cmd), 2);
+    /* an unwritable output is refused before measuring */
+    snprintf(cmd, sizeof cmd, "%s profile calibrate --backend cpu -o /nonexistent-dir/x.json 2>/dev/null", GOPT_BINARY);
+    double t0 = gopt_now_seconds();
+    assert_int_equal(run(cmd), 2);
+    assert_true(gopt_now_seconds() - t0 < 5);
+    /* CUDA: exit 2 and a clear message where there is no GPU (or no CUDA build);
+     * nothing is written. */
+    char out[] = "/tmp/gopt_test_cudaXXXXXX";
+    assert_non_null(mkdtemp(out));
+    snprintf(cmd, sizeof cmd, "%s profile calibrate --backend cuda -o %s/gpu.json --budget 20 2>%s/err.txt",
+             GOPT_BINARY, out, out);
+    int rc = run(cmd);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/gpu.json", out);
+    if (rc == 2) {
+        assert_int_equal(access(path, F_OK), -1);
+        snprintf(cmd, sizeof cmd, "grep -Eq 'no CUDA GPU|without the CUDA toolkit' %s/err.txt", out);
+        assert_int_equal(run(cmd), 0);
+    } else {
+        assert_int_equal(rc, 0);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/err.txt", out);
+    unlink(path);
+    rmdir(out);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shipped_profiles),     cmocka_unit_test(test_parse_good_and_roundtrip),
+        cmocka_unit_test(test_bad_inputs),           cmocka_unit_test(test_topology_overrides),
+        cmocka_unit_test(test_load_errors),          cmocka_unit_test(test_calibrate_cpu_short),
+        cmocka_unit_test(test_calibrate_cuda),       cmocka_unit_test(test_cli),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
