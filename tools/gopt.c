@@ -15,6 +15,7 @@ static const verb VERBS[] = {
     {"graph", cmd_graph, "inspect, convert, draw and generate computation graphs"},
     {"profile", cmd_profile, "show device profiles; calibrate this machine (CPU, CUDA) into one"},
     {"cost", cmd_cost, "predicted per-op times of a graph on a profile's devices"},
+    {"sim", cmd_sim, "simulate a training step under placement, scheduling and fusion decisions"},
 };
 #define NVERBS (sizeof VERBS / sizeof VERBS[0])
 

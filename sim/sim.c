@@ -1,0 +1,481 @@
+/* sim.c: preparing a simulator, its scratch, and one run.
+ *
+ * A run has two parts. prepare(): contract fusion groups into tasks (the
+ * representative of a task is its member first in topological order), count
+ * each task's distinct external input tensors, its kernel time, the bytes
+ * it allocates, its key in the ready queue, and size every queue; O(N + E).
+ * Then the event loop: at each instant, every event of that instant is
+ * handled (releases, readiness, queued transfers: effects that commute), then
+ * every resource touched is offered its next item. Only frees happen while
+ * events are handled and only allocations while starting items, so the peak
+ * memory does not depend on the order of same-instant events. The event heap
+ * holds at most one event per resource (ndev + ndev^2 entries).
+ *
+ * Invariants: no allocation after gopt_sim_scratch_create; every array of the
+ * scratch that a run reads before writing is reset by prepare().
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_internal.h"
+
+gopt_status gopt_sim_create(const gopt_graph *g, const gopt_costmodel *cm, gopt_sim **out, gopt_error *err) {
+    *out = NULL;
+    const gopt_frozen *f = gopt_graph_frozen(g);
+    if (!f) return gopt_error_set(err, GOPT_EINVAL, "sim: graph '%s' is not finalized", gopt_graph_name(g));
+    int nd = gopt_cost_num_devices(cm);
+    if (nd < 1 || nd > GOPT_SIM_MAX_DEVICES)
+        return gopt_error_set(err, GOPT_EUNSUP, "sim: %d devices (the simulator handles 1 to %d)", nd,
+                              GOPT_SIM_MAX_DEVICES);
+    gopt_sim *sim = gopt_calloc(1, sizeof *sim, err);
+    if (!sim) return GOPT_ENOMEM;
+    sim->g = g;
+    sim->f = f;
+    sim->cm = cm;
+    sim->ndev = nd;
+    gopt_status st = gopt_cost_table_build(cm, g, &sim->table, err);
+    if (st != GOPT_OK) {
+        free(sim);
+        return st;
+    }
+    size_t n = (size_t)f->n;
+    sim->osize = gopt_malloc((n ? n : 1) * sizeof(int64_t), err);
+    sim->psize = gopt_malloc((n ? n : 1) * sizeof(int64_t), err);
+    size_t m = (size_t)f->m;
+    sim->out_slot_bytes = gopt_malloc((m ? m : 1) * sizeof(double), err);
+    sim->in_slot_bytes = gopt_malloc((m ? m : 1) * sizeof(double), err);
+    sim->nin = gopt_malloc((n ? n : 1) * sizeof(int32_t), err);
+    if (!sim->osize || !sim->psize || !sim->out_slot_bytes || !sim->in_slot_bytes || !sim->nin) {
+        gopt_sim_free(sim);
+        return GOPT_ENOMEM;
+    }
+    for (size_t v = 0; v < n; v++) {
+        sim->osize[v] = f->op_class[v] == GOPT_OP_CLASS_PARAM ? 0 : (int64_t)ceil(f->out_bytes[v]);
+        sim->psize[v] = (int64_t)ceil(f->param_bytes[v]);
+    }
+    /* distinct producers: a multi-edge delivers one tensor */
+    int32_t *last = gopt_malloc((n ? n : 1) * sizeof(int32_t), err);
+    if (!last) {
+        gopt_sim_free(sim);
+        return GOPT_ENOMEM;
+    }
+    for (size_t v = 0; v < n; v++) last[v] = -1;
+    for (int32_t v = 0; v < f->n; v++) {
+        int32_t c = 0;
+        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++)
+            if (last[f->in_src[e]] != v) {
+                last[f->in_src[e]] = v;
+                c++;
+            }
+        sim->nin[v] = c;
+    }
+    free(last);
+    for (size_t k = 0; k < m; k++) {
+        sim->out_slot_bytes[k] = f->edge_bytes[f->out_eid[k]];
+        sim->in_slot_bytes[k] = f->edge_bytes[f->in_eid[k]];
+    }
+    for (int d = 0; d < nd; d++) sim->capacity[d] = gopt_cost_device_memory(cm, d);
+    const gopt_profile *prof = gopt_cost_profile(cm);
+    for (int a = 0; a < nd; a++)
+        for (int b = 0; b < nd; b++) {
+            gopt_profile_table lt;
+            int l = a * nd + b;
+            sim->link_plain[l] = a != b && !gopt_profile_link_table(prof, a, b, &lt);
+            sim->link_lat[l] = a != b ? gopt_profile_link_latency(prof, a, b) : 0;
+            sim->link_bw[l] = a != b ? gopt_profile_link_bandwidth(prof, a, b) : 1;
+        }
+    *out = sim;
+    return GOPT_OK;
+}
+
+void gopt_sim_free(gopt_sim *sim) {
+    if (!sim) return;
+    gopt_cost_table_destroy(&sim->table);
+    free(sim->osize);
+    free(sim->psize);
+    free(sim->out_slot_bytes);
+    free(sim->in_slot_bytes);
+    free(sim->nin);
+    free(sim);
+}
+
+int gopt_sim_num_devices(const gopt_sim *sim) { return sim->ndev; }
+const gopt_graph *gopt_sim_graph(const gopt_sim *sim) { return sim->g; }
+const gopt_cost_table *gopt_sim_cost_table(const gopt_sim *sim) { return &sim->table; }
+
+void gopt_sim_scratch_free(gopt_sim_scratch *s) {
+    if (!s) return;
+    free(s->nt);
+    free(s->tp);
+    free(s->th);
+    free(s->nc);
+    free(s->grp_rep);
+    free(s->mem_list);
+    free(s->start);
+    free(s->rq);
+    free(s->rq_off);
+    free(s->rq_len);
+    free(s->lq);
+    free(s->lq_off);
+    free(s->lq_len);
+    free(s->xf);
+    free(s->ev);
+    free(s->busy);
+    free(s->dirty);
+    free(s->dirty_list);
+    free(s);
+}
+
+gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out, gopt_error *err) {
+    *out = NULL;
+    gopt_sim_scratch *s = gopt_calloc(1, sizeof *s, err);
+    if (!s) return GOPT_ENOMEM;
+    s->sim = sim;
+    s->n = sim->f->n;
+    s->m = sim->f->m;
+    s->ndev = sim->ndev;
+    s->nres = s->ndev + s->ndev * s->ndev;
+    size_t n = (size_t)s->n + 1, m = (size_t)s->m + 1, nd = (size_t)s->ndev, nr = (size_t)s->nres;
+    int ok = 1;
+#define ALLOC(field, count) ok &= (s->field = gopt_calloc((count), sizeof *s->field, err)) != NULL
+    ALLOC(nt, n);
+    ALLOC(tp, n);
+    ALLOC(th, n);
+    ALLOC(nc, n);
+    ALLOC(grp_rep, n);
+    ALLOC(mem_list, n);
+    ALLOC(start, n);
+    ALLOC(rq, n);
+    ALLOC(rq_off, nd);
+    ALLOC(rq_len, nd);
+    ALLOC(lq, n * (nd > 1 ? nd - 1 : 1));
+    ALLOC(lq_off, nd * nd);
+    ALLOC(lq_len, nd * nd);
+    ALLOC(xf, m);
+    ALLOC(ev, nr);
+    ALLOC(busy, nr);
+    ALLOC(dirty, nr);
+    ALLOC(dirty_list, nr);
+#undef ALLOC
+    if (!ok) {
+        gopt_sim_scratch_free(s);
+        return GOPT_ENOMEM;
+    }
+    for (int32_t v = 0; v < s->n; v++) {
+        s->start[v] = -1;
+        s->grp_rep[v] = -1;
+        s->nt[v].task = v;
+        s->nc[v].osize = sim->osize[v];
+    }
+    *out = s;
+    return GOPT_OK;
+}
+
+/* ---- prepare ---------------------------------------------------------------------- */
+static gopt_status bad_node(const gopt_sim *sim, gopt_sim_scratch *s, gopt_error *err, int32_t upto, const char *fmt,
+                            int32_t v, int32_t value, int32_t lo, int32_t hi) {
+    /* leave grp_rep all -1 for the next run */
+    for (int32_t u = 0; u < upto; u++)
+        if (s->d->group[u] >= 0 && s->d->group[u] < s->n) s->grp_rep[s->d->group[u]] = -1;
+    return gopt_error_set(err, GOPT_EINVAL, fmt, gopt_graph_node_name(sim->g, v), value, lo, hi);
+}
+
+static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_scratch *s, gopt_error *err) {
+    const gopt_frozen *f = sim->f;
+    const gopt_cost_table *tab = &sim->table;
+    int32_t n = f->n, nd = sim->ndev;
+    const int32_t *dev = d->device, *grp = d->group, *rank = f->rank;
+    if (d->n != n)
+        return gopt_error_set(err, GOPT_EINVAL, "sim: decisions for %d nodes, graph '%s' has %d", d->n,
+                              gopt_graph_name(sim->g), n);
+    sim_nt *nt = s->nt;
+    sim_tp *tp = s->tp;
+    sim_th *th = s->th;
+    sim_nc *nc = s->nc;
+    int32_t *grp_rep = s->grp_rep;
+    /* pass 1, id order, every node as an unfused task: device, inputs to wait for (distinct
+     * producers), kernel time, ready key; fusion group representatives (first in topological order) */
+    int32_t grouped = 0, dcount[GOPT_SIM_MAX_DEVICES], ncount[GOPT_SIM_MAX_DEVICES];
+    for (int32_t dd = 0; dd < nd; dd++) {
+        dcount[dd] = ncount[dd] = 0;
+        s->mem[dd] = 0;
+        s->dstamp[dd] = -1;
+    }
+    const double *time = tab->time;
+    for (int32_t v = 0; v < n; v++) {
+        int32_t dv = dev[v], gv = grp[v];
+        if (dv < 0 || dv >= nd) return bad_node(sim, s, err, v, "sim: node '%s': device %d is not in %d..%d", v, dv, 0, nd - 1);
+        if (gv < -1 || gv >= n)
+            return bad_node(sim, s, err, v, "sim: node '%s': fusion group %d is not in %d..%d", v, gv, -1, n - 1);
+        nt[v] = (sim_nt){v, (int16_t)dv, 1, 0};
+        tp[v] = (sim_tp){sim->nin[v], -1};
+        th[v].stamp_u = -1;
+        s->start[v] = -1;
+        sim_nc *x = &nc[v];
+        x->mem_first = -1;
+        x->mem_count = 1;
+        x->dur = time[(size_t)v * (size_t)nd + (size_t)dv];
+        uint32_t up = (uint32_t)d->priority[v] ^ 0x80000000u;
+        x->key = ((uint64_t)(~up) << 32) | (uint32_t)rank[v];
+        s->mem[dv] += sim->psize[v];
+        ncount[dv]++;
+        if (gv >= 0) {
+            grouped++;
+            int32_t r = grp_rep[gv];
+            if (r < 0 || rank[v] < rank[r]) grp_rep[gv] = v;
+        }
+    }
+    int32_t ntasks = n;
+    /* pass 2 (fused nodes only): tasks, member lists (each sorted by rank), then each
+     * group's inputs, outputs leaving it, priority (max), kernel time (gopt_cost_group_time) */
+    if (grouped) {
+        for (int32_t v = 0; v < n; v++) {
+            int32_t gv = grp[v];
+            if (gv < 0) continue;
+            int32_t r = grp_rep[gv];
+            if (dev[r] != dev[v]) {
+                gopt_error_set(err, GOPT_EINVAL,
+                               "sim: node '%s': device %d differs from device %d of node '%s' in fusion group %d",
+                               gopt_graph_node_name(sim->g, v), dev[v], dev[r], gopt_graph_node_name(sim->g, r), gv);
+                for (int32_t u = 0; u < n; u++)
+                    if (grp[u] >= 0) grp_rep[grp[u]] = -1;
+                return GOPT_EINVAL;
+            }
+            nt[v].task = r;
+            if (v != r) {
+                nc[r].mem_count++;
+                ntasks--;
+            }
+        }
+        int32_t off = 0;
+        for (int32_t v = 0; v < n; v++) {
+            if (grp[v] >= 0 && nt[v].task == v) {
+                nc[v].mem_first = off;
+                off += nc[v].mem_count;
+                nc[v].mem_count = 0;
+            }
+        }
+        for (int32_t v = 0; v < n; v++) {
+            if (grp[v] < 0) continue;
+            sim_nc *r = &nc[nt[v].task];
+            int32_t *ml = s->mem_list + r->mem_first;
+            int32_t k = r->mem_count++;
+            while (k > 0 && rank[ml[k - 1]] > rank[v]) { /* insertion by rank: groups are small */
+                ml[k] = ml[k - 1];
+                k--;
+            }
+            ml[k] = v;
+        }
+        for (int32_t c = 0; c < n; c++) {
+            if (grp[c] < 0) continue;
+            grp_rep[grp[c]] = -1;
+            if (nt[c].task != c || nc[c].mem_count < 2) continue;
+            int32_t dc = nt[c].dev, k = nc[c].mem_count;
+            const int32_t *ml = s->mem_list + nc[c].mem_first;
+            int32_t prio = INT32_MIN, pending = 0;
+            double ext_bytes = 0;
+            for (int32_t j = 0; j < k; j++) {
+                int32_t v = ml[j];
+                if (d->priority[v] > prio) prio = d->priority[v];
+                for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
+                    int32_t u = f->in_src[e];
+                    if (nt[u].task == c) continue;
+                    ext_bytes += sim->in_slot_bytes[e];
+                    if (th[u].stamp_u != c) {
+                        th[u].stamp_u = c;
+                        pending++;
+                    }
+                }
+                int ext = f->out_ptr[v] == f->out_ptr[v + 1];
+                for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1] && !ext; e++)
+                    if (nt[f->out_dst[e]].task != c) ext = 1;
+                nt[v].ext = (uint8_t)ext;
+                if (ext) ext_bytes += f->out_bytes[v];
+            }
+            tp[c].pending = pending;
+            nc[c].dur = gopt_cost_group_time(tab, dc, ml, k, ext_bytes);
+            uint32_t up = (uint32_t)prio ^ 0x80000000u;
+            nc[c].key = ((uint64_t)(~up) << 32) | (uint32_t)rank[c];
+        }
+        /* stamp_u now holds task ids (>= 0) on some producers: harmless, the run's tags are < 0 */
+    }
+    for (int32_t v = 0; v < n; v++) /* tasks per device */
+        if (nt[v].task == v) dcount[nt[v].dev]++;
+    s->ntasks = ntasks;
+    /* carve the queues */
+    int32_t off = 0;
+    for (int32_t dd = 0; dd < nd; dd++) {
+        s->rq_off[dd] = off;
+        s->rq_len[dd] = 0;
+        off += dcount[dd];
+        s->peak[dd] = s->mem[dd];
+        s->busy_s[dd] = 0;
+        s->sent[dd] = 0;
+        s->dstamp[dd] = -1;
+    }
+    off = 0;
+    for (int32_t l = 0; l < nd * nd; l++) {
+        s->lq_off[l] = off;
+        if (l / nd != l % nd) off += ncount[l / nd];
+        s->lq_len[l] = 0;
+    }
+    for (int32_t r = 0; r < s->nres; r++) s->busy[r] = s->dirty[r] = 0;
+    s->ndirty = 0;
+    s->nev = 0;
+    s->seq = 0;
+    s->nxf = 0;
+    s->total_bytes = 0;
+    s->now = 0;
+    s->instant = 0;
+    s->tasks_done = 0;
+    for (int32_t c = 0; c < n; c++) {
+        if (nt[c].task == c && tp[c].pending == 0) {
+            sim_device_ops.push(s, nt[c].dev, c);
+            sim_mark_dirty(s, nt[c].dev);
+        }
+    }
+    return GOPT_OK;
+}
+
+/* ---- event heap ------------------------------------------------------------------------ */
+static inline int ev_less(const sim_event *a, const sim_event *b) { return a->key < b->key; }
+
+static inline uint64_t time_bits(double t) {
+    uint64_t b;
+    memcpy(&b, &t, sizeof b);
+    return b;
+}
+
+static inline double ev_time(const sim_event *e) {
+    uint64_t b = (uint64_t)(e->key >> 64);
+    double t;
+    memcpy(&t, &b, sizeof t);
+    return t;
+}
+
+static void ev_push(gopt_sim_scratch *s, double t, int32_t r, int32_t item) {
+    sim_event e = {((sim_u128)time_bits(t) << 64) | s->seq++, r, item};
+    int32_t i = s->nev++;
+    while (i > 0) {
+        int32_t p = (i - 1) >> 1;
+        if (!ev_less(&e, &s->ev[p])) break;
+        s->ev[i] = s->ev[p];
+        i = p;
+    }
+    s->ev[i] = e;
+}
+
+/* Bottom-up removal (see dev_next in resources.c). */
+static sim_event ev_pop(gopt_sim_scratch *s) {
+    sim_event *h = s->ev;
+    sim_event top = h[0], last = h[--s->nev];
+    int32_t i = 0, c, len = s->nev;
+    while ((c = 2 * i + 1) < len) {
+        c += (c + 1 < len) & ev_less(&h[c + 1], &h[c]);
+        h[i] = h[c];
+        i = c;
+    }
+    while (i > 0) {
+        int32_t p = (i - 1) >> 1;
+        if (!ev_less(&last, &h[p])) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = last;
+    return top;
+}
+
+static void dispatch(gopt_sim_scratch *s) {
+    for (int32_t i = 0; i < s->ndirty; i++) {
+        int32_t r = s->dirty_list[i];
+        s->dirty[r] = 0;
+        if (s->busy[r]) continue;
+        const sim_resource_ops *ops = sim_ops_of(s, r);
+        int32_t item = ops->next(s, r);
+        if (item < 0) continue;
+        s->busy[r] = 1;
+        double dt = ops->start(s, r, item);
+        ev_push(s, s->now + dt, r, item);
+    }
+    s->ndirty = 0;
+}
+
+gopt_status gopt_sim_run(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_result *res, gopt_sim_scratch *s,
+                         gopt_error *err) {
+    if (s->sim != sim) return gopt_error_set(err, GOPT_EINVAL, "sim: scratch was created for another simulator");
+    s->d = d;
+    gopt_status st = prepare(sim, d, s, err);
+    if (st != GOPT_OK) {
+        s->ntasks = s->tasks_done = 0;
+        s->nxf = 0;
+        return st;
+    }
+    dispatch(s);
+    while (s->nev > 0) {
+        double t = ev_time(&s->ev[0]);
+        uint64_t tb = (uint64_t)(s->ev[0].key >> 64);
+        if (t != s->now) s->instant++;
+        s->now = t;
+        while (s->nev > 0 && (uint64_t)(s->ev[0].key >> 64) == tb) {
+            sim_event e = ev_pop(s);
+            s->busy[e.res] = 0;
+            sim_mark_dirty(s, e.res);
+            sim_ops_of(s, e.res)->finish(s, e.res, e.item);
+        }
+        dispatch(s);
+    }
+    if (s->tasks_done != s->ntasks) {
+        const gopt_frozen *f = sim->f;
+        int32_t stuck = -1;
+        for (int32_t i = 0; i < f->n && stuck < 0; i++) {
+            int32_t v = f->topo[i];
+            if (s->nt[v].task == v && s->start[v] < 0) stuck = v;
+        }
+        return gopt_error_set(err, GOPT_EINVAL,
+                              "sim: deadlock: %d of %d kernels never became ready (first: node '%s'); a fusion group "
+                              "whose contraction makes a cycle? (gopt_decisions_validate rejects it)",
+                              s->ntasks - s->tasks_done, s->ntasks,
+                              stuck >= 0 ? gopt_graph_node_name(sim->g, stuck) : "?");
+    }
+    memset(res, 0, sizeof *res);
+    res->ndev = sim->ndev;
+    res->step_time_s = s->now;
+    res->tasks = s->ntasks;
+    res->transfers = s->nxf;
+    res->transferred_bytes = s->total_bytes;
+    res->oom_device = -1;
+    for (int dd = 0; dd < sim->ndev; dd++) {
+        res->busy_s[dd] = s->busy_s[dd];
+        res->peak_memory_bytes[dd] = s->peak[dd];
+        res->capacity_bytes[dd] = sim->capacity[dd];
+        res->sent_bytes[dd] = s->sent[dd];
+        double excess = (double)s->peak[dd] - sim->capacity[dd];
+        if (excess > 0 && excess > res->oom_excess_bytes) {
+            res->oom = 1;
+            res->oom_device = dd;
+            res->oom_excess_bytes = excess;
+        }
+    }
+    return GOPT_OK;
+}
+
+/* ---- the last run's timeline ---------------------------------------------------------------- */
+double gopt_sim_node_start(const gopt_sim_scratch *s, int32_t v) { return s->start[s->nt[v].task]; }
+
+double gopt_sim_node_end(const gopt_sim_scratch *s, int32_t v) {
+    int32_t c = s->nt[v].task;
+    return s->start[c] < 0 ? -1 : s->start[c] + s->nc[c].dur;
+}
+
+int32_t gopt_sim_num_transfers(const gopt_sim_scratch *s) { return s->nxf; }
+
+void gopt_sim_transfer_get(const gopt_sim_scratch *s, int32_t i, gopt_sim_transfer *out) {
+    const sim_xfer *x = &s->xf[i];
+    out->node = x->node;
+    out->src = x->src;
+    out->dst = x->dst;
+    out->bytes = x->bytes;
+    out->start = x->start;
+    out->end = x->end;
+}

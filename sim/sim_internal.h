@@ -1,0 +1,158 @@
+/* sim_internal.h: the simulator's state, shared by the files of sim/ only.
+ *
+ * Resources are numbered 0..ndev-1 (devices) and ndev + src*ndev + dst
+ * (links). Each kind of resource plugs into the event loop through a
+ * sim_resource_ops table: push an item into its queue, take the next item
+ * to run, start it (returns its duration), finish it. The loop itself knows
+ * nothing of devices or links.
+ *
+ * Items: a device runs tasks, named by their representative node (the
+ * member first in topological order); a link runs transfer records.
+ */
+#ifndef GOPT_SIM_INTERNAL_H
+#define GOPT_SIM_INTERNAL_H
+
+#include "gopt_sim.h"
+
+struct gopt_sim {
+    const gopt_graph *g;
+    const gopt_frozen *f;
+    const gopt_costmodel *cm;
+    gopt_cost_table table;
+    int ndev;
+    int64_t *osize;        /* (n) bytes an output occupies on its own device: ceil(out_bytes), 0 for params */
+    int64_t *psize;        /* (n) ceil(param_bytes) */
+    int32_t *nin;          /* (n) distinct producers of each node (multi-edges count once) */
+    double *out_slot_bytes; /* (m) edge bytes by out-edge slot (CSR order: read sequentially) */
+    double *in_slot_bytes;  /* (m) edge bytes by in-edge slot */
+    double capacity[GOPT_SIM_MAX_DEVICES];
+    /* links without a measured copy table: latency + bytes / bandwidth, computed here as the cost
+     * model computes it (tests compare with gopt_cost_transfer_time bit for bit) */
+    uint8_t link_plain[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];
+    double link_lat[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];
+    double link_bw[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];
+};
+
+__extension__ typedef unsigned __int128 sim_u128;
+
+/* An event: key = (bits of its time << 64) | sequence number. Times are
+ * finite and >= 0, whose IEEE bits order like the numbers, so one integer
+ * comparison orders events by (time, sequence). */
+typedef struct {
+    sim_u128 key;
+    int32_t res, item;
+} sim_event;
+
+typedef struct {
+    uint64_t key; /* instant it was queued (a counter of distinct event times) << 32 | producer's rank */
+    int32_t rec;
+    int32_t spare;
+} sim_link_slot;
+
+typedef struct {
+    int32_t node, src, dst;
+    int32_t hold; /* consumers on dst still to finish (after arrival) */
+    double bytes;
+    int64_t size;
+    double start, end;
+} sim_xfer;
+
+/* Per-node state of a run, split by how hot it is so that the arrays read on
+ * every edge stay small (8 bytes per node each). (task) fields are meaningful
+ * on a task's representative, (tensor) ones on a node whose output leaves its
+ * task. */
+typedef struct {
+    int32_t task; /* representative node of the node's task */
+    int16_t dev;
+    uint8_t ext;  /* (tensor) the output leaves the task: allocated, maybe sent */
+    uint8_t nxf;  /* (tensor) transfer records */
+} sim_nt;
+typedef struct {
+    int32_t pending; /* (task) external input tensors not yet present on its device */
+    int32_t stamp_c; /* (task) the last tensor that counted this task (deduplication) */
+} sim_tp;
+typedef struct {
+    int32_t stamp_u;  /* (tensor) the last task that counted this tensor */
+    int32_t hold;     /* (tensor) holders of the copy on its own device */
+    int32_t xf_first; /* (tensor) its first transfer record; the others follow, by receiving device */
+    uint32_t xf_mask; /* (tensor) receiving devices (when ndev <= 32): record = xf_first + popcount below */
+} sim_th;
+typedef struct {
+    int32_t spare0;
+    int32_t mem_first; /* (task) members at mem_list[mem_first..] when fused, -1 when alone */
+    int32_t mem_count; /* (task) members */
+    int32_t spare;
+    double dur;   /* (task) kernel time */
+    uint64_t key; /* (task) ready key: ~priority << 32 | rank; smallest runs first */
+    int64_t osize; /* constant: sim->osize */
+} sim_nc;
+
+struct gopt_sim_scratch {
+    const gopt_sim *sim;
+    const gopt_decisions *d; /* the run in progress or the last one */
+    int32_t n, m, ndev, nres;
+    sim_nt *nt;        /* (n) hot: read on every edge */
+    sim_tp *tp;        /* (n) */
+    sim_th *th;        /* (n) */
+    sim_nc *nc;        /* (n) cold: once per task */
+    int32_t *grp_rep;  /* (n) representative of fusion group g, -1 (kept -1 between runs) */
+    int32_t *mem_list; /* (n) members of fused tasks, each task's in topological order */
+    double *start;     /* (n) start time per task, -1 when it did not run */
+    /* device ready heaps: pool of n keys carved by device */
+    uint64_t *rq;
+    int32_t *rq_off, *rq_len; /* (ndev) */
+    /* link queues: pool of n*(ndev-1) slots carved by link (a link from s carries at most one
+     * transfer per node on s) */
+    sim_link_slot *lq;
+    int32_t *lq_off, *lq_len; /* (ndev*ndev) */
+    sim_xfer *xf;             /* (m) transfer records of the run */
+    int32_t nxf;
+    /* event heap and dispatch */
+    sim_event *ev; /* (nres) at most one running item per resource */
+    int32_t nev;
+    uint64_t seq;
+    uint8_t *busy, *dirty; /* (nres) */
+    int32_t *dirty_list;   /* (nres) */
+    int32_t ndirty;
+    /* small per-run arrays */
+    int32_t dstamp[GOPT_SIM_MAX_DEVICES];
+    double dbytes[GOPT_SIM_MAX_DEVICES];
+    int32_t dlist[GOPT_SIM_MAX_DEVICES];
+    int64_t mem[GOPT_SIM_MAX_DEVICES];
+    int64_t peak[GOPT_SIM_MAX_DEVICES];
+    double busy_s[GOPT_SIM_MAX_DEVICES];
+    double sent[GOPT_SIM_MAX_DEVICES];
+    double total_bytes;
+    double now;
+    uint32_t instant; /* distinct event times so far: orders link queues like time does */
+    int32_t ntasks, tasks_done;
+};
+
+typedef struct {
+    const char *name;
+    void (*push)(gopt_sim_scratch *s, int32_t r, int32_t item);
+    int32_t (*next)(gopt_sim_scratch *s, int32_t r); /* -1 when its queue is empty */
+    double (*start)(gopt_sim_scratch *s, int32_t r, int32_t item); /* allocate, record; returns the duration */
+    void (*finish)(gopt_sim_scratch *s, int32_t r, int32_t item);  /* release, make successors ready */
+} sim_resource_ops;
+
+extern const sim_resource_ops sim_device_ops; /* priority-ordered list scheduling */
+extern const sim_resource_ops sim_link_fifo_ops; /* one transfer at a time, first in first out */
+
+static inline const sim_resource_ops *sim_ops_of(const gopt_sim_scratch *s, int32_t r) {
+    return r < s->ndev ? &sim_device_ops : &sim_link_fifo_ops;
+}
+
+static inline void sim_mark_dirty(gopt_sim_scratch *s, int32_t r) {
+    if (!s->dirty[r]) {
+        s->dirty[r] = 1;
+        s->dirty_list[s->ndirty++] = r;
+    }
+}
+
+static inline void sim_mem_add(gopt_sim_scratch *s, int d, int64_t b) {
+    int64_t m = s->mem[d] += b;
+    if (m > s->peak[d]) s->peak[d] = m;
+}
+
+#endif

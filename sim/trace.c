@@ -1,0 +1,108 @@
+/* trace.c: the last run of a scratch as Chrome trace-event JSON.
+ *
+ * Format (the trace-event format that chrome://tracing and Perfetto read):
+ *   {"traceEvents":[
+ *     {"name":"process_name","ph":"M","pid":0,"tid":0,"args":{"name":"gopt sim: GRAPH"}},
+ *     {"name":"thread_name","ph":"M","pid":0,"tid":T,"args":{"name":"device 0"}},  one per track
+ *     {"name":"mm1","cat":"kernel","ph":"X","ts":12.5,"dur":3.25,"pid":0,"tid":0,"args":{...}},
+ *     ...], "displayTimeUnit":"ns", "otherData":{...}}
+ * Tracks (tid): device d is d; link src->dst is ndev + src*ndev + dst, named
+ * "link src->dst" (only links that carried something get a name). Times in
+ * microseconds. A fused kernel is named after its first member, "+k" more.
+ * Cost: O(N + transfers), one pass each.
+ */
+#include <string.h>
+
+#include "sim_internal.h"
+
+static void put_json_string(gopt_buf *b, const char *s) {
+    gopt_buf_puts(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            char e[2] = {'\\', (char)*p};
+            gopt_buf_append(b, e, 2);
+        } else if (*p < 0x20) {
+            gopt_buf_printf(b, "\\u%04x", *p);
+        } else {
+            gopt_buf_append(b, p, 1);
+        }
+    }
+    gopt_buf_puts(b, "\"");
+}
+
+gopt_status gopt_sim_trace_json(const gopt_sim *sim, const gopt_decisions *d, const gopt_sim_scratch *s, gopt_buf *b,
+                                gopt_error *err) {
+    if (s->sim != sim || s->d != d || s->tasks_done != s->ntasks)
+        return gopt_error_set(err, GOPT_EINVAL, "sim trace: the scratch does not hold a finished run of these decisions");
+    const gopt_frozen *f = sim->f;
+    int nd = sim->ndev;
+    gopt_buf_puts(b, "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":");
+    char title[300];
+    snprintf(title, sizeof title, "gopt sim: %s on %d devices", gopt_graph_name(sim->g), nd);
+    put_json_string(b, title);
+    gopt_buf_puts(b, "}}");
+    for (int dd = 0; dd < nd; dd++)
+        gopt_buf_printf(b,
+                        ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"device %d\"}}"
+                        ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+                        dd, dd, dd, dd);
+    /* name the links that carried something */
+    uint8_t used[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];
+    memset(used, 0, (size_t)nd * (size_t)nd);
+    for (int32_t i = 0; i < s->nxf; i++) used[s->xf[i].src * nd + s->xf[i].dst] = 1;
+    for (int l = 0; l < nd * nd; l++)
+        if (used[l])
+            gopt_buf_printf(b,
+                            ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"link "
+                            "%d->%d\"}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{"
+                            "\"sort_index\":%d}}",
+                            nd + l, l / nd, l % nd, nd + l, nd + l);
+    for (int32_t i = 0; i < f->n; i++) {
+        int32_t c = f->topo[i];
+        if (s->nt[c].task != c) continue;
+        const sim_nc *x = &s->nc[c];
+        int32_t k = x->mem_count, prio = INT32_MIN;
+        int64_t alloc = 0;
+        for (int32_t j = 0; j < k; j++) {
+            int32_t v = x->mem_first >= 0 ? s->mem_list[x->mem_first + j] : c;
+            if (s->nt[v].ext) alloc += s->nc[v].osize;
+            if (d->priority[v] > prio) prio = d->priority[v];
+        }
+        gopt_buf_puts(b, ",\n{\"name\":");
+        if (k > 1) {
+            char nm[600];
+            snprintf(nm, sizeof nm, "%s +%d", gopt_graph_node_name(sim->g, c), k - 1);
+            put_json_string(b, nm);
+        } else {
+            put_json_string(b, gopt_graph_node_name(sim->g, c));
+        }
+        const char *cls = gopt_op_class_name((gopt_op_class)f->op_class[c]);
+        gopt_buf_printf(b,
+                        ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.6f,\"dur\":%.6f,\"pid\":0,\"tid\":%d,\"args\":{\"priority\":%d,"
+                        "\"members\":%d,\"alloc_bytes\":%lld}}",
+                        k > 1 ? "fused" : (cls ? cls : "op"), s->start[c] * 1e6, x->dur * 1e6, d->device[c],
+                        prio, k, (long long)alloc);
+    }
+    for (int32_t i = 0; i < s->nxf; i++) {
+        const sim_xfer *x = &s->xf[i];
+        gopt_buf_puts(b, ",\n{\"name\":");
+        put_json_string(b, gopt_graph_node_name(sim->g, x->node));
+        gopt_buf_printf(b,
+                        ",\"cat\":\"transfer\",\"ph\":\"X\",\"ts\":%.6f,\"dur\":%.6f,\"pid\":0,\"tid\":%d,\"args\":{\"bytes\":%.17g,"
+                        "\"src\":%d,\"dst\":%d}}",
+                        x->start * 1e6, (x->end - x->start) * 1e6, nd + x->src * nd + x->dst, x->bytes, x->src, x->dst);
+    }
+    gopt_buf_puts(b, "\n],\"displayTimeUnit\":\"ns\"}\n");
+    if (b->failed) return gopt_error_set(err, GOPT_ENOMEM, "sim trace: out of memory");
+    return GOPT_OK;
+}
+
+gopt_status gopt_sim_trace_write(const gopt_sim *sim, const gopt_decisions *d, const gopt_sim_scratch *s,
+                                 const char *path, gopt_error *err) {
+    gopt_buf b;
+    gopt_buf_init(&b);
+    gopt_status st = gopt_sim_trace_json(sim, d, s, &b, err);
+    if (st == GOPT_OK) st = gopt_file_write_atomic(path, b.data, b.len, gopt_path_is_gz(path) ? 6 : 0, err);
+    gopt_buf_destroy(&b);
+    return st;
+}
