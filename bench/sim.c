@@ -22,7 +22,7 @@
  *                  [--placement random|single|blocks]
  * (--placement: the issue's random placement by default; "single" puts everything on
  * device 0, "blocks" cuts the topological order into ndev ranges; both for comparison.)
- * Without --profile an embedded copy of the V100 DGX-1 datasheet profile is used. */
+ * Without --profile the shipped V100 DGX-1 datasheet profile (profiles/v100-dgx1-x8.json) is used. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,14 +31,6 @@
 
 #include "gopt_sim.h"
 #include "gopt_zoo.h"
-
-static const char *V100 =
-    "{\"format\":\"gopt-profile\",\"version\":1,\"name\":\"v100-dgx1-x8\",\"description\":\"8x V100 SXM2 16 GB, "
-    "DGX-1 hybrid cube-mesh (datasheet)\",\"provenance\":{\"source\":\"datasheet\",\"reference\":\"NVIDIA Tesla V100 "
-    "datasheet; DGX-1 V100 whitepaper\"},\"devices\":[{\"name\":\"gpu\",\"count\":8,\"kind\":\"gpu\",\"model\":\"Tesla "
-    "V100-SXM2-16GB\",\"memory_bytes\":17179869184,\"peak_flops\":{\"fp32\":15.7e12,\"fp16\":125e12,\"fp64\":7.8e12},"
-    "\"memory_bandwidth\":900e9,\"launch_overhead\":5e-6}],\"topology\":{\"kind\":\"nvlink_cube_mesh\",\"link_bandwidth\":"
-    "25e9,\"latency\":5e-6,\"fallback_bandwidth\":15.75e9,\"fallback_latency\":1.5e-5}}";
 
 /* CPU time of this thread: on a shared machine, time spent waiting for a core is not ours. */
 static double cpu_now(void) {
@@ -293,7 +285,7 @@ int main(int argc, char **argv) {
     gopt_error err = {0};
     gopt_profile *p = NULL;
     gopt_costmodel *cm = NULL;
-    if ((prof ? gopt_profile_load(prof, &p, &err) : gopt_profile_parse(V100, strlen(V100), "v100 (embedded)", &p, &err)) ||
+    if (gopt_profile_load(prof ? prof : GOPT_SOURCE_DIR "/profiles/v100-dgx1-x8.json", &p, &err) ||
         gopt_cost_create(p, 8, &cm, &err)) {
         fprintf(stderr, "bench_sim: %s\n", err.msg);
         return 2;
