@@ -4,7 +4,9 @@
  * priorities, random legal fusion (producer -> sole-consumer chains whose
  * members landed on one device).
  *
- * Figures per graph (each the median of --reps runs, with the best in brackets):
+ * Figures per graph (each the median of --reps runs, with the best in brackets; single-thread
+ * figures are this thread's CPU time, so that time spent waiting for a core on a shared
+ * machine is not counted; the batch figures are wall-clock time):
  *   sim        one gopt_sim_run (the decisions cycle over 8 random sets)
  *   bare pass  one pass over the same frozen graph touching every node and
  *              every edge once (the earliest-finish time of each node from its
@@ -17,21 +19,41 @@
  * Targets (issue 5): < 20 ms per simulation of an 80,000-node graph on one core.
  *
  * Usage: bench_sim [--reps R] [--threads T] [--profile FILE] [--only gnmt|txl|dag] [--seed S]
- * Without --profile an embedded copy of the V100 DGX-1 datasheet profile is used. */
+ *                  [--placement random|single|blocks]
+ * (--placement: the issue's random placement by default; "single" puts everything on
+ * device 0, "blocks" cuts the topological order into ndev ranges; both for comparison.)
+ * Without --profile the shipped V100 DGX-1 datasheet profile (profiles/v100-dgx1-x8.json) is used. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "gopt_sim.h"
 #include "gopt_zoo.h"
 
-static const char *V100 =
-    "{\"format\":\"gopt-profile\",\"version\":1,\"name\":\"v100-dgx1-x8\",\"description\":\"8x V100 SXM2 16 GB, "
-    "DGX-1 hybrid cube-mesh (datasheet)\",\"provenance\":{\"source\":\"datasheet\",\"reference\":\"NVIDIA Tesla V100 "
-    "datasheet; DGX-1 V100 whitepaper\"},\"devices\":[{\"name\":\"gpu\",\"count\":8,\"kind\":\"gpu\",\"model\":\"Tesla "
-    "V100-SXM2-16GB\",\"memory_bytes\":17179869184,\"peak_flops\":{\"fp32\":15.7e12,\"fp16\":125e12,\"fp64\":7.8e12},"
-    "\"memory_bandwidth\":900e9,\"launch_overhead\":5e-6}],\"topology\":{\"kind\":\"nvlink_cube_mesh\",\"link_bandwidth\":"
-    "25e9,\"latency\":5e-6,\"fallback_bandwidth\":15.75e9,\"fallback_latency\":1.5e-5}}";
+/* CPU time of this thread: on a shared machine, time spent waiting for a core is not ours. */
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double proc_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double loadavg(void) {
+    double l = -1;
+    FILE *fp = fopen("/proc/loadavg", "r");
+    if (fp) {
+        if (fscanf(fp, "%lf", &l) != 1) l = -1;
+        fclose(fp);
+    }
+    return l;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -95,10 +117,20 @@ fail:
 /* Random valid decisions: one device per colocation group, random priorities, fusion of
  * producer -> sole-consumer chains on one device (contracting such a chain cannot close a
  * cycle: its only exit is its last member). */
+static const char *placement = "random"; /* --placement: random, single (device 0), blocks (topological ranges) */
+
+static int32_t place(gopt_rng *rng, const gopt_frozen *f, int ndev, int32_t v) {
+    if (!strcmp(placement, "single")) return 0;
+    if (!strcmp(placement, "blocks")) return (int32_t)((int64_t)f->rank[v] * ndev / f->n);
+    return (int32_t)gopt_rng_below(rng, (uint64_t)ndev);
+}
+
 static void random_decisions(gopt_rng *rng, const gopt_frozen *f, int ndev, gopt_decisions *d, int32_t *coloc_dev) {
-    for (int32_t k = 0; k < f->n_coloc; k++) coloc_dev[k] = (int32_t)gopt_rng_below(rng, (uint64_t)ndev);
+    for (int32_t k = 0; k < f->n_coloc; k++) coloc_dev[k] = -1;
+    for (int32_t v = 0; v < f->n; v++)
+        if (f->coloc[v] >= 0 && coloc_dev[f->coloc[v]] < 0) coloc_dev[f->coloc[v]] = place(rng, f, ndev, v);
     for (int32_t v = 0; v < f->n; v++) {
-        d->device[v] = f->coloc[v] >= 0 ? coloc_dev[f->coloc[v]] : (int32_t)gopt_rng_below(rng, (uint64_t)ndev);
+        d->device[v] = f->coloc[v] >= 0 ? coloc_dev[f->coloc[v]] : place(rng, f, ndev, v);
         d->priority[v] = (int32_t)gopt_rng_below(rng, 1u << 20);
         d->group[v] = -1;
     }
@@ -141,7 +173,8 @@ static int bench_graph(const char *label, gopt_graph *g, const gopt_costmodel *c
     gopt_sim_result *seq = calloc(K, sizeof *seq), *bat = calloc(K, sizeof *bat);
     double *fin = calloc((size_t)f->n + 1, sizeof *fin);
     double *ts = calloc((size_t)reps, sizeof *ts), *tb = calloc((size_t)reps, sizeof *tb);
-    double *tq = calloc((size_t)reps, sizeof *tq), *tp = calloc((size_t)reps, sizeof *tp);
+    double *tq = calloc((size_t)reps + 3, sizeof *tq), *tp = calloc((size_t)reps + 3, sizeof *tp);
+    double cq = 0, cp = 0;
     int32_t *coloc_dev = calloc((size_t)f->n_coloc + 1, sizeof *coloc_dev);
     int rc = 1, nds = 0;
     if (!seq || !bat || !fin || !ts || !tb || !tq || !tp || !coloc_dev) goto out;
@@ -165,11 +198,11 @@ static int bench_graph(const char *label, gopt_graph *g, const gopt_costmodel *c
     double sink = bare_pass(f, gopt_sim_cost_table(sim), &ds[0], fin);
     for (int i = 0; i < reps; i++) {
         const gopt_decisions *d = &ds[i % K];
-        double a = gopt_now_seconds();
+        double a = cpu_now();
         if (gopt_sim_run(sim, d, &r, sc[0], &err)) goto fail;
-        double b = gopt_now_seconds();
+        double b = cpu_now();
         sink += bare_pass(f, gopt_sim_cost_table(sim), d, fin);
-        double c = gopt_now_seconds();
+        double c = cpu_now();
         ts[i] = b - a;
         tb[i] = c - b;
     }
@@ -177,12 +210,14 @@ static int bench_graph(const char *label, gopt_graph *g, const gopt_costmodel *c
     int rounds = reps / 4 < 3 ? 3 : reps / 4;
     int same = 1;
     for (int i = 0; i < rounds; i++) {
-        double a = gopt_now_seconds();
+        double a = gopt_now_seconds(), ca = proc_cpu_now();
         for (int k = 0; k < K; k++)
             if (gopt_sim_run(sim, &ds[k], &seq[k], sc[0], &err)) goto fail;
-        double b = gopt_now_seconds();
+        double b = gopt_now_seconds(), cb = proc_cpu_now();
         if (gopt_sim_run_batch(sim, ds, K, bat, sc, threads, &err)) goto fail;
-        double c = gopt_now_seconds();
+        double c = gopt_now_seconds(), cc = proc_cpu_now();
+        cq += cb - ca;
+        cp += cc - cb;
         tq[i] = b - a;
         tp[i] = c - b;
         for (int k = 0; k < K; k++) same &= memcmp(&seq[k], &bat[k], sizeof seq[k]) == 0;
@@ -203,6 +238,9 @@ static int bench_graph(const char *label, gopt_graph *g, const gopt_costmodel *c
            "results identical: %s\n",
            K, sq * 1e3, sp * 1e3, threads, sq / sp, threads == 2 ? (sq / sp >= 1.8 ? "MET" : "MISSED") : "n/a",
            same ? "yes" : "NO");
+    printf("  batch CPU time        %8.2fx the sequential loop's (1.00: threads add no work); load average %.1f on %ld "
+           "cores\n",
+           cp / cq, loadavg(), sysconf(_SC_NPROCESSORS_ONLN));
     if (sink < 0) printf("(unreachable: %g)\n", sink);
     rc = same ? 0 : 1;
     goto out;
@@ -233,8 +271,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--profile") && i + 1 < argc) prof = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--placement") && i + 1 < argc) placement = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_sim [--reps R] [--threads T] [--profile FILE] [--only gnmt|txl|dag] [--seed S]\n");
+            fprintf(stderr, "usage: bench_sim [--reps R] [--threads T] [--profile FILE] [--only gnmt|txl|dag] [--seed S]\n"
+                            "                 [--placement random|single|blocks]\n");
             return 2;
         }
     }
@@ -245,13 +285,17 @@ int main(int argc, char **argv) {
     gopt_error err = {0};
     gopt_profile *p = NULL;
     gopt_costmodel *cm = NULL;
-    if ((prof ? gopt_profile_load(prof, &p, &err) : gopt_profile_parse(V100, strlen(V100), "v100 (embedded)", &p, &err)) ||
+    if (gopt_profile_load(prof ? prof : GOPT_SOURCE_DIR "/profiles/v100-dgx1-x8.json", &p, &err) ||
         gopt_cost_create(p, 8, &cm, &err)) {
         fprintf(stderr, "bench_sim: %s\n", err.msg);
         return 2;
     }
-    printf("bench_sim: profile %s, %d devices, median of %d runs, %d threads for the batch\n", gopt_profile_name(p),
-           gopt_cost_num_devices(cm), reps, threads);
+    if (strcmp(placement, "random") && strcmp(placement, "single") && strcmp(placement, "blocks")) {
+        fprintf(stderr, "bench_sim: --placement %s: random, single or blocks\n", placement);
+        return 2;
+    }
+    printf("bench_sim: profile %s, %d devices, %s placement, median of %d runs, %d threads for the batch\n",
+           gopt_profile_name(p), gopt_cost_num_devices(cm), placement, reps, threads);
     int rc = 0;
     struct {
         const char *key, *label, *family;

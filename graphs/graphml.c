@@ -186,8 +186,11 @@ static gopt_status next_tag(xml_reader *r, xml_tok *t) {
         p++;
     }
     if (*p == '!') return xml_fail(r, t->pos, "unexpected markup '%.12s'", t->pos, NULL);
-    char *name = p;
-    while (p < r->end && is_name_char(*p)) p++;
+    char *name = p, *local = p; /* local: after the last ':' (namespace prefix dropped) */
+    while (p < r->end && is_name_char(*p)) {
+        if (*p == ':') local = p + 1;
+        p++;
+    }
     if (p == name) return xml_fail(r, t->pos, "malformed tag '%.20s'", t->pos, NULL);
     char *name_end = p;
     for (;;) {
@@ -219,6 +222,8 @@ static gopt_status next_tag(xml_reader *r, xml_tok *t) {
         if (!ve) return xml_fail(r, an, "unterminated attribute value in tag <%.40s", name, NULL);
         if (t->nattr == XML_MAX_ATTRS) return xml_fail(r, t->pos, "too many attributes in tag <%.40s", name, NULL);
         *an_end = '\0';
+        for (char *c = an; c < an_end; c++) /* keep the local name: xsi:schemaLocation -> schemaLocation */
+            if (*c == ':') an = c + 1;
         char *de = decode_entities(r, vs, ve, vs, &st);
         if (st != GOPT_OK) return st;
         *de = '\0';
@@ -228,18 +233,14 @@ static gopt_status next_tag(xml_reader *r, xml_tok *t) {
         p = ve + 1;
     }
     *name_end = '\0';
-    char *colon = strrchr(name, ':');
-    t->name = colon ? colon + 1 : name;
+    t->name = local;
     r->p = p;
     return GOPT_OK;
 }
 
 static const char *tok_attr(const xml_tok *t, const char *name) {
-    for (int i = 0; i < t->nattr; i++) {
-        const char *a = t->attr_name[i];
-        const char *colon = strrchr(a, ':');
-        if (strcmp(colon ? colon + 1 : a, name) == 0) return t->attr_val[i];
-    }
+    for (int i = 0; i < t->nattr; i++)
+        if (strcmp(t->attr_name[i], name) == 0) return t->attr_val[i];
     return NULL;
 }
 
@@ -344,6 +345,7 @@ typedef struct {
     strmap ids; /* GraphML node id -> node index */
     pending_edge *edges;
     size_t nedges, ecap;
+    int key_hint;       /* index of the last <key> matched by a <data> */
     pending_val *evals; /* extra values of pending edges */
     size_t nevals, evcap;
 } gml_parser;
@@ -355,6 +357,16 @@ static int find_key(const gml_parser *ps, const char *id) {
     for (int i = 0; i < ps->nkeys; i++)
         if (strcmp(ps->keys[i].id, id) == 0) return i;
     return -1;
+}
+
+/* Elements list their <data> in the same key order, so the key after the
+ * previous match is almost always the next one: O(1) instead of O(keys). */
+static int find_key_after(const gml_parser *ps, const char *id, int *hint) {
+    int h = *hint + 1 < ps->nkeys ? *hint + 1 : 0;
+    if (ps->nkeys && strcmp(ps->keys[h].id, id) == 0) return *hint = h;
+    int k = find_key(ps, id);
+    if (k >= 0) *hint = k;
+    return k;
 }
 
 static gopt_status parse_key(gml_parser *ps, xml_tok *t) {
@@ -433,7 +445,7 @@ static gopt_status read_datas(gml_parser *ps, const xml_tok *open, key_for kind,
         }
         const char *kid = tok_attr(&c, "key");
         if (!kid) return xml_fail(r, c.pos, "<data> without a key attribute", NULL, NULL);
-        int ki = find_key(ps, kid);
+        int ki = find_key_after(ps, kid, &ps->key_hint);
         if (ki < 0) return xml_fail(r, c.pos, "<data key=\"%s\"> refers to an undeclared <key>", kid, NULL);
         keydef *k = &ps->keys[ki];
         if (!(k->domain & kind))
@@ -458,18 +470,19 @@ static const char *key_default(const gml_parser *ps, key_for kind, int slot) {
     return NULL;
 }
 
-static gopt_status parse_number(xml_reader *r, const char *pos, const char *elem, const char *attr, const char *s,
-                                double *out) {
+/* strtod over the whole (trimmed) value; 0 when it is not a number. */
+static int to_number(const char *s, double *out) {
     char *e;
-    errno = 0;
     double v = strtod(s, &e);
-    if (e == s || *e != '\0') {
-        char what[512];
-        snprintf(what, sizeof what, "%s: attribute %s = '%.60s' is not a number", elem, attr, s);
-        return gopt_error_set(r->err, GOPT_EFORMAT, "%s: line %d: %s", r->origin, line_of(r, pos), what);
-    }
+    if (e == s || *e != '\0') return 0;
     *out = v;
-    return GOPT_OK;
+    return 1;
+}
+
+static gopt_status not_a_number(xml_reader *r, const char *pos, const char *elem, const char *attr, const char *s) {
+    char what[512];
+    snprintf(what, sizeof what, "%s: attribute %s = '%.60s' is not a number", elem, attr, s);
+    return gopt_error_set(r->err, GOPT_EFORMAT, "%s: line %d: %s", r->origin, line_of(r, pos), what);
 }
 
 /* Resolve the extra column for (key, kind), creating it on first use. */
@@ -493,6 +506,14 @@ static gopt_status apply_extras(gml_parser *ps, key_for kind, int32_t elem, cons
 
 #define MAX_EXTRA_PER_ELEM 64
 
+/* "node 'NAME'", or "node id 'ID'" when the name is missing; built only
+ * when a message needs it. */
+static const char *node_label(char *buf, size_t n, const char *name, const char *id) {
+    if (name && name[0]) snprintf(buf, n, "node '%s'", name);
+    else snprintf(buf, n, "node id '%s'", id);
+    return buf;
+}
+
 static gopt_status parse_node(gml_parser *ps, xml_tok *t) {
     xml_reader *r = &ps->r;
     const char *vals[NA_COUNT] = {0};
@@ -506,11 +527,10 @@ static gopt_status parse_node(gml_parser *ps, xml_tok *t) {
     for (int a = 0; a < NA_COUNT; a++)
         if (!vals[a]) vals[a] = key_default(ps, FOR_NODE, a);
     char elem[300];
-    if (vals[NA_NAME] && vals[NA_NAME][0]) snprintf(elem, sizeof elem, "node '%s'", vals[NA_NAME]);
-    else snprintf(elem, sizeof elem, "node id '%s'", id);
+#define NODE_LABEL node_label(elem, sizeof elem, vals[NA_NAME], id)
     for (int a = 0; a < NA_COUNT; a++)
         if (NODE_ATTR_REQUIRED[a] && (!vals[a] || (a == NA_NAME && !vals[a][0])))
-            return xml_fail(r, t->pos, "%s: missing attribute %s", elem, NODE_ATTR[a]);
+            return xml_fail(r, t->pos, "%s: missing attribute %s", NODE_LABEL, NODE_ATTR[a]);
     gopt_node_attrs na;
     memset(&na, 0, sizeof na);
     na.name = vals[NA_NAME];
@@ -519,21 +539,22 @@ static gopt_status parse_node(gml_parser *ps, xml_tok *t) {
     if (cls < 0) {
         char what[600];
         snprintf(what, sizeof what, "%s: attribute class = '%.60s' is not one of input param gemm conv elementwise "
-                 "reduction data_movement other", elem, vals[NA_CLASS]);
+                 "reduction data_movement other", NODE_LABEL, vals[NA_CLASS]);
         return gopt_error_set(r->err, GOPT_EFORMAT, "%s: line %d: %s", r->origin, line_of(r, t->pos), what);
     }
     na.cls = (gopt_op_class)cls;
-    if ((st = parse_number(r, t->pos, elem, "flops", vals[NA_FLOPS], &na.flops)) != GOPT_OK ||
-        (st = parse_number(r, t->pos, elem, "out_bytes", vals[NA_OUT_BYTES], &na.out_bytes)) != GOPT_OK ||
-        (st = parse_number(r, t->pos, elem, "param_bytes", vals[NA_PARAM_BYTES], &na.param_bytes)) != GOPT_OK)
-        return st;
+    static const int NUM_ATTR[3] = {NA_FLOPS, NA_OUT_BYTES, NA_PARAM_BYTES};
+    double *num_dst[3] = {&na.flops, &na.out_bytes, &na.param_bytes};
+    for (int i = 0; i < 3; i++)
+        if (!to_number(vals[NUM_ATTR[i]], num_dst[i]))
+            return not_a_number(r, t->pos, NODE_LABEL, NODE_ATTR[NUM_ATTR[i]], vals[NUM_ATTR[i]]);
     na.shape = vals[NA_SHAPE];
     na.dtype = vals[NA_DTYPE];
     na.colocate = vals[NA_COLOCATE];
     int ph = gopt_phase_parse(vals[NA_PHASE] ? vals[NA_PHASE] : "");
     if (ph < 0) {
         char what[512];
-        snprintf(what, sizeof what, "%s: attribute phase = '%.60s' is not one of fwd, bwd, opt or empty", elem,
+        snprintf(what, sizeof what, "%s: attribute phase = '%.60s' is not one of fwd, bwd, opt or empty", NODE_LABEL,
                  vals[NA_PHASE]);
         return gopt_error_set(r->err, GOPT_EFORMAT, "%s: line %d: %s", r->origin, line_of(r, t->pos), what);
     }
@@ -541,10 +562,11 @@ static gopt_status parse_node(gml_parser *ps, xml_tok *t) {
     na.layer = -1;
     if (vals[NA_LAYER] && vals[NA_LAYER][0]) {
         double lv = 0;
-        if ((st = parse_number(r, t->pos, elem, "layer", vals[NA_LAYER], &lv)) != GOPT_OK) return st;
+        if (!to_number(vals[NA_LAYER], &lv)) return not_a_number(r, t->pos, NODE_LABEL, "layer", vals[NA_LAYER]);
         if (!(lv >= -1 && lv <= 1e9) || lv != floor(lv)) {
             char what[512];
-            snprintf(what, sizeof what, "%s: attribute layer = '%.60s' is not an integer >= -1", elem, vals[NA_LAYER]);
+            snprintf(what, sizeof what, "%s: attribute layer = '%.60s' is not an integer >= -1", NODE_LABEL,
+                     vals[NA_LAYER]);
             return gopt_error_set(r->err, GOPT_EFORMAT, "%s: line %d: %s", r->origin, line_of(r, t->pos), what);
         }
         na.layer = (int32_t)lv;
@@ -555,6 +577,7 @@ static gopt_status parse_node(gml_parser *ps, xml_tok *t) {
     if (prev == -2) return gopt_error_set(r->err, GOPT_ENOMEM, "out of memory");
     if (prev >= 0) return xml_fail(r, t->pos, "duplicate node id '%s'", id, NULL);
     return apply_extras(ps, FOR_NODE, v, xv, nxv);
+#undef NODE_LABEL
 }
 
 static gopt_status parse_edge(gml_parser *ps, xml_tok *t) {
@@ -607,12 +630,15 @@ static gopt_status add_pending_edges(gml_parser *ps) {
         if (d < 0)
             return xml_fail(r, pe->pos, "edge '%s' -> '%s': target node does not exist", pe->src, pe->dst);
         const char *bv = pe->bytes ? pe->bytes : deflt;
-        char elem[600];
-        snprintf(elem, sizeof elem, "edge '%s' -> '%s'", gopt_graph_node_name(ps->g, s), gopt_graph_node_name(ps->g, d));
-        if (!bv) return xml_fail(r, pe->pos, "%s: missing attribute bytes", elem, NULL);
         double b = 0;
-        gopt_status st = parse_number(r, pe->pos, elem, "bytes", bv, &b);
-        if (st != GOPT_OK) return st;
+        if (!bv || !to_number(bv, &b)) {
+            char elem[600];
+            snprintf(elem, sizeof elem, "edge '%s' -> '%s'", gopt_graph_node_name(ps->g, s),
+                     gopt_graph_node_name(ps->g, d));
+            if (!bv) return xml_fail(r, pe->pos, "%s: missing attribute bytes", elem, NULL);
+            return not_a_number(r, pe->pos, elem, "bytes", bv);
+        }
+        gopt_status st;
         if ((st = gopt_graph_add_edge(ps->g, s, d, b, r->err)) != GOPT_OK) return located(r, pe->pos, st);
         if ((st = apply_extras(ps, FOR_EDGE, (int32_t)i, ps->evals + pe->extra_first, pe->extra_count)) != GOPT_OK)
             return st;
@@ -779,28 +805,47 @@ static void put_escaped(gopt_buf *b, const char *s) {
     gopt_buf_append(b, run, (size_t)(s - run));
 }
 
-/* Shortest of %.15g/%.16g/%.17g that reads back to exactly v. */
+/* Decimal digits of an integer-valued double |v| < 2^53, without printf. */
+static void put_int(gopt_buf *b, int64_t v) {
+    char tmp[24], *p = tmp + sizeof tmp;
+    uint64_t u = v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) *--p = '-';
+    gopt_buf_append(b, p, (size_t)(tmp + sizeof tmp - p));
+}
+
+/* Integers exactly; otherwise the shortest of %.15g/%.16g/%.17g that reads
+ * back to exactly v. */
 static void put_number(gopt_buf *b, double v) {
-    char tmp[40];
     if (v == floor(v) && fabs(v) < 9.007199254740992e15) {
-        snprintf(tmp, sizeof tmp, "%.0f", v);
-    } else {
-        for (int prec = 15; prec <= 17; prec++) {
-            snprintf(tmp, sizeof tmp, "%.*g", prec, v);
-            if (strtod(tmp, NULL) == v) break;
-        }
+        put_int(b, (int64_t)v);
+        return;
+    }
+    char tmp[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        if (strtod(tmp, NULL) == v) break;
     }
     gopt_buf_puts(b, tmp);
 }
 
+static void put_data_open(gopt_buf *b, const char *key) {
+    gopt_buf_puts(b, "<data key=\"");
+    gopt_buf_puts(b, key);
+    gopt_buf_puts(b, "\">");
+}
+
 static void put_data_str(gopt_buf *b, const char *key, const char *val) {
-    gopt_buf_printf(b, "<data key=\"%s\">", key);
+    put_data_open(b, key);
     put_escaped(b, val);
     gopt_buf_puts(b, "</data>");
 }
 
 static void put_data_num(gopt_buf *b, const char *key, double v) {
-    gopt_buf_printf(b, "<data key=\"%s\">", key);
+    put_data_open(b, key);
     put_number(b, v);
     gopt_buf_puts(b, "</data>");
 }
@@ -846,7 +891,9 @@ gopt_status gopt_graph_write_graphml(const gopt_graph *g, gopt_buf *b, gopt_erro
     put_extras(g, b, EXTRA_FOR_GRAPH, 0);
     gopt_buf_puts(b, "\n");
     for (int32_t v = 0; v < g->n; v++) {
-        gopt_buf_printf(b, "    <node id=\"n%d\">", v);
+        gopt_buf_puts(b, "    <node id=\"n");
+        put_int(b, v);
+        gopt_buf_puts(b, "\">");
         put_data_str(b, "name", g->node_name[v]);
         put_data_str(b, "op", g->node_op[v]);
         put_data_str(b, "class", gopt_op_class_name((gopt_op_class)g->op_class[v]));
@@ -862,7 +909,11 @@ gopt_status gopt_graph_write_graphml(const gopt_graph *g, gopt_buf *b, gopt_erro
         gopt_buf_puts(b, "</node>\n");
     }
     for (int32_t e = 0; e < g->m; e++) {
-        gopt_buf_printf(b, "    <edge source=\"n%d\" target=\"n%d\">", g->edge_src[e], g->edge_dst[e]);
+        gopt_buf_puts(b, "    <edge source=\"n");
+        put_int(b, g->edge_src[e]);
+        gopt_buf_puts(b, "\" target=\"n");
+        put_int(b, g->edge_dst[e]);
+        gopt_buf_puts(b, "\">");
         put_data_num(b, "bytes", g->edge_bytes[e]);
         put_extras(g, b, EXTRA_FOR_EDGE, e);
         gopt_buf_puts(b, "</edge>\n");

@@ -47,12 +47,15 @@ static inline float fast_expf(float x) {
 float gopt_fast_expf(float x) { return fast_expf(x); }
 
 /* ---- linear ------------------------------------------------------------------ */
-void gopt_linear_forward(float *out, const float *in, const float *w, const float *b, int n, int in_dim,
-                         int out_dim) {
+void gopt_linear_forward(float *out, const float *in, const float *w, const float *b, const float *res, int n,
+                         int in_dim, int out_dim) {
     for (int i = 0; i < n; i++) {
         float *o = out + (size_t)i * out_dim;
-        if (b)
-            memcpy(o, b, sizeof(float) * (size_t)out_dim);
+        const float *r = res ? res + (size_t)i * out_dim : NULL;
+        if (r && b)
+            for (int j = 0; j < out_dim; j++) o[j] = r[j] + b[j];
+        else if (r || b)
+            memcpy(o, r ? r : b, sizeof(float) * (size_t)out_dim);
         else
             memset(o, 0, sizeof(float) * (size_t)out_dim);
     }
@@ -87,36 +90,54 @@ void gopt_relu_backward(float *dx, const float *out, size_t count) {
 /* ---- layer norm ---------------------------------------------------------------- */
 #define LN_EPS 1e-5
 
-/* sum of x (sq = 0) or of (x - c)^2 (sq = 1) in eight fixed partial sums:
- * vectorizable and deterministic (the order does not depend on alignment). */
-static inline float sum8(const float *x, int d, float c, int sq) {
+/* Sums in eight fixed partial sums: vectorizable and deterministic (the
+ * order depends only on d). */
+static inline float sum8(const float *x, int d) {
     float acc[8] = {0};
     int j = 0;
     for (; j + 8 <= d; j += 8)
-        for (int u = 0; u < 8; u++) {
-            float y = x[j + u] - c;
-            acc[u] += sq ? y * y : y;
-        }
+        for (int u = 0; u < 8; u++) acc[u] += x[j + u];
     float t = 0.0f;
-    for (; j < d; j++) {
-        float y = x[j] - c;
-        t += sq ? y * y : y;
-    }
+    for (; j < d; j++) t += x[j];
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + t;
 }
 
+static inline float sqdev8(const float *x, int d, float c) {
+    float acc[8] = {0};
+    int j = 0;
+    for (; j + 8 <= d; j += 8)
+        for (int u = 0; u < 8; u++) acc[u] += (x[j + u] - c) * (x[j + u] - c);
+    float t = 0.0f;
+    for (; j < d; j++) t += (x[j] - c) * (x[j] - c);
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + t;
+}
+
+static inline float dot8(const float *x, const float *y, int d) {
+    float acc[8] = {0};
+    int j = 0;
+    for (; j + 8 <= d; j += 8)
+        for (int u = 0; u < 8; u++) acc[u] += x[j + u] * y[j + u];
+    float t = 0.0f;
+    for (; j < d; j++) t += x[j] * y[j];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + t;
+}
+
+#define LN_MAX_D 1024
+
 void gopt_layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
                             const float *ms, const float *mb, int n, int d) {
+    float sc[LN_MAX_D], sh[LN_MAX_D];
+    assert(d <= LN_MAX_D);
+    for (int j = 0; j < d; j++) {
+        sc[j] = w[j] + (ms ? ms[j] : 0.0f);
+        sh[j] = b[j] + (mb ? mb[j] : 0.0f);
+    }
     for (int i = 0; i < n; i++) {
         const float *x = in + (size_t)i * d;
         float *o = out + (size_t)i * d;
-        float mf = sum8(x, d, 0.0f, 0) / (float)d;
-        float rs = 1.0f / sqrtf(sum8(x, d, mf, 1) / (float)d + (float)LN_EPS);
-        for (int j = 0; j < d; j++) {
-            float nrm = (x[j] - mf) * rs;
-            float sc = w[j] + (ms ? ms[j] : 0.0f), sh = b[j] + (mb ? mb[j] : 0.0f);
-            o[j] = nrm * sc + sh;
-        }
+        float mf = sum8(x, d) / (float)d;
+        float rs = 1.0f / sqrtf(sqdev8(x, d, mf) / (float)d + (float)LN_EPS);
+        for (int j = 0; j < d; j++) o[j] = (x[j] - mf) * rs * sc[j] + sh[j];
         mean[i] = mf;
         rstd[i] = rs;
     }
@@ -125,29 +146,31 @@ void gopt_layernorm_forward(float *out, float *mean, float *rstd, const float *i
 void gopt_layernorm_backward(float *din, float *dw, float *db, float *dms, float *dmb, const float *dout,
                              const float *in, const float *w, const float *ms, const float *mean, const float *rstd,
                              int n, int d) {
+    float sc[LN_MAX_D], gw[LN_MAX_D], gb[LN_MAX_D], nrm[LN_MAX_D], dn[LN_MAX_D];
+    assert(d <= LN_MAX_D);
+    for (int j = 0; j < d; j++) {
+        sc[j] = w[j] + (ms ? ms[j] : 0.0f);
+        gw[j] = gb[j] = 0.0f;
+    }
     for (int i = 0; i < n; i++) {
         const float *x = in + (size_t)i * d, *dy = dout + (size_t)i * d;
-        float m = mean[i], rs = rstd[i];
-        double sdn = 0.0, sdnn = 0.0;
+        const float m = mean[i], rs = rstd[i];
         for (int j = 0; j < d; j++) {
-            float nrm = (x[j] - m) * rs;
-            float dn = dy[j] * (w[j] + (ms ? ms[j] : 0.0f));
-            sdn += dn;
-            sdnn += (double)dn * nrm;
-            float gw = dy[j] * nrm;
-            dw[j] += gw;
-            db[j] += dy[j];
-            if (dms) dms[j] += gw;
-            if (dmb) dmb[j] += dy[j];
+            nrm[j] = (x[j] - m) * rs;
+            dn[j] = dy[j] * sc[j];
+            gw[j] += dy[j] * nrm[j];
+            gb[j] += dy[j];
         }
         if (!din) continue;
-        float mdn = (float)(sdn / d), mdnn = (float)(sdnn / d);
+        const float mdn = sum8(dn, d) / (float)d, mdnn = dot8(dn, nrm, d) / (float)d;
         float *dx = din + (size_t)i * d;
-        for (int j = 0; j < d; j++) {
-            float nrm = (x[j] - m) * rs;
-            float dn = dy[j] * (w[j] + (ms ? ms[j] : 0.0f));
-            dx[j] += rs * (dn - mdn - nrm * mdnn);
-        }
+        for (int j = 0; j < d; j++) dx[j] += rs * (dn[j] - mdn - nrm[j] * mdnn);
+    }
+    for (int j = 0; j < d; j++) {
+        dw[j] += gw[j];
+        db[j] += gb[j];
+        if (dms) dms[j] += gw[j];
+        if (dmb) dmb[j] += gb[j];
     }
 }
 
@@ -307,7 +330,7 @@ void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float 
                 }
                 for (int u = 0; u < 8; u++) mx = mx8[u] > mx ? mx8[u] : mx;
                 for (j = 0; j < nk; j++) row[j] = fast_expf(row[j] - mx);
-                float sum = sum8(row, nk, 0.0f, 0);
+                float sum = sum8(row, nk);
                 float inv = 1.0f / sum;
                 float *p = P + (size_t)i * nh * s2;
                 for (j = 0; j < nk; j++) p[j] = row[j] * inv;

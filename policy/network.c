@@ -403,20 +403,18 @@ static double attn_layer_forward(gopt_policy *p, int k, const float *hin, int n)
     attn_acts *a = &p->A.attn[k];
     gopt_film_forward(a->ms, a->mb, p->A.g, w->film_s, w->film_b, D);
     gopt_layernorm_forward(a->x1, a->mean1, a->rstd1, hin, w->ln1_w, w->ln1_b, a->ms, a->mb, n, D);
-    gopt_linear_forward(a->qkv, a->x1, w->qkv_w, w->qkv_b, n, D, 3 * D);
+    gopt_linear_forward(a->qkv, a->x1, w->qkv_w, w->qkv_b, NULL, n, D, 3 * D);
     const float *qkv_mem = a->qkv;
     if (p->frozen_x1[k]) { /* test hook: memory from the snapshot, current weights */
-        gopt_linear_forward(p->frozen_qkv[k], p->frozen_x1[k], w->qkv_w, w->qkv_b, n, D, 3 * D);
+        gopt_linear_forward(p->frozen_qkv[k], p->frozen_x1[k], w->qkv_w, w->qkv_b, NULL, n, D, 3 * D);
         qkv_mem = p->frozen_qkv[k];
     }
     gopt_segattn_forward(a->ctx, a->att, a->qkv, qkv_mem, w->relpos, n, D, c->heads, c->segment, p->seg_scratch_fwd);
-    gopt_linear_forward(a->h2, a->ctx, w->proj_w, w->proj_b, n, D, D);
-    for (size_t i = 0; i < (size_t)n * D; i++) a->h2[i] += hin[i];
+    gopt_linear_forward(a->h2, a->ctx, w->proj_w, w->proj_b, hin, n, D, D);
     gopt_layernorm_forward(a->x2, a->mean2, a->rstd2, a->h2, w->ln2_w, w->ln2_b, NULL, NULL, n, D);
-    gopt_linear_forward(a->f1, a->x2, w->fc1_w, w->fc1_b, n, D, Fh);
+    gopt_linear_forward(a->f1, a->x2, w->fc1_w, w->fc1_b, NULL, n, D, Fh);
     gopt_relu_forward(a->f1, (size_t)n * Fh);
-    gopt_linear_forward(a->out, a->f1, w->fc2_w, w->fc2_b, n, Fh, D);
-    for (size_t i = 0; i < (size_t)n * D; i++) a->out[i] += a->h2[i];
+    gopt_linear_forward(a->out, a->f1, w->fc2_w, w->fc2_b, a->h2, n, Fh, D);
     /* flops: projections + scores and values over (self + memory) keys */
     double keys = 0.0;
     for (int s0 = 0; s0 < n; s0 += c->segment) {
@@ -465,14 +463,14 @@ gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const flo
         }
 
     double flops = 0.0;
-    gopt_linear_forward(A->h0, A->x0, p->P.in_w, p->P.in_b, n, GOPT_POLICY_NFEAT, D);
+    gopt_linear_forward(A->h0, A->x0, p->P.in_w, p->P.in_b, NULL, n, GOPT_POLICY_NFEAT, D);
     flops += 2.0 * n * GOPT_POLICY_NFEAT * D;
     const float *h = A->h0;
     for (int l = 0; l < c->sage_layers; l++) {
         sage_acts *s = &A->sage[l];
         const sage_params *w = &p->P.sage[l];
         gopt_sage_aggregate_forward(s->cat, h, A->pred_ptr, A->pred_idx, A->succ_ptr, A->succ_idx, n, D);
-        gopt_linear_forward(s->a, s->cat, w->w, w->b, n, 5 * D, D);
+        gopt_linear_forward(s->a, s->cat, w->w, w->b, NULL, n, 5 * D, D);
         gopt_relu_forward(s->a, (size_t)n * D);
         for (size_t i = 0; i < (size_t)n * D; i++) s->r[i] = h[i] + s->a[i];
         gopt_layernorm_forward(s->out, s->mean, s->rstd, s->r, w->ln_w, w->ln_b, NULL, NULL, n, D);
@@ -488,7 +486,7 @@ gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const flo
             head_acts *ha = &A->head[t];
             const head_params *hp = &p->P.head[t];
             gopt_layernorm_forward(ha->x, ha->mean, ha->rstd, h, hp->ln_w, hp->ln_b, NULL, NULL, n, D);
-            gopt_linear_forward(ha->logits, ha->x, hp->w, hp->b, n, D, p->width[t]);
+            gopt_linear_forward(ha->logits, ha->x, hp->w, hp->b, NULL, n, D, p->width[t]);
             flops += 2.0 * n * D * p->width[t];
         }
     }

@@ -32,9 +32,11 @@ void gopt_gemm(const gopt_gemm_args *g);
  * deterministic, relative error < 3e-7 over [-87, 88]. */
 float gopt_fast_expf(float x);
 
-/* ---- linear: out (n, o) = in (n, i) @ w (i, o) + b (o) -------------------- */
-void gopt_linear_forward(float *out, const float *in, const float *w, const float *b, int n, int in_dim,
-                         int out_dim);
+/* ---- linear: out (n, o) = in (n, i) @ w (i, o) + b (o) [+ res (n, o)] ------
+ * b and res may be NULL; res (a residual) must not alias out. The backward
+ * of the residual is the caller's (d res = d out). */
+void gopt_linear_forward(float *out, const float *in, const float *w, const float *b, const float *res, int n,
+                         int in_dim, int out_dim);
 void gopt_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
                           int n, int in_dim, int out_dim);
 

@@ -23,8 +23,10 @@
 
 #include <cmocka.h>
 
+#include "gopt_decisions.h"
 #include "gopt_graph.h"
 #include "gopt_policy.h"
+#include "gopt_zoo.h"
 #include "policy_internal.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */
@@ -100,18 +102,22 @@ static void fd_check(const char *name, loss_fn f, void *ctx, float *x, const flo
         print_error("%s: directional derivative fd %.8g analytic %.8g (|g| %.4g, n %zu)\n", name, fd, an, gn, n);
         fail();
     }
-    /* the largest coordinate */
-    size_t im = 0;
+    /* single coordinates: the largest, then random ones big enough to be
+     * resolved above the float rounding of the loss */
+    size_t imax = 0;
     for (size_t i = 1; i < n; i++)
-        if (fabsf(g[i]) > fabsf(g[im])) im = i;
-    if (fabs(g[im]) > 1e-3 * (gn + 1e-12) && fabsf(g[im]) > 1e-4f) {
+        if (fabsf(g[i]) > fabsf(g[imax])) imax = i;
+    for (int c = 0; c < 8 && c < (int)n; c++) {
+        size_t im = c == 0 ? imax : (size_t)gopt_rng_below(&rng, n);
+        if (c > 0 && fabsf(g[im]) < 0.1f * fabsf(g[imax])) continue;
         x[im] = x0[im] + (float)h;
         lp = f(ctx);
         x[im] = x0[im] - (float)h;
         lm = f(ctx);
         x[im] = x0[im];
         fd = (lp - lm) / (2 * h);
-        if (fabs(fd - g[im]) > 3 * rtol * (fabs(fd) + fabs(g[im])) + 1e-5) {
+        /* rounding of a whole network's loss is ~2.5e-7 relative: the floor */
+        if (fabs(fd - g[im]) > 3 * rtol * (fabs(fd) + fabs(g[im])) + 4e-7 * (fabs(lp) + fabs(lm)) / h + 1e-5) {
             print_error("%s[%zu]: fd %.8g analytic %.8g\n", name, im, fd, (double)g[im]);
             fail();
         }
@@ -187,7 +193,7 @@ typedef struct {
 } lin_ctx;
 static double lin_loss(void *c) {
     lin_ctx *L = c;
-    gopt_linear_forward(L->y, L->x, L->w, L->b, L->n, L->i, L->o);
+    gopt_linear_forward(L->y, L->x, L->w, L->b, NULL, L->n, L->i, L->o);
     gopt_relu_forward(L->y, (size_t)L->n * L->o);
     return dot_d(L->y, L->r, (size_t)L->n * L->o);
 }
@@ -203,9 +209,9 @@ static void test_grad_linear_relu(void **state) {
     memcpy(dy, r, sizeof dy);
     gopt_relu_backward(dy, y, 30);
     gopt_linear_backward(dx, dw, db, dy, x, w, 5, 7, 6);
-    fd_check("linear.x", lin_loss, &L, x, dx, 35, 1e-3, 1e-2);
-    fd_check("linear.w", lin_loss, &L, w, dw, 42, 1e-3, 1e-2);
-    fd_check("linear.b", lin_loss, &L, b, db, 6, 1e-3, 1e-2);
+    fd_check("linear.x", lin_loss, &L, x, dx, 35, 1e-3, 2e-3);
+    fd_check("linear.w", lin_loss, &L, w, dw, 42, 1e-3, 2e-3);
+    fd_check("linear.b", lin_loss, &L, b, db, 6, 1e-3, 2e-3);
 }
 
 typedef struct {
@@ -229,11 +235,11 @@ static void test_grad_layernorm(void **state) {
     ln_ctx L = {N, D, x, w, b, ms, mb, r, y, mean, rstd};
     ln_loss(&L);
     gopt_layernorm_backward(dx, dw, db, dms, dmb, r, x, w, ms, mean, rstd, N, D);
-    fd_check("layernorm.x", ln_loss, &L, x, dx, N * D, 1e-3, 1e-2);
-    fd_check("layernorm.w", ln_loss, &L, w, dw, D, 1e-3, 1e-2);
-    fd_check("layernorm.b", ln_loss, &L, b, db, D, 1e-3, 1e-2);
-    fd_check("layernorm.ms", ln_loss, &L, ms, dms, D, 1e-3, 1e-2);
-    fd_check("layernorm.mb", ln_loss, &L, mb, dmb, D, 1e-3, 1e-2);
+    fd_check("layernorm.x", ln_loss, &L, x, dx, N * D, 1e-3, 2e-3);
+    fd_check("layernorm.w", ln_loss, &L, w, dw, D, 1e-3, 2e-3);
+    fd_check("layernorm.b", ln_loss, &L, b, db, D, 1e-3, 2e-3);
+    fd_check("layernorm.ms", ln_loss, &L, ms, dms, D, 1e-3, 2e-3);
+    fd_check("layernorm.mb", ln_loss, &L, mb, dmb, D, 1e-3, 2e-3);
 }
 
 typedef struct {
@@ -259,9 +265,9 @@ static void test_grad_film_meanpool(void **state) {
     film_loss(&F);
     gopt_film_backward(dg, dwg, dwb, rs, rb, g, wg, wb, D);
     gopt_meanpool_backward(dh, dg, N, D);
-    fd_check("film.wg", film_loss, &F, wg, dwg, D * D, 1e-3, 1e-2);
-    fd_check("film.wb", film_loss, &F, wb, dwb, D * D, 1e-3, 1e-2);
-    fd_check("meanpool.h", film_loss, &F, h, dh, N * D, 1e-3, 1e-2);
+    fd_check("film.wg", film_loss, &F, wg, dwg, D * D, 1e-3, 2e-3);
+    fd_check("film.wb", film_loss, &F, wb, dwb, D * D, 1e-3, 2e-3);
+    fd_check("meanpool.h", film_loss, &F, h, dh, N * D, 1e-3, 2e-3);
 }
 
 typedef struct {
@@ -291,7 +297,7 @@ static void test_grad_sage(void **state) {
         assert_true(fabsf(cat[3 * 5 * D + D + j] - 0.5f * (h[j] + h[2 * D + j])) < 1e-6f &&
                     cat[3 * 5 * D + 2 * D + j] == fmaxf(h[j], h[2 * D + j]));
     gopt_sage_aggregate_backward(dh, r, cat, h, pp, pi, sp, si, N, D);
-    fd_check("sage.h", sage_loss, &S, h, dh, N * D, 1e-3, 1e-2);
+    fd_check("sage.h", sage_loss, &S, h, dh, N * D, 1e-3, 2e-3);
 }
 
 typedef struct {
@@ -324,8 +330,8 @@ static void test_grad_segattn(void **state) {
     gopt_segattn_backward(ds, dm, drp, r, qkv, qkv, att, N, D, NH, SEG, scr);
     /* the full derivative wrt qkv is self + memory parts */
     for (int i = 0; i < N * 3 * D; i++) tot[i] = ds[i] + dm[i];
-    fd_check("segattn.qkv", att_loss, &A, qkv, tot, N * 3 * D, 1e-3, 1e-2);
-    fd_check("segattn.relpos", att_loss, &A, relpos, drp, NH * (3 * SEG - 1), 1e-3, 1e-2);
+    fd_check("segattn.qkv", att_loss, &A, qkv, tot, N * 3 * D, 1e-3, 2e-3);
+    fd_check("segattn.relpos", att_loss, &A, relpos, drp, NH * (3 * SEG - 1), 1e-3, 2e-3);
     /* memory gradients exist (segments > 0) and queries never get any */
     double msum = 0;
     for (int i = 0; i < N; i++)
@@ -343,9 +349,9 @@ static void test_grad_segattn(void **state) {
     memset(drp, 0, sizeof drp);
     att_loss(&A);
     gopt_segattn_backward(ds, dm, drp, r, qkv, mem, att, N, D, NH, SEG, scr);
-    fd_check("segattn.qkv(split)", att_loss, &A, qkv, ds, N * 3 * D, 1e-3, 1e-2);
-    fd_check("segattn.mem(split)", att_loss, &A, mem, dm, N * 3 * D, 1e-3, 1e-2);
-    fd_check("segattn.relpos(split)", att_loss, &A, relpos, drp, NH * (3 * SEG - 1), 1e-3, 1e-2);
+    fd_check("segattn.qkv(split)", att_loss, &A, qkv, ds, N * 3 * D, 1e-3, 2e-3);
+    fd_check("segattn.mem(split)", att_loss, &A, mem, dm, N * 3 * D, 1e-3, 2e-3);
+    fd_check("segattn.relpos(split)", att_loss, &A, relpos, drp, NH * (3 * SEG - 1), 1e-3, 2e-3);
 }
 
 static void test_fast_exp(void **state) {
@@ -864,6 +870,157 @@ static void test_fusion(void **state) {
     }
 }
 
+/* ---- the example graph of the repository, default sizes, every device count ---- */
+static void test_example_graph(void **state) {
+    (void)state;
+    gopt_graph *g = NULL;
+    gopt_error err;
+#ifdef __SANITIZE_ADDRESS__
+    /* graphs/graphml.c passes NULL to memcpy for edges without extra
+     * attributes (UBSan aborts); reported to its owner. Until that is fixed,
+     * sanitizer builds run the default-size network on a generated graph. */
+    g = make_graph(60, 77, 4);
+#else
+    assert_int_equal(gopt_graph_load(GOPT_SOURCE_DIR "/graphs/examples/mlp_train.graphml", &g, &err), GOPT_OK);
+#endif
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    const int n = fz->n;
+    gopt_policy_config c;
+    gopt_policy_config_default(&c);
+    gopt_policy *p = NULL;
+    assert_int_equal(gopt_policy_create(&p, &c, 2, &err), GOPT_OK);
+    float *feat = malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NFEAT), *pred = malloc(sizeof(float) * (size_t)n);
+    float *wl = malloc(sizeof(float) * 3 * (size_t)n);
+    for (int v = 0; v < n; v++) pred[v] = (float)(1e-6 + fz->flops[v] / 1e12);
+    for (int i = 0; i < 3 * n; i++) wl[i] = 1.0f;
+    actions_buf a;
+    actions_alloc(&a, n);
+    int32_t *grp = malloc(sizeof(int32_t) * (size_t)n), ng;
+    for (int ndev = 1; ndev <= 16; ndev++) {
+        assert_int_equal(gopt_policy_features(fz, ndev, pred, feat, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_forward(p, fz, feat, ndev, NULL, &err), GOPT_OK);
+        gopt_rng rng;
+        gopt_rng_seed(&rng, (uint64_t)ndev);
+        assert_int_equal(gopt_policy_sample(p, &rng, &a.a, &err), GOPT_OK);
+        double tl[4];
+        assert_int_equal(gopt_policy_logprob(p, &a.a, NULL, NULL, tl, NULL, &err), GOPT_OK);
+        assert_true(isfinite(tl[3]) && tl[3] < 0.0);
+        gopt_policy_zero_grad(p);
+        assert_int_equal(gopt_policy_backward(p, &a.a, wl, wl, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_fusion_groups(fz, a.a.place, a.a.fuse, grp, &ng, &err), GOPT_OK);
+        assert_true(ng >= 1 && ng <= n);
+    }
+    free(grp);
+    free(a.buf);
+    free(feat);
+    free(pred);
+    free(wl);
+    gopt_policy_free(p);
+    gopt_graph_free(g);
+}
+
+/* ---- degenerate sizes: one node, fewer nodes than a segment, reserve growth ---- */
+static void test_small_sizes(void **state) {
+    (void)state;
+    gopt_error err;
+    gopt_policy_config c = tiny_config();
+    gopt_policy *p = NULL;
+    assert_int_equal(gopt_policy_create(&p, &c, 4, &err), GOPT_OK);
+    const int sizes[] = {1, 2, 4, 9, 3};
+    for (int k = 0; k < 5; k++) {
+        int n = sizes[k];
+        gopt_graph *g = make_graph(n, 300 + k, 0);
+        const gopt_frozen *fz = gopt_graph_frozen(g);
+        float *feat = malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NFEAT), *wl = malloc(sizeof(float) * 3 * n);
+        for (int i = 0; i < 3 * n; i++) wl[i] = 0.5f;
+        actions_buf a;
+        actions_alloc(&a, n);
+        assert_int_equal(gopt_policy_features(fz, 2, NULL, feat, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_forward(p, fz, feat, 2, NULL, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_greedy(p, &a.a, &err), GOPT_OK);
+        gopt_policy_zero_grad(p);
+        assert_int_equal(gopt_policy_backward(p, &a.a, wl, wl, &err), GOPT_OK);
+        float gn = 0;
+        gopt_adam_config ac;
+        gopt_adam_config_default(&ac);
+        assert_int_equal(gopt_policy_adam_step(p, &ac, &gn, &err), GOPT_OK);
+        assert_true(isfinite(gn) && gn > 0.0f);
+        free(a.buf);
+        free(feat);
+        free(wl);
+        gopt_graph_free(g);
+    }
+    assert_true(gopt_policy_memory_bytes(p) > 4 * sizeof(float) * gopt_policy_num_params(p));
+    assert_int_equal(gopt_policy_reserve(p, 0, 0, 0, &err), GOPT_EINVAL);
+    gopt_policy_free(p);
+}
+
+
+/* The network on every shipped real graph and every zoo family (default
+ * sizes, up to ~53k nodes), device counts 1..16 spread over them: decisions
+ * in range, colocation kept, fusion groups legal by gopt_decisions_validate. */
+static void check_on_graph(gopt_policy *p, gopt_graph *g, int ndev) {
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    gopt_error err = {0};
+    float *feat = malloc(sizeof(float) * (size_t)fz->n * GOPT_POLICY_NFEAT);
+    actions_buf ab;
+    actions_alloc(&ab, fz->n);
+    if (gopt_policy_features(fz, ndev, NULL, feat, &err) != GOPT_OK) print_error("%s\n", err.msg);
+    assert_int_equal(err.code, GOPT_OK);
+    if (gopt_policy_forward(p, fz, feat, ndev, NULL, &err) != GOPT_OK) print_error("%s\n", err.msg);
+    assert_int_equal(err.code, GOPT_OK);
+    gopt_rng rng;
+    gopt_rng_seed(&rng, (uint64_t)ndev);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 0) assert_int_equal(gopt_policy_sample(p, &rng, &ab.a, &err), GOPT_OK);
+        else assert_int_equal(gopt_policy_greedy(p, &ab.a, &err), GOPT_OK);
+        gopt_decisions d;
+        assert_int_equal(gopt_decisions_init(&d, fz->n, &err), GOPT_OK);
+        int32_t ngroups = 0;
+        assert_int_equal(gopt_policy_fusion_groups(fz, ab.a.place, ab.a.fuse, d.group, &ngroups, &err), GOPT_OK);
+        for (int32_t v = 0; v < fz->n; v++) {
+            assert_true(ab.a.place[v] >= 0 && ab.a.place[v] < ndev);
+            d.device[v] = ab.a.place[v];
+            d.priority[v] = ab.a.sched[v];
+        }
+        if (gopt_decisions_validate(&d, g, ndev, &err) != GOPT_OK)
+            print_error("%s (%d devices): %s\n", gopt_graph_name(g), ndev, err.msg);
+        assert_int_equal(err.code, GOPT_OK);
+        gopt_decisions_destroy(&d);
+    }
+    free(ab.buf);
+    free(feat);
+}
+
+static void test_zoo_and_real_graphs(void **state) {
+    (void)state;
+    gopt_policy_config c = tiny_config();
+    c.max_devices = GOPT_POLICY_MAX_DEVICES;
+    gopt_policy *p = NULL;
+    gopt_error err = {0};
+    assert_int_equal(gopt_policy_create(&p, &c, 7, &err), GOPT_OK);
+    static const char *const REAL[] = {"resnet50", "inception_v3", "transformer", "lstm_lm", "seq2seq"};
+    int ndev = 1;
+    for (size_t i = 0; i < sizeof REAL / sizeof *REAL; i++, ndev = (ndev + 4) % 16 + 1) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/graphs/real/%s.graphml.gz", GOPT_SOURCE_DIR, REAL[i]);
+        gopt_graph *g = NULL;
+        assert_int_equal(gopt_graph_load(path, &g, &err), GOPT_OK);
+        check_on_graph(p, g, ndev);
+        if (i == 0) /* every device count on the smallest */
+            for (int k = 1; k <= GOPT_POLICY_MAX_DEVICES; k++) check_on_graph(p, g, k);
+        gopt_graph_free(g);
+    }
+    for (int f = 0; f < gopt_zoo_family_count(); f++, ndev = (ndev + 4) % 16 + 1) {
+        gopt_zoo_spec spec = {.family = gopt_zoo_family_name(f)};
+        gopt_graph *g = NULL;
+        assert_int_equal(gopt_zoo_generate(&spec, &g, &err), GOPT_OK);
+        check_on_graph(p, g, ndev);
+        gopt_graph_free(g);
+    }
+    gopt_policy_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config),          cmocka_unit_test(test_features),
@@ -872,7 +1029,8 @@ int main(void) {
         cmocka_unit_test(test_grad_sage),       cmocka_unit_test(test_grad_segattn),
         cmocka_unit_test(test_grad_network_full), cmocka_unit_test(test_grad_network_stopgrad),    cmocka_unit_test(test_decode),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
-        cmocka_unit_test(test_fusion),
+        cmocka_unit_test(test_fusion),          cmocka_unit_test(test_example_graph),
+        cmocka_unit_test(test_small_sizes),     cmocka_unit_test(test_zoo_and_real_graphs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
