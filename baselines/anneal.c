@@ -136,16 +136,15 @@ gopt_status gopt_bl_anneal(const gopt_bl_problem *p, gopt_decisions *d, gopt_err
             int32_t from = cand.device[u.mem[u.ptr[k]]];
             int32_t to = (int32_t)gopt_rng_below(rng, (uint64_t)(nd - 1));
             if (to >= from) to++;
-            gopt_bl_memory_use(p, &cand, used);
-            double need = 0;
-            for (int32_t i = 0; i < len; i++) need += u.bytes[queue[i]];
-            if (used[to] + need <= gopt_bl_device_capacity(p, to)) {
-                for (int32_t i = 0; i < len; i++) {
-                    bl_units_set(&u, queue[i], to, cand.device);
-                    dissolve_groups_of_unit(&u, queue[i], &cand, kill);
-                }
-                changed = 1;
+            for (int32_t i = 0; i < len; i++) {
+                bl_units_set(&u, queue[i], to, cand.device);
+                dissolve_groups_of_unit(&u, queue[i], &cand, kill);
             }
+            /* the memory model, received copies included: over capacity is no move */
+            gopt_bl_memory_use(p, &cand, used);
+            changed = 1;
+            for (int dv = 0; dv < nd; dv++)
+                if (used[dv] > gopt_bl_device_capacity(p, dv) * (1 + 1e-12)) changed = 0;
         } else if (r < 0.75 || f->m == 0) {
             int32_t a = (int32_t)gopt_rng_below(rng, (uint64_t)n), b = (int32_t)gopt_rng_below(rng, (uint64_t)n);
             if (cand.priority[a] != cand.priority[b]) {

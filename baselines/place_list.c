@@ -3,8 +3,10 @@
  * All three build a schedule on the cost model (op time per device, transfer
  * time per edge, no link contention) and keep the devices it chose. Shared
  * rules:
- *  - memory: a node may go to a device only when its unit (colocation group)
- *    is already there, or fits there with what the device already holds;
+ *  - memory (memory.c's model, received copies included): a node may go to
+ *    a device only when its unit (colocation group) is already there, or
+ *    fits there with what the device already holds, and the copies of its
+ *    inputs from other devices fit too;
  *    a unit's whole memory is reserved when its first member is placed, so
  *    later members follow it (Baechi's co-placement);
  *  - sources of zero time (inputs, parameters) are not scheduled on their
@@ -43,7 +45,10 @@ typedef struct {
     const gopt_frozen *f;
     bl_units u;
     int32_t *unit_dev; /* (nunits) device or -1 */
-    double *used;      /* (ndev) bytes reserved */
+    bl_mem mem;        /* memory held by placed nodes, copies included */
+    double *reserved;  /* (ndev) bytes of placed units' members not placed yet */
+    int32_t *stamp;    /* (nunits) scratch marks */
+    int32_t clock;
     double *aft;       /* (n) finish time */
     int32_t *device;   /* the decisions' device array; -1 while unplaced */
 } lp_state;
@@ -56,30 +61,59 @@ static gopt_status lp_init(lp_state *s, const gopt_bl_problem *p, gopt_decisions
     if (st) return st;
     if ((st = bl_memory_feasible(p, &s->u, err))) return st;
     s->unit_dev = gopt_malloc(((size_t)s->u.nunits + 1) * sizeof *s->unit_dev, err);
-    s->used = gopt_calloc((size_t)p->ndev, sizeof *s->used, err);
+    s->reserved = gopt_calloc((size_t)p->ndev, sizeof *s->reserved, err);
     s->aft = gopt_calloc((size_t)s->f->n + 1, sizeof *s->aft, err);
-    if (!s->unit_dev || !s->used || !s->aft) return GOPT_ENOMEM;
+    s->stamp = gopt_calloc((size_t)s->u.nunits + 1, sizeof *s->stamp, err);
+    if (!s->unit_dev || !s->reserved || !s->aft || !s->stamp) return GOPT_ENOMEM;
     for (int32_t k = 0; k < s->u.nunits; k++) s->unit_dev[k] = -1;
     s->device = d->device;
     for (int32_t v = 0; v < s->f->n; v++) s->device[v] = -1;
-    return GOPT_OK;
+    return bl_mem_init(&s->mem, p, s->device, err);
 }
 
 static void lp_destroy(lp_state *s) {
     bl_units_destroy(&s->u);
     free(s->unit_dev);
-    free(s->used);
+    free(s->reserved);
+    free(s->stamp);
     free(s->aft);
+    bl_mem_destroy(&s->mem);
 }
 
 static double tv(const lp_state *s, int32_t v, int dev) { return s->p->cost->time[(size_t)v * s->p->cost->ndev + dev]; }
 
-/* Whether v may run on dev: its unit is there already, or fits there. */
-static int lp_fits(const lp_state *s, int32_t v, int dev) {
+/* Whether v may run on dev: its unit is there already or fits there, and
+ * so do the copies of its inputs from other devices. Its unplaced deferred
+ * sources come along when they fit too (*along = 1); otherwise they will be
+ * placed elsewhere and dev holds copies of them (*along = 0). */
+static int lp_fits_mode(lp_state *s, int32_t v, int dev, int *along) {
     int32_t k = s->u.unit[v];
-    if (s->unit_dev[k] >= 0) return s->unit_dev[k] == dev;
-    return s->used[dev] + s->u.bytes[k] <= gopt_bl_device_capacity(s->p, dev);
+    if (s->unit_dev[k] >= 0 && s->unit_dev[k] != dev) return 0;
+    double base = s->mem.used[dev] + s->reserved[dev] + (s->unit_dev[k] < 0 ? s->u.bytes[k] : 0) +
+                  bl_mem_extra(&s->mem, v, dev);
+    double all = 0, copies = 0;
+    const gopt_frozen *f = s->f;
+    s->clock++;
+    s->stamp[k] = s->clock;
+    for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
+        int32_t q = f->in_src[e], kq = s->u.unit[q];
+        if (s->device[q] >= 0 || !bl_is_deferred(s->p, q) || s->unit_dev[kq] >= 0 || s->stamp[kq] == s->clock) continue;
+        s->stamp[kq] = s->clock;
+        all += s->u.bytes[kq];
+        copies += s->mem.copy[q];
+    }
+    *along = 1;
+    if (base + all <= s->mem.cap[dev]) return 1;
+    *along = 0;
+    return base + copies <= s->mem.cap[dev];
 }
+
+static int lp_fits(lp_state *s, int32_t v, int dev) {
+    int along;
+    return lp_fits_mode(s, v, dev, &along);
+}
+
+static double room(const lp_state *s, int dev) { return s->mem.cap[dev] - s->mem.used[dev] - s->reserved[dev]; }
 
 /* Data-ready time of v on dev. */
 static double lp_ready(const lp_state *s, int32_t v, int dev) {
@@ -102,25 +136,44 @@ static double lp_ready(const lp_state *s, int32_t v, int dev) {
 static void lp_place_unit(lp_state *s, int32_t k, int dev) {
     if (s->unit_dev[k] >= 0) return;
     s->unit_dev[k] = dev;
-    s->used[dev] += s->u.bytes[k];
+    s->reserved[dev] += s->u.bytes[k];
     for (int32_t i = s->u.ptr[k]; i < s->u.ptr[k + 1]; i++) {
         int32_t w = s->u.mem[i];
-        if (bl_is_deferred(s->p, w)) s->device[w] = dev; /* sources: placed and done at time 0 */
+        if (bl_is_deferred(s->p, w)) { /* sources: placed and done at time 0 */
+            s->reserved[dev] -= gopt_bl_node_memory(s->p, w);
+            bl_mem_place(&s->mem, w, dev);
+        }
     }
+}
+
+/* Place non-deferred member v of a placed unit. */
+static void lp_place_node(lp_state *s, int32_t v, int dev) {
+    s->reserved[dev] -= gopt_bl_node_memory(s->p, v);
+    bl_mem_place(&s->mem, v, dev);
 }
 
 static void lp_commit(lp_state *s, int32_t v, int dev, double start) {
     const gopt_frozen *f = s->f;
+    int along = 1;
+    lp_fits_mode(s, v, dev, &along);
     lp_place_unit(s, s->u.unit[v], dev);
     for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
-        int32_t q = f->in_src[e];
-        int32_t kq = s->u.unit[q];
-        /* a deferred source goes along when it fits; otherwise lp_finish places it */
-        if (s->device[q] < 0 && bl_is_deferred(s->p, q) && s->unit_dev[kq] < 0 &&
-            s->used[dev] + s->u.bytes[kq] <= gopt_bl_device_capacity(s->p, dev))
-            lp_place_unit(s, kq, dev);
+        int32_t q = f->in_src[e], kq = s->u.unit[q];
+        if (s->device[q] >= 0 || !bl_is_deferred(s->p, q) || s->unit_dev[kq] >= 0) continue;
+        int to = along ? dev : -1;
+        if (!along) { /* not with v: the device with most room */
+            double most = -1;
+            for (int t = 0; t < s->p->ndev; t++) {
+                double r = room(s, t) - s->u.bytes[kq];
+                if (t != dev && r >= 0 && r > most) {
+                    most = r;
+                    to = t;
+                }
+            }
+        }
+        if (to >= 0) lp_place_unit(s, kq, to); /* else lp_finish places it */
     }
-    s->device[v] = dev;
+    lp_place_node(s, v, dev);
     s->aft[v] = start + tv(s, v, dev);
 }
 
@@ -129,11 +182,11 @@ static gopt_status lp_finish(lp_state *s, gopt_error *err) {
     for (int32_t k = 0; k < s->u.nunits; k++) {
         if (s->unit_dev[k] >= 0) continue;
         int best = -1;
-        double room = -1;
+        double most = -1;
         for (int d = 0; d < s->p->ndev; d++) {
-            double r = gopt_bl_device_capacity(s->p, d) - s->used[d] - s->u.bytes[k];
-            if (r >= 0 && r > room) {
-                room = r;
+            double r = room(s, d) - s->u.bytes[k];
+            if (r >= 0 && r > most) {
+                most = r;
                 best = d;
             }
         }
@@ -143,7 +196,12 @@ static gopt_status lp_finish(lp_state *s, gopt_error *err) {
         lp_place_unit(s, k, best);
     }
     for (int32_t v = 0; v < s->f->n; v++)
-        if (s->device[v] < 0) s->device[v] = s->unit_dev[s->u.unit[v]];
+        if (s->device[v] < 0) lp_place_node(s, v, s->unit_dev[s->u.unit[v]]);
+    for (int d = 0; d < s->p->ndev; d++)
+        if (s->mem.used[d] > s->mem.cap[d] * (1 + 1e-12))
+            return gopt_error_set(err, GOPT_EUNSUP,
+                                  "no valid placement of graph '%s' found: device %d ends with %.4g bytes over its %.4g",
+                                  gopt_graph_name(s->p->graph), d, s->mem.used[d], s->mem.cap[d]);
     return GOPT_OK;
 }
 

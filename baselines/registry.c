@@ -1,5 +1,5 @@
-/* registry.c: the method table, combinations, the memory model and the
- * evaluation wrapper (gopt_baselines.h).
+/* registry.c: the method table, combinations, the evaluation wrapper and
+ * small shared helpers (gopt_baselines.h).
  *
  * A combination runs its parts in kind order (placement, schedule, fusion,
  * joint) on one decisions array and is validated at the end; the memory
@@ -159,7 +159,7 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
             break;
         }
         if (st) goto out;
-        /* our memory model leaves out transient tensors and received copies: when the
+        /* our memory model leaves out transient tensors and lifetimes: when the
          * evaluator reports OOM, place again with less of each device (x0.75, 4 times) */
         if (!p->evaluate || attempt == 4) break;
         int oom = 0;
@@ -183,40 +183,6 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
     st = gopt_bl_memory_check(p, d, err);
 out:
     gopt_decisions_destroy(&prev);
-    return st;
-}
-
-/* ---- memory model ------------------------------------------------------ */
-double gopt_bl_node_memory(const gopt_bl_problem *p, int32_t v) {
-    const gopt_frozen *f = gopt_graph_frozen(p->graph);
-    double act = p->opt.act_factor > 0 ? p->opt.act_factor : 1.0;
-    double m = f->param_bytes[v];
-    int ph = f->phase[v];
-    if (f->op_class[v] != GOPT_OP_CLASS_PARAM && (ph == GOPT_PHASE_FWD || ph == GOPT_PHASE_NONE))
-        m += act * f->out_bytes[v];
-    return m;
-}
-
-double gopt_bl_device_capacity(const gopt_bl_problem *p, int dev) {
-    double frac = p->opt.mem_fraction > 0 ? p->opt.mem_fraction : 1.0;
-    return frac * gopt_cost_device_memory(p->cm, dev);
-}
-
-void gopt_bl_memory_use(const gopt_bl_problem *p, const gopt_decisions *d, double *used) {
-    for (int k = 0; k < p->ndev; k++) used[k] = 0;
-    for (int32_t v = 0; v < d->n; v++) used[d->device[v]] += gopt_bl_node_memory(p, v);
-}
-
-gopt_status gopt_bl_memory_check(const gopt_bl_problem *p, const gopt_decisions *d, gopt_error *err) {
-    double *used = gopt_malloc((size_t)p->ndev * sizeof *used, err);
-    if (!used) return GOPT_ENOMEM;
-    gopt_bl_memory_use(p, d, used);
-    gopt_status st = GOPT_OK;
-    for (int k = 0; k < p->ndev && !st; k++)
-        if (used[k] > gopt_bl_device_capacity(p, k))
-            st = gopt_error_set(err, GOPT_EUNSUP, "device %d needs %.4g bytes but holds %.4g (graph '%s')", k, used[k],
-                                gopt_bl_device_capacity(p, k), gopt_graph_name(p->graph));
-    free(used);
     return st;
 }
 
