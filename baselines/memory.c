@@ -4,9 +4,11 @@
  * A device holds: the parameter bytes of its nodes; act_factor x the output
  * bytes of its forward-phase and phase-less non-parameter nodes (activations
  * live until the backward pass); and one received copy of every long-lived
- * tensor (parameters, forward and phase-less outputs) that some node on it
- * reads from another device (bytes: the tensor's largest edge). Backward and
- * optimizer outputs, and copies of them, are transient and not counted.
+ * tensor (parameters, forward and phase-less outputs) that a backward,
+ * optimizer or phase-less node on it reads from another device (the copy
+ * then lives until the backward pass; bytes: the tensor's largest edge).
+ * Backward and optimizer outputs, copies of them, and copies read only by
+ * forward nodes are transient and not counted.
  *
  * The tracker keeps, per (producer, device), how many of the producer's
  * consumers sit there, so moving a node updates every device's total in
@@ -30,6 +32,12 @@ double gopt_bl_node_memory(const gopt_bl_problem *p, int32_t v) {
 double gopt_bl_device_capacity(const gopt_bl_problem *p, int dev) {
     double frac = p->opt.mem_fraction > 0 ? p->opt.mem_fraction : 1.0;
     return frac * gopt_cost_device_memory(p->cm, dev);
+}
+
+/* Whether consumer v keeps a received copy alive into the backward pass. */
+static int keeps(const gopt_frozen *f, int32_t v) {
+    int ph = f->phase[v];
+    return ph != GOPT_PHASE_FWD;
 }
 
 int bl_mem_long_lived(const gopt_frozen *f, int32_t v) {
@@ -63,7 +71,8 @@ gopt_status bl_mem_init(bl_mem *m, const gopt_bl_problem *p, int32_t *device, go
     for (int32_t v = 0; v < n; v++) {
         if (device[v] < 0) continue;
         m->used[device[v]] += gopt_bl_node_memory(p, v);
-        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) bl_mem_add_consumer(m, f->in_src[e], device[v]);
+        if (keeps(f, v))
+            for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) bl_mem_add_consumer(m, f->in_src[e], device[v]);
     }
     return GOPT_OK;
 }
@@ -96,6 +105,7 @@ static void producer_copies(bl_mem *m, int32_t v, double sign) {
 double bl_mem_extra(bl_mem *m, int32_t v, int dev) {
     const gopt_frozen *f = m->f;
     double extra = 0;
+    if (!keeps(f, v)) return 0;
     for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
         int32_t q = f->in_src[e];
         if (m->copy[q] <= 0 || m->device[q] < 0 || m->device[q] == dev) continue;
@@ -113,13 +123,16 @@ void bl_mem_place(bl_mem *m, int32_t v, int dev) {
     if (from == dev) return;
     double mine = gopt_bl_node_memory(m->p, v);
     producer_copies(m, v, -1);
+    int k = keeps(f, v);
     if (from >= 0) {
         m->used[from] -= mine;
-        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) del_consumer(m, f->in_src[e], from);
+        if (k)
+            for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) del_consumer(m, f->in_src[e], from);
     }
     m->device[v] = dev;
     m->used[dev] += mine;
-    for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) bl_mem_add_consumer(m, f->in_src[e], dev);
+    if (k)
+        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) bl_mem_add_consumer(m, f->in_src[e], dev);
     producer_copies(m, v, +1);
 }
 

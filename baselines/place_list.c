@@ -49,6 +49,8 @@ typedef struct {
     double *reserved;  /* (ndev) bytes of placed units' members not placed yet */
     int32_t *stamp;    /* (nunits) scratch marks */
     int32_t clock;
+    double fill;       /* first try to keep each device within fill x capacity */
+    uint8_t *full;     /* (n) etf: v was queued only under full capacity */
     double *aft;       /* (n) finish time */
     int32_t *device;   /* the decisions' device array; -1 while unplaced */
 } lp_state;
@@ -86,7 +88,8 @@ static double tv(const lp_state *s, int32_t v, int dev) { return s->p->cost->tim
  * so do the copies of its inputs from other devices. Its unplaced deferred
  * sources come along when they fit too (*along = 1); otherwise they will be
  * placed elsewhere and dev holds copies of them (*along = 0). */
-static int lp_fits_mode(lp_state *s, int32_t v, int dev, int *along) {
+static int lp_fits_mode(lp_state *s, int32_t v, int dev, int full, int *along) {
+    double cap = full ? s->mem.cap[dev] : s->fill * s->mem.cap[dev];
     int32_t k = s->u.unit[v];
     if (s->unit_dev[k] >= 0 && s->unit_dev[k] != dev) return 0;
     double base = s->mem.used[dev] + s->reserved[dev] + (s->unit_dev[k] < 0 ? s->u.bytes[k] : 0) +
@@ -103,14 +106,14 @@ static int lp_fits_mode(lp_state *s, int32_t v, int dev, int *along) {
         copies += s->mem.copy[q];
     }
     *along = 1;
-    if (base + all <= s->mem.cap[dev]) return 1;
+    if (base + all <= cap) return 1;
     *along = 0;
-    return base + copies <= s->mem.cap[dev];
+    return base + copies <= cap;
 }
 
-static int lp_fits(lp_state *s, int32_t v, int dev) {
+static int lp_fits(lp_state *s, int32_t v, int dev, int full) {
     int along;
-    return lp_fits_mode(s, v, dev, &along);
+    return lp_fits_mode(s, v, dev, full, &along);
 }
 
 static double room(const lp_state *s, int dev) { return s->mem.cap[dev] - s->mem.used[dev] - s->reserved[dev]; }
@@ -155,7 +158,7 @@ static void lp_place_node(lp_state *s, int32_t v, int dev) {
 static void lp_commit(lp_state *s, int32_t v, int dev, double start) {
     const gopt_frozen *f = s->f;
     int along = 1;
-    lp_fits_mode(s, v, dev, &along);
+    if (!lp_fits_mode(s, v, dev, 0, &along)) lp_fits_mode(s, v, dev, 1, &along);
     lp_place_unit(s, s->u.unit[v], dev);
     for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
         int32_t q = f->in_src[e], kq = s->u.unit[q];
@@ -266,9 +269,10 @@ static int slot_insert(slots *sl, int32_t pos, double start, double end) {
     return 1;
 }
 
-gopt_status gopt_bl_place_heft(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+static gopt_status heft_run(const gopt_bl_problem *p, gopt_decisions *d, double fill, gopt_error *err) {
     lp_state s;
     gopt_status st = lp_init(&s, p, d, err);
+    s.fill = fill;
     const gopt_frozen *f = s.f;
     int32_t n = f->n, nd = p->ndev;
     rk_item *it = NULL;
@@ -303,15 +307,16 @@ gopt_status gopt_bl_place_heft(const gopt_bl_problem *p, gopt_decisions *d, gopt
     for (int32_t i = 0; i < cnt; i++) {
         int32_t v = it[i].v, bestd = -1, bestpos = 0;
         double beststart = 0, bestfin = INFINITY;
-        for (int k = 0; k < nd; k++) {
-            if (!lp_fits(&s, v, k)) continue;
+        for (int k = 0; k < nd * 2; k++) {
+            if (k == nd && bestd >= 0) break; /* under fill x capacity somewhere: done */
+            if (!lp_fits(&s, v, k % nd, k >= nd)) continue;
             int32_t pos;
-            double dur = tv(&s, v, k);
-            double start = slot_find(&sl[k], lp_ready(&s, v, k), dur, &pos);
+            double dur = tv(&s, v, k % nd);
+            double start = slot_find(&sl[k % nd], lp_ready(&s, v, k % nd), dur, &pos);
             if (start + dur < bestfin) {
                 bestfin = start + dur;
                 beststart = start;
-                bestd = k;
+                bestd = k % nd;
                 bestpos = pos;
             }
         }
@@ -337,9 +342,33 @@ out:
 }
 
 /* ---- ETF and SCT ------------------------------------------------------------ */
-static gopt_status etf_run(const gopt_bl_problem *p, gopt_decisions *d, int sct, gopt_error *err) {
+/* Queue ready node v on the devices it may go to: its favourite parent's
+ * device (glue, SCT) when it fits there within fill; else every device where
+ * it fits within fill; else every device where it fits at all. Returns the
+ * number of queues (0: fits nowhere), -1 when out of memory. */
+static int etf_push(lp_state *s, bl_heap *heap, int32_t *live, const int32_t *favp, int32_t v, int glue) {
+    int nd = s->p->ndev;
+    int32_t fp = favp[v];
+    live[v] = 0;
+    if (glue && fp >= 0 && s->device[fp] >= 0 && lp_fits(s, v, s->device[fp], 0)) {
+        if (!bl_heap_push(&heap[s->device[fp]], lp_ready(s, v, s->device[fp]), v)) return -1;
+        s->full[v] = 0;
+        return live[v] = 1;
+    }
+    for (int full = 0; full < 2 && !live[v]; full++)
+        for (int k = 0; k < nd; k++)
+            if (lp_fits(s, v, k, full)) {
+                if (!bl_heap_push(&heap[k], lp_ready(s, v, k), v)) return -1;
+                live[v]++;
+                s->full[v] = (uint8_t)full;
+            }
+    return live[v];
+}
+
+static gopt_status etf_run(const gopt_bl_problem *p, gopt_decisions *d, int sct, double fill, gopt_error *err) {
     lp_state s;
     gopt_status st = lp_init(&s, p, d, err);
+    s.fill = fill;
     const gopt_frozen *f = s.f;
     int32_t n = f->n, nd = p->ndev;
     bl_heap *heap = NULL;
@@ -353,7 +382,8 @@ static gopt_status etf_run(const gopt_bl_problem *p, gopt_decisions *d, int sct,
     live = gopt_calloc((size_t)n + 1, sizeof *live, err);
     favp = gopt_malloc(((size_t)n + 1) * sizeof *favp, err);
     favc = gopt_malloc(((size_t)n + 1) * sizeof *favc, err);
-    if (!heap || !freet || !indeg || !live || !favp || !favc) {
+    s.full = gopt_calloc((size_t)n + 1, 1, err);
+    if (!heap || !freet || !indeg || !live || !favp || !favc || !s.full) {
         st = GOPT_ENOMEM;
         goto out;
     }
@@ -386,20 +416,12 @@ static gopt_status etf_run(const gopt_bl_problem *p, gopt_decisions *d, int sct,
         for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++)
             if (!bl_is_deferred(p, f->in_src[e])) indeg[v]++;
     int32_t todo = 0;
-#define PUSH_READY(v)                                                                                                  \
+#define PUSH_READY(v, glue)                                                                                            \
     do {                                                                                                               \
-        int32_t _v = (v), _fp = favp[_v];                                                                              \
-        if (_fp >= 0 && s.device[_fp] >= 0 && lp_fits(&s, _v, s.device[_fp])) {                                       \
-            if (!bl_heap_push(&heap[s.device[_fp]], lp_ready(&s, _v, s.device[_fp]), _v)) goto nomem;                   \
-            live[_v] = 1;                                                                                              \
-        } else                                                                                                         \
-            for (int _k = 0; _k < nd; _k++)                                                                            \
-                if (lp_fits(&s, _v, _k)) {                                                                             \
-                    if (!bl_heap_push(&heap[_k], lp_ready(&s, _v, _k), _v)) goto nomem;                                 \
-                    live[_v]++;                                                                                        \
-                }                                                                                                      \
-        if (!live[_v]) {                                                                                               \
-            st = no_fit(&s, _v, err);                                                                                  \
+        int _r = etf_push(&s, heap, live, favp, (v), (glue));                                                          \
+        if (_r < 0) goto nomem;                                                                                        \
+        if (_r == 0) {                                                                                                 \
+            st = no_fit(&s, (v), err);                                                                                 \
             goto out;                                                                                                  \
         }                                                                                                              \
     } while (0)
@@ -407,7 +429,7 @@ static gopt_status etf_run(const gopt_bl_problem *p, gopt_decisions *d, int sct,
         int32_t v = f->topo[i];
         if (bl_is_deferred(p, v)) continue;
         todo++;
-        if (indeg[v] == 0) PUSH_READY(v);
+        if (indeg[v] == 0) PUSH_READY(v, 1);
     }
     while (todo > 0) {
         int bestd = -1;
@@ -420,12 +442,9 @@ static gopt_status etf_run(const gopt_bl_problem *p, gopt_decisions *d, int sct,
                     bl_heap_pop(h);
                     continue;
                 }
-                if (!lp_fits(&s, v, k)) {
+                if (!lp_fits(&s, v, k, s.full[v])) {
                     bl_heap_pop(h);
-                    if (--live[v] == 0) {
-                        st = no_fit(&s, v, err);
-                        goto out;
-                    }
+                    if (--live[v] == 0) PUSH_READY(v, 0); /* wherever it still fits, full capacity included */
                     continue;
                 }
                 double r = lp_ready(&s, v, k);
@@ -453,7 +472,7 @@ static gopt_status etf_run(const gopt_bl_problem *p, gopt_decisions *d, int sct,
         todo--;
         for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++) {
             int32_t w = f->out_dst[e];
-            if (--indeg[w] == 0) PUSH_READY(w);
+            if (--indeg[w] == 0) PUSH_READY(w, 1);
         }
     }
 #undef PUSH_READY
@@ -471,14 +490,36 @@ out:
     free(favp);
     free(favc);
     free(edges);
+    free(s.full);
     lp_destroy(&s);
     return st;
 }
 
+/* A greedy placer can paint itself into a corner: early nodes fill the
+ * devices and a later one (with the copies of its inputs) fits nowhere. The
+ * pure algorithm runs first; on such a failure it runs again keeping each
+ * device within 90%, 75%, 60%, 45% of its capacity where it can, so the
+ * rest is headroom for the nodes that fit nowhere else. */
+static const double FILLS[] = {1.0, 0.9, 0.75, 0.6, 0.45};
+#define NFILLS (sizeof FILLS / sizeof FILLS[0])
+
+gopt_status gopt_bl_place_heft(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    gopt_status st = GOPT_OK;
+    for (size_t i = 0; i < NFILLS; i++)
+        if ((st = heft_run(p, d, FILLS[i], err)) != GOPT_EUNSUP) break;
+    return st;
+}
+
 gopt_status gopt_bl_place_metf(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
-    return etf_run(p, d, 0, err);
+    gopt_status st = GOPT_OK;
+    for (size_t i = 0; i < NFILLS; i++)
+        if ((st = etf_run(p, d, 0, FILLS[i], err)) != GOPT_EUNSUP) break;
+    return st;
 }
 
 gopt_status gopt_bl_place_msct(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
-    return etf_run(p, d, 1, err);
+    gopt_status st = GOPT_OK;
+    for (size_t i = 0; i < NFILLS; i++)
+        if ((st = etf_run(p, d, 1, FILLS[i], err)) != GOPT_EUNSUP) break;
+    return st;
 }
