@@ -12,7 +12,7 @@
  *   25%  pick an edge: dissolve its fusion group, or merge the two groups
  *        when legal (the rule of fusion.c).
  * Energy = evaluated step time (x10 when the evaluator reports OOM). The
- * temperature falls geometrically from 10% to 0.01% of the first energy
+ * temperature falls geometrically from 0.5% to 0.01% of the first energy
  * over the evaluations (or, without max_evals, over the budget: such runs
  * depend on machine speed; set max_evals for bit-reproducible ones). The
  * best state seen is returned. O(steps * (N + evaluation)).
@@ -110,7 +110,7 @@ gopt_status gopt_bl_anneal(const gopt_bl_problem *p, gopt_decisions *d, gopt_err
         goto out;
     }
     double e_cur = oom ? 10 * t0 : t0, e_best = e_cur;
-    double temp0 = 0.1 * e_cur, temp_end = 1e-4 * e_cur;
+    double temp0 = 0.005 * e_cur, temp_end = 1e-4 * e_cur;
     double start = gopt_now_seconds();
     long evals = 0, idle = 0;
     while (n > 0) {
