@@ -25,15 +25,18 @@
 
 #define SA_FUSE_MAX 64
 
-static void dissolve_groups_of_unit(const bl_units *u, int32_t k, gopt_decisions *d, uint8_t *kill) {
+/* Dissolve every fusion group touching the units in queue[0..len). kill is
+ * all zero on entry and on return. O(N) when a group is touched. */
+static void dissolve_groups(const bl_units *u, const int32_t *queue, int32_t len, gopt_decisions *d, uint8_t *kill) {
     int any = 0;
-    for (int32_t i = u->ptr[k]; i < u->ptr[k + 1]; i++) {
-        int32_t g = d->group[u->mem[i]];
-        if (g >= 0) {
-            kill[g] = 1;
-            any = 1;
+    for (int32_t q = 0; q < len; q++)
+        for (int32_t i = u->ptr[queue[q]]; i < u->ptr[queue[q] + 1]; i++) {
+            int32_t g = d->group[u->mem[i]];
+            if (g >= 0) {
+                kill[g] = 1;
+                any = 1;
+            }
         }
-    }
     if (!any) return;
     for (int32_t v = 0; v < d->n; v++)
         if (d->group[v] >= 0 && kill[d->group[v]]) d->group[v] = -1;
@@ -136,10 +139,8 @@ gopt_status gopt_bl_anneal(const gopt_bl_problem *p, gopt_decisions *d, gopt_err
             int32_t from = cand.device[u.mem[u.ptr[k]]];
             int32_t to = (int32_t)gopt_rng_below(rng, (uint64_t)(nd - 1));
             if (to >= from) to++;
-            for (int32_t i = 0; i < len; i++) {
-                bl_units_set(&u, queue[i], to, cand.device);
-                dissolve_groups_of_unit(&u, queue[i], &cand, kill);
-            }
+            for (int32_t i = 0; i < len; i++) bl_units_set(&u, queue[i], to, cand.device);
+            dissolve_groups(&u, queue, len, &cand, kill);
             /* the memory model, received copies included: over capacity is no move */
             gopt_bl_memory_use(p, &cand, used);
             changed = 1;

@@ -632,6 +632,31 @@ static void test_validity_zoo(void **state) {
         gopt_sim_free(sim);
         gopt_graph_free(g);
     }
+    /* synthetic training-step graphs of every kind */
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 11);
+    for (int kind = 0; kind < GOPT_SYNTH_KIND_COUNT; kind++) {
+        gopt_synth_opts so = {(gopt_synth_kind)kind, 400, 200, 1000};
+        gopt_graph *g = NULL;
+        assert_int_equal(gopt_zoo_synthetic(&rng, &so, "synth", &g, &err), GOPT_OK);
+        gopt_sim *sim = NULL;
+        assert_int_equal(gopt_sim_create(g, cm, &sim, &err), GOPT_OK);
+        for (int j = 0; methods[j]; j++) {
+            gopt_bl_options opt = {0};
+            opt.seed = 3;
+            opt.max_evals = 20;
+            opt.budget_s = 60;
+            gopt_decisions d;
+            gopt_bl_outcome res;
+            gopt_status st = gopt_bl_optimize(&reg, methods[j], sim, cm, &opt, &d, &res, &err);
+            if (st) fprintf(stderr, "synthetic %s %s: %s\n", gopt_synth_kind_name((gopt_synth_kind)kind), methods[j], err.msg);
+            assert_int_equal(st, GOPT_OK);
+            assert_int_equal(gopt_decisions_validate(&d, g, 8, &err), GOPT_OK);
+            gopt_decisions_destroy(&d);
+        }
+        gopt_sim_free(sim);
+        gopt_graph_free(g);
+    }
     gopt_cost_free(cm);
     gopt_profile_free(prof);
 }
