@@ -31,7 +31,9 @@ double gopt_bl_node_memory(const gopt_bl_problem *p, int32_t v) {
 
 double gopt_bl_device_capacity(const gopt_bl_problem *p, int dev) {
     double frac = p->opt.mem_fraction > 0 ? p->opt.mem_fraction : 1.0;
-    return frac * gopt_cost_device_memory(p->cm, dev);
+    double cap = frac * gopt_cost_device_memory(p->cm, dev);
+    if (dev < GOPT_SIM_MAX_DEVICES && p->opt.dev_cap[dev] > 0 && p->opt.dev_cap[dev] < cap) cap = p->opt.dev_cap[dev];
+    return cap;
 }
 
 /* Whether consumer v keeps a received copy alive into the backward pass. */

@@ -159,8 +159,9 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
             break;
         }
         if (st) goto out;
-        /* our memory model leaves out transient tensors and lifetimes: when the
-         * evaluator reports OOM, place again with less of each device (x0.75, 4 times) */
+        /* our memory model leaves out tensor lifetimes: when the evaluator reports OOM, cap the
+         * device that overflows at 75% of what the model says it holds (all at 75% when it cannot
+         * tell which) and place again, 4 times at most */
         if (!p->evaluate || attempt == 4) break;
         int oom = 0;
         double t = p->evaluate(p->eval_ctx, d, &oom);
@@ -168,8 +169,14 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
         if (!have_prev && (st = gopt_decisions_init(&prev, f->n, err))) goto out;
         gopt_decisions_copy(&prev, d);
         have_prev = 1;
-        frac *= 0.75;
-        q.opt.mem_fraction = frac;
+        if (oom > 0 && oom <= p->ndev && p->ndev <= GOPT_SIM_MAX_DEVICES) {
+            double used[GOPT_SIM_MAX_DEVICES];
+            gopt_bl_memory_use(&q, d, used);
+            q.opt.dev_cap[oom - 1] = 0.75 * (used[oom - 1] > 0 ? used[oom - 1] : gopt_bl_device_capacity(&q, oom - 1));
+        } else {
+            frac *= 0.75;
+            q.opt.mem_fraction = frac;
+        }
     }
     if (c->part[GOPT_BL_JOINT] && (st = c->part[GOPT_BL_JOINT]->decide(&q, d, err))) {
         gopt_error_prefix(err, "%s", c->part[GOPT_BL_JOINT]->name);

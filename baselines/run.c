@@ -12,7 +12,7 @@ double gopt_bl_sim_evaluate(void *ctx, const gopt_decisions *d, int *oom) {
     gopt_sim_result r;
     *oom = 0;
     if (gopt_sim_run(c->sim, d, &r, c->scratch, NULL)) return -1;
-    *oom = r.oom;
+    *oom = r.oom ? (r.oom_device >= 0 ? 1 + r.oom_device : -1) : 0;
     return r.step_time_s;
 }
 
