@@ -563,6 +563,39 @@ static double counting_eval(void *ctx, const gopt_decisions *d, int *oom) {
     return gopt_bl_estimate(&q, d, oom);
 }
 
+/* An evaluator whose device 0 is smaller than the model thinks: OOM there
+ * when it holds more than 6 of the 10 nodes. */
+static double small_dev0_eval(void *ctx, const gopt_decisions *d, int *oom) {
+    counter *c = ctx;
+    c->calls++;
+    gopt_bl_problem q = *c->pb;
+    q.evaluate = NULL;
+    double t = gopt_bl_estimate(&q, d, oom);
+    int on0 = 0;
+    for (int32_t v = 0; v < d->n; v++) on0 += d->device[v] == 0;
+    if (on0 > 6) *oom = 1;
+    return t;
+}
+
+static void test_oom_feedback(void **state) {
+    (void)state;
+    gopt_graph *g = two_chains(5);
+    fixture x;
+    fx_init(&x, g, 2, 1e12);
+    counter c = {0, &x.pb};
+    x.pb.evaluate = small_dev0_eval;
+    x.pb.eval_ctx = &c;
+    gopt_decisions d;
+    run_method(&x, "single", &d, GOPT_OK);
+    int on0 = 0;
+    for (int32_t v = 0; v < d.n; v++) on0 += d.device[v] == 0;
+    assert_true(on0 <= 6 && on0 > 0);
+    assert_true(c.calls >= 2);
+    gopt_decisions_destroy(&d);
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
 static void test_evaluator_callback(void **state) {
     (void)state;
     gopt_graph *g = two_chains(4);
@@ -673,6 +706,7 @@ int main(void) {
         cmocka_unit_test(test_expert_rules),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_evaluator_callback),
+        cmocka_unit_test(test_oom_feedback),
         cmocka_unit_test(test_validity_zoo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
