@@ -10,7 +10,9 @@
  * max(flops/peak, bytes/bandwidth) of the same points, with the same
  * profile's peak and bandwidth. Targets: median < 10%, p90 < 25%.
  *
- * Usage: bench_cost_accuracy [--profile FILE] [--budget S] [--seed N] [--devices N]
+ * Usage: bench_cost_accuracy [--profile FILE] [--budget S] [--seed N] [--devices N] [--worst K]
+ * (--worst K also lists every held-out point off by more than 1/K... no: the
+ * K worst points of each table, for diagnosis.)
  */
 #include <jansson.h>
 #include <math.h>
@@ -44,14 +46,15 @@ static void progress(void *ctx, double f, const char *what) {
 int main(int argc, char **argv) {
     const char *file = NULL;
     double budget = 60;
-    long seed = 42, ndev = 0;
+    long seed = 42, ndev = 0, worst = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--profile") == 0 && i + 1 < argc) file = argv[++i];
         else if (strcmp(argv[i], "--budget") == 0 && i + 1 < argc) budget = atof(argv[++i]);
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) seed = atol(argv[++i]);
         else if (strcmp(argv[i], "--devices") == 0 && i + 1 < argc) ndev = atol(argv[++i]);
+        else if (strcmp(argv[i], "--worst") == 0 && i + 1 < argc) worst = atol(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--profile FILE] [--budget S] [--seed N] [--devices N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--profile FILE] [--budget S] [--seed N] [--devices N] [--worst K]\n", argv[0]);
             return 2;
         }
     }
@@ -157,6 +160,9 @@ int main(int argc, char **argv) {
             }
             if (pred <= 0) continue;
             e[k] = fabs(pred - meas) / meas;
+            if (worst > 0 && e[k] > 0.25)
+                fprintf(stderr, "  off by %5.1f%%: %s at (%g, %g, %g) measured %.4g s predicted %.4g s\n", 100 * e[k],
+                        kname, x[0], x[1], x[2], meas, pred);
             er[k] = fabs(roof - meas) / meas;
             if (nall < 100000) {
                 all[nall] = e[k];

@@ -78,4 +78,9 @@ const char *gopt_synth_kind_name(gopt_synth_kind k);
 gopt_status gopt_zoo_synthetic(gopt_rng *rng, const gopt_synth_opts *opts, const char *name, gopt_graph **out,
                                gopt_error *err);
 
+/* Save a graph as GraphML with gzip at `gzip_level` (1 fastest .. 9 smallest;
+ * gopt_graph_save uses 6), atomically. `gopt graph gen synthetic` writes
+ * level 1: three times faster to compress, about 40% larger files. */
+gopt_status gopt_zoo_save(const gopt_graph *g, const char *path, int gzip_level, gopt_error *err);
+
 #endif /* GOPT_ZOO_H */

@@ -199,16 +199,6 @@ gopt_status gopt_profile_check(const gopt_profile *p, const char *origin, gopt_e
 }
 
 /* ---- writing ---------------------------------------------------------------------- */
-static json_t *table_json(const double *pts, int32_t n, int dim) {
-    json_t *a = json_array();
-    for (int32_t r = 0; r < n && a; r++) {
-        json_t *row = json_array();
-        for (int c = 0; c <= dim; c++) json_array_append_new(row, json_real(pts[(size_t)r * (dim + 1) + c]));
-        json_array_append_new(a, row);
-    }
-    return a;
-}
-
 gopt_status gopt_profile_write_json(const gopt_profile *p, gopt_buf *b, gopt_error *err) {
     json_t *o = json_object();
     if (!o) return gopt_error_set(err, GOPT_ENOMEM, "out of memory writing a profile");
@@ -241,7 +231,17 @@ gopt_status gopt_profile_write_json(const gopt_profile *p, gopt_buf *b, gopt_err
     }
     json_object_set_new(o, "devices", devs);
     if (p->topology_json) json_object_set(o, "topology", p->topology_json);
-    json_t *links = json_array();
+    /* Links and table rows one per line: readable and diff-friendly. */
+    char *head = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_decref(o);
+    if (!head) return gopt_error_set(err, GOPT_ENOMEM, "out of memory writing profile '%s'", gopt_profile_name(p));
+    size_t hl = strlen(head);
+    while (hl > 0 && head[hl - 1] != '}') hl--;
+    gopt_buf_append(b, head, hl > 0 ? hl - 1 : 0);
+    free(head);
+    while (b->len > 0 && (b->data[b->len - 1] == '\n' || b->data[b->len - 1] == ' ')) b->len--;
+    gopt_buf_puts(b, ",\n  \"links\": [");
+    int first = 1;
     for (int s = 0; s < p->ndev; s++)
         for (int t = 0; t < p->ndev; t++) {
             if (s == t) continue;
@@ -253,25 +253,38 @@ gopt_status gopt_profile_write_json(const gopt_profile *p, gopt_buf *b, gopt_err
             json_object_set_new(l, "bandwidth", json_real(p->link_bw[i]));
             json_object_set_new(l, "latency", json_real(p->link_lat[i]));
             if (p->link_set[i] >= 0) json_object_set_new(l, "tables", json_string(STR(p->sets[p->link_set[i]].name)));
-            json_array_append_new(links, l);
+            char *lt = json_dumps(l, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+            json_decref(l);
+            if (!lt) return gopt_error_set(err, GOPT_ENOMEM, "out of memory writing profile '%s'", gopt_profile_name(p));
+            gopt_buf_printf(b, "%s\n    %s", first ? "" : ",", lt);
+            free(lt);
+            first = 0;
         }
-    json_object_set_new(o, "links", links);
-    json_t *sets = json_object();
+    gopt_buf_puts(b, first ? "],\n  \"tables\": {" : "\n  ],\n  \"tables\": {");
     for (int s = 0; s < p->nsets; s++) {
-        json_t *js = json_object();
-        for (int k = 0; k < GOPT_TABLE_KIND_COUNT; k++)
-            if (p->sets[s].pts[k])
-                json_object_set_new(js, TABLE_NAMES[k],
-                                    table_json(p->sets[s].pts[k], p->sets[s].n[k], gopt_table_kind_dim((gopt_table_kind)k)));
-        json_object_set_new(sets, STR(p->sets[s].name), js);
+        json_t *nm = json_string(STR(p->sets[s].name));
+        char *ns = nm ? json_dumps(nm, JSON_ENCODE_ANY) : NULL;
+        json_decref(nm);
+        if (!ns) return gopt_error_set(err, GOPT_ENOMEM, "out of memory writing profile '%s'", gopt_profile_name(p));
+        gopt_buf_printf(b, "%s\n    %s: {", s ? "," : "", ns);
+        free(ns);
+        int fk = 1;
+        for (int k = 0; k < GOPT_TABLE_KIND_COUNT; k++) {
+            if (!p->sets[s].pts[k]) continue;
+            int w = gopt_table_kind_dim((gopt_table_kind)k) + 1;
+            gopt_buf_printf(b, "%s\n      \"%s\": [", fk ? "" : ",", TABLE_NAMES[k]);
+            fk = 0;
+            for (int32_t r = 0; r < p->sets[s].n[k]; r++) {
+                gopt_buf_puts(b, r ? ",\n        [" : "\n        [");
+                for (int c = 0; c < w; c++)
+                    gopt_buf_printf(b, "%s%.10g", c ? ", " : "", p->sets[s].pts[k][(size_t)r * w + c]);
+                gopt_buf_puts(b, "]");
+            }
+            gopt_buf_puts(b, "\n      ]");
+        }
+        gopt_buf_puts(b, "\n    }");
     }
-    json_object_set_new(o, "tables", sets);
-    char *txt = json_dumps(o, JSON_INDENT(1) | JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-    json_decref(o);
-    if (!txt) return gopt_error_set(err, GOPT_ENOMEM, "out of memory writing profile '%s'", gopt_profile_name(p));
-    gopt_buf_puts(b, txt);
-    gopt_buf_puts(b, "\n");
-    free(txt);
+    gopt_buf_puts(b, p->nsets ? "\n  }\n}\n" : "}\n}\n");
     if (b->failed) return gopt_error_set(err, GOPT_ENOMEM, "out of memory writing profile '%s'", gopt_profile_name(p));
     return GOPT_OK;
 }

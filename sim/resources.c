@@ -7,8 +7,9 @@
  * output to its local consumers and queues one transfer per other consuming
  * device.
  *
- * Link (FIFO): a binary min-heap keyed by (time queued, producer's rank):
- * first in first out, ties at one instant by topological rank. One transfer
+ * Link (FIFO): a binary min-heap keyed by (time queued, producer's rank),
+ * packed in one uint64 as (instant counter << 32 | rank): first in first out,
+ * ties at one instant by topological rank. One transfer
  * at a time, each taking gopt_cost_transfer_time (latency + bytes/bandwidth
  * or the link's measured copy table). Starting a transfer allocates the copy
  * on the receiving device; finishing it releases the sender's hold and makes
@@ -24,7 +25,7 @@
 /* ---- device ready heap ------------------------------------------------------ */
 static void dev_push(gopt_sim_scratch *s, int32_t dv, int32_t c) {
     uint64_t *h = s->rq + s->rq_off[dv];
-    uint64_t k = s->key[c];
+    uint64_t k = s->nc[c].key;
     int32_t i = s->rq_len[dv]++;
     while (i > 0) {
         int32_t p = (i - 1) >> 1;
@@ -35,74 +36,107 @@ static void dev_push(gopt_sim_scratch *s, int32_t dv, int32_t c) {
     h[i] = k;
 }
 
+/* Bottom-up removal: walk the hole down along the smaller children without
+ * comparing against the moved element (a data-independent choice the CPU
+ * does with conditional moves), then sift that element up, rarely far. */
 static int32_t dev_next(gopt_sim_scratch *s, int32_t dv) {
     int32_t len = s->rq_len[dv];
     if (len == 0) return -1;
     uint64_t *h = s->rq + s->rq_off[dv];
     uint64_t top = h[0], last = h[--len];
     s->rq_len[dv] = len;
-    int32_t i = 0;
-    for (;;) {
-        int32_t c = 2 * i + 1;
-        if (c >= len) break;
-        if (c + 1 < len && h[c + 1] < h[c]) c++;
-        if (h[c] >= last) break;
+    int32_t i = 0, c;
+    while ((c = 2 * i + 1) < len) {
+        c += (c + 1 < len) & (h[c + 1] < h[c]);
         h[i] = h[c];
         i = c;
     }
-    if (len > 0) h[i] = last;
+    while (i > 0) {
+        int32_t p = (i - 1) >> 1;
+        if (h[p] <= last) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = last;
     return s->sim->f->topo[(uint32_t)top];
 }
 
 static double dev_start(gopt_sim_scratch *s, int32_t dv, int32_t c) {
-    sim_mem_add(s, dv, s->alloc[c]);
+    const sim_nc *x = &s->nc[c];
+    int64_t alloc = x->osize;
+    if (x->mem_first >= 0) {
+        alloc = 0;
+        const int32_t *ml = s->mem_list + x->mem_first;
+        for (int32_t j = 0; j < x->mem_count; j++)
+            if (s->nt[ml[j]].ext) alloc += s->nc[ml[j]].osize;
+    }
+    sim_mem_add(s, dv, alloc);
     s->start[c] = s->now;
-    s->busy_s[dv] += s->dur[c];
-    return s->dur[c];
+    s->busy_s[dv] += x->dur;
+    return x->dur;
 }
 
 /* One holder of tensor u's copy on device dv is done with it. */
-static inline void release(gopt_sim_scratch *s, int32_t u, int32_t dv) {
-    int32_t nd = s->ndev;
-    size_t i = (size_t)u * (size_t)nd + (size_t)dv;
-    if (--s->hold[i] == 0)
-        s->mem[dv] -= s->d->device[u] == dv ? s->sim->osize[u] : s->xf[s->copy_rec[i]].size;
+static inline void release(gopt_sim_scratch *s, int32_t u, int32_t udev, int32_t dv) {
+    if (udev == dv) {
+        if (--s->th[u].hold == 0) s->mem[dv] -= s->nc[u].osize;
+        return;
+    }
+    const sim_th *h = &s->th[u];
+    sim_xfer *t;
+    if (s->ndev <= 32) { /* u's records are contiguous, in increasing receiving device */
+        t = &s->xf[h->xf_first + __builtin_popcount(h->xf_mask & ((1u << dv) - 1u))];
+    } else {
+        t = &s->xf[h->xf_first];
+        while (t->dst != dv) t++;
+    }
+    if (--t->hold == 0) s->mem[dv] -= t->size;
 }
 
 static void link_push(gopt_sim_scratch *s, int32_t l, int32_t x);
 
 static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
     const gopt_frozen *f = s->sim->f;
-    const int32_t *dev = s->d->device, *task_of = s->task_of;
+    const double *out_bytes = s->sim->out_slot_bytes;
+    const int32_t *in_ptr = f->in_ptr, *in_src = f->in_src, *out_ptr = f->out_ptr, *out_dst = f->out_dst;
+    sim_nt *nt = s->nt;
+    sim_tp *tp = s->tp;
+    sim_th *th = s->th;
     int32_t nd = s->ndev;
-    int32_t tag = -2 - c;
-    for (int32_t k = s->mem_ptr[c]; k < s->mem_ptr[c + 1]; k++) {
-        int32_t v = s->mem_list[k];
-        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
-            int32_t u = f->in_src[e];
-            if (task_of[u] == c || s->stamp_u[u] == tag) continue;
-            s->stamp_u[u] = tag;
-            release(s, u, dv);
+    int32_t tag = -2 - c; /* distinct from the stamps prepare() wrote */
+    const sim_nc *x = &s->nc[c];
+    int32_t k = x->mem_count;
+    const int32_t *ml = x->mem_first >= 0 ? s->mem_list + x->mem_first : &c;
+    for (int32_t j = 0; j < k; j++) {
+        int32_t v = ml[j];
+        for (int32_t e = in_ptr[v]; e < in_ptr[v + 1]; e++) {
+            int32_t u = in_src[e];
+            sim_nt y = nt[u];
+            if (y.task == c || th[u].stamp_u == tag) continue;
+            th[u].stamp_u = tag;
+            release(s, u, y.dev, dv);
         }
     }
-    for (int32_t k = s->mem_ptr[c]; k < s->mem_ptr[c + 1]; k++) {
-        int32_t v = s->mem_list[k];
-        if (!s->ext[v]) continue;
+    for (int32_t j = 0; j < k; j++) {
+        int32_t v = ml[j];
+        if (!nt[v].ext) continue;
         int32_t nlocal = 0, nx = 0;
-        for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++) {
-            int32_t w = f->out_dst[e], c2 = task_of[w];
+        for (int32_t e = out_ptr[v]; e < out_ptr[v + 1]; e++) {
+            sim_nt w = nt[out_dst[e]];
+            int32_t c2 = w.task;
             if (c2 == c) continue;
-            int32_t D = dev[w];
+            int32_t D = w.dev;
             if (D == dv) {
-                if (s->stamp_c[c2] == v) continue;
-                s->stamp_c[c2] = v;
+                sim_tp *t2 = &tp[c2];
+                if (t2->stamp_c == v) continue;
+                t2->stamp_c = v;
                 nlocal++;
-                if (--s->pending[c2] == 0) {
+                if (--t2->pending == 0) {
                     dev_push(s, dv, c2);
                     sim_mark_dirty(s, dv);
                 }
             } else {
-                double b = f->edge_bytes[f->out_eid[e]];
+                double b = out_bytes[e];
                 if (s->dstamp[D] != v) {
                     s->dstamp[D] = v;
                     s->dbytes[D] = b;
@@ -112,23 +146,38 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
                 }
             }
         }
-        for (int32_t j = 0; j < nx; j++) {
-            int32_t D = s->dlist[j];
-            int32_t x = s->nxf++;
-            sim_xfer *r = &s->xf[x];
-            r->node = v;
-            r->src = dv;
-            r->dst = D;
-            r->bytes = s->dbytes[D];
-            r->size = (int64_t)ceil(r->bytes);
-            r->start = r->end = -1;
+        if (nx) {
+            th[v].xf_first = s->nxf;
+            nt[v].nxf = (uint8_t)(nx < 255 ? nx : 255);
+            uint32_t mask = 0;
+            for (int32_t i = 1; i < nx; i++) { /* records by increasing receiving device */
+                int32_t D = s->dlist[i], q = i;
+                while (q > 0 && s->dlist[q - 1] > D) {
+                    s->dlist[q] = s->dlist[q - 1];
+                    q--;
+                }
+                s->dlist[q] = D;
+            }
+            for (int32_t i = 0; i < nx && nd <= 32; i++) mask |= 1u << s->dlist[i];
+            th[v].xf_mask = mask;
+        }
+        for (int32_t i = 0; i < nx; i++) {
+            int32_t D = s->dlist[i];
+            int32_t r = s->nxf++;
+            sim_xfer *t = &s->xf[r];
+            t->node = v;
+            t->src = dv;
+            t->dst = D;
+            t->hold = 0;
+            t->bytes = s->dbytes[D];
+            t->size = (int64_t)ceil(t->bytes);
+            t->start = t->end = -1;
             int32_t l = dv * nd + D;
-            link_push(s, l, x);
+            link_push(s, l, r);
             sim_mark_dirty(s, nd + l);
         }
-        size_t hi = (size_t)v * (size_t)nd + (size_t)dv;
-        s->hold[hi] = nlocal + nx;
-        if (nlocal + nx == 0) s->mem[dv] -= s->sim->osize[v];
+        th[v].hold = nlocal + nx;
+        if (nlocal + nx == 0) s->mem[dv] -= s->nc[v].osize;
     }
     s->tasks_done++;
 }
@@ -136,17 +185,13 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
 const sim_resource_ops sim_device_ops = {"device", dev_push, dev_next, dev_start, dev_finish};
 
 /* ---- link FIFO ----------------------------------------------------------------- */
-static inline int slot_less(const sim_link_slot *a, const sim_link_slot *b) {
-    return a->enq < b->enq || (a->enq == b->enq && a->rank < b->rank);
-}
-
 static void link_push(gopt_sim_scratch *s, int32_t l, int32_t x) {
     sim_link_slot *h = s->lq + s->lq_off[l];
-    sim_link_slot it = {s->now, s->sim->f->rank[s->xf[x].node], x};
+    sim_link_slot it = {((uint64_t)s->instant << 32) | (uint32_t)s->sim->f->rank[s->xf[x].node], x, 0};
     int32_t i = s->lq_len[l]++;
     while (i > 0) {
         int32_t p = (i - 1) >> 1;
-        if (!slot_less(&it, &h[p])) break;
+        if (h[p].key <= it.key) break;
         h[i] = h[p];
         i = p;
     }
@@ -163,22 +208,28 @@ static int32_t link_next(gopt_sim_scratch *s, int32_t r) {
     int32_t top = h[0].rec;
     sim_link_slot last = h[--len];
     s->lq_len[l] = len;
-    int32_t i = 0;
-    for (;;) {
-        int32_t c = 2 * i + 1;
-        if (c >= len) break;
-        if (c + 1 < len && slot_less(&h[c + 1], &h[c])) c++;
-        if (!slot_less(&h[c], &last)) break;
+    int32_t i = 0, c;
+    while ((c = 2 * i + 1) < len) {
+        c += (c + 1 < len) & (h[c + 1].key < h[c].key);
         h[i] = h[c];
         i = c;
     }
-    if (len > 0) h[i] = last;
+    while (i > 0) {
+        int32_t p = (i - 1) >> 1;
+        if (h[p].key <= last.key) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = last;
     return top;
 }
 
 static double link_start(gopt_sim_scratch *s, int32_t r, int32_t x) {
     sim_xfer *t = &s->xf[x];
-    double dt = gopt_cost_transfer_time(s->sim->cm, t->src, t->dst, t->bytes);
+    const gopt_sim *sim = s->sim;
+    int32_t l = r - s->ndev;
+    double dt = sim->link_plain[l] ? sim->link_lat[l] + t->bytes / sim->link_bw[l]
+                                   : gopt_cost_transfer_time(sim->cm, t->src, t->dst, t->bytes);
     sim_mem_add(s, t->dst, t->size);
     t->start = s->now;
     t->end = s->now + dt;
@@ -189,26 +240,25 @@ static double link_start(gopt_sim_scratch *s, int32_t r, int32_t x) {
 
 static void link_finish(gopt_sim_scratch *s, int32_t r, int32_t x) {
     const gopt_frozen *f = s->sim->f;
-    const sim_xfer *t = &s->xf[x];
-    int32_t u = t->node, D = t->dst, nd = s->ndev;
-    const int32_t *dev = s->d->device;
-    release(s, u, t->src);
+    sim_xfer *t = &s->xf[x];
+    int32_t u = t->node, D = t->dst;
+    sim_nt *nt = s->nt;
+    sim_tp *tp = s->tp;
+    if (--s->th[u].hold == 0) s->mem[t->src] -= s->nc[u].osize; /* the sender's copy */
     int32_t nc = 0;
     for (int32_t e = f->out_ptr[u]; e < f->out_ptr[u + 1]; e++) {
-        int32_t w = f->out_dst[e];
-        if (dev[w] != D) continue;
-        int32_t c2 = s->task_of[w];
-        if (s->stamp_c[c2] == u) continue;
-        s->stamp_c[c2] = u;
+        sim_nt w = nt[f->out_dst[e]];
+        if (w.dev != D) continue;
+        sim_tp *t2 = &tp[w.task];
+        if (t2->stamp_c == u) continue;
+        t2->stamp_c = u;
         nc++;
-        if (--s->pending[c2] == 0) {
-            dev_push(s, D, c2);
+        if (--t2->pending == 0) {
+            dev_push(s, D, w.task);
             sim_mark_dirty(s, D);
         }
     }
-    size_t i = (size_t)u * (size_t)nd + (size_t)D;
-    s->copy_rec[i] = x;
-    s->hold[i] = nc;
+    t->hold = nc;
 }
 
 const sim_resource_ops sim_link_fifo_ops = {"link-fifo", link_push_op, link_next, link_start, link_finish};

@@ -42,7 +42,11 @@ gopt_status gopt_sim_create(const gopt_graph *g, const gopt_costmodel *cm, gopt_
     size_t n = (size_t)f->n;
     sim->osize = gopt_malloc((n ? n : 1) * sizeof(int64_t), err);
     sim->psize = gopt_malloc((n ? n : 1) * sizeof(int64_t), err);
-    if (!sim->osize || !sim->psize) {
+    size_t m = (size_t)f->m;
+    sim->out_slot_bytes = gopt_malloc((m ? m : 1) * sizeof(double), err);
+    sim->in_slot_bytes = gopt_malloc((m ? m : 1) * sizeof(double), err);
+    sim->nin = gopt_malloc((n ? n : 1) * sizeof(int32_t), err);
+    if (!sim->osize || !sim->psize || !sim->out_slot_bytes || !sim->in_slot_bytes || !sim->nin) {
         gopt_sim_free(sim);
         return GOPT_ENOMEM;
     }
@@ -50,7 +54,37 @@ gopt_status gopt_sim_create(const gopt_graph *g, const gopt_costmodel *cm, gopt_
         sim->osize[v] = f->op_class[v] == GOPT_OP_CLASS_PARAM ? 0 : (int64_t)ceil(f->out_bytes[v]);
         sim->psize[v] = (int64_t)ceil(f->param_bytes[v]);
     }
+    /* distinct producers: a multi-edge delivers one tensor */
+    int32_t *last = gopt_malloc((n ? n : 1) * sizeof(int32_t), err);
+    if (!last) {
+        gopt_sim_free(sim);
+        return GOPT_ENOMEM;
+    }
+    for (size_t v = 0; v < n; v++) last[v] = -1;
+    for (int32_t v = 0; v < f->n; v++) {
+        int32_t c = 0;
+        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++)
+            if (last[f->in_src[e]] != v) {
+                last[f->in_src[e]] = v;
+                c++;
+            }
+        sim->nin[v] = c;
+    }
+    free(last);
+    for (size_t k = 0; k < m; k++) {
+        sim->out_slot_bytes[k] = f->edge_bytes[f->out_eid[k]];
+        sim->in_slot_bytes[k] = f->edge_bytes[f->in_eid[k]];
+    }
     for (int d = 0; d < nd; d++) sim->capacity[d] = gopt_cost_device_memory(cm, d);
+    const gopt_profile *prof = gopt_cost_profile(cm);
+    for (int a = 0; a < nd; a++)
+        for (int b = 0; b < nd; b++) {
+            gopt_profile_table lt;
+            int l = a * nd + b;
+            sim->link_plain[l] = a != b && !gopt_profile_link_table(prof, a, b, &lt);
+            sim->link_lat[l] = a != b ? gopt_profile_link_latency(prof, a, b) : 0;
+            sim->link_bw[l] = a != b ? gopt_profile_link_bandwidth(prof, a, b) : 1;
+        }
     *out = sim;
     return GOPT_OK;
 }
@@ -60,6 +94,9 @@ void gopt_sim_free(gopt_sim *sim) {
     gopt_cost_table_destroy(&sim->table);
     free(sim->osize);
     free(sim->psize);
+    free(sim->out_slot_bytes);
+    free(sim->in_slot_bytes);
+    free(sim->nin);
     free(sim);
 }
 
@@ -69,21 +106,13 @@ const gopt_cost_table *gopt_sim_cost_table(const gopt_sim *sim) { return &sim->t
 
 void gopt_sim_scratch_free(gopt_sim_scratch *s) {
     if (!s) return;
-    free(s->task_of);
+    free(s->nt);
+    free(s->tp);
+    free(s->th);
+    free(s->nc);
     free(s->grp_rep);
-    free(s->mem_ptr);
     free(s->mem_list);
-    free(s->cursor);
-    free(s->ext);
-    free(s->stamp_u);
-    free(s->stamp_c);
-    free(s->pending);
-    free(s->dur);
-    free(s->alloc);
-    free(s->key);
     free(s->start);
-    free(s->hold);
-    free(s->copy_rec);
     free(s->rq);
     free(s->rq_off);
     free(s->rq_len);
@@ -110,25 +139,17 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
     size_t n = (size_t)s->n + 1, m = (size_t)s->m + 1, nd = (size_t)s->ndev, nr = (size_t)s->nres;
     int ok = 1;
 #define ALLOC(field, count) ok &= (s->field = gopt_calloc((count), sizeof *s->field, err)) != NULL
-    ALLOC(task_of, n);
+    ALLOC(nt, n);
+    ALLOC(tp, n);
+    ALLOC(th, n);
+    ALLOC(nc, n);
     ALLOC(grp_rep, n);
-    ALLOC(mem_ptr, n + 1);
     ALLOC(mem_list, n);
-    ALLOC(cursor, n);
-    ALLOC(ext, n);
-    ALLOC(stamp_u, n);
-    ALLOC(stamp_c, n);
-    ALLOC(pending, n);
-    ALLOC(dur, n);
-    ALLOC(alloc, n);
-    ALLOC(key, n);
     ALLOC(start, n);
-    ALLOC(hold, n * nd);
-    ALLOC(copy_rec, n * nd);
     ALLOC(rq, n);
     ALLOC(rq_off, nd);
     ALLOC(rq_len, nd);
-    ALLOC(lq, m);
+    ALLOC(lq, n * (nd > 1 ? nd - 1 : 1));
     ALLOC(lq_off, nd * nd);
     ALLOC(lq_len, nd * nd);
     ALLOC(xf, m);
@@ -141,117 +162,146 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
         gopt_sim_scratch_free(s);
         return GOPT_ENOMEM;
     }
-    for (int32_t v = 0; v < s->n; v++) s->start[v] = -1;
+    for (int32_t v = 0; v < s->n; v++) {
+        s->start[v] = -1;
+        s->grp_rep[v] = -1;
+        s->nt[v].task = v;
+        s->nc[v].osize = sim->osize[v];
+    }
     *out = s;
     return GOPT_OK;
 }
 
 /* ---- prepare ---------------------------------------------------------------------- */
+static gopt_status bad_node(const gopt_sim *sim, gopt_sim_scratch *s, gopt_error *err, int32_t upto, const char *fmt,
+                            int32_t v, int32_t value, int32_t lo, int32_t hi) {
+    /* leave grp_rep all -1 for the next run */
+    for (int32_t u = 0; u < upto; u++)
+        if (s->d->group[u] >= 0 && s->d->group[u] < s->n) s->grp_rep[s->d->group[u]] = -1;
+    return gopt_error_set(err, GOPT_EINVAL, fmt, gopt_graph_node_name(sim->g, v), value, lo, hi);
+}
+
 static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_scratch *s, gopt_error *err) {
     const gopt_frozen *f = sim->f;
     const gopt_cost_table *tab = &sim->table;
     int32_t n = f->n, nd = sim->ndev;
-    const int32_t *dev = d->device, *grp = d->group;
+    const int32_t *dev = d->device, *grp = d->group, *rank = f->rank;
     if (d->n != n)
         return gopt_error_set(err, GOPT_EINVAL, "sim: decisions for %d nodes, graph '%s' has %d", d->n,
                               gopt_graph_name(sim->g), n);
-    int32_t *task_of = s->task_of, *grp_rep = s->grp_rep;
-    for (int32_t v = 0; v < n; v++) grp_rep[v] = -1;
-    /* tasks: representative = first member in topological order */
-    for (int32_t i = 0; i < n; i++) {
-        int32_t v = f->topo[i];
-        int32_t dv = dev[v], gv = grp[v];
-        if (dv < 0 || dv >= nd)
-            return gopt_error_set(err, GOPT_EINVAL, "sim: node '%s': device %d is not in 0..%d",
-                                  gopt_graph_node_name(sim->g, v), dv, nd - 1);
-        if (gv < 0) {
-            if (gv != -1)
-                return gopt_error_set(err, GOPT_EINVAL, "sim: node '%s': fusion group %d is not in -1..%d",
-                                      gopt_graph_node_name(sim->g, v), gv, n - 1);
-            task_of[v] = v;
-        } else if (gv >= n) {
-            return gopt_error_set(err, GOPT_EINVAL, "sim: node '%s': fusion group %d is not in -1..%d",
-                                  gopt_graph_node_name(sim->g, v), gv, n - 1);
-        } else if (grp_rep[gv] < 0) {
-            grp_rep[gv] = v;
-            task_of[v] = v;
-        } else {
-            int32_t r = grp_rep[gv];
-            if (dev[r] != dv)
-                return gopt_error_set(err, GOPT_EINVAL,
-                                      "sim: node '%s': device %d differs from device %d of node '%s' in fusion group %d",
-                                      gopt_graph_node_name(sim->g, v), dv, dev[r], gopt_graph_node_name(sim->g, r), gv);
-            task_of[v] = r;
-        }
-    }
-    /* members by representative, in topological order */
-    int32_t *mp = s->mem_ptr;
-    memset(mp, 0, ((size_t)n + 1) * sizeof *mp);
-    for (int32_t v = 0; v < n; v++) mp[task_of[v] + 1]++;
-    for (int32_t v = 0; v < n; v++) mp[v + 1] += mp[v];
-    memcpy(s->cursor, mp, (size_t)n * sizeof *mp);
-    for (int32_t i = 0; i < n; i++) {
-        int32_t v = f->topo[i];
-        s->mem_list[s->cursor[task_of[v]]++] = v;
-    }
-    /* per task */
-    for (int32_t v = 0; v < n; v++) s->stamp_u[v] = -1;
-    int32_t dcount[GOPT_SIM_MAX_DEVICES];
+    sim_nt *nt = s->nt;
+    sim_tp *tp = s->tp;
+    sim_th *th = s->th;
+    sim_nc *nc = s->nc;
+    int32_t *grp_rep = s->grp_rep;
+    /* pass 1, id order, every node as an unfused task: device, inputs to wait for (distinct
+     * producers), kernel time, ready key; fusion group representatives (first in topological order) */
+    int32_t grouped = 0, dcount[GOPT_SIM_MAX_DEVICES], ncount[GOPT_SIM_MAX_DEVICES];
     for (int32_t dd = 0; dd < nd; dd++) {
-        dcount[dd] = 0;
+        dcount[dd] = ncount[dd] = 0;
         s->mem[dd] = 0;
         s->dstamp[dd] = -1;
     }
-    int32_t nl = nd * nd;
-    for (int32_t l = 0; l < nl; l++) s->lq_len[l] = 0; /* used as counters first */
-    int32_t ntasks = 0;
-    for (int32_t i = 0; i < n; i++) {
-        int32_t c = f->topo[i];
-        if (task_of[c] != c) continue;
-        ntasks++;
-        int32_t dc = dev[c], k0 = mp[c], k1 = mp[c + 1], k = k1 - k0;
-        int32_t prio = INT32_MIN, pending = 0;
-        int64_t alloc = 0;
-        double ext_bytes = 0;
-        for (int32_t j = k0; j < k1; j++) {
-            int32_t v = s->mem_list[j];
-            if (d->priority[v] > prio) prio = d->priority[v];
-            s->mem[dc] += sim->psize[v];
-            for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
-                int32_t u = f->in_src[e];
-                if (task_of[u] == c) continue;
-                ext_bytes += f->edge_bytes[f->in_eid[e]];
-                if (s->stamp_u[u] != c) {
-                    s->stamp_u[u] = c;
-                    pending++;
-                }
+    const double *time = tab->time;
+    for (int32_t v = 0; v < n; v++) {
+        int32_t dv = dev[v], gv = grp[v];
+        if (dv < 0 || dv >= nd) return bad_node(sim, s, err, v, "sim: node '%s': device %d is not in %d..%d", v, dv, 0, nd - 1);
+        if (gv < -1 || gv >= n)
+            return bad_node(sim, s, err, v, "sim: node '%s': fusion group %d is not in %d..%d", v, gv, -1, n - 1);
+        nt[v] = (sim_nt){v, (int16_t)dv, 1, 0};
+        tp[v] = (sim_tp){sim->nin[v], -1};
+        th[v].stamp_u = -1;
+        s->start[v] = -1;
+        sim_nc *x = &nc[v];
+        x->mem_first = -1;
+        x->mem_count = 1;
+        x->dur = time[(size_t)v * (size_t)nd + (size_t)dv];
+        uint32_t up = (uint32_t)d->priority[v] ^ 0x80000000u;
+        x->key = ((uint64_t)(~up) << 32) | (uint32_t)rank[v];
+        s->mem[dv] += sim->psize[v];
+        ncount[dv]++;
+        if (gv >= 0) {
+            grouped++;
+            int32_t r = grp_rep[gv];
+            if (r < 0 || rank[v] < rank[r]) grp_rep[gv] = v;
+        }
+    }
+    int32_t ntasks = n;
+    /* pass 2 (fused nodes only): tasks, member lists (each sorted by rank), then each
+     * group's inputs, outputs leaving it, priority (max), kernel time (gopt_cost_group_time) */
+    if (grouped) {
+        for (int32_t v = 0; v < n; v++) {
+            int32_t gv = grp[v];
+            if (gv < 0) continue;
+            int32_t r = grp_rep[gv];
+            if (dev[r] != dev[v]) {
+                gopt_error_set(err, GOPT_EINVAL,
+                               "sim: node '%s': device %d differs from device %d of node '%s' in fusion group %d",
+                               gopt_graph_node_name(sim->g, v), dev[v], dev[r], gopt_graph_node_name(sim->g, r), gv);
+                for (int32_t u = 0; u < n; u++)
+                    if (grp[u] >= 0) grp_rep[grp[u]] = -1;
+                return GOPT_EINVAL;
             }
-            int ext = f->out_ptr[v] == f->out_ptr[v + 1] || k == 1;
-            for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++) {
-                int32_t w = f->out_dst[e];
-                if (task_of[w] == c) continue;
-                ext = 1;
-                int32_t D = dev[w];
-                if (D != dc && s->dstamp[D] != v) {
-                    s->dstamp[D] = v;
-                    s->lq_len[dc * nd + D]++;
-                }
-            }
-            s->ext[v] = (uint8_t)ext;
-            if (ext) {
-                alloc += sim->osize[v];
-                ext_bytes += f->out_bytes[v];
+            nt[v].task = r;
+            if (v != r) {
+                nc[r].mem_count++;
+                ntasks--;
             }
         }
-        s->pending[c] = pending;
-        s->alloc[c] = alloc;
-        s->dur[c] = k == 1 ? tab->time[(size_t)c * (size_t)nd + (size_t)dc]
-                           : gopt_cost_group_time(tab, dc, s->mem_list + k0, k, ext_bytes);
-        uint32_t up = (uint32_t)prio ^ 0x80000000u;
-        s->key[c] = ((uint64_t)(~up) << 32) | (uint32_t)f->rank[c];
-        s->start[c] = -1;
-        dcount[dc]++;
+        int32_t off = 0;
+        for (int32_t v = 0; v < n; v++) {
+            if (grp[v] >= 0 && nt[v].task == v) {
+                nc[v].mem_first = off;
+                off += nc[v].mem_count;
+                nc[v].mem_count = 0;
+            }
+        }
+        for (int32_t v = 0; v < n; v++) {
+            if (grp[v] < 0) continue;
+            sim_nc *r = &nc[nt[v].task];
+            int32_t *ml = s->mem_list + r->mem_first;
+            int32_t k = r->mem_count++;
+            while (k > 0 && rank[ml[k - 1]] > rank[v]) { /* insertion by rank: groups are small */
+                ml[k] = ml[k - 1];
+                k--;
+            }
+            ml[k] = v;
+        }
+        for (int32_t c = 0; c < n; c++) {
+            if (grp[c] < 0) continue;
+            grp_rep[grp[c]] = -1;
+            if (nt[c].task != c || nc[c].mem_count < 2) continue;
+            int32_t dc = nt[c].dev, k = nc[c].mem_count;
+            const int32_t *ml = s->mem_list + nc[c].mem_first;
+            int32_t prio = INT32_MIN, pending = 0;
+            double ext_bytes = 0;
+            for (int32_t j = 0; j < k; j++) {
+                int32_t v = ml[j];
+                if (d->priority[v] > prio) prio = d->priority[v];
+                for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
+                    int32_t u = f->in_src[e];
+                    if (nt[u].task == c) continue;
+                    ext_bytes += sim->in_slot_bytes[e];
+                    if (th[u].stamp_u != c) {
+                        th[u].stamp_u = c;
+                        pending++;
+                    }
+                }
+                int ext = f->out_ptr[v] == f->out_ptr[v + 1];
+                for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1] && !ext; e++)
+                    if (nt[f->out_dst[e]].task != c) ext = 1;
+                nt[v].ext = (uint8_t)ext;
+                if (ext) ext_bytes += f->out_bytes[v];
+            }
+            tp[c].pending = pending;
+            nc[c].dur = gopt_cost_group_time(tab, dc, ml, k, ext_bytes);
+            uint32_t up = (uint32_t)prio ^ 0x80000000u;
+            nc[c].key = ((uint64_t)(~up) << 32) | (uint32_t)rank[c];
+        }
+        /* stamp_u now holds task ids (>= 0) on some producers: harmless, the run's tags are < 0 */
     }
+    for (int32_t v = 0; v < n; v++) /* tasks per device */
+        if (nt[v].task == v) dcount[nt[v].dev]++;
     s->ntasks = ntasks;
     /* carve the queues */
     int32_t off = 0;
@@ -265,12 +315,11 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
         s->dstamp[dd] = -1;
     }
     off = 0;
-    for (int32_t l = 0; l < nl; l++) {
+    for (int32_t l = 0; l < nd * nd; l++) {
         s->lq_off[l] = off;
-        off += s->lq_len[l];
+        if (l / nd != l % nd) off += ncount[l / nd];
         s->lq_len[l] = 0;
     }
-    for (int32_t v = 0; v < n; v++) s->stamp_c[v] = -1;
     for (int32_t r = 0; r < s->nres; r++) s->busy[r] = s->dirty[r] = 0;
     s->ndirty = 0;
     s->nev = 0;
@@ -278,24 +327,35 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
     s->nxf = 0;
     s->total_bytes = 0;
     s->now = 0;
+    s->instant = 0;
     s->tasks_done = 0;
-    for (int32_t i = 0; i < n; i++) {
-        int32_t c = f->topo[i];
-        if (task_of[c] == c && s->pending[c] == 0) {
-            sim_device_ops.push(s, dev[c], c);
-            sim_mark_dirty(s, dev[c]);
+    for (int32_t c = 0; c < n; c++) {
+        if (nt[c].task == c && tp[c].pending == 0) {
+            sim_device_ops.push(s, nt[c].dev, c);
+            sim_mark_dirty(s, nt[c].dev);
         }
     }
     return GOPT_OK;
 }
 
 /* ---- event heap ------------------------------------------------------------------------ */
-static inline int ev_less(const sim_event *a, const sim_event *b) {
-    return a->time < b->time || (a->time == b->time && a->seq < b->seq);
+static inline int ev_less(const sim_event *a, const sim_event *b) { return a->key < b->key; }
+
+static inline uint64_t time_bits(double t) {
+    uint64_t b;
+    memcpy(&b, &t, sizeof b);
+    return b;
+}
+
+static inline double ev_time(const sim_event *e) {
+    uint64_t b = (uint64_t)(e->key >> 64);
+    double t;
+    memcpy(&t, &b, sizeof t);
+    return t;
 }
 
 static void ev_push(gopt_sim_scratch *s, double t, int32_t r, int32_t item) {
-    sim_event e = {t, s->seq++, r, item};
+    sim_event e = {((sim_u128)time_bits(t) << 64) | s->seq++, r, item};
     int32_t i = s->nev++;
     while (i > 0) {
         int32_t p = (i - 1) >> 1;
@@ -306,18 +366,23 @@ static void ev_push(gopt_sim_scratch *s, double t, int32_t r, int32_t item) {
     s->ev[i] = e;
 }
 
+/* Bottom-up removal (see dev_next in resources.c). */
 static sim_event ev_pop(gopt_sim_scratch *s) {
-    sim_event top = s->ev[0], last = s->ev[--s->nev];
-    int32_t i = 0, len = s->nev;
-    for (;;) {
-        int32_t c = 2 * i + 1;
-        if (c >= len) break;
-        if (c + 1 < len && ev_less(&s->ev[c + 1], &s->ev[c])) c++;
-        if (!ev_less(&s->ev[c], &last)) break;
-        s->ev[i] = s->ev[c];
+    sim_event *h = s->ev;
+    sim_event top = h[0], last = h[--s->nev];
+    int32_t i = 0, c, len = s->nev;
+    while ((c = 2 * i + 1) < len) {
+        c += (c + 1 < len) & ev_less(&h[c + 1], &h[c]);
+        h[i] = h[c];
         i = c;
     }
-    if (len > 0) s->ev[i] = last;
+    while (i > 0) {
+        int32_t p = (i - 1) >> 1;
+        if (!ev_less(&last, &h[p])) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = last;
     return top;
 }
 
@@ -348,9 +413,11 @@ gopt_status gopt_sim_run(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_
     }
     dispatch(s);
     while (s->nev > 0) {
-        double t = s->ev[0].time;
+        double t = ev_time(&s->ev[0]);
+        uint64_t tb = (uint64_t)(s->ev[0].key >> 64);
+        if (t != s->now) s->instant++;
         s->now = t;
-        while (s->nev > 0 && s->ev[0].time == t) {
+        while (s->nev > 0 && (uint64_t)(s->ev[0].key >> 64) == tb) {
             sim_event e = ev_pop(s);
             s->busy[e.res] = 0;
             sim_mark_dirty(s, e.res);
@@ -363,7 +430,7 @@ gopt_status gopt_sim_run(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_
         int32_t stuck = -1;
         for (int32_t i = 0; i < f->n && stuck < 0; i++) {
             int32_t v = f->topo[i];
-            if (s->task_of[v] == v && s->start[v] < 0) stuck = v;
+            if (s->nt[v].task == v && s->start[v] < 0) stuck = v;
         }
         return gopt_error_set(err, GOPT_EINVAL,
                               "sim: deadlock: %d of %d kernels never became ready (first: node '%s'); a fusion group "
@@ -394,11 +461,11 @@ gopt_status gopt_sim_run(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_
 }
 
 /* ---- the last run's timeline ---------------------------------------------------------------- */
-double gopt_sim_node_start(const gopt_sim_scratch *s, int32_t v) { return s->start[s->task_of[v]]; }
+double gopt_sim_node_start(const gopt_sim_scratch *s, int32_t v) { return s->start[s->nt[v].task]; }
 
 double gopt_sim_node_end(const gopt_sim_scratch *s, int32_t v) {
-    int32_t c = s->task_of[v];
-    return s->start[c] < 0 ? -1 : s->start[c] + s->dur[c];
+    int32_t c = s->nt[v].task;
+    return s->start[c] < 0 ? -1 : s->start[c] + s->nc[c].dur;
 }
 
 int32_t gopt_sim_num_transfers(const gopt_sim_scratch *s) { return s->nxf; }

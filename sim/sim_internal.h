@@ -20,56 +20,89 @@ struct gopt_sim {
     const gopt_costmodel *cm;
     gopt_cost_table table;
     int ndev;
-    int64_t *osize; /* (n) bytes an output occupies on its own device: ceil(out_bytes), 0 for params */
-    int64_t *psize; /* (n) ceil(param_bytes) */
+    int64_t *osize;        /* (n) bytes an output occupies on its own device: ceil(out_bytes), 0 for params */
+    int64_t *psize;        /* (n) ceil(param_bytes) */
+    int32_t *nin;          /* (n) distinct producers of each node (multi-edges count once) */
+    double *out_slot_bytes; /* (m) edge bytes by out-edge slot (CSR order: read sequentially) */
+    double *in_slot_bytes;  /* (m) edge bytes by in-edge slot */
     double capacity[GOPT_SIM_MAX_DEVICES];
+    /* links without a measured copy table: latency + bytes / bandwidth, computed here as the cost
+     * model computes it (tests compare with gopt_cost_transfer_time bit for bit) */
+    uint8_t link_plain[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];
+    double link_lat[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];
+    double link_bw[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];
 };
 
+__extension__ typedef unsigned __int128 sim_u128;
+
+/* An event: key = (bits of its time << 64) | sequence number. Times are
+ * finite and >= 0, whose IEEE bits order like the numbers, so one integer
+ * comparison orders events by (time, sequence). */
 typedef struct {
-    double time;
-    uint64_t seq;
+    sim_u128 key;
     int32_t res, item;
 } sim_event;
 
 typedef struct {
-    double enq; /* time it was queued */
-    int32_t rank; /* producer's topological rank: ties at one instant */
+    uint64_t key; /* instant it was queued (a counter of distinct event times) << 32 | producer's rank */
     int32_t rec;
+    int32_t spare;
 } sim_link_slot;
 
 typedef struct {
     int32_t node, src, dst;
+    int32_t hold; /* consumers on dst still to finish (after arrival) */
     double bytes;
     int64_t size;
     double start, end;
 } sim_xfer;
 
+/* Per-node state of a run, split by how hot it is so that the arrays read on
+ * every edge stay small (8 bytes per node each). (task) fields are meaningful
+ * on a task's representative, (tensor) ones on a node whose output leaves its
+ * task. */
+typedef struct {
+    int32_t task; /* representative node of the node's task */
+    int16_t dev;
+    uint8_t ext;  /* (tensor) the output leaves the task: allocated, maybe sent */
+    uint8_t nxf;  /* (tensor) transfer records */
+} sim_nt;
+typedef struct {
+    int32_t pending; /* (task) external input tensors not yet present on its device */
+    int32_t stamp_c; /* (task) the last tensor that counted this task (deduplication) */
+} sim_tp;
+typedef struct {
+    int32_t stamp_u;  /* (tensor) the last task that counted this tensor */
+    int32_t hold;     /* (tensor) holders of the copy on its own device */
+    int32_t xf_first; /* (tensor) its first transfer record; the others follow, by receiving device */
+    uint32_t xf_mask; /* (tensor) receiving devices (when ndev <= 32): record = xf_first + popcount below */
+} sim_th;
+typedef struct {
+    int32_t spare0;
+    int32_t mem_first; /* (task) members at mem_list[mem_first..] when fused, -1 when alone */
+    int32_t mem_count; /* (task) members */
+    int32_t spare;
+    double dur;   /* (task) kernel time */
+    uint64_t key; /* (task) ready key: ~priority << 32 | rank; smallest runs first */
+    int64_t osize; /* constant: sim->osize */
+} sim_nc;
+
 struct gopt_sim_scratch {
     const gopt_sim *sim;
     const gopt_decisions *d; /* the run in progress or the last one */
     int32_t n, m, ndev, nres;
-    /* per node */
-    int32_t *task_of;  /* (n) representative node of v's task */
-    int32_t *grp_rep;  /* (n) representative of fusion group g, -1 */
-    int32_t *mem_ptr;  /* (n+1) CSR of members by representative (empty for non-representatives) */
-    int32_t *mem_list; /* (n) members in topological order */
-    int32_t *cursor;   /* (n) fill cursor for mem_ptr */
-    uint8_t *ext;      /* (n) the node's output leaves its task (allocated, sent) */
-    int32_t *stamp_u;  /* (n) per tensor: the last task that counted it */
-    int32_t *stamp_c;  /* (n) per task: the last tensor that counted it */
-    /* per task (indexed by representative) */
-    int32_t *pending; /* (n) external input tensors not yet present */
-    double *dur;      /* (n) kernel time */
-    int64_t *alloc;   /* (n) bytes allocated at start */
-    uint64_t *key;    /* (n) ready key: ~priority << 32 | rank; smallest runs first */
-    double *start;    /* (n) start time, -1 when it did not run */
-    /* per (node, device) */
-    int32_t *hold;     /* (n, ndev) holders of v's copy on a device */
-    int32_t *copy_rec; /* (n, ndev) transfer record that brought the copy */
+    sim_nt *nt;        /* (n) hot: read on every edge */
+    sim_tp *tp;        /* (n) */
+    sim_th *th;        /* (n) */
+    sim_nc *nc;        /* (n) cold: once per task */
+    int32_t *grp_rep;  /* (n) representative of fusion group g, -1 (kept -1 between runs) */
+    int32_t *mem_list; /* (n) members of fused tasks, each task's in topological order */
+    double *start;     /* (n) start time per task, -1 when it did not run */
     /* device ready heaps: pool of n keys carved by device */
     uint64_t *rq;
     int32_t *rq_off, *rq_len; /* (ndev) */
-    /* link queues: pool of m slots carved by link */
+    /* link queues: pool of n*(ndev-1) slots carved by link (a link from s carries at most one
+     * transfer per node on s) */
     sim_link_slot *lq;
     int32_t *lq_off, *lq_len; /* (ndev*ndev) */
     sim_xfer *xf;             /* (m) transfer records of the run */
@@ -91,6 +124,7 @@ struct gopt_sim_scratch {
     double sent[GOPT_SIM_MAX_DEVICES];
     double total_bytes;
     double now;
+    uint32_t instant; /* distinct event times so far: orders link queues like time does */
     int32_t ntasks, tasks_done;
 };
 

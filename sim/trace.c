@@ -59,8 +59,15 @@ gopt_status gopt_sim_trace_json(const gopt_sim *sim, const gopt_decisions *d, co
                             nd + l, l / nd, l % nd, nd + l, nd + l);
     for (int32_t i = 0; i < f->n; i++) {
         int32_t c = f->topo[i];
-        if (s->task_of[c] != c) continue;
-        int32_t k = s->mem_ptr[c + 1] - s->mem_ptr[c];
+        if (s->nt[c].task != c) continue;
+        const sim_nc *x = &s->nc[c];
+        int32_t k = x->mem_count, prio = INT32_MIN;
+        int64_t alloc = 0;
+        for (int32_t j = 0; j < k; j++) {
+            int32_t v = x->mem_first >= 0 ? s->mem_list[x->mem_first + j] : c;
+            if (s->nt[v].ext) alloc += s->nc[v].osize;
+            if (d->priority[v] > prio) prio = d->priority[v];
+        }
         gopt_buf_puts(b, ",\n{\"name\":");
         if (k > 1) {
             char nm[600];
@@ -73,8 +80,8 @@ gopt_status gopt_sim_trace_json(const gopt_sim *sim, const gopt_decisions *d, co
         gopt_buf_printf(b,
                         ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.6f,\"dur\":%.6f,\"pid\":0,\"tid\":%d,\"args\":{\"priority\":%d,"
                         "\"members\":%d,\"alloc_bytes\":%lld}}",
-                        k > 1 ? "fused" : (cls ? cls : "op"), s->start[c] * 1e6, s->dur[c] * 1e6, d->device[c],
-                        d->priority[c], k, (long long)s->alloc[c]);
+                        k > 1 ? "fused" : (cls ? cls : "op"), s->start[c] * 1e6, x->dur * 1e6, d->device[c],
+                        prio, k, (long long)alloc);
     }
     for (int32_t i = 0; i < s->nxf; i++) {
         const sim_xfer *x = &s->xf[i];

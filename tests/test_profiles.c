@@ -349,6 +349,11 @@ static void test_cli(void **state) {
     assert_int_equal(run(cmd), 2);
     snprintf(cmd, sizeof cmd, "%s profile calibrate --backend cpu 2>/dev/null", GOPT_BINARY);
     assert_int_equal(run(cmd), 2);
+    /* an unwritable output is refused before measuring */
+    snprintf(cmd, sizeof cmd, "%s profile calibrate --backend cpu -o /nonexistent-dir/x.json 2>/dev/null", GOPT_BINARY);
+    double t0 = gopt_now_seconds();
+    assert_int_equal(run(cmd), 2);
+    assert_true(gopt_now_seconds() - t0 < 5);
     /* CUDA: exit 2 and a clear message where there is no GPU (or no CUDA build);
      * nothing is written. */
     char out[] = "/tmp/gopt_test_cudaXXXXXX";

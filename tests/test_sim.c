@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "gopt_sim.h"
+#include "gopt_zoo.h"
 
 static char tmpdir[256];
 
@@ -604,7 +605,7 @@ static gopt_graph *random_graph(gopt_rng *rng, int n) {
                                        GOPT_OP_CLASS_OTHER};
     node_spec nodes[64];
     edge_spec edges[512];
-    char names[64][8];
+    char names[64][16];
     int m = 0;
     for (int v = 0; v < n; v++) {
         snprintf(names[v], sizeof names[v], "n%d", v);
@@ -714,6 +715,36 @@ static void test_reference_random(void **state) {
         gopt_sim_free(sim);
         gopt_graph_free(g);
     }
+    /* more than 32 devices: the transfer records are found by search, not by device mask */
+    cluster wide;
+    cluster_make(&wide, UNIT_PROFILE, 40, 1e6);
+    for (int it = 0; it < 150; it++) {
+        int n = 4 + (int)gopt_rng_below(&rng, 11);
+        gopt_graph *g = random_graph(&rng, n);
+        gopt_sim *sim;
+        gopt_sim_scratch *s;
+        gopt_error err = {0};
+        gopt_decisions d;
+        assert_int_equal(gopt_sim_create(g, wide.cm, &sim, &err), GOPT_OK);
+        assert_int_equal(gopt_sim_scratch_create(sim, &s, &err), GOPT_OK);
+        assert_int_equal(gopt_decisions_init(&d, n, &err), GOPT_OK);
+        random_decisions(&rng, g, 40, &d, it % 2);
+        for (int v = 0; v < n; v++) /* spread over the high devices too */
+            if (d.group[v] < 0) d.device[v] = 33 + (int32_t)gopt_rng_below(&rng, 4);
+        gopt_sim_result r;
+        ref_result want;
+        assert_int_equal(gopt_sim_run(sim, &d, &r, s, &err), GOPT_OK);
+        ref_simulate(g, wide.cm, &d, &want);
+        assert_true(r.step_time_s == want.step);
+        assert_int_equal(r.transfers, want.nxfer);
+        for (int dd = 0; dd < 40; dd++) assert_true(r.peak_memory_bytes[dd] == want.peak[dd]);
+        for (int v = 0; v < n; v++) assert_true(gopt_sim_node_start(s, v) == want.start[v]);
+        gopt_decisions_destroy(&d);
+        gopt_sim_scratch_free(s);
+        gopt_sim_free(sim);
+        gopt_graph_free(g);
+    }
+    cluster_free(&wide);
     /* the random cases exercise what they should */
     assert_int_equal(cases, 1200);
     assert_true(fused_cases > 100);
@@ -883,6 +914,61 @@ static void test_invariants_layered(void **state) {
                 assert_true(fabs(r.step_time_s - r.busy_s[0]) <= 1e-9 * r.step_time_s);
             }
         }
+        gopt_decisions_destroy(&d);
+        gopt_sim_scratch_free(s);
+        gopt_sim_free(sim);
+        gopt_graph_free(g);
+    }
+    gopt_cost_free(cm);
+    gopt_profile_free(p);
+}
+
+/* The zoo's training-step graphs (small settings): random placement per colocation group,
+ * random priorities, chain fusion on half the runs; the same invariants. */
+static void test_invariants_zoo(void **state) {
+    (void)state;
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 5);
+    gopt_profile *p;
+    gopt_costmodel *cm;
+    gopt_error err = {0};
+    assert_int_equal(gopt_profile_load(GOPT_SOURCE_DIR "/profiles/a100-nvswitch-x8.json", &p, &err), GOPT_OK);
+    assert_int_equal(gopt_cost_create(p, 8, &cm, &err), GOPT_OK);
+    const gopt_zoo_spec specs[] = {{"gnmt", 2, 0, 8, GOPT_OPTIM_DEFAULT},
+                                   {"transformer_xl", 2, 0, 512, GOPT_OPTIM_DEFAULT},
+                                   {"rnnlm", 2, 0, 8, GOPT_OPTIM_DEFAULT},
+                                   {"inception_v3", 0, 0, 0, GOPT_OPTIM_DEFAULT},
+                                   {"wavenet", 6, 0, 1000, GOPT_OPTIM_DEFAULT}};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        gopt_graph *g;
+        gopt_status st = gopt_zoo_generate(&specs[i], &g, &err);
+        if (st) print_error("%s\n", err.msg);
+        assert_int_equal(st, GOPT_OK);
+        const gopt_frozen *f = gopt_graph_frozen(g);
+        gopt_sim *sim;
+        gopt_sim_scratch *s;
+        assert_int_equal(gopt_sim_create(g, cm, &sim, &err), GOPT_OK);
+        assert_int_equal(gopt_sim_scratch_create(sim, &s, &err), GOPT_OK);
+        gopt_decisions d;
+        assert_int_equal(gopt_decisions_init(&d, f->n, &err), GOPT_OK);
+        int32_t *cdev = calloc((size_t)f->n_coloc + 1, sizeof *cdev);
+        for (int k = 0; k < 4; k++) {
+            for (int32_t c = 0; c < f->n_coloc; c++) cdev[c] = (int32_t)gopt_rng_below(&rng, 8);
+            for (int32_t v = 0; v < f->n; v++) {
+                d.device[v] = f->coloc[v] >= 0 ? cdev[f->coloc[v]] : (int32_t)gopt_rng_below(&rng, 8);
+                d.priority[v] = (int32_t)gopt_rng_below(&rng, 100);
+                d.group[v] = -1;
+            }
+            if (k % 2) fuse_chains(&rng, g, &d);
+            st = gopt_decisions_validate(&d, g, 8, &err);
+            if (st) print_error("%s\n", err.msg);
+            assert_int_equal(st, GOPT_OK);
+            gopt_sim_result r;
+            assert_int_equal(gopt_sim_run(sim, &d, &r, s, &err), GOPT_OK);
+            check_invariants(sim, s, &d, &r);
+            assert_true(r.transfers > 0);
+        }
+        free(cdev);
         gopt_decisions_destroy(&d);
         gopt_sim_scratch_free(s);
         gopt_sim_free(sim);
@@ -1131,6 +1217,7 @@ int main(void) {
         cmocka_unit_test(test_link_fifo),
         cmocka_unit_test(test_reference_random),
         cmocka_unit_test(test_invariants_layered),
+        cmocka_unit_test(test_invariants_zoo),
         cmocka_unit_test(test_determinism_and_batch),
         cmocka_unit_test(test_trace),
         cmocka_unit_test(test_rejections),

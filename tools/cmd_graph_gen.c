@@ -79,7 +79,7 @@ static int gen_synthetic(int count, uint64_t seed, const char *dir, const gopt_s
         snprintf(path, plen, "%s/%s.graphml.gz", dir, name);
         gopt_graph *g = NULL;
         gopt_error err = {0};
-        if (gopt_zoo_synthetic(&child, opts, name, &g, &err) != GOPT_OK || gopt_graph_save(g, path, &err) != GOPT_OK)
+        if (gopt_zoo_synthetic(&child, opts, name, &g, &err) != GOPT_OK || gopt_zoo_save(g, path, 1, &err) != GOPT_OK)
             rc = cli_report(&err);
         else
             total += nodes[i] = gopt_graph_num_nodes(g);

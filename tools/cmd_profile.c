@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "gopt_profile.h"
@@ -33,6 +34,16 @@ static void human(double v, const char *unit, char *out, size_t n) {
         i++;
     }
     snprintf(out, n, "%.4g %s%s", v, pre[i], unit);
+}
+
+static void human_bytes(double v, char *out, size_t n) {
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (v >= 1024 && i < 4) {
+        v /= 1024;
+        i++;
+    }
+    snprintf(out, n, "%.4g %s", v, unit[i]);
 }
 
 static void human_time(double s, char *out, size_t n) {
@@ -102,7 +113,7 @@ static int profile_show(int argc, char **argv) {
            "mem bandwidth", "launch", "tables (rows)");
     for (int d = 0; d < n; d++) {
         char mem[32], pk[32], bw[32], la[32];
-        human(gopt_profile_device_memory(p, d), "B", mem, sizeof mem);
+        human_bytes(gopt_profile_device_memory(p, d), mem, sizeof mem);
         human(gopt_profile_device_peak(p, d, GOPT_DTYPE_FP32), "FLOP/s", pk, sizeof pk);
         human(gopt_profile_device_bandwidth(p, d), "B/s", bw, sizeof bw);
         human_time(gopt_profile_device_launch_overhead(p, d), la, sizeof la);
@@ -192,6 +203,16 @@ static int profile_calibrate(int argc, char **argv) {
     if (!cuda && strcmp(backend, "cpu") != 0)
         return cli_usage_error(a.verb, "--backend '%s' is not cpu or cuda", backend);
     if (!out) return cli_usage_error(a.verb, "missing -o FILE");
+    {
+        /* Fail now, not after a minute of measuring, when OUT cannot be written. */
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", out);
+        char *slash = strrchr(dir, '/');
+        if (slash) *(slash == dir ? slash + 1 : slash) = 0;
+        else snprintf(dir, sizeof dir, ".");
+        if (access(dir, W_OK) != 0)
+            return cli_usage_error(a.verb, "-o %s: directory '%s' is not writable or does not exist", out, dir);
+    }
     /* The command as provenance, without any path before the verb. */
     gopt_buf cmd;
     gopt_buf_init(&cmd);

@@ -97,3 +97,14 @@ gopt_status gopt_zoo_generate(const gopt_zoo_spec *spec, gopt_graph **out, gopt_
     f->build(&b, &s);
     return zoo_finish(&b, out);
 }
+
+gopt_status gopt_zoo_save(const gopt_graph *g, const char *path, int gzip_level, gopt_error *err) {
+    if (gzip_level < 1 || gzip_level > 9)
+        return gopt_error_set(err, GOPT_EINVAL, "%s: gzip level %d is not in [1, 9]", path, gzip_level);
+    gopt_buf b;
+    gopt_buf_init(&b);
+    gopt_status st = gopt_graph_write_graphml(g, &b, err);
+    if (st == GOPT_OK) st = gopt_file_write_atomic(path, b.data, b.len, gzip_level, err);
+    gopt_buf_destroy(&b);
+    return st;
+}

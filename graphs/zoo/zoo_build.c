@@ -277,7 +277,7 @@ int32_t zoo_param(zoo_builder *b, const char *name, int rank, const int64_t *dim
                          .shape = shape,
                          .phase = GOPT_PHASE_FWD,
                          .layer = b->layer};
-    a.colocate = full; /* the param's own (unique) name; emit_attrs may add a suffix */
+    a.colocate = full; /* the param's own name, made unique here so that colocate matches it */
     char uniq[352];
     int32_t node;
     if (gopt_graph_find(b->g, full) >= 0) {

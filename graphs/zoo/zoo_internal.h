@@ -155,7 +155,7 @@ int32_t zoo_addn(zoo_builder *b, const int32_t *xs, int n);
 
 /* ---- composite layers shared by families and synthetic graphs (zoo_layers.c) --- */
 int32_t zoo_dense(zoo_builder *b, int32_t x, int64_t units, int bias);
-/* conv (+ batch norm) (+ relu); kh x kw filter, K outputs. */
+/* conv -> batch norm (-> relu); kh x kw filter, k outputs, flags as zoo_conv. */
 int32_t zoo_conv_bn(zoo_builder *b, int32_t x, int kh, int kw, int64_t k, int stride, int flags, int relu);
 /* relu -> depthwise kxk -> pointwise 1x1 -> bn, `reps` times (NASNet/AmoebaNet separable op). */
 int32_t zoo_sep_conv(zoo_builder *b, int32_t x, int k, int64_t c, int stride, int reps);

@@ -310,13 +310,14 @@ gopt_status zoo_wavenet(zoo_builder *b, const gopt_zoo_spec *s) {
         zoo_split(b, zoo_conv_bias(b, h, 1, 2, 2 * R, 1), 2, -1, fg);
         zoo_pop(b);
         int32_t a = zoo_mul(b, zoo_unary(b, fg[0], ZU_TANH), zoo_unary(b, fg[1], ZU_SIGMOID));
-        zoo_push(b, "dense");
-        int32_t res = zoo_conv_bias(b, a, 1, 1, R, 1);
-        zoo_pop(b);
         zoo_push(b, "skip");
         skips[l] = zoo_conv_bias(b, a, 1, 1, WAVENET_SKIP, 1);
         zoo_pop(b);
-        h = zoo_add(b, h, res);
+        if (l + 1 < L) { /* the last layer's residual output would feed nothing */
+            zoo_push(b, "dense");
+            h = zoo_add(b, h, zoo_conv_bias(b, a, 1, 1, R, 1));
+            zoo_pop(b);
+        }
         zoo_pop(b);
     }
     b->layer = L + 1;

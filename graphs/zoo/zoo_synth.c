@@ -26,7 +26,7 @@
 
 static const char *const KIND_NAMES[GOPT_SYNTH_KIND_COUNT] = {"layered", "cells", "chain", "grid"};
 /* forward share of all nodes, per kind (measured; docs/zoo.md) */
-static const double FWD_SHARE[GOPT_SYNTH_KIND_COUNT] = {0.58, 0.44, 0.44, 0.41};
+static const double FWD_SHARE[GOPT_SYNTH_KIND_COUNT] = {0.45, 0.42, 0.44, 0.41};
 
 const char *gopt_synth_kind_name(gopt_synth_kind k) {
     return k >= 0 && k < GOPT_SYNTH_KIND_COUNT ? KIND_NAMES[k] : NULL;
@@ -60,16 +60,11 @@ static void classify(synth *s, int32_t x, int64_t batch) {
 }
 
 /* ---- layered DAG of dense ops -------------------------------------------------------- */
-static int32_t pick(synth *s, const int32_t *a, int na, const int32_t *c, int nc) {
-    int k = below(s, na + nc);
-    return k < na ? a[k] : c[k - na];
-}
-
 static void synth_layered(synth *s) {
     zoo_builder *b = s->b;
     int64_t B = draw(s, 1, 512), D = draw(s, 32, 4096);
     int width = 2 + below(s, 7);
-    int32_t prev[8], older[8], cur[8];
+    int32_t prev[8], older[8], cur[8], last[16];
     int np = 1, no = 0;
     b->layer = 0;
     zoo_push(b, "input");
@@ -78,7 +73,11 @@ static void synth_layered(synth *s) {
     while (!over(s)) {
         b->layer++;
         zoo_push(b, "layer_%d", b->layer);
-        if (chance(s, 0.1)) { /* change width: project the live tensors */
+        if (chance(s, 0.1)) { /* change width: fold the older tensors in, project the live ones */
+            for (int i = 0; i < no; i++) {
+                int j = below(s, np);
+                prev[j] = zoo_add(b, prev[j], older[i]);
+            }
             D = draw(s, 32, 4096);
             for (int i = 0; i < np; i++) {
                 zoo_push(b, "project_%d", i);
@@ -87,10 +86,14 @@ static void synth_layered(synth *s) {
             }
             no = 0;
         }
+        int used_older[8] = {0};
         for (int j = 0; j < width; j++) {
             zoo_push(b, "op_%d", j);
             double r = gopt_rng_uniform(s->rng);
-            int32_t x = pick(s, prev, np, older, no), y = pick(s, prev, np, older, no);
+            int kx = below(s, np + no), ky = below(s, np + no);
+            int32_t x = kx < np ? prev[kx] : older[kx - np], y = ky < np ? prev[ky] : older[ky - np];
+            if (kx >= np) used_older[kx - np] = 1;
+            if (ky >= np && r >= 0.55 && r < 0.90) used_older[ky - np] = 1; /* ops reading y */
             if (r < 0.35) cur[j] = zoo_dense(b, x, D, chance(s, 0.7));
             else if (r < 0.55) cur[j] = zoo_unary(b, x, (zoo_unary_kind)below(s, 3));
             else if (r < 0.70) cur[j] = zoo_add(b, x, y);
@@ -102,13 +105,23 @@ static void synth_layered(synth *s) {
             else cur[j] = zoo_softmax(b, x);
             zoo_pop(b);
         }
+        /* tensors that leave the pool unread join a new tensor: no dead ends */
+        for (int i = 0; i < no; i++)
+            if (!used_older[i]) {
+                int j = below(s, width);
+                cur[j] = zoo_add(b, cur[j], older[i]);
+            }
         zoo_pop(b);
         for (int i = 0; i < np; i++) older[i] = prev[i];
         no = np;
         for (int j = 0; j < width; j++) prev[j] = cur[j];
         np = width;
     }
-    classify(s, zoo_addn(b, prev, np), B);
+    /* the loss reads the last two layers (the one before may hold tensors nothing read) */
+    int nl = 0;
+    for (int i = 0; i < np; i++) last[nl++] = prev[i];
+    for (int i = 0; i < no; i++) last[nl++] = older[i];
+    classify(s, zoo_addn(b, last, nl), B);
 }
 
 /* ---- stacked NAS cells ---------------------------------------------------------------- */
@@ -116,7 +129,7 @@ static void random_genotype(synth *s, zoo_cell_op *ops, int *concat, zoo_cell_ge
     int used[2 + ZOO_CELL_MAX_STEPS] = {0};
     g->nsteps = 2 + below(s, 4);
     for (int i = 0; i < 2 * g->nsteps; i++) {
-        ops[i].input = (uint8_t)below(s, 2 + i / 2);
+        ops[i].input = (uint8_t)(i < 2 ? i : below(s, 2 + i / 2)); /* step 0 reads both inputs */
         ops[i].op = (uint8_t)below(s, ZOO_CELL_OP_COUNT);
         used[ops[i].input] = 1;
     }

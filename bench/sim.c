@@ -1,0 +1,338 @@
+/* bench/sim: simulation speed on the 8-layer GNMT and 8-layer Transformer-XL zoo
+ * graphs and on an 80,000-node / 160,000-edge layered DAG, on 8 devices, with
+ * random valid decisions: placement random per colocation group, random
+ * priorities, random legal fusion (producer -> sole-consumer chains whose
+ * members landed on one device).
+ *
+ * Figures per graph (each the median of --reps runs, with the best in brackets; single-thread
+ * figures are this thread's CPU time, so that time spent waiting for a core on a shared
+ * machine is not counted; the batch figures are wall-clock time):
+ *   sim        one gopt_sim_run (the decisions cycle over 8 random sets)
+ *   bare pass  one pass over the same frozen graph touching every node and
+ *              every edge once (the earliest-finish time of each node from its
+ *              predecessors and its cost-table time): the floor a simulator
+ *              cannot go below, measured in the same run
+ *   ratio      sim / bare pass (target < 10x)
+ *   batch      K = 16 decision sets: a sequential loop vs gopt_sim_run_batch on
+ *              --threads threads (default 2); speed-up target >= 1.8x on 2 cores;
+ *              the batch results are checked equal to the sequential ones.
+ * Targets (issue 5): < 20 ms per simulation of an 80,000-node graph on one core.
+ *
+ * Usage: bench_sim [--reps R] [--threads T] [--profile FILE] [--only gnmt|txl|dag] [--seed S]
+ *                  [--placement random|single|blocks]
+ * (--placement: the issue's random placement by default; "single" puts everything on
+ * device 0, "blocks" cuts the topological order into ndev ranges; both for comparison.)
+ * Without --profile an embedded copy of the V100 DGX-1 datasheet profile is used. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gopt_sim.h"
+#include "gopt_zoo.h"
+
+static const char *V100 =
+    "{\"format\":\"gopt-profile\",\"version\":1,\"name\":\"v100-dgx1-x8\",\"description\":\"8x V100 SXM2 16 GB, "
+    "DGX-1 hybrid cube-mesh (datasheet)\",\"provenance\":{\"source\":\"datasheet\",\"reference\":\"NVIDIA Tesla V100 "
+    "datasheet; DGX-1 V100 whitepaper\"},\"devices\":[{\"name\":\"gpu\",\"count\":8,\"kind\":\"gpu\",\"model\":\"Tesla "
+    "V100-SXM2-16GB\",\"memory_bytes\":17179869184,\"peak_flops\":{\"fp32\":15.7e12,\"fp16\":125e12,\"fp64\":7.8e12},"
+    "\"memory_bandwidth\":900e9,\"launch_overhead\":5e-6}],\"topology\":{\"kind\":\"nvlink_cube_mesh\",\"link_bandwidth\":"
+    "25e9,\"latency\":5e-6,\"fallback_bandwidth\":15.75e9,\"fallback_latency\":1.5e-5}}";
+
+/* CPU time of this thread: on a shared machine, time spent waiting for a core is not ours. */
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double proc_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double loadavg(void) {
+    double l = -1;
+    FILE *fp = fopen("/proc/loadavg", "r");
+    if (fp) {
+        if (fscanf(fp, "%lf", &l) != 1) l = -1;
+        fclose(fp);
+    }
+    return l;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double minimum(const double *v, int n) {
+    double m = v[0];
+    for (int i = 1; i < n; i++)
+        if (v[i] < m) m = v[i];
+    return m;
+}
+
+/* A layered DAG like bench/graph_load's: n nodes, m edges from lower to higher ids within 64. */
+static gopt_graph *layered_dag(int32_t n, int32_t m, uint64_t seed, gopt_error *err) {
+    static const char *const OPS[GOPT_OP_CLASS_COUNT] = {"Placeholder", "VariableV2", "MatMul", "Conv2D",
+                                                         "Add",         "Sum",        "Transpose", "NoOp"};
+    gopt_rng rng;
+    gopt_rng_seed(&rng, seed);
+    gopt_graph *g;
+    if (gopt_graph_create(&g, "dag_80k", "synthetic", err) != GOPT_OK) return NULL;
+    char name[64], coloc[32], shape[32];
+    for (int32_t v = 0; v < n; v++) {
+        int c = (int)gopt_rng_below(&rng, GOPT_OP_CLASS_COUNT);
+        gopt_node_attrs a = {0};
+        snprintf(name, sizeof name, "op_%d", v);
+        snprintf(shape, sizeof shape, "%dx%d", 32 << gopt_rng_below(&rng, 4), 64 << gopt_rng_below(&rng, 6));
+        a.name = name;
+        a.op = OPS[c];
+        a.cls = (gopt_op_class)c;
+        a.flops = c >= 2 ? (double)(gopt_rng_below(&rng, 1u << 30) + 1) : 0;
+        a.out_bytes = (double)(4 * (gopt_rng_below(&rng, 1u << 20) + 1));
+        a.param_bytes = c == GOPT_OP_CLASS_PARAM ? 3 * a.out_bytes : 0;
+        a.shape = shape;
+        a.dtype = "float32";
+        a.phase = (gopt_phase)(1 + v % 3);
+        a.layer = (int32_t)((int64_t)v * 48 / n);
+        snprintf(coloc, sizeof coloc, "var_%d", v / 7);
+        a.colocate = c == GOPT_OP_CLASS_PARAM ? coloc : "";
+        if (gopt_graph_add_node(g, &a, NULL, err) != GOPT_OK) goto fail;
+    }
+    for (int32_t e = 0; e < m; e++) {
+        int32_t dst = 1 + (int32_t)gopt_rng_below(&rng, (uint64_t)n - 1);
+        int32_t span = dst < 64 ? dst : 64;
+        int32_t src = dst - 1 - (int32_t)gopt_rng_below(&rng, (uint64_t)span);
+        if (gopt_graph_add_edge(g, src, dst, (double)(4 * (gopt_rng_below(&rng, 1u << 20) + 1)), err) != GOPT_OK)
+            goto fail;
+    }
+    if (gopt_graph_finalize(g, err) != GOPT_OK) goto fail;
+    return g;
+fail:
+    gopt_graph_free(g);
+    return NULL;
+}
+
+/* Random valid decisions: one device per colocation group, random priorities, fusion of
+ * producer -> sole-consumer chains on one device (contracting such a chain cannot close a
+ * cycle: its only exit is its last member). */
+static const char *placement = "random"; /* --placement: random, single (device 0), blocks (topological ranges) */
+
+static int32_t place(gopt_rng *rng, const gopt_frozen *f, int ndev, int32_t v) {
+    if (!strcmp(placement, "single")) return 0;
+    if (!strcmp(placement, "blocks")) return (int32_t)((int64_t)f->rank[v] * ndev / f->n);
+    return (int32_t)gopt_rng_below(rng, (uint64_t)ndev);
+}
+
+static void random_decisions(gopt_rng *rng, const gopt_frozen *f, int ndev, gopt_decisions *d, int32_t *coloc_dev) {
+    for (int32_t k = 0; k < f->n_coloc; k++) coloc_dev[k] = -1;
+    for (int32_t v = 0; v < f->n; v++)
+        if (f->coloc[v] >= 0 && coloc_dev[f->coloc[v]] < 0) coloc_dev[f->coloc[v]] = place(rng, f, ndev, v);
+    for (int32_t v = 0; v < f->n; v++) {
+        d->device[v] = f->coloc[v] >= 0 ? coloc_dev[f->coloc[v]] : place(rng, f, ndev, v);
+        d->priority[v] = (int32_t)gopt_rng_below(rng, 1u << 20);
+        d->group[v] = -1;
+    }
+    for (int32_t i = 0; i < f->n; i++) {
+        int32_t u = f->topo[i];
+        if (f->out_ptr[u + 1] - f->out_ptr[u] != 1 || gopt_rng_below(rng, 4) == 0) continue;
+        int32_t v = f->out_dst[f->out_ptr[u]];
+        if (d->device[u] != d->device[v]) continue;
+        if (d->group[u] < 0) d->group[u] = u;
+        if (d->group[v] >= 0) continue; /* v already heads or joins a group through another producer */
+        d->group[v] = d->group[u];
+    }
+}
+
+/* The reference: every node and every edge once, in topological order. */
+static double bare_pass(const gopt_frozen *f, const gopt_cost_table *t, const gopt_decisions *d, double *fin) {
+    int nd = t->ndev;
+    double best = 0;
+    for (int32_t i = 0; i < f->n; i++) {
+        int32_t v = f->topo[i];
+        double st = 0;
+        for (int32_t k = f->in_ptr[v]; k < f->in_ptr[v + 1]; k++) {
+            double x = fin[f->in_src[k]];
+            if (x > st) st = x;
+        }
+        fin[v] = st + t->time[(size_t)v * nd + d->device[v]];
+        if (fin[v] > best) best = fin[v];
+    }
+    return best;
+}
+
+static int bench_graph(const char *label, gopt_graph *g, const gopt_costmodel *cm, int reps, int threads, uint64_t seed) {
+    gopt_error err = {0};
+    const gopt_frozen *f = gopt_graph_frozen(g);
+    int nd = gopt_cost_num_devices(cm);
+    enum { K = 16 };
+    gopt_sim *sim = NULL;
+    gopt_sim_scratch *sc[64] = {0};
+    gopt_decisions ds[K];
+    gopt_sim_result *seq = calloc(K, sizeof *seq), *bat = calloc(K, sizeof *bat);
+    double *fin = calloc((size_t)f->n + 1, sizeof *fin);
+    double *ts = calloc((size_t)reps, sizeof *ts), *tb = calloc((size_t)reps, sizeof *tb);
+    double *tq = calloc((size_t)reps + 3, sizeof *tq), *tp = calloc((size_t)reps + 3, sizeof *tp);
+    double cq = 0, cp = 0;
+    int32_t *coloc_dev = calloc((size_t)f->n_coloc + 1, sizeof *coloc_dev);
+    int rc = 1, nds = 0;
+    if (!seq || !bat || !fin || !ts || !tb || !tq || !tp || !coloc_dev) goto out;
+    double t0 = gopt_now_seconds();
+    if (gopt_sim_create(g, cm, &sim, &err)) goto fail;
+    double t_create = gopt_now_seconds() - t0;
+    for (int i = 0; i < threads; i++)
+        if (gopt_sim_scratch_create(sim, &sc[i], &err)) goto fail;
+    gopt_rng rng;
+    gopt_rng_seed(&rng, seed);
+    int fused_nodes = 0;
+    for (; nds < K; nds++) {
+        if (gopt_decisions_init(&ds[nds], f->n, &err)) goto fail;
+        random_decisions(&rng, f, nd, &ds[nds], coloc_dev);
+        if (gopt_decisions_validate(&ds[nds], g, nd, &err)) goto fail;
+        for (int32_t v = 0; v < f->n; v++) fused_nodes += ds[nds].group[v] >= 0;
+    }
+    gopt_sim_result r;
+    /* warm-up */
+    if (gopt_sim_run(sim, &ds[0], &r, sc[0], &err)) goto fail;
+    double sink = bare_pass(f, gopt_sim_cost_table(sim), &ds[0], fin);
+    for (int i = 0; i < reps; i++) {
+        const gopt_decisions *d = &ds[i % K];
+        double a = cpu_now();
+        if (gopt_sim_run(sim, d, &r, sc[0], &err)) goto fail;
+        double b = cpu_now();
+        sink += bare_pass(f, gopt_sim_cost_table(sim), d, fin);
+        double c = cpu_now();
+        ts[i] = b - a;
+        tb[i] = c - b;
+    }
+    /* batch: sequential loop vs threads, alternating, reps/4 rounds (at least 3) */
+    int rounds = reps / 4 < 3 ? 3 : reps / 4;
+    int same = 1;
+    for (int i = 0; i < rounds; i++) {
+        double a = gopt_now_seconds(), ca = proc_cpu_now();
+        for (int k = 0; k < K; k++)
+            if (gopt_sim_run(sim, &ds[k], &seq[k], sc[0], &err)) goto fail;
+        double b = gopt_now_seconds(), cb = proc_cpu_now();
+        if (gopt_sim_run_batch(sim, ds, K, bat, sc, threads, &err)) goto fail;
+        double c = gopt_now_seconds(), cc = proc_cpu_now();
+        cq += cb - ca;
+        cp += cc - cb;
+        tq[i] = b - a;
+        tp[i] = c - b;
+        for (int k = 0; k < K; k++) same &= memcmp(&seq[k], &bat[k], sizeof seq[k]) == 0;
+    }
+    double ms = median(ts, reps), mb = median(tb, reps), bs = minimum(ts, reps), bb = minimum(tb, reps);
+    double sq = median(tq, rounds), sp = median(tp, rounds);
+    printf("%s: %d nodes, %d edges, %d devices; %.1f%% of nodes fused; %d kernels, %d transfers (last run)\n", label,
+           f->n, f->m, nd, 100.0 * fused_nodes / ((double)f->n * K), r.tasks, r.transfers);
+    printf("  prepare (cost table)  %8.2f ms (once per graph)\n", t_create * 1e3);
+    printf("  sim                   %8.3f ms   [best %.3f]   step %.3f ms simulated\n", ms * 1e3, bs * 1e3,
+           r.step_time_s * 1e3);
+    printf("  bare pass             %8.3f ms   [best %.3f]\n", mb * 1e3, bb * 1e3);
+    printf("  ratio sim/bare        %8.2fx  [best/best %.2fx]   target < 10x: %s\n", ms / mb, bs / bb,
+           ms / mb < 10 ? "MET" : "MISSED");
+    printf("  per 80k nodes         %8.3f ms   target < 20 ms: %s\n", ms * 80000.0 / f->n * 1e3,
+           ms * 80000.0 / f->n < 20e-3 ? "MET" : "MISSED");
+    printf("  batch of %d           %8.2f ms sequential, %.2f ms on %d threads: speed-up %.2fx (target >= 1.8x on 2: %s); "
+           "results identical: %s\n",
+           K, sq * 1e3, sp * 1e3, threads, sq / sp, threads == 2 ? (sq / sp >= 1.8 ? "MET" : "MISSED") : "n/a",
+           same ? "yes" : "NO");
+    printf("  batch CPU time        %8.2fx the sequential loop's (1.00: threads add no work); load average %.1f on %ld "
+           "cores\n",
+           cp / cq, loadavg(), sysconf(_SC_NPROCESSORS_ONLN));
+    if (sink < 0) printf("(unreachable: %g)\n", sink);
+    rc = same ? 0 : 1;
+    goto out;
+fail:
+    fprintf(stderr, "bench_sim: %s: %s\n", label, err.msg);
+out:
+    for (int i = 0; i < nds; i++) gopt_decisions_destroy(&ds[i]);
+    for (int i = 0; i < 64; i++) gopt_sim_scratch_free(sc[i]);
+    gopt_sim_free(sim);
+    free(seq);
+    free(bat);
+    free(fin);
+    free(ts);
+    free(tb);
+    free(tq);
+    free(tp);
+    free(coloc_dev);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    int reps = 40, threads = 2;
+    const char *prof = NULL, *only = NULL;
+    uint64_t seed = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--profile") && i + 1 < argc) prof = argv[++i];
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--placement") && i + 1 < argc) placement = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench_sim [--reps R] [--threads T] [--profile FILE] [--only gnmt|txl|dag] [--seed S]\n"
+                            "                 [--placement random|single|blocks]\n");
+            return 2;
+        }
+    }
+    if (reps < 1 || threads < 1 || threads > 64) {
+        fprintf(stderr, "bench_sim: --reps >= 1, --threads in 1..64\n");
+        return 2;
+    }
+    gopt_error err = {0};
+    gopt_profile *p = NULL;
+    gopt_costmodel *cm = NULL;
+    if ((prof ? gopt_profile_load(prof, &p, &err) : gopt_profile_parse(V100, strlen(V100), "v100 (embedded)", &p, &err)) ||
+        gopt_cost_create(p, 8, &cm, &err)) {
+        fprintf(stderr, "bench_sim: %s\n", err.msg);
+        return 2;
+    }
+    if (strcmp(placement, "random") && strcmp(placement, "single") && strcmp(placement, "blocks")) {
+        fprintf(stderr, "bench_sim: --placement %s: random, single or blocks\n", placement);
+        return 2;
+    }
+    printf("bench_sim: profile %s, %d devices, %s placement, median of %d runs, %d threads for the batch\n",
+           gopt_profile_name(p), gopt_cost_num_devices(cm), placement, reps, threads);
+    int rc = 0;
+    struct {
+        const char *key, *label, *family;
+    } zoo[] = {{"gnmt", "gnmt-8 (zoo)", "gnmt"}, {"txl", "transformer_xl-8 (zoo)", "transformer_xl"}};
+    for (int i = 0; i < 2; i++) {
+        if (only && strcmp(only, zoo[i].key)) continue;
+        gopt_zoo_spec spec = {0};
+        spec.family = zoo[i].family;
+        spec.layers = 8;
+        gopt_graph *g = NULL;
+        if (gopt_zoo_generate(&spec, &g, &err)) {
+            fprintf(stderr, "bench_sim: %s\n", err.msg);
+            rc = 1;
+            continue;
+        }
+        rc |= bench_graph(zoo[i].label, g, cm, reps, threads, seed);
+        gopt_graph_free(g);
+    }
+    if (!only || !strcmp(only, "dag")) {
+        gopt_graph *g = layered_dag(80000, 160000, 12345, &err);
+        if (!g) {
+            fprintf(stderr, "bench_sim: %s\n", err.msg);
+            rc = 1;
+        } else {
+            rc |= bench_graph("layered DAG 80k/160k", g, cm, reps, threads, seed);
+            gopt_graph_free(g);
+        }
+    }
+    gopt_cost_free(cm);
+    gopt_profile_free(p);
+    return rc;
+}

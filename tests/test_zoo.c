@@ -1,0 +1,414 @@
+/* test_zoo.c: the graph zoo: every family builds a valid training step whose
+ * FLOPs and parameter bytes match closed-form values computed here from the
+ * architectures (not from the generator's code), synthetic graphs are
+ * reproducible and inside their size range, bad specs are refused, and the
+ * shipped PyTorch exports load with their documented counts.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gopt_zoo.h"
+
+/* ---- helpers ------------------------------------------------------------------ */
+typedef struct {
+    double flops[GOPT_PHASE_COUNT][GOPT_OP_CLASS_COUNT];
+    double param_bytes, weight_bytes;
+    int32_t nodes, updates, params;
+} tally;
+
+static gopt_graph *gen(const char *family, int layers, int batch, int seq, gopt_optimizer optim) {
+    gopt_zoo_spec s = {.family = family, .layers = layers, .batch = batch, .seq = seq, .optimizer = optim};
+    gopt_graph *g = NULL;
+    gopt_error err = {0};
+    gopt_status st = gopt_zoo_generate(&s, &g, &err);
+    if (st != GOPT_OK) fail_msg("%s: %s", family, err.msg);
+    assert_non_null(gopt_graph_frozen(g));
+    return g;
+}
+
+/* Structural checks every generated graph must pass; returns the tally. */
+static tally check_graph(const gopt_graph *g, double state_mult) {
+    tally t;
+    memset(&t, 0, sizeof t);
+    const gopt_frozen *f = gopt_graph_frozen(g);
+    t.nodes = f->n;
+    for (int32_t v = 0; v < f->n; v++) {
+        gopt_node_attrs a;
+        gopt_graph_node(g, v, &a);
+        assert_true(a.phase != GOPT_PHASE_NONE);
+        assert_true(a.layer >= 0);
+        t.flops[a.phase][a.cls] += a.flops;
+        if (a.cls == GOPT_OP_CLASS_PARAM) {
+            t.params++;
+            t.param_bytes += a.param_bytes;
+            t.weight_bytes += a.out_bytes;
+            assert_true(fabs(a.param_bytes - state_mult * a.out_bytes) < 1e-6 * a.param_bytes + 1e-9);
+            assert_string_equal(a.colocate, a.name);
+            /* exactly one update op, in its colocation group, reading it */
+            int updates = 0;
+            for (int32_t k = f->out_ptr[v]; k < f->out_ptr[v + 1]; k++) {
+                int32_t w = f->out_dst[k];
+                if (f->phase[w] == GOPT_PHASE_OPT) {
+                    updates++;
+                    assert_int_equal(f->coloc[w], f->coloc[v]);
+                }
+            }
+            assert_int_equal(updates, 1);
+        } else {
+            assert_true(a.param_bytes == 0);
+        }
+        if (a.phase == GOPT_PHASE_OPT) {
+            t.updates++;
+            assert_true(a.colocate[0] != '\0');
+            assert_true(gopt_graph_find(g, a.colocate) >= 0);
+        }
+    }
+    assert_int_equal(t.updates, t.params);
+    for (int32_t e = 0; e < f->m; e++) {
+        assert_true(f->edge_bytes[e] > 0);
+        assert_true(f->edge_bytes[e] <= f->out_bytes[f->edge_src[e]] * (1 + 1e-12));
+    }
+    return t;
+}
+
+static double fwd_dense(const tally *t) {
+    return t->flops[GOPT_PHASE_FWD][GOPT_OP_CLASS_GEMM] + t->flops[GOPT_PHASE_FWD][GOPT_OP_CLASS_CONV];
+}
+static double bwd_dense(const tally *t) {
+    return t->flops[GOPT_PHASE_BWD][GOPT_OP_CLASS_GEMM] + t->flops[GOPT_PHASE_BWD][GOPT_OP_CLASS_CONV];
+}
+
+static void assert_close(double got, double want, double rel, const char *what) {
+    if (fabs(got - want) > rel * fabs(want)) fail_msg("%s: got %.10g, want %.10g (rel tol %g)", what, got, want, rel);
+}
+
+/* ---- ResNet-50: closed form from the architecture table ------------------------------ */
+static void test_resnet50(void **state) {
+    (void)state;
+    const int B = 2;
+    gopt_graph *g = gen("resnet", 50, B, 224, GOPT_OPTIM_MOMENTUM);
+    tally t = check_graph(g, 2);
+    /* multiply-adds per image: conv1, 16 bottlenecks (stride on the 3x3, v1.5), fc */
+    double macs = 112.0 * 112 * 64 * 7 * 7 * 3, conv1 = macs;
+    const int blocks[4] = {3, 4, 6, 3};
+    double in = 64, params = 7 * 7 * 3 * 64 + 2 * 64;
+    for (int s = 0; s < 4; s++) {
+        double w = 64 << s, side = 56 >> s;
+        for (int j = 0; j < blocks[s]; j++) {
+            double in_side = (s > 0 && j == 0) ? 2 * side : side;
+            macs += in_side * in_side * in * w + side * side * 9 * w * w + side * side * w * 4 * w;
+            params += in * w + 9 * w * w + w * 4 * w + 2 * (w + w + 4 * w);
+            if (j == 0) {
+                macs += side * side * in * 4 * w;
+                params += in * 4 * w + 2 * 4 * w;
+            }
+            in = 4 * w;
+        }
+    }
+    macs += 2048.0 * 1000;
+    params += 2048.0 * 1000 + 1000;
+    assert_close(params, 25557032, 0, "resnet50 parameter count (torchvision)");
+    assert_close(2 * macs, 8.18e9, 0.01, "resnet50 GFLOP per image (about 8.2)");
+    assert_close(fwd_dense(&t), B * 2 * macs, 1e-12, "resnet50 forward conv+gemm flops");
+    /* backward: input and weight gradients of every conv/matmul, except the input gradient of conv1 */
+    assert_close(bwd_dense(&t), B * (4 * macs - 2 * conv1), 1e-12, "resnet50 backward conv+gemm flops");
+    assert_close(t.param_bytes, params * 4 * 2, 0, "resnet50 param_bytes (momentum: 2x)");
+    gopt_graph_free(g);
+}
+
+/* ---- Inception-v3: the published count ------------------------------------------------ */
+static void test_inception_v3(void **state) {
+    (void)state;
+    gopt_graph *g = gen("inception_v3", 0, 1, 299, GOPT_OPTIM_ADAM);
+    tally t = check_graph(g, 3);
+    /* torchvision's inception_v3 without the auxiliary head: 23,834,568 weights, 5.71 G multiply-adds */
+    assert_close(t.weight_bytes, 23834568.0 * 4, 0, "inception_v3 weights");
+    assert_close(fwd_dense(&t), 2 * 5.71e9, 0.02, "inception_v3 forward flops per image");
+    gopt_graph_free(g);
+}
+
+/* ---- LSTM families: gemm FLOPs in closed form -------------------------------------------- */
+static double lstm_macs(double b, double in, double h) { return b * (in + h) * 4 * h; }
+
+static void test_rnnlm(void **state) {
+    (void)state;
+    const double B = 8, T = 5, H = 2048, V = 10000;
+    for (int L = 2; L <= 4; L += 2) {
+        gopt_graph *g = gen("rnnlm", L, (int)B, (int)T, GOPT_OPTIM_DEFAULT);
+        tally t = check_graph(g, 1); /* SGD */
+        double macs = L * T * lstm_macs(B, H, H) + T * B * H * V;
+        assert_close(fwd_dense(&t), 2 * macs, 1e-12, "rnnlm forward gemm flops");
+        assert_close(bwd_dense(&t), 4 * macs, 1e-12, "rnnlm backward gemm flops");
+        double params = V * H + L * (2 * H * 4 * H + 4 * H) + H * V + V;
+        assert_close(t.param_bytes, 4 * params, 0, "rnnlm param_bytes");
+        gopt_graph_free(g);
+    }
+}
+
+static void test_gnmt(void **state) {
+    (void)state;
+    const double B = 4, T = 6, H = 1024, V = 32000;
+    const int L = 4;
+    gopt_graph *g = gen("gnmt", L, (int)B, (int)T, GOPT_OPTIM_DEFAULT);
+    tally t = check_graph(g, 3); /* Adam */
+    double enc = T * (2 * lstm_macs(B, H, H) + lstm_macs(B, 2 * H, H) + (L - 2) * lstm_macs(B, H, H));
+    double mem = B * T * H * H;
+    double dec = T * L * lstm_macs(B, 2 * H, H);
+    double att = T * (B * H * H + B * T * H + B * T * H); /* query, score.v, context */
+    double out = T * B * H * V;
+    assert_close(fwd_dense(&t), 2 * (enc + mem + dec + att + out), 1e-12, "gnmt forward gemm flops");
+    double params = 2 * V * H + 2 * (2 * H * 4 * H + 4 * H) + (3 * H * 4 * H + 4 * H) +
+                    (L - 2) * (2 * H * 4 * H + 4 * H) + H * H + H * H + H + L * (3 * H * 4 * H + 4 * H) + H * V + V;
+    assert_close(t.weight_bytes, 4 * params, 0, "gnmt weights");
+    gopt_graph_free(g);
+}
+
+static void test_transformer_xl(void **state) {
+    (void)state;
+    const double B = 2, S = 64, M = 64, D = 512, NH = 8, DH = 64, DI = 2048, V = 32000;
+    const int L = 2, nseg = 3;
+    gopt_graph *g = gen("transformer_xl", L, (int)B, (int)(S * nseg), GOPT_OPTIM_DEFAULT);
+    tally t = check_graph(g, 3);
+    double K = M + S;
+    double layer = B * K * D * 3 * D + K * D * D + 3 * B * NH * S * DH * K + B * S * D * D + 2 * B * S * D * DI;
+    double macs = nseg * (L * layer + B * S * D * V);
+    assert_close(fwd_dense(&t), 2 * macs, 1e-12, "transformer_xl forward gemm flops");
+    double params = V * D + L * (3 * D * D + D * D + 2 * NH * DH + D * D + 2 * D + D * DI + DI + DI * D + D + 2 * D) +
+                    D * V + V;
+    assert_close(t.weight_bytes, 4 * params, 0, "transformer_xl weights");
+    gopt_graph_free(g);
+}
+
+static void test_wavenet(void **state) {
+    (void)state;
+    const double B = 2, T = 1000, R = 64, S = 256, Q = 256;
+    const int L = 20;
+    gopt_graph *g = gen("wavenet", L, (int)B, (int)T, GOPT_OPTIM_DEFAULT);
+    tally t = check_graph(g, 3);
+    /* the last layer has no residual 1x1 (its output would feed nothing) */
+    double macs = B * T * 2 * Q * R + L * B * T * (2 * R * 2 * R + R * R + R * S) - B * T * R * R + B * T * (S * S + S * Q);
+    assert_close(fwd_dense(&t), 2 * macs, 1e-12, "wavenet forward conv flops");
+    /* no input gradient for the first (causal) conv: the one-hot audio is data */
+    assert_close(bwd_dense(&t), 4 * macs - 2 * B * T * 2 * Q * R, 1e-12, "wavenet backward conv flops");
+    gopt_graph_free(g);
+}
+
+static void test_amoebanet(void **state) {
+    (void)state;
+    gopt_graph *g = gen("amoebanet", 2, 1, 224, GOPT_OPTIM_DEFAULT);
+    tally t = check_graph(g, 2);
+    /* stem conv: 3x3/2 valid on 224 -> 111, 32 filters; it has no input gradient */
+    double stem = 2.0 * 111 * 111 * 32 * 27;
+    assert_close(bwd_dense(&t), 2 * fwd_dense(&t) - stem, 1e-12, "amoebanet backward = 2 x forward - stem");
+    gopt_graph_free(g);
+}
+
+/* ---- sizes of the paper's settings -------------------------------------------------------- */
+static void test_paper_sizes(void **state) {
+    (void)state;
+    static const struct {
+        const char *family;
+        int layers, lo, hi;
+    } SIZES[] = {{"rnnlm", 2, 1000, 3000},  {"gnmt", 8, 40000, 80000},     {"transformer_xl", 8, 40000, 80000},
+                 {"inception_v3", 0, 1000, 3000}, {"wavenet", 0, 1000, 3000}, {"amoebanet", 0, 3000, 8000}};
+    for (size_t i = 0; i < sizeof SIZES / sizeof SIZES[0]; i++) {
+        double t0 = gopt_now_seconds();
+        gopt_graph *g = gen(SIZES[i].family, SIZES[i].layers, 0, 0, GOPT_OPTIM_DEFAULT);
+        double dt = gopt_now_seconds() - t0;
+        int32_t n = gopt_graph_num_nodes(g);
+        if (n < SIZES[i].lo || n > SIZES[i].hi)
+            fail_msg("%s layers %d: %d nodes, outside [%d, %d]", SIZES[i].family, SIZES[i].layers, n, SIZES[i].lo,
+                     SIZES[i].hi);
+        assert_true(dt < 20); /* ~0.3 s in a release build; generous for sanitizers */
+        gopt_graph_free(g);
+    }
+}
+
+/* ---- bad specs ------------------------------------------------------------------------------- */
+static void expect_einval(gopt_zoo_spec s, const char *needle) {
+    gopt_graph *g = (gopt_graph *)&s; /* must be reset to NULL */
+    gopt_error err = {0};
+    assert_int_equal(gopt_zoo_generate(&s, &g, &err), GOPT_EINVAL);
+    assert_null(g);
+    if (!strstr(err.msg, needle)) fail_msg("message '%s' lacks '%s'", err.msg, needle);
+}
+
+static void test_bad_specs(void **state) {
+    (void)state;
+    expect_einval((gopt_zoo_spec){.family = "vgg"}, "unknown family 'vgg'");
+    expect_einval((gopt_zoo_spec){.family = NULL}, "unknown family");
+    expect_einval((gopt_zoo_spec){.family = "gnmt", .batch = -3}, "batch = -3");
+    expect_einval((gopt_zoo_spec){.family = "rnnlm", .layers = -1}, "layers = -1");
+    expect_einval((gopt_zoo_spec){.family = "resnet", .layers = 51}, "not a ResNet depth");
+    expect_einval((gopt_zoo_spec){.family = "inception_v3", .layers = 3}, "fixed depth");
+    expect_einval((gopt_zoo_spec){.family = "inception_v3", .seq = 20}, "seq = 20");
+    expect_einval((gopt_zoo_spec){.family = "gnmt", .layers = 4096, .seq = 100000}, "over the limit");
+    expect_einval((gopt_zoo_spec){.family = "wavenet", .optimizer = (gopt_optimizer)9}, "optimizer 9");
+}
+
+/* ---- synthetic ----------------------------------------------------------------------------- */
+static char *graphml_text(const gopt_graph *g, size_t *len) {
+    gopt_buf b;
+    gopt_buf_init(&b);
+    assert_int_equal(gopt_graph_write_graphml(g, &b, NULL), GOPT_OK);
+    *len = b.len;
+    return b.data;
+}
+
+static gopt_graph *synth(uint64_t seed, gopt_synth_kind kind, int target) {
+    gopt_rng rng;
+    gopt_rng_seed(&rng, seed);
+    gopt_synth_opts o = {.kind = kind, .target_nodes = target};
+    gopt_graph *g = NULL;
+    gopt_error err = {0};
+    if (gopt_zoo_synthetic(&rng, &o, "s", &g, &err) != GOPT_OK) fail_msg("synthetic: %s", err.msg);
+    return g;
+}
+
+static void test_synthetic_reproducible(void **state) {
+    (void)state;
+    size_t la, lb, lc;
+    gopt_graph *a = synth(42, GOPT_SYNTH_ANY, 0), *b = synth(42, GOPT_SYNTH_ANY, 0), *c = synth(43, GOPT_SYNTH_ANY, 0);
+    char *ta = graphml_text(a, &la), *tb = graphml_text(b, &lb), *tc = graphml_text(c, &lc);
+    assert_int_equal(la, lb);
+    assert_memory_equal(ta, tb, la);
+    assert_true(la != lc || memcmp(ta, tc, la) != 0);
+    free(ta);
+    free(tb);
+    free(tc);
+    gopt_graph_free(a);
+    gopt_graph_free(b);
+    gopt_graph_free(c);
+    /* families are deterministic too */
+    a = gen("gnmt", 2, 2, 3, GOPT_OPTIM_DEFAULT);
+    b = gen("gnmt", 2, 2, 3, GOPT_OPTIM_DEFAULT);
+    ta = graphml_text(a, &la);
+    tb = graphml_text(b, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(ta, tb, la);
+    free(ta);
+    free(tb);
+    gopt_graph_free(a);
+    gopt_graph_free(b);
+}
+
+static void test_synthetic_kinds(void **state) {
+    (void)state;
+    for (int k = 0; k < GOPT_SYNTH_KIND_COUNT; k++) {
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            gopt_graph *g = synth(seed, (gopt_synth_kind)k, 1500);
+            assert_string_equal(gopt_graph_family(g), gopt_synth_kind_name((gopt_synth_kind)k));
+            gopt_graph_stats s;
+            gopt_graph_get_stats(g, &s);
+            if (s.nodes < 1500 * 0.85 || s.nodes > 1500 * 1.15) fail_msg("kind %d seed %d: %d nodes", k, (int)seed, s.nodes);
+            assert_true(s.flops > 0);
+            assert_true(s.class_count[GOPT_OP_CLASS_OTHER] == 0);
+            assert_true(s.class_count[GOPT_OP_CLASS_PARAM] > 0);
+            /* every synthetic step has an optimizer: one update per parameter, colocated */
+            const gopt_frozen *f = gopt_graph_frozen(g);
+            int opt = 0;
+            for (int32_t v = 0; v < f->n; v++) opt += f->phase[v] == GOPT_PHASE_OPT;
+            assert_int_equal(opt, s.class_count[GOPT_OP_CLASS_PARAM]);
+            assert_int_equal(s.colocation_groups, s.class_count[GOPT_OP_CLASS_PARAM]);
+            gopt_graph_free(g);
+        }
+    }
+}
+
+static void test_synthetic_range(void **state) {
+    (void)state;
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 7);
+    double lo_flops = INFINITY, hi_flops = 0;
+    int kinds[GOPT_SYNTH_KIND_COUNT] = {0};
+    for (int i = 0; i < 24; i++) {
+        gopt_rng child;
+        gopt_rng_split(&rng, &child);
+        gopt_graph *g = NULL;
+        gopt_error err = {0};
+        gopt_synth_opts o = {.kind = GOPT_SYNTH_ANY, .max_nodes = 6000}; /* keep the test fast */
+        if (gopt_zoo_synthetic(&child, &o, "r", &g, &err) != GOPT_OK) fail_msg("%s", err.msg);
+        gopt_graph_stats s;
+        gopt_graph_get_stats(g, &s);
+        assert_in_range(s.nodes, 200, 6000);
+        const gopt_frozen *f = gopt_graph_frozen(g);
+        int opt = 0; /* no dead ends: every parameter is reached by a gradient and updated */
+        for (int32_t v = 0; v < f->n; v++) opt += f->phase[v] == GOPT_PHASE_OPT;
+        assert_int_equal(opt, s.class_count[GOPT_OP_CLASS_PARAM]);
+        lo_flops = fmin(lo_flops, s.flops);
+        hi_flops = fmax(hi_flops, s.flops);
+        for (int k = 0; k < GOPT_SYNTH_KIND_COUNT; k++)
+            kinds[k] += strcmp(gopt_graph_family(g), gopt_synth_kind_name((gopt_synth_kind)k)) == 0;
+        gopt_graph_free(g);
+    }
+    assert_true(hi_flops / lo_flops > 1e3); /* sizes span orders of magnitude */
+    for (int k = 0; k < GOPT_SYNTH_KIND_COUNT; k++) assert_true(kinds[k] > 0);
+    gopt_error err = {0};
+    gopt_graph *g = NULL;
+    gopt_synth_opts bad = {.kind = GOPT_SYNTH_ANY, .min_nodes = 500, .max_nodes = 100};
+    assert_int_equal(gopt_zoo_synthetic(&rng, &bad, "x", &g, &err), GOPT_EINVAL);
+    assert_null(g);
+}
+
+/* ---- shipped PyTorch exports ----------------------------------------------------------------- */
+static void test_real_graphs(void **state) {
+    (void)state;
+    /* node counts documented in graphs/real/README.md */
+    static const struct {
+        const char *file;
+        int nodes, edges;
+        double param_bytes;
+    } REAL[] = {{"resnet50", 1333, 2061, 204456256},       {"inception_v3", 2422, 3742, 190676544},
+                {"transformer", 4560, 5960, 677238528},    {"lstm_lm", 2742, 4773, 79121600},
+                {"seq2seq", 5715, 9319, 105382656}};
+    for (size_t i = 0; i < sizeof REAL / sizeof REAL[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/graphs/real/%s.graphml.gz", GOPT_SOURCE_DIR, REAL[i].file);
+        gopt_graph *g = NULL;
+        gopt_error err = {0};
+        if (gopt_graph_load(path, &g, &err) != GOPT_OK) fail_msg("%s", err.msg);
+        gopt_graph_stats s;
+        gopt_graph_get_stats(g, &s);
+        assert_int_equal(s.nodes, REAL[i].nodes);
+        assert_int_equal(s.edges, REAL[i].edges);
+        assert_true(s.param_bytes == REAL[i].param_bytes);
+        assert_true(s.class_count[GOPT_OP_CLASS_OTHER] < 0.03 * s.nodes);
+        const gopt_frozen *f = gopt_graph_frozen(g);
+        int phases[GOPT_PHASE_COUNT] = {0};
+        for (int32_t v = 0; v < f->n; v++) phases[f->phase[v]]++;
+        assert_true(phases[GOPT_PHASE_FWD] > 0 && phases[GOPT_PHASE_BWD] > 0 && phases[GOPT_PHASE_OPT] > 0);
+        assert_int_equal(phases[GOPT_PHASE_NONE], 0);
+        /* every optimizer op shares its parameter's colocation group */
+        for (int32_t v = 0; v < f->n; v++) {
+            if (f->phase[v] != GOPT_PHASE_OPT) continue;
+            gopt_node_attrs a;
+            gopt_graph_node(g, v, &a);
+            int32_t p = gopt_graph_find(g, a.colocate);
+            assert_true(p >= 0);
+            assert_int_equal(f->op_class[p], GOPT_OP_CLASS_PARAM);
+            assert_int_equal(f->coloc[p], f->coloc[v]);
+        }
+        assert_true(s.flops > 0 && s.param_bytes > 0);
+        gopt_graph_free(g);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_resnet50),        cmocka_unit_test(test_inception_v3),
+        cmocka_unit_test(test_rnnlm),           cmocka_unit_test(test_gnmt),
+        cmocka_unit_test(test_transformer_xl),  cmocka_unit_test(test_wavenet),
+        cmocka_unit_test(test_amoebanet),       cmocka_unit_test(test_paper_sizes),
+        cmocka_unit_test(test_bad_specs),       cmocka_unit_test(test_synthetic_reproducible),
+        cmocka_unit_test(test_synthetic_kinds), cmocka_unit_test(test_synthetic_range),
+        cmocka_unit_test(test_real_graphs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

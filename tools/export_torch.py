@@ -1,0 +1,522 @@
+#!/usr/bin/python3
+"""export_torch.py: export the training step of a PyTorch model to gopt's
+GraphML schema (docs/graph-format.md, docs/zoo.md).
+
+The step (forward, loss, backward by torch.autograd.grad, and the optimizer
+update written out op by op) is traced with make_fx(..., tracing_mode="fake"):
+tensors are fake, so nothing is computed and no GPU is needed. Every aten op
+of the trace becomes a node; its class comes from the table ATEN_CLASS below
+(anything unlisted is `other`), its FLOPs from the shapes (FLOPS_RULES),
+out_bytes from its outputs. `getitem` nodes (tuple indexing) are folded into
+edges from the producing op carrying the bytes of the element read.
+Parameters are `param` nodes with param_bytes = weights + optimizer state;
+the optimizer state inputs are folded into their parameter's node, and every
+optimizer op is colocated with the parameter it updates. Phases: ops up to
+the loss are fwd, up to the last gradient bwd, the rest opt.
+
+Runs with Debian 12's packages alone:
+    apt-get install python3-torch python3-torchvision
+    /usr/bin/python3 tools/export_torch.py resnet50 -o graphs/real/resnet50.graphml.gz
+    /usr/bin/python3 tools/export_torch.py --list
+To export your own model, see export_module() and docs/zoo.md.
+"""
+import argparse
+import gzip
+import math
+import re
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.nn.utils import stateless
+
+# ---- aten op -> schema class -------------------------------------------------------
+ATEN_CLASS = {
+    "gemm": "mm addmm bmm baddbmm matmul linear dot mv addmv _scaled_dot_product_attention",
+    "conv": "convolution convolution_backward _convolution conv2d conv1d cudnn_convolution "
+            "mkldnn_convolution _slow_conv2d_forward _slow_conv2d_backward",
+    "elementwise": "add sub rsub mul div neg relu threshold_backward sigmoid sigmoid_backward tanh tanh_backward "
+                   "sqrt rsqrt addcmul addcdiv exp log pow gelu gelu_backward where masked_fill clamp clamp_min "
+                   "native_dropout native_dropout_backward dropout fill ones_like zeros_like full_like lerp "
+                   "hardtanh hardtanh_backward silu silu_backward abs sign reciprocal maximum minimum "
+                   "eq ne lt le gt ge bitwise_not logical_not mul_ add_ div_ sub_ copy_ le_ _foreach_add "
+                   "_foreach_mul bernoulli rand_like scalar_tensor",
+    "reduction": "sum mean amax amin max min var_mean var std norm argmax cumsum prod any all "
+                 "native_batch_norm native_batch_norm_backward _native_batch_norm_legit "
+                 "native_layer_norm native_layer_norm_backward _softmax _softmax_backward_data "
+                 "_log_softmax _log_softmax_backward_data nll_loss_forward nll_loss_backward "
+                 "nll_loss2d_forward nll_loss2d_backward max_pool2d_with_indices "
+                 "max_pool2d_with_indices_backward avg_pool2d avg_pool2d_backward _adaptive_avg_pool2d "
+                 "_adaptive_avg_pool2d_backward adaptive_avg_pool2d embedding_dense_backward logsumexp",
+    "data_movement": "view _unsafe_view reshape t transpose permute expand clone cat split split_with_sizes "
+                     "slice select unsqueeze squeeze detach embedding index_select stack unbind _to_copy "
+                     "contiguous new_zeros new_empty new_ones zeros ones empty full alias slice_backward "
+                     "select_backward as_strided constant_pad_nd index gather scatter scatter_add "
+                     "lift_fresh_copy unsafe_split chunk flatten repeat index_put index_add narrow "
+                     "view_as expand_as unfold arange _reshape_alias masked_select roll flip tril triu "
+                     "clone_ zero_ empty_like new_full lift _unsafe_view_copy unsafe_chunk",
+}
+CLASS_OF = {op: cls for cls, ops in ATEN_CLASS.items() for op in ops.split()}
+PHASES = ("fwd", "bwd", "opt")
+# Not nodes of the exported graph: tuple indexing and aliases become edges from the producer.
+ALIASES = {"getitem", "detach", "alias", "lift_fresh_copy"}
+
+
+def aten_name(target):
+    """aten.addmm.default -> addmm"""
+    name = getattr(target, "__name__", str(target))
+    return name.split(".")[0]
+
+
+def tensors_of(val):
+    if isinstance(val, torch.Tensor):
+        return [val]
+    if isinstance(val, (list, tuple)):
+        return [t for v in val for t in tensors_of(v)]
+    return []
+
+
+def nbytes(t):
+    return t.numel() * t.element_size()
+
+
+def numel(val):
+    return sum(t.numel() for t in tensors_of(val))
+
+
+# ---- FLOPs from shapes --------------------------------------------------------------
+def _meta(a):
+    return a.meta.get("val") if isinstance(a, torch.fx.Node) else a
+
+
+def _mm(node, out):
+    a, b = _meta(node.args[-2]), _meta(node.args[-1])
+    k = a.shape[-1]
+    extra = out.numel() if aten_name(node.target) in ("addmm", "baddbmm") else 0
+    return 2.0 * out.numel() * k + extra
+
+
+def _conv(node, out):
+    w = _meta(node.args[1])
+    groups = node.args[8] if len(node.args) > 8 else 1
+    transposed = node.args[6] if len(node.args) > 6 else False
+    per_out = math.prod(w.shape[2:]) * (w.shape[0] if transposed else w.shape[1])
+    if transposed:
+        return 2.0 * _meta(node.args[0]).numel() * math.prod(w.shape[1:])
+    return 2.0 * out.numel() * per_out
+
+
+def _conv_bwd(node, out):
+    grad_out, w = _meta(node.args[0]), _meta(node.args[2])
+    mask = node.args[10] if len(node.args) > 10 else [True, True, True]
+    per = 2.0 * grad_out.numel() * math.prod(w.shape[1:])
+    return per * bool(mask[0]) + per * bool(mask[1]) + grad_out.numel() * bool(mask[2])
+
+
+def _in_numel(node, out):
+    return float(sum(numel(_meta(a)) for a in node.args[:1]))
+
+
+FLOPS_RULES = {
+    "mm": _mm, "addmm": _mm, "bmm": _mm, "baddbmm": _mm, "matmul": _mm,
+    "convolution": _conv, "convolution_backward": _conv_bwd,
+    "native_batch_norm": lambda n, o: 8.0 * numel(o[0]), "native_batch_norm_backward": lambda n, o: 12.0 * numel(o[0]),
+    "native_layer_norm": lambda n, o: 8.0 * numel(o[0]), "native_layer_norm_backward": lambda n, o: 12.0 * numel(o[0]),
+    "_softmax": lambda n, o: 5.0 * numel(o), "_log_softmax": lambda n, o: 5.0 * numel(o),
+    "_softmax_backward_data": lambda n, o: 4.0 * numel(o), "_log_softmax_backward_data": lambda n, o: 4.0 * numel(o),
+    "sigmoid": lambda n, o: 4.0 * numel(o), "tanh": lambda n, o: 4.0 * numel(o),
+    "sigmoid_backward": lambda n, o: 3.0 * numel(o), "tanh_backward": lambda n, o: 3.0 * numel(o),
+}
+
+
+def op_flops(node, cls):
+    out = node.meta.get("val")
+    name = aten_name(node.target)
+    if name in FLOPS_RULES:
+        return float(FLOPS_RULES[name](node, out))
+    if cls == "elementwise":
+        return float(numel(out))
+    if cls == "reduction":
+        return max(_in_numel(node, out), float(numel(out)))
+    return 0.0
+
+
+# ---- the training step ---------------------------------------------------------------
+OPTIMIZERS = {"sgd": 0, "momentum": 1, "adam": 2}  # number of state tensors per parameter
+
+
+def make_step(model, loss_fn, names, optimizer, lr=1e-3):
+    """A function of flat tensors: params, optimizer states, buffers, inputs."""
+    nstate = OPTIMIZERS[optimizer]
+    nparam = len(names)
+    buffer_names = [n for n, _ in model.named_buffers()]
+
+    def step(*flat):
+        params = list(flat[:nparam])
+        states = list(flat[nparam:nparam * (1 + nstate)])
+        rest = flat[nparam * (1 + nstate):]
+        buffers, inputs = rest[:len(buffer_names)], rest[len(buffer_names):]
+        mapping = dict(zip(names, params))
+        mapping.update(zip(buffer_names, buffers))
+        loss = loss_fn(lambda *a: stateless.functional_call(model, mapping, a), *inputs)
+        grads = torch.autograd.grad(loss, params)
+        outs = [loss] + list(grads)
+        for i, (p, g) in enumerate(zip(params, grads)):
+            if optimizer == "sgd":
+                outs.append(p - lr * g)
+            elif optimizer == "momentum":
+                v = states[i] * 0.9 + g
+                outs += [p - lr * v, v]
+            else:
+                m = states[2 * i] * 0.9 + g * 0.1
+                v = states[2 * i + 1] * 0.999 + g * g * 0.001
+                outs += [p - lr * m / (torch.sqrt(v) + 1e-8), m, v]
+        return tuple(outs)
+
+    return step
+
+
+def layer_key(pname):
+    """Module block of a parameter name: up to the first numeric component
+    (layer1.0.conv1.weight -> layer1.0), LSTM weights by their _lN suffix."""
+    parts = pname.split(".")
+    for i, p in enumerate(parts[:-1]):
+        if p.isdigit():
+            return ".".join(parts[:i + 1])
+    m = re.search(r"_l(\d+)(_reverse)?$", parts[-1])
+    if m:
+        return ".".join(parts[:-1] + ["l" + m.group(1)])
+    return parts[0] if len(parts) > 1 else pname
+
+
+def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam"):
+    """Trace model's training step; returns a graph dict for write_graphml."""
+    model.train()
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    names = [n for n, _ in named]
+    nstate = OPTIMIZERS[optimizer]
+    params = [p.detach().requires_grad_(True) for _, p in named]
+    states = [torch.zeros_like(p) for p in params for _ in range(nstate)]
+    buffers = [b.detach() for _, b in model.named_buffers()]
+    step = make_step(model, loss_fn, names, optimizer)
+    gm = make_fx(step, tracing_mode="fake")(*params, *states, *buffers, *example_inputs)
+    gm.graph.eliminate_dead_code()
+    return graph_from_fx(gm, names, nstate, len(buffers), name, family, optimizer)
+
+
+def graph_from_fx(gm, pnames, nstate, nbuffers, name, family, optimizer):
+    nodes = list(gm.graph.nodes)
+    for n in nodes:  # tuple-valued ops carry no 'val' in torch 1.13: rebuild it from their getitem users
+        if n.op == "call_function" and n.meta.get("val") is None:
+            items = {u.args[1]: u.meta.get("val") for u in n.users if aten_name(u.target) == "getitem"}
+            if items:
+                n.meta["val"] = [items.get(i) for i in range(max(items) + 1)]
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    nparam = len(pnames)
+    owner = {}  # fx node -> parameter index (params, their states, their gradients, update ops)
+    for i in range(nparam):
+        owner[placeholders[i]] = i
+    for k in range(nparam * nstate):
+        owner[placeholders[nparam + k]] = k // nstate
+    output = next(n for n in nodes if n.op == "output")
+    outs = output.args[0]
+    loss_node, grad_nodes = outs[0], outs[1:1 + nparam]
+    for i, gn in enumerate(grad_nodes):
+        owner[gn] = i
+    order = {n: i for i, n in enumerate(nodes)}
+    loss_at = order[loss_node]
+    grads_at = max(order[g] for g in grad_nodes if isinstance(g, torch.fx.Node))
+    blocks = {}
+    for pn in pnames:
+        blocks.setdefault(layer_key(pn), len(blocks))
+
+    out_nodes, edges = [], []
+    ident = {}  # fx node -> output node index (getitem and state placeholders map to their producer)
+    elem = {}  # getitem fx node -> (producer fx node, bytes of the element)
+    layer = {}
+    phase_of = {}  # fx node -> phase of the graph node it is or aliases
+
+    def source(a):
+        """(graph node index, bytes read) for an fx argument node."""
+        if a in elem:
+            prod, b = elem[a]
+            return ident.get(prod), b
+        val = a.meta.get("val")
+        return ident.get(a), float(sum(nbytes(t) for t in tensors_of(val)))
+
+    for idx, n in enumerate(nodes):
+        if n.op == "output":
+            continue
+        val = n.meta.get("val")
+        if n.op == "call_function" and aten_name(n.target) in ALIASES:
+            src = n.args[0]
+            t = tensors_of(val)
+            elem[n] = (elem[src][0] if src in elem else src, float(sum(nbytes(x) for x in t)))
+            layer[n] = layer.get(src, -1)
+            phase_of[n] = phase_of.get(src, "fwd")
+            if src in owner:
+                owner[n] = owner[src]
+            continue
+        t = tensors_of(val)
+        shape = ";".join("x".join(str(d) for d in x.shape) or "1" for x in t)
+        dtype = str(t[0].dtype).replace("torch.", "") if t else ""
+        out_b = float(sum(nbytes(x) for x in t))
+        phase = "fwd" if idx <= loss_at else ("bwd" if idx <= grads_at else "opt")
+        phase_of[n] = phase
+        if n.op == "placeholder":
+            k = placeholders.index(n)
+            if k < nparam:
+                pl = blocks[layer_key(pnames[k])]
+                layer[n] = pl
+                ident[n] = len(out_nodes)
+                out_nodes.append(dict(name=pnames[k], op="Parameter", cls="param", flops=0.0, out_bytes=out_b,
+                                      param_bytes=out_b * (1 + nstate), shape=shape, dtype=dtype, phase="fwd",
+                                      layer=pl, colocate=pnames[k]))
+                continue
+            if k < nparam * (1 + nstate):  # optimizer state: part of its parameter's param_bytes
+                ident[n] = ident[placeholders[owner[n]]]
+                layer[n] = layer[placeholders[owner[n]]]
+                continue
+            kind = "buffer" if k < nparam * (1 + nstate) + nbuffers else "input"
+            layer[n] = -1
+            ident[n] = len(out_nodes)
+            out_nodes.append(dict(name=f"{kind}/{n.name}", op="Placeholder", cls="input", flops=0.0, out_bytes=out_b,
+                                  param_bytes=0.0, shape=shape, dtype=dtype, phase="fwd", layer=-1, colocate=""))
+            continue
+        if n.op == "get_attr":
+            layer[n] = -1
+            ident[n] = len(out_nodes)
+            out_nodes.append(dict(name=n.name, op="Const", cls="input", flops=0.0, out_bytes=out_b, param_bytes=0.0,
+                                  shape=shape, dtype=dtype, phase="fwd", layer=-1, colocate=""))
+            continue
+        op = aten_name(n.target)
+        cls = CLASS_OF.get(op, CLASS_OF.get(op.rstrip("_"), "other"))  # relu_ is relu, in place
+        args = [a for a in n.all_input_nodes]
+        # fwd: the deepest input's layer; bwd: the layer of the forward tensors it
+        # reads (a gradient op differentiates that layer), else the shallowest
+        # incoming gradient's (the backward pass walks the layers downwards)
+        fwd_in = [layer.get(a, -1) for a in args if phase_of.get(a) == "fwd"]
+        bwd_in = [layer.get(a, -1) for a in args if phase_of.get(a) == "bwd" and layer.get(a, -1) >= 0]
+        if phase == "bwd" and not fwd_in and bwd_in:
+            lay = min(bwd_in)
+        else:
+            lay = max(fwd_in + [-1]) if phase == "bwd" else max([layer.get(a, -1) for a in args] + [-1])
+        layer[n] = lay
+        col = ""
+        if phase == "opt":
+            own = [owner[a] for a in args if a in owner]
+            if own:
+                owner[n] = own[0]
+                col = pnames[own[0]]
+                lay = layer[placeholders[own[0]]]
+                layer[n] = lay
+        ident[n] = len(out_nodes)
+        out_nodes.append(dict(name=n.name, op=op, cls=cls, flops=op_flops(n, cls), out_bytes=out_b, param_bytes=0.0,
+                              shape=shape, dtype=dtype, phase=phase, layer=lay, colocate=col))
+        dst = ident[n]
+        seen = set()
+        for a in args:
+            s, b = source(a)
+            if s is None or s == dst or s in seen:
+                continue
+            seen.add(s)
+            edges.append((s, dst, b))
+    return dict(name=name, family=family, nodes=out_nodes, edges=edges, optimizer=optimizer)
+
+
+# ---- GraphML writer (the schema of graphs/graphml.c) ------------------------------------
+def _esc(s):
+    return (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;"))
+
+
+def _num(v):
+    return str(int(v)) if float(v).is_integer() and abs(v) < 9e15 else repr(float(v))
+
+
+KEYS = [("g_name", "graph", "name", "string"), ("g_family", "graph", "family", "string"),
+        ("name", "node", "name", "string"), ("op", "node", "op", "string"), ("class", "node", "class", "string"),
+        ("flops", "node", "flops", "double"), ("out_bytes", "node", "out_bytes", "double"),
+        ("param_bytes", "node", "param_bytes", "double"), ("shape", "node", "shape", "string"),
+        ("dtype", "node", "dtype", "string"), ("phase", "node", "phase", "string"),
+        ("layer", "node", "layer", "int"), ("colocate", "node", "colocate", "string"),
+        ("bytes", "edge", "bytes", "double")]
+
+
+def write_graphml(g, path):
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
+             f'<!-- {_esc(g["name"])}: training step exported by tools/export_torch.py '
+             f'(torch {torch.__version__}, optimizer {g["optimizer"]}) -->',
+             '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">']
+    for kid, for_, name, typ in KEYS:
+        lines.append(f'  <key id="{kid}" for="{for_}" attr.name="{name}" attr.type="{typ}"/>')
+    lines.append('  <graph id="G" edgedefault="directed">')
+    lines.append(f'    <data key="g_name">{_esc(g["name"])}</data><data key="g_family">{_esc(g["family"])}</data>')
+    for i, n in enumerate(g["nodes"]):
+        d = [f'<data key="name">{_esc(n["name"])}</data>', f'<data key="op">{_esc(n["op"])}</data>',
+             f'<data key="class">{n["cls"]}</data>', f'<data key="flops">{_num(n["flops"])}</data>',
+             f'<data key="out_bytes">{_num(n["out_bytes"])}</data>',
+             f'<data key="param_bytes">{_num(n["param_bytes"])}</data>']
+        if n["shape"]:
+            d.append(f'<data key="shape">{n["shape"]}</data>')
+        if n["dtype"]:
+            d.append(f'<data key="dtype">{n["dtype"]}</data>')
+        d.append(f'<data key="phase">{n["phase"]}</data><data key="layer">{n["layer"]}</data>')
+        if n["colocate"]:
+            d.append(f'<data key="colocate">{_esc(n["colocate"])}</data>')
+        lines.append(f'    <node id="n{i}">' + "".join(d) + "</node>")
+    for s, t, b in g["edges"]:
+        lines.append(f'    <edge source="n{s}" target="n{t}"><data key="bytes">{_num(b)}</data></edge>')
+    lines.append("  </graph>\n</graphml>\n")
+    data = "\n".join(lines).encode()
+    tmp = path + ".tmp"
+    if path.endswith(".gz"):
+        with open(tmp, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", compresslevel=9, mtime=0, filename="") as z:
+            z.write(data)
+    else:
+        with open(tmp, "wb") as f:
+            f.write(data)
+    import os
+    os.replace(tmp, path)
+
+
+# ---- the shipped models -------------------------------------------------------------------
+def xent(fwd, x, y):
+    out = fwd(x)
+    return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+
+
+class LSTM(nn.LSTM):
+    """nn.LSTM reading its weights by name at every call: nn.LSTM's cached
+    _flat_weights would bypass functional_call's substituted (fake) tensors."""
+
+    def forward(self, x):
+        n = self.num_layers * (2 if self.bidirectional else 1)
+        h = x.new_zeros(n, x.shape[1], self.hidden_size)
+        weights = [getattr(self, w) for w in self._flat_weights_names]
+        out = torch._VF.lstm(x, (h, h), weights, self.bias, self.num_layers, self.dropout, self.training,
+                             self.bidirectional, self.batch_first)
+        return out[0], out[1:]
+
+
+class LstmLM(nn.Module):
+    """PTB medium LSTM language model (Zaremba et al. 2014): 2 x 650, vocab 10k."""
+
+    def __init__(self, vocab=10000, hidden=650, layers=2):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, hidden)
+        self.lstm = LSTM(hidden, hidden, layers)
+        self.decoder = nn.Linear(hidden, vocab)
+
+    def forward(self, ids):
+        out, _ = self.lstm(self.embedding(ids))
+        return self.decoder(out)
+
+
+class Seq2Seq(nn.Module):
+    """GNMT-like: bidirectional bottom encoder layer + residual LSTM layers,
+    LSTM decoder with additive attention fed to every step (teacher forcing)."""
+
+    def __init__(self, vocab=8000, hidden=256, enc_layers=2):
+        super().__init__()
+        self.src_emb = nn.Embedding(vocab, hidden)
+        self.tgt_emb = nn.Embedding(vocab, hidden)
+        self.enc_bi = LSTM(hidden, hidden // 2, bidirectional=True)
+        self.enc = nn.ModuleList([LSTM(hidden, hidden) for _ in range(enc_layers - 1)])
+        self.dec0 = nn.LSTMCell(2 * hidden, hidden)
+        self.dec1 = nn.LSTMCell(2 * hidden, hidden)
+        self.query = nn.Linear(hidden, hidden, bias=False)
+        self.keys = nn.Linear(hidden, hidden, bias=False)
+        self.v = nn.Linear(hidden, 1, bias=False)
+        self.out = nn.Linear(hidden, vocab)
+
+    def forward(self, src, tgt):
+        mem, _ = self.enc_bi(self.src_emb(src))  # (S, B, H)
+        for lstm in self.enc:
+            y, _ = lstm(mem)
+            mem = mem + y
+        keys = self.keys(mem)
+        B, H = src.shape[1], mem.shape[2]
+        h0 = c0 = h1 = c1 = ctx = mem.new_zeros(B, H)
+        outs = []
+        for x in self.tgt_emb(tgt).unbind(0):
+            h0, c0 = self.dec0(torch.cat([x, ctx], 1), (h0, c0))
+            score = self.v(torch.tanh(keys + self.query(h0))).squeeze(2)  # (S, B)
+            a = torch.softmax(score, 0)
+            ctx = (a.unsqueeze(2) * mem).sum(0)
+            h1, c1 = self.dec1(torch.cat([h0, ctx], 1), (h1, c1))
+            outs.append(h1 + h0)
+        return self.out(torch.stack(outs))
+
+
+class TransformerMT(nn.Module):
+    """nn.Transformer encoder-decoder (base sizes, 6+6 layers) with embeddings and an output projection."""
+
+    def __init__(self, vocab=8000, d=512, layers=6):
+        super().__init__()
+        self.src_emb = nn.Embedding(vocab, d)
+        self.tgt_emb = nn.Embedding(vocab, d)
+        self.transformer = nn.Transformer(d, 8, layers, layers, 2048)
+        self.out = nn.Linear(d, vocab)
+
+    def forward(self, src, tgt):
+        T = tgt.shape[0]
+        mask = torch.triu(torch.full((T, T), float("-inf")), diagonal=1)
+        return self.out(self.transformer(self.src_emb(src), self.tgt_emb(tgt), tgt_mask=mask))
+
+
+def models():
+    import torchvision
+    ids = lambda *s: torch.zeros(*s, dtype=torch.long)
+    seq_loss = lambda fwd, src, tgt, y: xent(lambda s, t=tgt: fwd(s, t), src, y)
+    return {
+        "resnet50": (lambda: torchvision.models.resnet50(), xent,
+                     lambda: (torch.randn(32, 3, 224, 224), ids(32)), "resnet", "momentum"),
+        "inception_v3": (lambda: torchvision.models.inception_v3(aux_logits=False, init_weights=False), xent,
+                         lambda: (torch.randn(32, 3, 299, 299), ids(32)), "inception_v3", "momentum"),
+        "transformer": (lambda: TransformerMT(), seq_loss,
+                        lambda: (ids(32, 16), ids(32, 16), ids(32, 16)), "transformer", "adam"),
+        "lstm_lm": (lambda: LstmLM(), xent, lambda: (ids(35, 20), ids(35, 20)), "rnnlm", "sgd"),
+        "seq2seq": (lambda: Seq2Seq(), seq_loss,
+                    lambda: (ids(20, 32), ids(20, 32), ids(20, 32)), "gnmt", "adam"),
+    }
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", nargs="?", help="one of --list")
+    ap.add_argument("-o", "--output", help="FILE.graphml or FILE.graphml.gz")
+    ap.add_argument("--optimizer", choices=sorted(OPTIMIZERS), help="default: the model's own")
+    ap.add_argument("--list", action="store_true", help="list the models")
+    args = ap.parse_args(argv)
+    table = models()
+    if args.list:
+        for k, v in table.items():
+            print(f"{k:14s} family {v[3]}, optimizer {v[4]}")
+        return 0
+    if args.model not in table or not args.output:
+        ap.print_usage(sys.stderr)
+        print(f"export_torch.py: need a model ({', '.join(table)}) and -o FILE", file=sys.stderr)
+        return 2
+    if not (args.output.endswith(".graphml") or args.output.endswith(".graphml.gz")):
+        print(f"export_torch.py: -o '{args.output}' must end in .graphml or .graphml.gz", file=sys.stderr)
+        return 2
+    build, loss_fn, inputs, family, optim = table[args.model]
+    torch.manual_seed(0)
+    g = export_module(build(), loss_fn, inputs(), args.model, family, args.optimizer or optim)
+    write_graphml(g, args.output)
+    counts = {}
+    for n in g["nodes"]:
+        counts[n["cls"]] = counts.get(n["cls"], 0) + 1
+    other = counts.get("other", 0) / max(1, len(g["nodes"]))
+    print(f"{args.output}: {len(g['nodes'])} nodes, {len(g['edges'])} edges, "
+          f"{sum(n['flops'] for n in g['nodes']) / 1e9:.3f} GFLOP, other {100 * other:.2f}%")
+    if other > 0:
+        ops = sorted({n["op"] for n in g["nodes"] if n["cls"] == "other"})
+        print("  ops classed other: " + " ".join(ops))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
