@@ -7,7 +7,8 @@
  * expert: what a practitioner does by hand, keyed on the graph's family:
  *  - rnnlm, gnmt, transformer_xl: the layers are split across all devices
  *    in order (contiguous layer ranges balanced by compute; with fewer
- *    layers than devices, one range per layer);
+ *    layers than devices, one range per layer, unless the model needs more
+ *    devices to fit with a 20% margin: then that many ranges of units);
  *  - inception_v3, resnet, amoebanet, wavenet: one device when the model
  *    fits; else contiguous ranges balanced by compute over the fewest
  *    devices that hold it;
@@ -103,7 +104,10 @@ gopt_status gopt_bl_place_expert(const gopt_bl_problem *p, gopt_decisions *d, go
     }
     int k = p->ndev;
     if (layers >= 1 && layers < k) k = layers;
-    st = bl_split_and_fix(p, &u, order, key, u.work, k, d->device, err);
+    /* more devices than layers when the layers do not fit (with a 20% margin): then ranges of units */
+    double need = total_bytes(&u), cap = gopt_bl_device_capacity(p, 0);
+    while (k < p->ndev && need > 0.8 * cap * k) k++;
+    st = bl_split_and_fix(p, &u, order, k > layers ? NULL : key, u.work, k, d->device, err);
 out:
     free(order);
     free(key);
