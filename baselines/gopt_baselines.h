@@ -73,6 +73,9 @@ typedef struct {
     gopt_rng *rng;                /* may be NULL: one seeded from opt.seed is used */
     gopt_bl_evaluate_fn evaluate; /* may be NULL: gopt_bl_estimate */
     void *eval_ctx;
+    /* Optional (may be NULL): the peak bytes per device (ndev values into
+     * peak) of the last evaluate call; returns 0 when it cannot tell. */
+    int (*last_peak)(void *eval_ctx, double *peak);
 } gopt_bl_problem;
 
 /* Fill the field(s) of d the method's kind owns. d is initialised for the
@@ -115,8 +118,10 @@ gopt_status gopt_bl_combo_parse(const gopt_bl_registry *r, const char *spec, gop
  * error). The result is validated (gopt_decisions_validate) and checked
  * against the memory model before GOPT_OK is returned. When p->evaluate
  * reports OOM for the placement, the placement parts run again with the
- * overflowing device capped at 75% of what the model says it holds (all
- * devices at 75% when the evaluator cannot tell which), up to 4 times. */
+ * model's capacity of each overflowing device scaled by (what the model
+ * says it holds / the evaluator's peak) x 0.95 when last_peak is given, else
+ * the overflowing device capped at 75% of what the model says it holds (all
+ * devices at 75% when the evaluator cannot tell which); 6 rounds at most. */
 gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo *c, const gopt_bl_problem *p,
                                  gopt_decisions *d, gopt_error *err);
 
@@ -159,8 +164,12 @@ gopt_status gopt_bl_anneal(const gopt_bl_problem *p, gopt_decisions *d, gopt_err
 typedef struct {
     const gopt_sim *sim;
     gopt_sim_scratch *scratch;
+    gopt_sim_result last; /* of the last successful run */
+    int have_last;
 } gopt_bl_sim_ctx;
 double gopt_bl_sim_evaluate(void *ctx, const gopt_decisions *d, int *oom);
+/* last_peak for gopt_bl_sim_ctx: the last run's peak_memory_bytes. */
+int gopt_bl_sim_last_peak(void *ctx, double *peak);
 
 typedef struct {
     double optimize_time_s; /* wall time of the method itself */

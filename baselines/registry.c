@@ -159,21 +159,36 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
             break;
         }
         if (st) goto out;
-        /* our memory model leaves out tensor lifetimes: when the evaluator reports OOM, cap the
-         * device that overflows at 75% of what the model says it holds (all at 75% when it cannot
-         * tell which) and place again, 4 times at most */
-        if (!p->evaluate || attempt == 4) break;
+        /* our memory model leaves out tensor lifetimes: when the evaluator reports OOM, correct the
+         * model's capacity of each device that overflows by the ratio of the model's count to the
+         * evaluator's peak (x0.95), or without peaks cap the device that overflows at 75% of what the
+         * model says it holds (all at 75% when the evaluator cannot tell which); place again */
+        if (!p->evaluate || attempt == 6) break;
         int oom = 0;
         double t = p->evaluate(p->eval_ctx, d, &oom);
         if (!oom || !isfinite(t) || t < 0) break;
         if (!have_prev && (st = gopt_decisions_init(&prev, f->n, err))) goto out;
         gopt_decisions_copy(&prev, d);
         have_prev = 1;
-        if (oom > 0 && oom <= p->ndev && p->ndev <= GOPT_SIM_MAX_DEVICES) {
-            double used[GOPT_SIM_MAX_DEVICES];
+        double used[GOPT_SIM_MAX_DEVICES], peak[GOPT_SIM_MAX_DEVICES];
+        int fixed = 0;
+        if (p->ndev <= GOPT_SIM_MAX_DEVICES) {
             gopt_bl_memory_use(&q, d, used);
-            q.opt.dev_cap[oom - 1] = 0.75 * (used[oom - 1] > 0 ? used[oom - 1] : gopt_bl_device_capacity(&q, oom - 1));
-        } else {
+            if (p->last_peak && p->last_peak(p->eval_ctx, peak))
+                for (int k = 0; k < p->ndev; k++) {
+                    double phys = gopt_cost_device_memory(p->cm, k);
+                    if (peak[k] <= phys || used[k] <= 0) continue;
+                    /* the evaluator sees peak where the model counts used: scale the model's cap */
+                    double cap = 0.95 * frac * phys * used[k] / peak[k], old = gopt_bl_device_capacity(&q, k);
+                    q.opt.dev_cap[k] = cap < old ? cap : 0.95 * old;
+                    fixed = 1;
+                }
+            if (!fixed && oom > 0 && oom <= p->ndev) {
+                q.opt.dev_cap[oom - 1] = 0.75 * (used[oom - 1] > 0 ? used[oom - 1] : gopt_bl_device_capacity(&q, oom - 1));
+                fixed = 1;
+            }
+        }
+        if (!fixed) {
             frac *= 0.75;
             q.opt.mem_fraction = frac;
         }

@@ -553,6 +553,7 @@ static void test_determinism(void **state) {
 typedef struct {
     long calls;
     const gopt_bl_problem *pb;
+    double last_used[8];
 } counter;
 
 static double counting_eval(void *ctx, const gopt_decisions *d, int *oom) {
@@ -582,7 +583,7 @@ static void test_oom_feedback(void **state) {
     gopt_graph *g = two_chains(5);
     fixture x;
     fx_init(&x, g, 2, 1e12);
-    counter c = {0, &x.pb};
+    counter c = {0, &x.pb, {0}};
     x.pb.evaluate = small_dev0_eval;
     x.pb.eval_ctx = &c;
     gopt_decisions d;
@@ -596,12 +597,67 @@ static void test_oom_feedback(void **state) {
     gopt_graph_free(g);
 }
 
+/* An evaluator that sees twice the memory our model counts, and says so
+ * through last_peak. */
+static double double_mem_eval(void *ctx, const gopt_decisions *d, int *oom) {
+    counter *c = ctx;
+    c->calls++;
+    gopt_bl_problem q = *c->pb;
+    q.evaluate = NULL;
+    double t = gopt_bl_estimate(&q, d, oom);
+    double used[8];
+    gopt_bl_memory_use(&q, d, used);
+    *oom = 0;
+    for (int k = 0; k < q.ndev; k++)
+        if (2 * used[k] > gopt_cost_device_memory(q.cm, k)) *oom = 1 + k;
+    return t;
+}
+
+static int double_mem_peak(void *ctx, double *peak) {
+    counter *c = ctx; /* twice what the model counted for the last call's decisions */
+    for (int k = 0; k < c->pb->ndev; k++) peak[k] = 2 * c->last_used[k];
+    return 1;
+}
+
+static double double_mem_eval_keep(void *ctx, const gopt_decisions *d, int *oom) {
+    counter *c = ctx;
+    gopt_bl_problem q = *c->pb;
+    q.evaluate = NULL;
+    gopt_bl_memory_use(&q, d, c->last_used);
+    return double_mem_eval(ctx, d, oom);
+}
+
+static void test_oom_feedback_peak(void **state) {
+    (void)state;
+    gopt_graph *g = two_chains(5); /* 10 nodes of 100 MB each under the model */
+    fixture x;
+    fx_init(&x, g, 2, 1.5e9);
+    counter c = {0, &x.pb, {0}};
+    x.pb.evaluate = double_mem_eval_keep;
+    x.pb.eval_ctx = &c;
+    x.pb.last_peak = double_mem_peak;
+    const char *methods[] = {"single", "heft", "metf", "mtopo", NULL};
+    for (int i = 0; methods[i]; i++) {
+        gopt_decisions d;
+        run_method(&x, methods[i], &d, GOPT_OK);
+        double used[2];
+        gopt_bl_problem q = x.pb;
+        gopt_bl_memory_use(&q, &d, used);
+        if (!(2 * used[0] <= 1.5e9 && 2 * used[1] <= 1.5e9))
+            fprintf(stderr, "%s: %.3g %.3g\n", methods[i], used[0], used[1]);
+        assert_true(2 * used[0] <= 1.5e9 && 2 * used[1] <= 1.5e9); /* fits as the evaluator sees it */
+        gopt_decisions_destroy(&d);
+    }
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
 static void test_evaluator_callback(void **state) {
     (void)state;
     gopt_graph *g = two_chains(4);
     fixture x;
     fx_init(&x, g, 2, 1e12);
-    counter c = {0, &x.pb};
+    counter c = {0, &x.pb, {0}};
     x.pb.evaluate = counting_eval;
     x.pb.eval_ctx = &c;
     x.pb.opt.max_evals = 50;
@@ -707,6 +763,7 @@ int main(void) {
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_evaluator_callback),
         cmocka_unit_test(test_oom_feedback),
+        cmocka_unit_test(test_oom_feedback_peak),
         cmocka_unit_test(test_validity_zoo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
