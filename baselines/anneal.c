@@ -12,7 +12,7 @@
  *   25%  pick an edge: dissolve its fusion group, or merge the two groups
  *        when legal (the rule of fusion.c).
  * Energy = evaluated step time (x10 when the evaluator reports OOM). The
- * temperature falls geometrically from 10% to 0.01% of the first energy
+ * temperature falls geometrically from 0.5% to 0.01% of the first energy
  * over the evaluations (or, without max_evals, over the budget: such runs
  * depend on machine speed; set max_evals for bit-reproducible ones). The
  * best state seen is returned. O(steps * (N + evaluation)).
@@ -25,15 +25,18 @@
 
 #define SA_FUSE_MAX 64
 
-static void dissolve_groups_of_unit(const bl_units *u, int32_t k, gopt_decisions *d, uint8_t *kill) {
+/* Dissolve every fusion group touching the units in queue[0..len). kill is
+ * all zero on entry and on return. O(N) when a group is touched. */
+static void dissolve_groups(const bl_units *u, const int32_t *queue, int32_t len, gopt_decisions *d, uint8_t *kill) {
     int any = 0;
-    for (int32_t i = u->ptr[k]; i < u->ptr[k + 1]; i++) {
-        int32_t g = d->group[u->mem[i]];
-        if (g >= 0) {
-            kill[g] = 1;
-            any = 1;
+    for (int32_t q = 0; q < len; q++)
+        for (int32_t i = u->ptr[queue[q]]; i < u->ptr[queue[q] + 1]; i++) {
+            int32_t g = d->group[u->mem[i]];
+            if (g >= 0) {
+                kill[g] = 1;
+                any = 1;
+            }
         }
-    }
     if (!any) return;
     for (int32_t v = 0; v < d->n; v++)
         if (d->group[v] >= 0 && kill[d->group[v]]) d->group[v] = -1;
@@ -110,7 +113,7 @@ gopt_status gopt_bl_anneal(const gopt_bl_problem *p, gopt_decisions *d, gopt_err
         goto out;
     }
     double e_cur = oom ? 10 * t0 : t0, e_best = e_cur;
-    double temp0 = 0.1 * e_cur, temp_end = 1e-4 * e_cur;
+    double temp0 = 0.005 * e_cur, temp_end = 1e-4 * e_cur;
     double start = gopt_now_seconds();
     long evals = 0, idle = 0;
     while (n > 0) {
@@ -136,16 +139,13 @@ gopt_status gopt_bl_anneal(const gopt_bl_problem *p, gopt_decisions *d, gopt_err
             int32_t from = cand.device[u.mem[u.ptr[k]]];
             int32_t to = (int32_t)gopt_rng_below(rng, (uint64_t)(nd - 1));
             if (to >= from) to++;
+            for (int32_t i = 0; i < len; i++) bl_units_set(&u, queue[i], to, cand.device);
+            dissolve_groups(&u, queue, len, &cand, kill);
+            /* the memory model, received copies included: over capacity is no move */
             gopt_bl_memory_use(p, &cand, used);
-            double need = 0;
-            for (int32_t i = 0; i < len; i++) need += u.bytes[queue[i]];
-            if (used[to] + need <= gopt_bl_device_capacity(p, to)) {
-                for (int32_t i = 0; i < len; i++) {
-                    bl_units_set(&u, queue[i], to, cand.device);
-                    dissolve_groups_of_unit(&u, queue[i], &cand, kill);
-                }
-                changed = 1;
-            }
+            changed = 1;
+            for (int dv = 0; dv < nd; dv++)
+                if (used[dv] > gopt_bl_device_capacity(p, dv) * (1 + 1e-12)) changed = 0;
         } else if (r < 0.75 || f->m == 0) {
             int32_t a = (int32_t)gopt_rng_below(rng, (uint64_t)n), b = (int32_t)gopt_rng_below(rng, (uint64_t)n);
             if (cand.priority[a] != cand.priority[b]) {

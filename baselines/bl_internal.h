@@ -34,9 +34,15 @@ void bl_units_set(const bl_units *u, int32_t k, int32_t dev, int32_t *device);
 /* Split the units in `order` into k contiguous ranges balanced by
  * weight[unit] (compute or memory), ranges on devices 0..k-1. With key
  * (per unit, may be NULL) a range ends only where the key changes (whole
- * layers), unless the next unit does not fit its device. */
-void bl_split_contiguous(const gopt_bl_problem *p, const bl_units *u, const int32_t *order, const int32_t *key,
-                         const double *weight, int k, int32_t *device);
+ * layers), unless the next unit (with copies of its inputs from earlier
+ * ranges) does not fit in fill x its device's capacity. */
+gopt_status bl_split_contiguous(const gopt_bl_problem *p, const bl_units *u, const int32_t *order, const int32_t *key,
+                                const double *weight, int k, double fill, int32_t *device, gopt_error *err);
+/* Split (fill = 1) then fix memory; when the fix-up fails, split again
+ * filling each device to 85%, 70%, 55%, 40% of its capacity, leaving room
+ * the fix-up can use. */
+gopt_status bl_split_and_fix(const gopt_bl_problem *p, const bl_units *u, const int32_t *order, const int32_t *key,
+                             const double *weight, int k, int32_t *device, gopt_error *err);
 /* Move units off devices over capacity (latest in contiguous order first,
  * to the device with the most room). GOPT_EUNSUP when impossible. */
 gopt_status bl_fix_memory(const gopt_bl_problem *p, const bl_units *u, int32_t *device, gopt_error *err);
@@ -54,6 +60,29 @@ double bl_xfer_mean(const gopt_bl_problem *p, double bytes);
 /* Whether node v is a source of zero time (input, parameter): placed with
  * its first consumer by the list placers. */
 int bl_is_deferred(const gopt_bl_problem *p, int32_t v);
+
+/* ---- memory tracker (memory.c) ------------------------------------------ */
+typedef struct {
+    const gopt_bl_problem *p;
+    const gopt_frozen *f;
+    int nd;
+    int32_t *device; /* the placement being built (-1: not yet placed); shared, not owned */
+    int32_t *cnt;    /* (n, nd) consumers of producer q on device k */
+    double *copy;    /* (n) bytes of a received copy of q's output; 0 when transient */
+    double *used;    /* (nd) bytes held under the model */
+    double *cap;     /* (nd) capacity under the model */
+} bl_mem;
+
+/* Track placement `device` (entries may be -1). */
+gopt_status bl_mem_init(bl_mem *m, const gopt_bl_problem *p, int32_t *device, gopt_error *err);
+void bl_mem_destroy(bl_mem *m);
+/* Whether v's output, when read on another device, stays there (long-lived). */
+int bl_mem_long_lived(const gopt_frozen *f, int32_t v);
+/* Place or move node v onto dev, updating every device's total. */
+void bl_mem_place(bl_mem *m, int32_t v, int dev);
+/* Bytes of copies v would add on dev for inputs placed elsewhere. */
+double bl_mem_extra(bl_mem *m, int32_t v, int dev);
+void bl_mem_add_consumer(bl_mem *m, int32_t q, int dev);
 
 /* ---- binary heap of (key, id), smallest key first, ties by id ------------ */
 typedef struct {

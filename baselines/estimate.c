@@ -137,8 +137,14 @@ double gopt_bl_estimate(const gopt_bl_problem *p, const gopt_decisions *d, int *
     for (int32_t v = 0; v < n; v++)
         if (s.eu[v] == v && s.pending[v] != 0) goto out; /* not everything ran: a bug or a cycle */
     gopt_bl_memory_use(p, d, used);
-    for (int k = 0; k < nd; k++)
-        if (used[k] > gopt_bl_device_capacity(p, k)) *oom = 1;
+    double worst = 0;
+    for (int k = 0; k < nd; k++) {
+        double over = used[k] - gopt_bl_device_capacity(p, k);
+        if (over > worst) {
+            worst = over;
+            *oom = 1 + k;
+        }
+    }
     result = makespan;
 out:
     if (s.ready)

@@ -46,8 +46,10 @@ typedef enum {
 
 const char *gopt_bl_kind_name(gopt_bl_kind k); /* "placement", ...; NULL out of range */
 
-/* Step time in seconds of decisions d; *oom set to 1 when a device runs out
- * of memory. A negative or non-finite return is an evaluation failure. */
+/* Step time in seconds of decisions d. *oom: 0 when every device fits; when
+ * one runs out of memory, 1 + the index of the device that overflows most,
+ * or -1 when the evaluator cannot tell which (any nonzero value is OOM).
+ * A negative or non-finite return is an evaluation failure. */
 typedef double (*gopt_bl_evaluate_fn)(void *ctx, const gopt_decisions *d, int *oom);
 
 typedef struct {
@@ -57,6 +59,9 @@ typedef struct {
                             generous budget) for bit-reproducible runs. */
     double mem_fraction; /* usable fraction of device memory; 0 = 1.0 */
     double act_factor;   /* activation estimate multiplier; 0 = 1.0 */
+    double dev_cap[GOPT_SIM_MAX_DEVICES]; /* per-device cap in bytes under the memory
+                            model when > 0 (set by the OOM feedback of
+                            gopt_bl_combo_decide); 0 = none */
 } gopt_bl_options;
 
 typedef struct {
@@ -68,6 +73,9 @@ typedef struct {
     gopt_rng *rng;                /* may be NULL: one seeded from opt.seed is used */
     gopt_bl_evaluate_fn evaluate; /* may be NULL: gopt_bl_estimate */
     void *eval_ctx;
+    /* Optional (may be NULL): the peak bytes per device (ndev values into
+     * peak) of the last evaluate call; returns 0 when it cannot tell. */
+    int (*last_peak)(void *eval_ctx, double *peak);
 } gopt_bl_problem;
 
 /* Fill the field(s) of d the method's kind owns. d is initialised for the
@@ -108,7 +116,12 @@ typedef struct {
 gopt_status gopt_bl_combo_parse(const gopt_bl_registry *r, const char *spec, gopt_bl_combo *c, gopt_error *err);
 /* Run the combination: d is initialised here (caller destroys it, also on
  * error). The result is validated (gopt_decisions_validate) and checked
- * against the memory model before GOPT_OK is returned. */
+ * against the memory model before GOPT_OK is returned. When p->evaluate
+ * reports OOM for the placement, the placement parts run again with the
+ * model's capacity of each overflowing device scaled by (what the model
+ * says it holds / the evaluator's peak) x 0.95 when last_peak is given, else
+ * the overflowing device capped at 75% of what the model says it holds (all
+ * devices at 75% when the evaluator cannot tell which); 6 rounds at most. */
 gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo *c, const gopt_bl_problem *p,
                                  gopt_decisions *d, gopt_error *err);
 
@@ -151,8 +164,12 @@ gopt_status gopt_bl_anneal(const gopt_bl_problem *p, gopt_decisions *d, gopt_err
 typedef struct {
     const gopt_sim *sim;
     gopt_sim_scratch *scratch;
+    gopt_sim_result last; /* of the last successful run */
+    int have_last;
 } gopt_bl_sim_ctx;
 double gopt_bl_sim_evaluate(void *ctx, const gopt_decisions *d, int *oom);
+/* last_peak for gopt_bl_sim_ctx: the last run's peak_memory_bytes. */
+int gopt_bl_sim_last_peak(void *ctx, double *peak);
 
 typedef struct {
     double optimize_time_s; /* wall time of the method itself */

@@ -3,8 +3,10 @@
  * All three build a schedule on the cost model (op time per device, transfer
  * time per edge, no link contention) and keep the devices it chose. Shared
  * rules:
- *  - memory: a node may go to a device only when its unit (colocation group)
- *    is already there, or fits there with what the device already holds;
+ *  - memory (memory.c's model, received copies included): a node may go to
+ *    a device only when its unit (colocation group) is already there, or
+ *    fits there with what the device already holds, and the copies of its
+ *    inputs from other devices fit too;
  *    a unit's whole memory is reserved when its first member is placed, so
  *    later members follow it (Baechi's co-placement);
  *  - sources of zero time (inputs, parameters) are not scheduled on their
@@ -43,7 +45,12 @@ typedef struct {
     const gopt_frozen *f;
     bl_units u;
     int32_t *unit_dev; /* (nunits) device or -1 */
-    double *used;      /* (ndev) bytes reserved */
+    bl_mem mem;        /* memory held by placed nodes, copies included */
+    double *reserved;  /* (ndev) bytes of placed units' members not placed yet */
+    int32_t *stamp;    /* (nunits) scratch marks */
+    int32_t clock;
+    double fill;       /* first try to keep each device within fill x capacity */
+    uint8_t *full;     /* (n) etf: v was queued only under full capacity */
     double *aft;       /* (n) finish time */
     int32_t *device;   /* the decisions' device array; -1 while unplaced */
 } lp_state;
@@ -56,30 +63,60 @@ static gopt_status lp_init(lp_state *s, const gopt_bl_problem *p, gopt_decisions
     if (st) return st;
     if ((st = bl_memory_feasible(p, &s->u, err))) return st;
     s->unit_dev = gopt_malloc(((size_t)s->u.nunits + 1) * sizeof *s->unit_dev, err);
-    s->used = gopt_calloc((size_t)p->ndev, sizeof *s->used, err);
+    s->reserved = gopt_calloc((size_t)p->ndev, sizeof *s->reserved, err);
     s->aft = gopt_calloc((size_t)s->f->n + 1, sizeof *s->aft, err);
-    if (!s->unit_dev || !s->used || !s->aft) return GOPT_ENOMEM;
+    s->stamp = gopt_calloc((size_t)s->u.nunits + 1, sizeof *s->stamp, err);
+    if (!s->unit_dev || !s->reserved || !s->aft || !s->stamp) return GOPT_ENOMEM;
     for (int32_t k = 0; k < s->u.nunits; k++) s->unit_dev[k] = -1;
     s->device = d->device;
     for (int32_t v = 0; v < s->f->n; v++) s->device[v] = -1;
-    return GOPT_OK;
+    return bl_mem_init(&s->mem, p, s->device, err);
 }
 
 static void lp_destroy(lp_state *s) {
     bl_units_destroy(&s->u);
     free(s->unit_dev);
-    free(s->used);
+    free(s->reserved);
+    free(s->stamp);
     free(s->aft);
+    bl_mem_destroy(&s->mem);
 }
 
 static double tv(const lp_state *s, int32_t v, int dev) { return s->p->cost->time[(size_t)v * s->p->cost->ndev + dev]; }
 
-/* Whether v may run on dev: its unit is there already, or fits there. */
-static int lp_fits(const lp_state *s, int32_t v, int dev) {
+/* Whether v may run on dev: its unit is there already or fits there, and
+ * so do the copies of its inputs from other devices. Its unplaced deferred
+ * sources come along when they fit too (*along = 1); otherwise they will be
+ * placed elsewhere and dev holds copies of them (*along = 0). */
+static int lp_fits_mode(lp_state *s, int32_t v, int dev, int full, int *along) {
+    double cap = full ? s->mem.cap[dev] : s->fill * s->mem.cap[dev];
     int32_t k = s->u.unit[v];
-    if (s->unit_dev[k] >= 0) return s->unit_dev[k] == dev;
-    return s->used[dev] + s->u.bytes[k] <= gopt_bl_device_capacity(s->p, dev);
+    if (s->unit_dev[k] >= 0 && s->unit_dev[k] != dev) return 0;
+    double base = s->mem.used[dev] + s->reserved[dev] + (s->unit_dev[k] < 0 ? s->u.bytes[k] : 0) +
+                  bl_mem_extra(&s->mem, v, dev);
+    double all = 0, copies = 0;
+    const gopt_frozen *f = s->f;
+    s->clock++;
+    s->stamp[k] = s->clock;
+    for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
+        int32_t q = f->in_src[e], kq = s->u.unit[q];
+        if (s->device[q] >= 0 || !bl_is_deferred(s->p, q) || s->unit_dev[kq] >= 0 || s->stamp[kq] == s->clock) continue;
+        s->stamp[kq] = s->clock;
+        all += s->u.bytes[kq];
+        copies += s->mem.copy[q];
+    }
+    *along = 1;
+    if (base + all <= cap) return 1;
+    *along = 0;
+    return base + copies <= cap;
 }
+
+static int lp_fits(lp_state *s, int32_t v, int dev, int full) {
+    int along;
+    return lp_fits_mode(s, v, dev, full, &along);
+}
+
+static double room(const lp_state *s, int dev) { return s->mem.cap[dev] - s->mem.used[dev] - s->reserved[dev]; }
 
 /* Data-ready time of v on dev. */
 static double lp_ready(const lp_state *s, int32_t v, int dev) {
@@ -102,25 +139,44 @@ static double lp_ready(const lp_state *s, int32_t v, int dev) {
 static void lp_place_unit(lp_state *s, int32_t k, int dev) {
     if (s->unit_dev[k] >= 0) return;
     s->unit_dev[k] = dev;
-    s->used[dev] += s->u.bytes[k];
+    s->reserved[dev] += s->u.bytes[k];
     for (int32_t i = s->u.ptr[k]; i < s->u.ptr[k + 1]; i++) {
         int32_t w = s->u.mem[i];
-        if (bl_is_deferred(s->p, w)) s->device[w] = dev; /* sources: placed and done at time 0 */
+        if (bl_is_deferred(s->p, w)) { /* sources: placed and done at time 0 */
+            s->reserved[dev] -= gopt_bl_node_memory(s->p, w);
+            bl_mem_place(&s->mem, w, dev);
+        }
     }
+}
+
+/* Place non-deferred member v of a placed unit. */
+static void lp_place_node(lp_state *s, int32_t v, int dev) {
+    s->reserved[dev] -= gopt_bl_node_memory(s->p, v);
+    bl_mem_place(&s->mem, v, dev);
 }
 
 static void lp_commit(lp_state *s, int32_t v, int dev, double start) {
     const gopt_frozen *f = s->f;
+    int along = 1;
+    if (!lp_fits_mode(s, v, dev, 0, &along)) lp_fits_mode(s, v, dev, 1, &along);
     lp_place_unit(s, s->u.unit[v], dev);
     for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
-        int32_t q = f->in_src[e];
-        int32_t kq = s->u.unit[q];
-        /* a deferred source goes along when it fits; otherwise lp_finish places it */
-        if (s->device[q] < 0 && bl_is_deferred(s->p, q) && s->unit_dev[kq] < 0 &&
-            s->used[dev] + s->u.bytes[kq] <= gopt_bl_device_capacity(s->p, dev))
-            lp_place_unit(s, kq, dev);
+        int32_t q = f->in_src[e], kq = s->u.unit[q];
+        if (s->device[q] >= 0 || !bl_is_deferred(s->p, q) || s->unit_dev[kq] >= 0) continue;
+        int to = along ? dev : -1;
+        if (!along) { /* not with v: the device with most room */
+            double most = -1;
+            for (int t = 0; t < s->p->ndev; t++) {
+                double r = room(s, t) - s->u.bytes[kq];
+                if (t != dev && r >= 0 && r > most) {
+                    most = r;
+                    to = t;
+                }
+            }
+        }
+        if (to >= 0) lp_place_unit(s, kq, to); /* else lp_finish places it */
     }
-    s->device[v] = dev;
+    lp_place_node(s, v, dev);
     s->aft[v] = start + tv(s, v, dev);
 }
 
@@ -129,11 +185,11 @@ static gopt_status lp_finish(lp_state *s, gopt_error *err) {
     for (int32_t k = 0; k < s->u.nunits; k++) {
         if (s->unit_dev[k] >= 0) continue;
         int best = -1;
-        double room = -1;
+        double most = -1;
         for (int d = 0; d < s->p->ndev; d++) {
-            double r = gopt_bl_device_capacity(s->p, d) - s->used[d] - s->u.bytes[k];
-            if (r >= 0 && r > room) {
-                room = r;
+            double r = room(s, d) - s->u.bytes[k];
+            if (r >= 0 && r > most) {
+                most = r;
                 best = d;
             }
         }
@@ -143,7 +199,12 @@ static gopt_status lp_finish(lp_state *s, gopt_error *err) {
         lp_place_unit(s, k, best);
     }
     for (int32_t v = 0; v < s->f->n; v++)
-        if (s->device[v] < 0) s->device[v] = s->unit_dev[s->u.unit[v]];
+        if (s->device[v] < 0) lp_place_node(s, v, s->unit_dev[s->u.unit[v]]);
+    for (int d = 0; d < s->p->ndev; d++)
+        if (s->mem.used[d] > s->mem.cap[d] * (1 + 1e-12))
+            return gopt_error_set(err, GOPT_EUNSUP,
+                                  "no valid placement of graph '%s' found: device %d ends with %.4g bytes over its %.4g",
+                                  gopt_graph_name(s->p->graph), d, s->mem.used[d], s->mem.cap[d]);
     return GOPT_OK;
 }
 
@@ -208,9 +269,10 @@ static int slot_insert(slots *sl, int32_t pos, double start, double end) {
     return 1;
 }
 
-gopt_status gopt_bl_place_heft(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+static gopt_status heft_run(const gopt_bl_problem *p, gopt_decisions *d, double fill, gopt_error *err) {
     lp_state s;
     gopt_status st = lp_init(&s, p, d, err);
+    s.fill = fill;
     const gopt_frozen *f = s.f;
     int32_t n = f->n, nd = p->ndev;
     rk_item *it = NULL;
@@ -245,15 +307,16 @@ gopt_status gopt_bl_place_heft(const gopt_bl_problem *p, gopt_decisions *d, gopt
     for (int32_t i = 0; i < cnt; i++) {
         int32_t v = it[i].v, bestd = -1, bestpos = 0;
         double beststart = 0, bestfin = INFINITY;
-        for (int k = 0; k < nd; k++) {
-            if (!lp_fits(&s, v, k)) continue;
+        for (int k = 0; k < nd * 2; k++) {
+            if (k == nd && bestd >= 0) break; /* under fill x capacity somewhere: done */
+            if (!lp_fits(&s, v, k % nd, k >= nd)) continue;
             int32_t pos;
-            double dur = tv(&s, v, k);
-            double start = slot_find(&sl[k], lp_ready(&s, v, k), dur, &pos);
+            double dur = tv(&s, v, k % nd);
+            double start = slot_find(&sl[k % nd], lp_ready(&s, v, k % nd), dur, &pos);
             if (start + dur < bestfin) {
                 bestfin = start + dur;
                 beststart = start;
-                bestd = k;
+                bestd = k % nd;
                 bestpos = pos;
             }
         }
@@ -279,9 +342,33 @@ out:
 }
 
 /* ---- ETF and SCT ------------------------------------------------------------ */
-static gopt_status etf_run(const gopt_bl_problem *p, gopt_decisions *d, int sct, gopt_error *err) {
+/* Queue ready node v on the devices it may go to: its favourite parent's
+ * device (glue, SCT) when it fits there within fill; else every device where
+ * it fits within fill; else every device where it fits at all. Returns the
+ * number of queues (0: fits nowhere), -1 when out of memory. */
+static int etf_push(lp_state *s, bl_heap *heap, int32_t *live, const int32_t *favp, int32_t v, int glue) {
+    int nd = s->p->ndev;
+    int32_t fp = favp[v];
+    live[v] = 0;
+    if (glue && fp >= 0 && s->device[fp] >= 0 && lp_fits(s, v, s->device[fp], 0)) {
+        if (!bl_heap_push(&heap[s->device[fp]], lp_ready(s, v, s->device[fp]), v)) return -1;
+        s->full[v] = 0;
+        return live[v] = 1;
+    }
+    for (int full = 0; full < 2 && !live[v]; full++)
+        for (int k = 0; k < nd; k++)
+            if (lp_fits(s, v, k, full)) {
+                if (!bl_heap_push(&heap[k], lp_ready(s, v, k), v)) return -1;
+                live[v]++;
+                s->full[v] = (uint8_t)full;
+            }
+    return live[v];
+}
+
+static gopt_status etf_run(const gopt_bl_problem *p, gopt_decisions *d, int sct, double fill, gopt_error *err) {
     lp_state s;
     gopt_status st = lp_init(&s, p, d, err);
+    s.fill = fill;
     const gopt_frozen *f = s.f;
     int32_t n = f->n, nd = p->ndev;
     bl_heap *heap = NULL;
@@ -295,7 +382,8 @@ static gopt_status etf_run(const gopt_bl_problem *p, gopt_decisions *d, int sct,
     live = gopt_calloc((size_t)n + 1, sizeof *live, err);
     favp = gopt_malloc(((size_t)n + 1) * sizeof *favp, err);
     favc = gopt_malloc(((size_t)n + 1) * sizeof *favc, err);
-    if (!heap || !freet || !indeg || !live || !favp || !favc) {
+    s.full = gopt_calloc((size_t)n + 1, 1, err);
+    if (!heap || !freet || !indeg || !live || !favp || !favc || !s.full) {
         st = GOPT_ENOMEM;
         goto out;
     }
@@ -328,20 +416,12 @@ static gopt_status etf_run(const gopt_bl_problem *p, gopt_decisions *d, int sct,
         for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++)
             if (!bl_is_deferred(p, f->in_src[e])) indeg[v]++;
     int32_t todo = 0;
-#define PUSH_READY(v)                                                                                                  \
+#define PUSH_READY(v, glue)                                                                                            \
     do {                                                                                                               \
-        int32_t _v = (v), _fp = favp[_v];                                                                              \
-        if (_fp >= 0 && s.device[_fp] >= 0 && lp_fits(&s, _v, s.device[_fp])) {                                       \
-            if (!bl_heap_push(&heap[s.device[_fp]], lp_ready(&s, _v, s.device[_fp]), _v)) goto nomem;                   \
-            live[_v] = 1;                                                                                              \
-        } else                                                                                                         \
-            for (int _k = 0; _k < nd; _k++)                                                                            \
-                if (lp_fits(&s, _v, _k)) {                                                                             \
-                    if (!bl_heap_push(&heap[_k], lp_ready(&s, _v, _k), _v)) goto nomem;                                 \
-                    live[_v]++;                                                                                        \
-                }                                                                                                      \
-        if (!live[_v]) {                                                                                               \
-            st = no_fit(&s, _v, err);                                                                                  \
+        int _r = etf_push(&s, heap, live, favp, (v), (glue));                                                          \
+        if (_r < 0) goto nomem;                                                                                        \
+        if (_r == 0) {                                                                                                 \
+            st = no_fit(&s, (v), err);                                                                                 \
             goto out;                                                                                                  \
         }                                                                                                              \
     } while (0)
@@ -349,7 +429,7 @@ static gopt_status etf_run(const gopt_bl_problem *p, gopt_decisions *d, int sct,
         int32_t v = f->topo[i];
         if (bl_is_deferred(p, v)) continue;
         todo++;
-        if (indeg[v] == 0) PUSH_READY(v);
+        if (indeg[v] == 0) PUSH_READY(v, 1);
     }
     while (todo > 0) {
         int bestd = -1;
@@ -362,12 +442,9 @@ static gopt_status etf_run(const gopt_bl_problem *p, gopt_decisions *d, int sct,
                     bl_heap_pop(h);
                     continue;
                 }
-                if (!lp_fits(&s, v, k)) {
+                if (!lp_fits(&s, v, k, s.full[v])) {
                     bl_heap_pop(h);
-                    if (--live[v] == 0) {
-                        st = no_fit(&s, v, err);
-                        goto out;
-                    }
+                    if (--live[v] == 0) PUSH_READY(v, 0); /* wherever it still fits, full capacity included */
                     continue;
                 }
                 double r = lp_ready(&s, v, k);
@@ -395,7 +472,7 @@ static gopt_status etf_run(const gopt_bl_problem *p, gopt_decisions *d, int sct,
         todo--;
         for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++) {
             int32_t w = f->out_dst[e];
-            if (--indeg[w] == 0) PUSH_READY(w);
+            if (--indeg[w] == 0) PUSH_READY(w, 1);
         }
     }
 #undef PUSH_READY
@@ -413,14 +490,36 @@ out:
     free(favp);
     free(favc);
     free(edges);
+    free(s.full);
     lp_destroy(&s);
     return st;
 }
 
+/* A greedy placer can paint itself into a corner: early nodes fill the
+ * devices and a later one (with the copies of its inputs) fits nowhere. The
+ * pure algorithm runs first; on such a failure it runs again keeping each
+ * device within 90%, 75%, 60%, 45% of its capacity where it can, so the
+ * rest is headroom for the nodes that fit nowhere else. */
+static const double FILLS[] = {1.0, 0.9, 0.75, 0.6, 0.45};
+#define NFILLS (sizeof FILLS / sizeof FILLS[0])
+
+gopt_status gopt_bl_place_heft(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    gopt_status st = GOPT_OK;
+    for (size_t i = 0; i < NFILLS; i++)
+        if ((st = heft_run(p, d, FILLS[i], err)) != GOPT_EUNSUP) break;
+    return st;
+}
+
 gopt_status gopt_bl_place_metf(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
-    return etf_run(p, d, 0, err);
+    gopt_status st = GOPT_OK;
+    for (size_t i = 0; i < NFILLS; i++)
+        if ((st = etf_run(p, d, 0, FILLS[i], err)) != GOPT_EUNSUP) break;
+    return st;
 }
 
 gopt_status gopt_bl_place_msct(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
-    return etf_run(p, d, 1, err);
+    gopt_status st = GOPT_OK;
+    for (size_t i = 0; i < NFILLS; i++)
+        if ((st = etf_run(p, d, 1, FILLS[i], err)) != GOPT_EUNSUP) break;
+    return st;
 }

@@ -5,7 +5,7 @@
  * (bytes summed). Vertex weight: the unit's op time on device 0, scaled so
  * the total is about 10^6 (at least 1 per vertex: METIS wants positive
  * weights for balance). Edge weight: tensor bytes scaled so the heaviest is
- * 10^4 (at least 1). METIS_PartGraphKway with the run's seed; part i goes to
+ * 10^4 and the total at most 5 10^8 (METIS sums in 32 bits), at least 1. METIS_PartGraphKway with the run's seed; part i goes to
  * device i; memory violations are fixed up after (bl_fix_memory).
  * Cost: O(E log E) to build, METIS's O(E) multilevel partitioning.
  */
@@ -81,8 +81,14 @@ gopt_status gopt_bl_place_metis(const gopt_bl_problem *p, gopt_decisions *d, gop
         start = end;
     }
     xadj[nu] = out_n;
-    for (int32_t i = 0; i < out_n; i++)
+    double sumb = 0;
+    for (int32_t i = 0; i < out_n; i++) {
         if (adj[i].bytes > maxb) maxb = adj[i].bytes;
+        sumb += adj[i].bytes;
+    }
+    /* heaviest edge 10^4, and the total within 5 10^8 so METIS's 32-bit sums cannot overflow */
+    double scale = maxb > 0 ? 1e4 / maxb : 0;
+    if (sumb * scale > 5e8) scale = 5e8 / sumb;
     adjncy = gopt_malloc(((size_t)out_n + 1) * sizeof *adjncy, err);
     adjwgt = gopt_malloc(((size_t)out_n + 1) * sizeof *adjwgt, err);
     if (!adjncy || !adjwgt) {
@@ -91,7 +97,7 @@ gopt_status gopt_bl_place_metis(const gopt_bl_problem *p, gopt_decisions *d, gop
     }
     for (int32_t i = 0; i < out_n; i++) {
         adjncy[i] = adj[i].nb;
-        double w = maxb > 0 ? adj[i].bytes / maxb * 1e4 : 1;
+        double w = adj[i].bytes * scale;
         adjwgt[i] = w < 1 ? 1 : (idx_t)llround(w);
     }
     double total = 0;

@@ -7,7 +7,8 @@
  * expert: what a practitioner does by hand, keyed on the graph's family:
  *  - rnnlm, gnmt, transformer_xl: the layers are split across all devices
  *    in order (contiguous layer ranges balanced by compute; with fewer
- *    layers than devices, one range per layer);
+ *    layers than devices, one range per layer, unless the model needs more
+ *    devices to fit with a 20% margin: then that many ranges of units);
  *  - inception_v3, resnet, amoebanet, wavenet: one device when the model
  *    fits; else contiguous ranges balanced by compute over the fewest
  *    devices that hold it;
@@ -91,9 +92,8 @@ gopt_status gopt_bl_place_expert(const gopt_bl_problem *p, gopt_decisions *d, go
     if ((st = bl_units_order(p, &u, order, key, err))) goto out;
     if (keep) { /* one device when it fits, else the fewest that hold it */
         for (int k = 1; k <= p->ndev; k++) {
-            bl_split_contiguous(p, &u, order, key, u.work, k, d->device);
             gopt_error e2 = {0};
-            if (bl_fix_memory(p, &u, d->device, &e2) == GOPT_OK) {
+            if (bl_split_and_fix(p, &u, order, key, u.work, k, d->device, &e2) == GOPT_OK) {
                 int over = 0;
                 for (int32_t v = 0; v < d->n; v++) over |= d->device[v] >= k;
                 if (!over || k == p->ndev) goto out;
@@ -104,8 +104,10 @@ gopt_status gopt_bl_place_expert(const gopt_bl_problem *p, gopt_decisions *d, go
     }
     int k = p->ndev;
     if (layers >= 1 && layers < k) k = layers;
-    bl_split_contiguous(p, &u, order, key, u.work, k, d->device);
-    st = bl_fix_memory(p, &u, d->device, err);
+    /* more devices than layers when the layers do not fit (with a 20% margin): then ranges of units */
+    double need = total_bytes(&u), cap = gopt_bl_device_capacity(p, 0);
+    while (k < p->ndev && need > 0.8 * cap * k) k++;
+    st = bl_split_and_fix(p, &u, order, k > layers ? NULL : key, u.work, k, d->device, err);
 out:
     free(order);
     free(key);
@@ -142,8 +144,7 @@ gopt_status gopt_bl_place_mtopo(const gopt_bl_problem *p, gopt_decisions *d, gop
     }
     qsort(it, (size_t)u.nunits, sizeof *it, tp_cmp);
     for (int32_t k = 0; k < u.nunits; k++) order[k] = it[k].unit;
-    bl_split_contiguous(p, &u, order, NULL, u.work, p->ndev, d->device);
-    st = bl_fix_memory(p, &u, d->device, err);
+    st = bl_split_and_fix(p, &u, order, NULL, u.work, p->ndev, d->device, err);
 out:
     free(order);
     free(it);

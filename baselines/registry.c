@@ -1,5 +1,5 @@
-/* registry.c: the method table, combinations, the memory model and the
- * evaluation wrapper (gopt_baselines.h).
+/* registry.c: the method table, combinations, the evaluation wrapper and
+ * small shared helpers (gopt_baselines.h).
  *
  * A combination runs its parts in kind order (placement, schedule, fusion,
  * joint) on one decisions array and is validated at the end; the memory
@@ -159,17 +159,39 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
             break;
         }
         if (st) goto out;
-        /* our memory model leaves out transient tensors and received copies: when the
-         * evaluator reports OOM, place again with less of each device (x0.75, 4 times) */
-        if (!p->evaluate || attempt == 4) break;
+        /* our memory model leaves out tensor lifetimes: when the evaluator reports OOM, correct the
+         * model's capacity of each device that overflows by the ratio of the model's count to the
+         * evaluator's peak (x0.95), or without peaks cap the device that overflows at 75% of what the
+         * model says it holds (all at 75% when the evaluator cannot tell which); place again */
+        if (!p->evaluate || attempt == 6) break;
         int oom = 0;
         double t = p->evaluate(p->eval_ctx, d, &oom);
         if (!oom || !isfinite(t) || t < 0) break;
         if (!have_prev && (st = gopt_decisions_init(&prev, f->n, err))) goto out;
         gopt_decisions_copy(&prev, d);
         have_prev = 1;
-        frac *= 0.75;
-        q.opt.mem_fraction = frac;
+        double used[GOPT_SIM_MAX_DEVICES], peak[GOPT_SIM_MAX_DEVICES];
+        int fixed = 0;
+        if (p->ndev <= GOPT_SIM_MAX_DEVICES) {
+            gopt_bl_memory_use(&q, d, used);
+            if (p->last_peak && p->last_peak(p->eval_ctx, peak))
+                for (int k = 0; k < p->ndev; k++) {
+                    double phys = gopt_cost_device_memory(p->cm, k);
+                    if (peak[k] <= phys || used[k] <= 0) continue;
+                    /* the evaluator sees peak where the model counts used: scale the model's cap */
+                    double cap = 0.95 * frac * phys * used[k] / peak[k], old = gopt_bl_device_capacity(&q, k);
+                    q.opt.dev_cap[k] = cap < old ? cap : 0.95 * old;
+                    fixed = 1;
+                }
+            if (!fixed && oom > 0 && oom <= p->ndev) {
+                q.opt.dev_cap[oom - 1] = 0.75 * (used[oom - 1] > 0 ? used[oom - 1] : gopt_bl_device_capacity(&q, oom - 1));
+                fixed = 1;
+            }
+        }
+        if (!fixed) {
+            frac *= 0.75;
+            q.opt.mem_fraction = frac;
+        }
     }
     if (c->part[GOPT_BL_JOINT] && (st = c->part[GOPT_BL_JOINT]->decide(&q, d, err))) {
         gopt_error_prefix(err, "%s", c->part[GOPT_BL_JOINT]->name);
@@ -183,40 +205,6 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
     st = gopt_bl_memory_check(p, d, err);
 out:
     gopt_decisions_destroy(&prev);
-    return st;
-}
-
-/* ---- memory model ------------------------------------------------------ */
-double gopt_bl_node_memory(const gopt_bl_problem *p, int32_t v) {
-    const gopt_frozen *f = gopt_graph_frozen(p->graph);
-    double act = p->opt.act_factor > 0 ? p->opt.act_factor : 1.0;
-    double m = f->param_bytes[v];
-    int ph = f->phase[v];
-    if (f->op_class[v] != GOPT_OP_CLASS_PARAM && (ph == GOPT_PHASE_FWD || ph == GOPT_PHASE_NONE))
-        m += act * f->out_bytes[v];
-    return m;
-}
-
-double gopt_bl_device_capacity(const gopt_bl_problem *p, int dev) {
-    double frac = p->opt.mem_fraction > 0 ? p->opt.mem_fraction : 1.0;
-    return frac * gopt_cost_device_memory(p->cm, dev);
-}
-
-void gopt_bl_memory_use(const gopt_bl_problem *p, const gopt_decisions *d, double *used) {
-    for (int k = 0; k < p->ndev; k++) used[k] = 0;
-    for (int32_t v = 0; v < d->n; v++) used[d->device[v]] += gopt_bl_node_memory(p, v);
-}
-
-gopt_status gopt_bl_memory_check(const gopt_bl_problem *p, const gopt_decisions *d, gopt_error *err) {
-    double *used = gopt_malloc((size_t)p->ndev * sizeof *used, err);
-    if (!used) return GOPT_ENOMEM;
-    gopt_bl_memory_use(p, d, used);
-    gopt_status st = GOPT_OK;
-    for (int k = 0; k < p->ndev && !st; k++)
-        if (used[k] > gopt_bl_device_capacity(p, k))
-            st = gopt_error_set(err, GOPT_EUNSUP, "device %d needs %.4g bytes but holds %.4g (graph '%s')", k, used[k],
-                                gopt_bl_device_capacity(p, k), gopt_graph_name(p->graph));
-    free(used);
     return st;
 }
 

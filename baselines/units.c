@@ -111,12 +111,16 @@ gopt_status bl_units_order(const gopt_bl_problem *p, const bl_units *u, int32_t 
     return GOPT_OK;
 }
 
-void bl_split_contiguous(const gopt_bl_problem *p, const bl_units *u, const int32_t *order, const int32_t *key,
-                         const double *weight, int k, int32_t *device) {
+gopt_status bl_split_contiguous(const gopt_bl_problem *p, const bl_units *u, const int32_t *order, const int32_t *key,
+                                const double *weight, int k, double fill, int32_t *device, gopt_error *err) {
+    for (int32_t v = 0; v < u->n; v++) device[v] = -1;
+    bl_mem m;
+    gopt_status st = bl_mem_init(&m, p, device, err);
+    if (st) return st;
     double total = 0;
     for (int32_t i = 0; i < u->nunits; i++) total += weight[order[i]];
     int dev = 0;
-    double cum = 0, used = 0, cap = gopt_bl_device_capacity(p, 0), block = 0;
+    double cum = 0, block = 0;
     int32_t count = 0; /* units on the current device */
     for (int32_t i = 0; i < u->nunits; i++) {
         int32_t un = order[i];
@@ -126,19 +130,25 @@ void bl_split_contiguous(const gopt_bl_problem *p, const bl_units *u, const int3
             for (int32_t j = i; j < u->nunits && (j == i || (key && key[order[j]] == key[un])); j++)
                 block += weight[order[j]];
         }
-        /* move on at a block start whose midpoint passes this range's boundary, or when the unit does not fit */
-        while (dev < k - 1 && count > 0 &&
-               ((starts && cum + 0.5 * block > total * (dev + 1) / k) || used + u->bytes[un] > cap)) {
+        /* move on at a block start whose midpoint passes this range's boundary, or when the
+         * unit (with the copies of its inputs) does not fit */
+        while (dev < k - 1 && count > 0) {
+            int next = starts && cum + 0.5 * block > total * (dev + 1) / k;
+            if (!next) {
+                double need = u->bytes[un];
+                for (int32_t j = u->ptr[un]; j < u->ptr[un + 1]; j++) need += bl_mem_extra(&m, u->mem[j], dev);
+                next = m.used[dev] + need > fill * m.cap[dev];
+            }
+            if (!next) break;
             dev++;
-            used = 0;
             count = 0;
-            cap = gopt_bl_device_capacity(p, dev);
         }
-        bl_units_set(u, un, dev, device);
-        used += u->bytes[un];
+        for (int32_t j = u->ptr[un]; j < u->ptr[un + 1]; j++) bl_mem_place(&m, u->mem[j], dev);
         count++;
         cum += weight[un];
     }
+    bl_mem_destroy(&m);
+    return GOPT_OK;
 }
 
 gopt_status bl_memory_feasible(const gopt_bl_problem *p, const bl_units *u, gopt_error *err) {
@@ -169,50 +179,84 @@ gopt_status bl_memory_feasible(const gopt_bl_problem *p, const bl_units *u, gopt
     return GOPT_OK;
 }
 
+static void move_unit(bl_mem *m, const bl_units *u, int32_t k, int to) {
+    for (int32_t i = u->ptr[k]; i < u->ptr[k + 1]; i++) bl_mem_place(m, u->mem[i], to);
+}
+
 gopt_status bl_fix_memory(const gopt_bl_problem *p, const bl_units *u, int32_t *device, gopt_error *err) {
     gopt_status st = bl_memory_feasible(p, u, err);
     if (st) return st;
     int nd = p->ndev;
-    double *used = gopt_calloc((size_t)nd, sizeof *used, err);
+    bl_mem m;
     int32_t *order = gopt_malloc(((size_t)u->nunits + 1) * sizeof *order, err);
-    if (!used || !order) {
-        st = GOPT_ENOMEM;
-        goto out;
+    if (!order) return GOPT_ENOMEM;
+    if ((st = bl_mem_init(&m, p, device, err))) {
+        free(order);
+        return st;
     }
     if ((st = bl_units_order(p, u, order, NULL, err))) goto out;
-    for (int32_t k = 0; k < u->nunits; k++) used[device[u->mem[u->ptr[k]]]] += u->bytes[k];
-    for (int d = 0; d < nd; d++) {
-        double cap = gopt_bl_device_capacity(p, d);
-        /* latest units in contiguous order leave first: ranges stay nearly contiguous */
-        for (int32_t i = u->nunits - 1; i >= 0 && used[d] > cap; i--) {
-            int32_t k = order[i];
-            if (device[u->mem[u->ptr[k]]] != d || u->bytes[k] <= 0) continue;
-            int best = -1;
-            double room = -1;
-            for (int t = 0; t < nd; t++) {
-                if (t == d) continue;
-                double r = gopt_bl_device_capacity(p, t) - used[t] - u->bytes[k];
-                if (r >= 0 && r > room) {
-                    room = r;
-                    best = t;
+    int over = -1;
+    for (int round = 0; round < 3; round++) {
+        for (int d = 0; d < nd; d++) {
+            /* latest units in contiguous order leave first: ranges stay nearly contiguous */
+            for (int32_t i = u->nunits - 1; i >= 0 && m.used[d] > m.cap[d]; i--) {
+                int32_t k = order[i];
+                if (device[u->mem[u->ptr[k]]] != d) continue;
+                double before = m.used[d];
+                /* targets: first where the unit's copied inputs live (moving there frees copies), then most room */
+                double gain[64] = {0};
+                for (int32_t j = u->ptr[k]; j < u->ptr[k + 1]; j++) {
+                    int32_t v = u->mem[j];
+                    for (int32_t e = m.f->in_ptr[v]; e < m.f->in_ptr[v + 1]; e++) {
+                        int32_t q = m.f->in_src[e];
+                        if (m.copy[q] > 0 && device[q] != d && device[q] >= 0 && device[q] < 64) gain[device[q]] += m.copy[q];
+                    }
+                }
+                uint64_t tried = 0;
+                for (int attempt = 0; attempt < nd - 1; attempt++) {
+                    int best = -1;
+                    double bg = -1, room = -1e300;
+                    for (int t = 0; t < nd && t < 64; t++) {
+                        double r = m.cap[t] - m.used[t] - u->bytes[k];
+                        if (t == d || (tried >> t & 1) || r < 0) continue;
+                        if (gain[t] > bg || (gain[t] == bg && r > room)) {
+                            bg = gain[t];
+                            room = r;
+                            best = t;
+                        }
+                    }
+                    if (best < 0) break;
+                    tried |= (uint64_t)1 << best;
+                    move_unit(&m, u, k, best);
+                    if (m.used[best] <= m.cap[best] && m.used[d] <= before) break;
+                    move_unit(&m, u, k, d); /* its copies did not fit, or it freed nothing: back */
                 }
             }
-            if (best < 0) continue;
-            bl_units_set(u, k, best, device);
-            used[d] -= u->bytes[k];
-            used[best] += u->bytes[k];
         }
-        if (used[d] > cap) {
-            st = gopt_error_set(err, GOPT_EUNSUP,
-                                "no valid placement of graph '%s' found: device %d keeps %.4g bytes over its %.4g "
-                                "after moving what fits elsewhere",
-                                gopt_graph_name(p->graph), d, used[d], cap);
-            goto out;
-        }
+        over = -1;
+        for (int d = 0; d < nd && over < 0; d++)
+            if (m.used[d] > m.cap[d]) over = d;
+        if (over < 0) break;
     }
+    if (over >= 0)
+        st = gopt_error_set(err, GOPT_EUNSUP,
+                            "no valid placement of graph '%s' found: device %d keeps %.4g bytes over its %.4g after "
+                            "moving what fits elsewhere",
+                            gopt_graph_name(p->graph), over, m.used[over], m.cap[over]);
 out:
-    free(used);
+    bl_mem_destroy(&m);
     free(order);
+    return st;
+}
+
+gopt_status bl_split_and_fix(const gopt_bl_problem *p, const bl_units *u, const int32_t *order, const int32_t *key,
+                             const double *weight, int k, int32_t *device, gopt_error *err) {
+    static const double FILL[] = {1.0, 0.85, 0.7, 0.55, 0.4};
+    gopt_status st = GOPT_OK;
+    for (size_t i = 0; i < sizeof FILL / sizeof FILL[0]; i++) {
+        if ((st = bl_split_contiguous(p, u, order, key, weight, k, FILL[i], device, err))) return st;
+        if ((st = bl_fix_memory(p, u, device, err)) != GOPT_EUNSUP) return st;
+    }
     return st;
 }
 
@@ -228,9 +272,8 @@ gopt_status bl_least_bad_split(const gopt_bl_problem *p, const bl_units *u, int3
     double best = INFINITY;
     int found = 0;
     for (int k = 2; k <= p->ndev; k++) {
-        bl_split_contiguous(p, u, order, NULL, u->bytes, k, trial.device);
         gopt_error e2 = {0};
-        if (bl_fix_memory(p, u, trial.device, &e2)) continue;
+        if (bl_split_and_fix(p, u, order, NULL, u->bytes, k, trial.device, &e2)) continue;
         int oom = 0;
         double t = gopt_bl_evaluate(p, &trial, &oom);
         if (!isfinite(t) || t < 0) continue;

@@ -553,6 +553,7 @@ static void test_determinism(void **state) {
 typedef struct {
     long calls;
     const gopt_bl_problem *pb;
+    double last_used[8];
 } counter;
 
 static double counting_eval(void *ctx, const gopt_decisions *d, int *oom) {
@@ -563,12 +564,100 @@ static double counting_eval(void *ctx, const gopt_decisions *d, int *oom) {
     return gopt_bl_estimate(&q, d, oom);
 }
 
+/* An evaluator whose device 0 is smaller than the model thinks: OOM there
+ * when it holds more than 6 of the 10 nodes. */
+static double small_dev0_eval(void *ctx, const gopt_decisions *d, int *oom) {
+    counter *c = ctx;
+    c->calls++;
+    gopt_bl_problem q = *c->pb;
+    q.evaluate = NULL;
+    double t = gopt_bl_estimate(&q, d, oom);
+    int on0 = 0;
+    for (int32_t v = 0; v < d->n; v++) on0 += d->device[v] == 0;
+    if (on0 > 6) *oom = 1;
+    return t;
+}
+
+static void test_oom_feedback(void **state) {
+    (void)state;
+    gopt_graph *g = two_chains(5);
+    fixture x;
+    fx_init(&x, g, 2, 1e12);
+    counter c = {0, &x.pb, {0}};
+    x.pb.evaluate = small_dev0_eval;
+    x.pb.eval_ctx = &c;
+    gopt_decisions d;
+    run_method(&x, "single", &d, GOPT_OK);
+    int on0 = 0;
+    for (int32_t v = 0; v < d.n; v++) on0 += d.device[v] == 0;
+    assert_true(on0 <= 6 && on0 > 0);
+    assert_true(c.calls >= 2);
+    gopt_decisions_destroy(&d);
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
+/* An evaluator that sees twice the memory our model counts, and says so
+ * through last_peak. */
+static double double_mem_eval(void *ctx, const gopt_decisions *d, int *oom) {
+    counter *c = ctx;
+    c->calls++;
+    gopt_bl_problem q = *c->pb;
+    q.evaluate = NULL;
+    double t = gopt_bl_estimate(&q, d, oom);
+    double used[8];
+    gopt_bl_memory_use(&q, d, used);
+    *oom = 0;
+    for (int k = 0; k < q.ndev; k++)
+        if (2 * used[k] > gopt_cost_device_memory(q.cm, k)) *oom = 1 + k;
+    return t;
+}
+
+static int double_mem_peak(void *ctx, double *peak) {
+    counter *c = ctx; /* twice what the model counted for the last call's decisions */
+    for (int k = 0; k < c->pb->ndev; k++) peak[k] = 2 * c->last_used[k];
+    return 1;
+}
+
+static double double_mem_eval_keep(void *ctx, const gopt_decisions *d, int *oom) {
+    counter *c = ctx;
+    gopt_bl_problem q = *c->pb;
+    q.evaluate = NULL;
+    gopt_bl_memory_use(&q, d, c->last_used);
+    return double_mem_eval(ctx, d, oom);
+}
+
+static void test_oom_feedback_peak(void **state) {
+    (void)state;
+    gopt_graph *g = two_chains(5); /* 10 nodes of 100 MB each under the model */
+    fixture x;
+    fx_init(&x, g, 2, 1.5e9);
+    counter c = {0, &x.pb, {0}};
+    x.pb.evaluate = double_mem_eval_keep;
+    x.pb.eval_ctx = &c;
+    x.pb.last_peak = double_mem_peak;
+    const char *methods[] = {"single", "heft", "metf", "mtopo", NULL};
+    for (int i = 0; methods[i]; i++) {
+        gopt_decisions d;
+        run_method(&x, methods[i], &d, GOPT_OK);
+        double used[2];
+        gopt_bl_problem q = x.pb;
+        gopt_bl_memory_use(&q, &d, used);
+        if (!(2 * used[0] <= 1.5e9 && 2 * used[1] <= 1.5e9))
+            fprintf(stderr, "%s: %.3g %.3g\n", methods[i], used[0], used[1]);
+        assert_true(2 * used[0] <= 1.5e9 && 2 * used[1] <= 1.5e9); /* fits as the evaluator sees it */
+        gopt_decisions_destroy(&d);
+    }
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
 static void test_evaluator_callback(void **state) {
     (void)state;
     gopt_graph *g = two_chains(4);
     fixture x;
     fx_init(&x, g, 2, 1e12);
-    counter c = {0, &x.pb};
+    counter c = {0, &x.pb, {0}};
     x.pb.evaluate = counting_eval;
     x.pb.eval_ctx = &c;
     x.pb.opt.max_evals = 50;
@@ -632,6 +721,31 @@ static void test_validity_zoo(void **state) {
         gopt_sim_free(sim);
         gopt_graph_free(g);
     }
+    /* synthetic training-step graphs of every kind */
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 11);
+    for (int kind = 0; kind < GOPT_SYNTH_KIND_COUNT; kind++) {
+        gopt_synth_opts so = {(gopt_synth_kind)kind, 400, 200, 1000};
+        gopt_graph *g = NULL;
+        assert_int_equal(gopt_zoo_synthetic(&rng, &so, "synth", &g, &err), GOPT_OK);
+        gopt_sim *sim = NULL;
+        assert_int_equal(gopt_sim_create(g, cm, &sim, &err), GOPT_OK);
+        for (int j = 0; methods[j]; j++) {
+            gopt_bl_options opt = {0};
+            opt.seed = 3;
+            opt.max_evals = 20;
+            opt.budget_s = 60;
+            gopt_decisions d;
+            gopt_bl_outcome res;
+            gopt_status st = gopt_bl_optimize(&reg, methods[j], sim, cm, &opt, &d, &res, &err);
+            if (st) fprintf(stderr, "synthetic %s %s: %s\n", gopt_synth_kind_name((gopt_synth_kind)kind), methods[j], err.msg);
+            assert_int_equal(st, GOPT_OK);
+            assert_int_equal(gopt_decisions_validate(&d, g, 8, &err), GOPT_OK);
+            gopt_decisions_destroy(&d);
+        }
+        gopt_sim_free(sim);
+        gopt_graph_free(g);
+    }
     gopt_cost_free(cm);
     gopt_profile_free(prof);
 }
@@ -648,6 +762,8 @@ int main(void) {
         cmocka_unit_test(test_expert_rules),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_evaluator_callback),
+        cmocka_unit_test(test_oom_feedback),
+        cmocka_unit_test(test_oom_feedback_peak),
         cmocka_unit_test(test_validity_zoo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,7 +14,7 @@
 #include "gopt_baselines.h"
 
 #define CMP_MAX_METHODS 32
-static const char *DEFAULT_METHODS = "single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla,sa";
+static const char *DEFAULT_METHODS = "single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla,sa,heft+cp+xla+sa";
 
 static void compare_usage(FILE *f) {
     fprintf(f,
