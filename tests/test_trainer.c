@@ -538,7 +538,10 @@ static void test_go_decide(void **state) {
     gopt_bl_problem p = {0};
     gopt_sim_scratch *scr = NULL;
     assert_int_equal(gopt_sim_scratch_create(sim, &scr, &err), GOPT_OK);
-    gopt_bl_sim_ctx ctx = {sim, scr};
+    gopt_bl_sim_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.sim = sim;
+    ctx.scratch = scr;
     p.graph = g;
     p.cm = e.cm;
     p.cost = gopt_sim_cost_table(sim);
