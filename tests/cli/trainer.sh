@@ -58,6 +58,14 @@ expect_err "missing -o"
 expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 2 -o "$TMP/f.ckpt" --samples 4 --epochs 1 --quiet --decisions "$TMP/f.dec"
 expect_out "mlp_train"
 head -1 "$TMP/f.dec" | grep -q "gopt-decisions" && ok || fail "finetune decisions file"
+# the shipped checkpoint (no --checkpoint): zero-shot against every reference baseline, -o optional
+unset GOPT_CHECKPOINT
+expect_rc 0 "$GOPT" finetune "$EX" --profile "$PROF" --steps 0 --quiet
+expect_out "go zero-shot (greedy)"
+expect_out "(best baseline)"
+expect_out "heft+cp+xla"
+expect_rc 2 "$GOPT" finetune "$EX" --profile "$PROF" --steps 3 --quiet
+expect_err "missing -o"
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/none.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/g.ckpt"
 expect_err "cannot be read"
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" "$EX" --profile "$PROF" --steps 1 -o "$TMP/g.ckpt"
