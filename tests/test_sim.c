@@ -41,6 +41,17 @@ static const char *ODD_PROFILE =
     "\"topology\":{\"kind\":\"pcie_tree\",\"bandwidth\":1500.0,\"latency\":0.21,\"devices_per_switch\":2,"
     "\"cross_bandwidth\":700.0,\"cross_latency\":0.57}}";
 
+/* Three devices; the link between dev0 and dev1 has a measured copy table (the others use
+ * latency + bytes / bandwidth). */
+static const char *TABLE_PROFILE =
+    "{\"format\":\"gopt-profile\",\"version\":1,\"name\":\"tab\",\"description\":\"simulator tests\","
+    "\"provenance\":{\"source\":\"datasheet\",\"reference\":\"unit test numbers\"},"
+    "\"devices\":[{\"name\":\"dev\",\"count\":%d,\"kind\":\"cpu\",\"model\":\"unit\",\"memory_bytes\":%.0f,"
+    "\"peak_flops\":{\"fp32\":1.0},\"memory_bandwidth\":1024.0,\"launch_overhead\":0.5}],"
+    "\"topology\":{\"kind\":\"uniform\",\"bandwidth\":1024.0,\"latency\":1.0},"
+    "\"links\":[{\"src\":\"dev0\",\"dst\":\"dev1\",\"bandwidth\":1024.0,\"latency\":1.0,\"tables\":\"cp\"}],"
+    "\"tables\":{\"cp\":{\"copy\":[[256,0.75],[1024,3.0],[4096,5.0]]}}}";
+
 typedef struct {
     gopt_profile *p;
     gopt_costmodel *cm;
@@ -745,6 +756,40 @@ static void test_reference_random(void **state) {
         gopt_graph_free(g);
     }
     cluster_free(&wide);
+    /* a link with a measured copy table: its transfers take the table's time */
+    cluster tabc;
+    cluster_make(&tabc, TABLE_PROFILE, 3, 1e6);
+    assert_true(fabs(gopt_cost_transfer_time(tabc.cm, 0, 1, 1024) - 3.0) < 1e-9); /* the table, not 1 + 1024/1024 */
+    for (int it = 0; it < 150; it++) {
+        int n = 3 + (int)gopt_rng_below(&rng, 10);
+        gopt_graph *g = random_graph(&rng, n);
+        gopt_sim *sim;
+        gopt_sim_scratch *s;
+        gopt_error err = {0};
+        gopt_decisions d;
+        assert_int_equal(gopt_sim_create(g, tabc.cm, &sim, &err), GOPT_OK);
+        assert_int_equal(gopt_sim_scratch_create(sim, &s, &err), GOPT_OK);
+        assert_int_equal(gopt_decisions_init(&d, n, &err), GOPT_OK);
+        random_decisions(&rng, g, 3, &d, it % 2);
+        gopt_sim_result r;
+        ref_result want;
+        assert_int_equal(gopt_sim_run(sim, &d, &r, s, &err), GOPT_OK);
+        ref_simulate(g, tabc.cm, &d, &want);
+        assert_true(r.step_time_s == want.step);
+        assert_int_equal(r.transfers, want.nxfer);
+        for (int dd = 0; dd < 3; dd++) assert_true(r.peak_memory_bytes[dd] == want.peak[dd]);
+        for (int v = 0; v < n; v++) assert_true(gopt_sim_node_start(s, v) == want.start[v]);
+        for (int i = 0; i < r.transfers; i++) {
+            gopt_sim_transfer t;
+            gopt_sim_transfer_get(s, i, &t);
+            EXACT(t.end - t.start, gopt_cost_transfer_time(tabc.cm, t.src, t.dst, t.bytes));
+        }
+        gopt_decisions_destroy(&d);
+        gopt_sim_scratch_free(s);
+        gopt_sim_free(sim);
+        gopt_graph_free(g);
+    }
+    cluster_free(&tabc);
     /* the random cases exercise what they should */
     assert_int_equal(cases, 1200);
     assert_true(fused_cases > 100);
