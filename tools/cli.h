@@ -38,6 +38,8 @@ int cmd_graph(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_cost(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
+int cmd_optimize(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 int graph_gen(int argc, char **argv); /* `gopt graph gen` (cmd_graph_gen.c) */
 
 #endif

@@ -16,6 +16,8 @@ static const verb VERBS[] = {
     {"profile", cmd_profile, "show device profiles; calibrate this machine (CPU, CUDA) into one"},
     {"cost", cmd_cost, "predicted per-op times of a graph on a profile's devices"},
     {"sim", cmd_sim, "simulate a training step under placement, scheduling and fusion decisions"},
+    {"optimize", cmd_optimize, "decide placement, priorities and fusion with a classical method"},
+    {"compare", cmd_compare, "table of simulated step times: graphs x classical methods"},
 };
 #define NVERBS (sizeof VERBS / sizeof VERBS[0])
 

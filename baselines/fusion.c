@@ -1,0 +1,244 @@
+/* fusion.c: fusion groups. none; xla (greedy producer-into-consumer fusion
+ * judged by the cost model); tvm (rule-based chains); and the fusion state
+ * the annealer shares.
+ *
+ * Legality without a reachability search: merging group A into group B
+ * (an edge A -> B exists) cannot create a cycle when every edge leaving A
+ * enters B, or every edge entering B leaves A. Proof: a new cycle would be a
+ * path from the merged group back to it through outside nodes; one starting
+ * in B and ending in A or B was already a cycle (with the edge A -> B), so
+ * it starts in A and leaves A for a node outside B (excluded by the first
+ * rule), or it ends in B coming from a node outside A (excluded by the
+ * second). Members of a group share a device; input and parameter nodes are
+ * never fused (they are resident data, not kernels). Groups hold at most
+ * BL_FUSE_MAX members. Every result passes gopt_decisions_validate.
+ * Costs: xla O(passes * E * s) with s the group size cap; tvm O(E * s).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bl_internal.h"
+
+#define BL_FUSE_MAX 64
+
+gopt_status bl_fuse_init(bl_fuse *s, const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    memset(s, 0, sizeof *s);
+    const gopt_frozen *f = gopt_graph_frozen(p->graph);
+    int32_t n = f->n;
+    s->p = p;
+    s->f = f;
+    s->group = d->group;
+    s->head = gopt_malloc(((size_t)n + 1) * sizeof *s->head, err);
+    s->next = gopt_malloc(((size_t)n + 1) * sizeof *s->next, err);
+    s->size = gopt_malloc(((size_t)n + 1) * sizeof *s->size, err);
+    s->closed = gopt_calloc((size_t)n + 1, 1, err);
+    s->stamp = gopt_calloc((size_t)n + 1, sizeof *s->stamp, err);
+    s->tmp = gopt_malloc(((size_t)n + 1) * sizeof *s->tmp, err);
+    if (!s->head || !s->next || !s->size || !s->closed || !s->stamp || !s->tmp) {
+        bl_fuse_destroy(s);
+        return GOPT_ENOMEM;
+    }
+    /* renumber: a group is named by its first member; tmp maps old id -> new */
+    for (int32_t v = 0; v < n; v++) s->tmp[v] = -1;
+    for (int32_t v = 0; v < n; v++) {
+        int32_t g = s->group[v];
+        if (g >= 0) {
+            if (s->tmp[g] < 0) s->tmp[g] = v;
+            s->group[v] = s->tmp[g];
+        }
+        s->head[v] = -1;
+        s->next[v] = -1;
+        s->size[v] = 0;
+    }
+    for (int32_t v = n - 1; v >= 0; v--) {
+        int32_t g = bl_fuse_gid(s, v);
+        s->next[v] = s->head[g];
+        s->head[g] = v;
+        s->size[g]++;
+    }
+    return GOPT_OK;
+}
+
+void bl_fuse_destroy(bl_fuse *s) {
+    free(s->head);
+    free(s->next);
+    free(s->size);
+    free(s->closed);
+    free(s->stamp);
+    free(s->tmp);
+    memset(s, 0, sizeof *s);
+}
+
+static void mark(bl_fuse *s, int32_t g) {
+    for (int32_t v = s->head[g]; v >= 0; v = s->next[v]) s->stamp[v] = s->clock;
+}
+
+int bl_fuse_can_merge(bl_fuse *s, const int32_t *device, int32_t ga, int32_t gb) {
+    if (ga == gb || s->closed[ga]) return 0;
+    if (device[s->head[ga]] != device[s->head[gb]]) return 0;
+    const gopt_frozen *f = s->f;
+    s->clock++;
+    mark(s, gb);
+    int ok = 1; /* every edge leaving ga enters gb */
+    for (int32_t v = s->head[ga]; v >= 0 && ok; v = s->next[v])
+        for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++) {
+            int32_t w = f->out_dst[e];
+            if (bl_fuse_gid(s, w) != ga && s->stamp[w] != s->clock) {
+                ok = 0;
+                break;
+            }
+        }
+    if (ok) return 1;
+    s->clock++;
+    mark(s, ga);
+    ok = 1; /* every edge entering gb leaves ga */
+    for (int32_t v = s->head[gb]; v >= 0 && ok; v = s->next[v])
+        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
+            int32_t w = f->in_src[e];
+            if (bl_fuse_gid(s, w) != gb && s->stamp[w] != s->clock) {
+                ok = 0;
+                break;
+            }
+        }
+    return ok;
+}
+
+int32_t bl_fuse_merge(bl_fuse *s, int32_t ga, int32_t gb) {
+    int32_t last = -1;
+    for (int32_t v = s->head[ga]; v >= 0; v = s->next[v]) {
+        s->group[v] = ga;
+        last = v;
+    }
+    for (int32_t v = s->head[gb]; v >= 0; v = s->next[v]) s->group[v] = ga;
+    s->next[last] = s->head[gb];
+    s->size[ga] += s->size[gb];
+    s->closed[ga] |= s->closed[gb];
+    s->head[gb] = -1;
+    s->size[gb] = 0;
+    s->closed[gb] = 0;
+    return ga;
+}
+
+void bl_fuse_dissolve(bl_fuse *s, int32_t g) {
+    int32_t v = s->head[g];
+    while (v >= 0) {
+        int32_t nx = s->next[v];
+        s->group[v] = -1;
+        s->head[v] = v;
+        s->next[v] = -1;
+        s->size[v] = 1;
+        s->closed[v] = 0;
+        v = nx;
+    }
+}
+
+double bl_fuse_time(bl_fuse *s, int32_t ga, int32_t gb, int dev) {
+    const gopt_frozen *f = s->f;
+    const gopt_cost_table *t = s->p->cost;
+    int32_t k = 0;
+    s->clock++;
+    for (int32_t v = s->head[ga]; v >= 0; v = s->next[v]) s->tmp[k++] = v;
+    if (gb >= 0)
+        for (int32_t v = s->head[gb]; v >= 0; v = s->next[v]) s->tmp[k++] = v;
+    if (k == 1) return t->time[(size_t)s->tmp[0] * t->ndev + dev];
+    for (int32_t i = 0; i < k; i++) s->stamp[s->tmp[i]] = s->clock;
+    double ext = 0;
+    for (int32_t i = 0; i < k; i++) {
+        int32_t v = s->tmp[i];
+        int leaves = f->out_ptr[v] == f->out_ptr[v + 1];
+        for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++)
+            if (s->stamp[f->out_dst[e]] != s->clock) leaves = 1;
+        if (leaves) ext += f->out_bytes[v];
+        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++)
+            if (s->stamp[f->in_src[e]] != s->clock) ext += f->edge_bytes[f->in_eid[e]];
+    }
+    return gopt_cost_group_time(t, dev, s->tmp, k, ext);
+}
+
+static int fusible(const gopt_frozen *f, int32_t v) {
+    int c = f->op_class[v];
+    return c != GOPT_OP_CLASS_INPUT && c != GOPT_OP_CLASS_PARAM;
+}
+
+static int heavy(const gopt_frozen *f, int32_t v) {
+    int c = f->op_class[v];
+    return c == GOPT_OP_CLASS_GEMM || c == GOPT_OP_CLASS_CONV;
+}
+
+static int group_heavy(const bl_fuse *s, int32_t g) {
+    int h = 0;
+    for (int32_t v = s->head[g]; v >= 0; v = s->next[v]) h += heavy(s->f, v);
+    return h;
+}
+
+gopt_status gopt_bl_fuse_none(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    for (int32_t v = 0; v < d->n; v++) d->group[v] = -1;
+    return GOPT_OK;
+}
+
+gopt_status gopt_bl_fuse_xla(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    bl_fuse s;
+    gopt_status st = bl_fuse_init(&s, p, d, err);
+    if (st) return st;
+    const gopt_frozen *f = s.f;
+    for (int pass = 0; pass < 3; pass++) {
+        int changed = 0;
+        for (int32_t i = f->n - 1; i >= 0; i--) { /* consumers first, as XLA walks from the root */
+            int32_t v = f->topo[i];
+            if (!fusible(f, v)) continue;
+            for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
+                int32_t u = f->in_src[e];
+                if (!fusible(f, u)) continue;
+                int32_t gu = bl_fuse_gid(&s, u), gv = bl_fuse_gid(&s, v);
+                if (gu == gv || s.size[gu] + s.size[gv] > BL_FUSE_MAX) continue;
+                if (group_heavy(&s, gu) + group_heavy(&s, gv) > 1) continue;
+                if (!bl_fuse_can_merge(&s, d->device, gu, gv)) continue;
+                int dev = d->device[v];
+                double gain = bl_fuse_time(&s, gu, -1, dev) + bl_fuse_time(&s, gv, -1, dev) -
+                              bl_fuse_time(&s, gu, gv, dev);
+                if (gain <= 0) continue;
+                bl_fuse_merge(&s, gv, gu);
+                changed = 1;
+            }
+        }
+        if (!changed) break;
+    }
+    bl_fuse_destroy(&s);
+    return GOPT_OK;
+}
+
+gopt_status gopt_bl_fuse_tvm(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    bl_fuse s;
+    gopt_status st = bl_fuse_init(&s, p, d, err);
+    if (st) return st;
+    const gopt_frozen *f = s.f;
+    for (int32_t v = 0; v < f->n; v++) /* reductions last: nothing fuses after one */
+        if (f->op_class[v] == GOPT_OP_CLASS_REDUCTION) s.closed[bl_fuse_gid(&s, v)] = 1;
+    for (int32_t i = 0; i < f->n; i++) {
+        int32_t v = f->topo[i];
+        int c = f->op_class[v];
+        if (c != GOPT_OP_CLASS_ELEMENTWISE && c != GOPT_OP_CLASS_DATA_MOVEMENT && c != GOPT_OP_CLASS_REDUCTION)
+            continue;
+        int32_t best = -1;
+        double best_bytes = -1;
+        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
+            int32_t u = f->in_src[e];
+            if (!fusible(f, u) || f->op_class[u] == GOPT_OP_CLASS_OTHER) continue;
+            if (f->out_ptr[u + 1] - f->out_ptr[u] != 1) continue; /* chains only: u feeds v alone */
+            int32_t gu = bl_fuse_gid(&s, u), gv = bl_fuse_gid(&s, v);
+            if (gu == gv || s.size[gu] + s.size[gv] > BL_FUSE_MAX) continue;
+            /* a GEMM/conv group takes elementwise epilogues only */
+            if (group_heavy(&s, gu) && c != GOPT_OP_CLASS_ELEMENTWISE) continue;
+            if (!bl_fuse_can_merge(&s, d->device, gu, gv)) continue;
+            double b = f->edge_bytes[f->in_eid[e]];
+            if (b > best_bytes) {
+                best_bytes = b;
+                best = gu;
+            }
+        }
+        if (best < 0) continue;
+        bl_fuse_merge(&s, best, bl_fuse_gid(&s, v)); /* a reduction closes the group */
+    }
+    bl_fuse_destroy(&s);
+    return GOPT_OK;
+}

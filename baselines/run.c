@@ -1,0 +1,58 @@
+/* run.c: a method against the simulator: the evaluator adapter and
+ * gopt_bl_optimize, which the commands and the benchmark share. The
+ * algorithms themselves see the simulator only through the evaluate
+ * callback. Cost: the method's, plus one simulation.
+ */
+#include <string.h>
+
+#include "bl_internal.h"
+
+double gopt_bl_sim_evaluate(void *ctx, const gopt_decisions *d, int *oom) {
+    gopt_bl_sim_ctx *c = ctx;
+    gopt_sim_result r;
+    *oom = 0;
+    c->have_last = 0;
+    if (gopt_sim_run(c->sim, d, &r, c->scratch, NULL)) return -1;
+    c->last = r;
+    c->have_last = 1;
+    *oom = r.oom ? (r.oom_device >= 0 ? 1 + r.oom_device : -1) : 0;
+    return r.step_time_s;
+}
+
+int gopt_bl_sim_last_peak(void *ctx, double *peak) {
+    gopt_bl_sim_ctx *c = ctx;
+    if (!c->have_last) return 0;
+    for (int k = 0; k < c->last.ndev; k++) peak[k] = (double)c->last.peak_memory_bytes[k];
+    return 1;
+}
+
+gopt_status gopt_bl_optimize(const gopt_bl_registry *r, const char *spec, const gopt_sim *sim,
+                             const gopt_costmodel *cm, const gopt_bl_options *opt, gopt_decisions *d,
+                             gopt_bl_outcome *out, gopt_error *err) {
+    memset(d, 0, sizeof *d);
+    memset(out, 0, sizeof *out);
+    gopt_bl_combo c;
+    gopt_status st = gopt_bl_combo_parse(r, spec, &c, err);
+    if (st) return st;
+    gopt_sim_scratch *scratch = NULL;
+    if ((st = gopt_sim_scratch_create(sim, &scratch, err))) return st;
+    gopt_bl_sim_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.sim = sim;
+    ctx.scratch = scratch;
+    gopt_bl_problem p = {0};
+    p.graph = gopt_sim_graph(sim);
+    p.cm = cm;
+    p.cost = gopt_sim_cost_table(sim);
+    p.ndev = gopt_sim_num_devices(sim);
+    p.opt = *opt;
+    p.evaluate = gopt_bl_sim_evaluate;
+    p.eval_ctx = &ctx;
+    p.last_peak = gopt_bl_sim_last_peak;
+    double t0 = gopt_now_seconds();
+    st = gopt_bl_combo_decide(r, &c, &p, d, err);
+    out->optimize_time_s = gopt_now_seconds() - t0;
+    if (!st) st = gopt_sim_run(sim, d, &out->sim, scratch, err);
+    gopt_sim_scratch_free(scratch);
+    return st;
+}

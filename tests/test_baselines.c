@@ -1,0 +1,788 @@
+/* test_baselines.c: the classical optimizers.
+ *
+ * Known answers by hand: two independent chains on two devices (each chain
+ * on its own device: the step is one chain's time), a graph too big for one
+ * device (split, never over capacity; refused when nothing can hold it),
+ * critical-path priorities, fusion rules (TVM chains and reductions last,
+ * XLA gains), the quick estimate on a hand-computed timeline. Validity of
+ * every method and combination on generated training-step graphs (and zoo
+ * graphs when the zoo is built in), determinism under a seed, the registry
+ * (combinations, refusals listing valid names, extension by a new method),
+ * and the evaluator callback seam.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gopt_baselines.h"
+#include "gopt_zoo.h"
+
+/* ---- fixtures -------------------------------------------------------------- */
+/* ndev identical devices: peak 1e12 FLOP/s, 1e11 B/s memory, launch 1e-6 s,
+ * memory `mem` bytes; uniform links of 1e9 B/s and 1e-5 s latency. */
+static gopt_profile *make_profile(int ndev, double mem) {
+    char txt[2048];
+    snprintf(txt, sizeof txt,
+             "{\"format\":\"gopt-profile\",\"version\":1,\"name\":\"test\",\"provenance\":{\"source\":\"measured\","
+             "\"machine\":\"test\",\"date\":\"today\",\"command\":\"test_baselines\"},"
+             "\"devices\":[{\"name\":\"d\",\"count\":%d,\"kind\":\"gpu\",\"model\":\"m\",\"memory_bytes\":%.17g,"
+             "\"peak_flops\":{\"fp32\":1e12},\"memory_bandwidth\":1e11,\"launch_overhead\":1e-6}],"
+             "\"topology\":{\"kind\":\"uniform\",\"bandwidth\":1e9,\"latency\":1e-5}}",
+             ndev, mem);
+    gopt_profile *p = NULL;
+    gopt_error err = {0};
+    gopt_status st = gopt_profile_parse(txt, strlen(txt), "test", &p, &err);
+    if (st) fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(st, GOPT_OK);
+    return p;
+}
+
+typedef struct {
+    gopt_profile *prof;
+    gopt_costmodel *cm;
+    gopt_cost_table table;
+    gopt_bl_problem pb;
+    gopt_bl_registry reg;
+} fixture;
+
+static void fx_init(fixture *x, gopt_graph *g, int ndev, double mem) {
+    memset(x, 0, sizeof *x);
+    x->prof = make_profile(ndev, mem);
+    assert_int_equal(gopt_cost_create(x->prof, ndev, &x->cm, NULL), GOPT_OK);
+    gopt_error err = {0};
+    assert_int_equal(gopt_cost_table_build(x->cm, g, &x->table, &err), GOPT_OK);
+    x->pb.graph = g;
+    x->pb.cm = x->cm;
+    x->pb.cost = &x->table;
+    x->pb.ndev = ndev;
+    x->pb.opt.seed = 1;
+    x->pb.opt.max_evals = 300;
+    x->pb.opt.budget_s = 60;
+    gopt_bl_registry_init(&x->reg);
+}
+
+static void fx_destroy(fixture *x) {
+    gopt_cost_table_destroy(&x->table);
+    gopt_cost_free(x->cm);
+    gopt_profile_free(x->prof);
+}
+
+static int32_t add(gopt_graph *g, const char *name, gopt_op_class cls, double flops, double out, double param,
+                   gopt_phase ph, int layer, const char *coloc) {
+    gopt_node_attrs a = {0};
+    a.name = name;
+    a.op = gopt_op_class_name(cls);
+    a.cls = cls;
+    a.flops = flops;
+    a.out_bytes = out;
+    a.param_bytes = param;
+    a.phase = ph;
+    a.layer = layer;
+    a.colocate = coloc;
+    int32_t id = -1;
+    gopt_error err = {0};
+    gopt_status st = gopt_graph_add_node(g, &a, &id, &err);
+    if (st) fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(st, GOPT_OK);
+    return id;
+}
+
+static void edge(gopt_graph *g, int32_t a, int32_t b, double bytes) {
+    assert_int_equal(gopt_graph_add_edge(g, a, b, bytes, NULL), GOPT_OK);
+}
+
+/* Two independent chains of k ops (1 GFLOP each: 1 ms), 100 MB between
+ * consecutive ops (0.1 s when it crosses devices). */
+static gopt_graph *two_chains(int k) {
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, "two_chains", "test", NULL), GOPT_OK);
+    for (int c = 0; c < 2; c++) {
+        int32_t prev = -1;
+        for (int i = 0; i < k; i++) {
+            char nm[32];
+            snprintf(nm, sizeof nm, "c%d_%d", c, i);
+            int32_t v = add(g, nm, GOPT_OP_CLASS_OTHER, 1e9, 1e8, 0, GOPT_PHASE_NONE, -1, NULL);
+            if (prev >= 0) edge(g, prev, v, 1e8);
+            prev = v;
+        }
+    }
+    assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
+    return g;
+}
+
+/* A training step of an L-layer MLP: input; per layer a parameter W (param
+ * bytes pbytes, colocated with its update), matmul, bias add, relu; a loss
+ * reduction; the backward pass (relu grad, matmul grads) and updates. */
+static gopt_graph *mlp_step(int L, double pbytes, const char *family) {
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, "mlp", family, NULL), GOPT_OK);
+    double act = 4.0 * 64 * 1024;
+    int32_t x = add(g, "input", GOPT_OP_CLASS_INPUT, 0, act, 0, GOPT_PHASE_FWD, 0, NULL);
+    int32_t *W = calloc((size_t)L, sizeof *W), *in = calloc((size_t)L, sizeof *in), *relu = calloc((size_t)L, sizeof *relu);
+    char nm[64], co[32];
+    int32_t h = x;
+    for (int l = 0; l < L; l++) {
+        snprintf(co, sizeof co, "w%d", l);
+        snprintf(nm, sizeof nm, "W%d", l);
+        W[l] = add(g, nm, GOPT_OP_CLASS_PARAM, 0, pbytes, pbytes, GOPT_PHASE_FWD, l, co);
+        in[l] = h;
+        snprintf(nm, sizeof nm, "matmul%d", l);
+        int32_t mm = add(g, nm, GOPT_OP_CLASS_GEMM, 2e9, act, 0, GOPT_PHASE_FWD, l, NULL);
+        edge(g, h, mm, act);
+        edge(g, W[l], mm, pbytes);
+        snprintf(nm, sizeof nm, "bias%d", l);
+        int32_t b = add(g, nm, GOPT_OP_CLASS_ELEMENTWISE, 1e5, act, 0, GOPT_PHASE_FWD, l, NULL);
+        edge(g, mm, b, act);
+        snprintf(nm, sizeof nm, "relu%d", l);
+        relu[l] = add(g, nm, GOPT_OP_CLASS_ELEMENTWISE, 1e5, act, 0, GOPT_PHASE_FWD, l, NULL);
+        edge(g, b, relu[l], act);
+        h = relu[l];
+    }
+    int32_t loss = add(g, "loss", GOPT_OP_CLASS_REDUCTION, 1e5, 4, 0, GOPT_PHASE_FWD, L - 1, NULL);
+    edge(g, h, loss, act);
+    int32_t grad = add(g, "loss_grad", GOPT_OP_CLASS_ELEMENTWISE, 1e5, act, 0, GOPT_PHASE_BWD, L - 1, NULL);
+    edge(g, loss, grad, 4);
+    edge(g, h, grad, act);
+    for (int l = L - 1; l >= 0; l--) {
+        snprintf(nm, sizeof nm, "relu_grad%d", l);
+        int32_t rg = add(g, nm, GOPT_OP_CLASS_ELEMENTWISE, 1e5, act, 0, GOPT_PHASE_BWD, l, NULL);
+        edge(g, grad, rg, act);
+        edge(g, relu[l], rg, act);
+        snprintf(nm, sizeof nm, "matmul_grad_w%d", l);
+        int32_t gw = add(g, nm, GOPT_OP_CLASS_GEMM, 2e9, pbytes, 0, GOPT_PHASE_BWD, l, NULL);
+        edge(g, rg, gw, act);
+        edge(g, in[l], gw, act);
+        snprintf(nm, sizeof nm, "update%d", l);
+        snprintf(co, sizeof co, "w%d", l);
+        int32_t up = add(g, nm, GOPT_OP_CLASS_ELEMENTWISE, 1e6, pbytes, 0, GOPT_PHASE_OPT, l, co);
+        edge(g, gw, up, pbytes);
+        edge(g, W[l], up, pbytes);
+        if (l > 0) {
+            snprintf(nm, sizeof nm, "matmul_grad_x%d", l);
+            int32_t gx = add(g, nm, GOPT_OP_CLASS_GEMM, 2e9, act, 0, GOPT_PHASE_BWD, l, NULL);
+            edge(g, rg, gx, act);
+            edge(g, W[l], gx, pbytes);
+            grad = gx;
+        }
+    }
+    free(W);
+    free(in);
+    free(relu);
+    gopt_error err = {0};
+    gopt_status st = gopt_graph_finalize(g, &err);
+    if (st) fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(st, GOPT_OK);
+    return g;
+}
+
+static double run_method(fixture *x, const char *spec, gopt_decisions *d, gopt_status want) {
+    gopt_bl_combo c;
+    gopt_error err = {0};
+    assert_int_equal(gopt_bl_combo_parse(&x->reg, spec, &c, &err), GOPT_OK);
+    gopt_status st = gopt_bl_combo_decide(&x->reg, &c, &x->pb, d, &err);
+    if (st != want) fprintf(stderr, "%s: %s (%s)\n", spec, gopt_status_name(st), err.msg);
+    assert_int_equal(st, want);
+    if (st) return -1;
+    assert_int_equal(gopt_decisions_validate(d, x->pb.graph, x->pb.ndev, &err), GOPT_OK);
+    assert_int_equal(gopt_bl_memory_check(&x->pb, d, &err), GOPT_OK);
+    int oom = 1;
+    double t = gopt_bl_estimate(&x->pb, d, &oom);
+    assert_true(isfinite(t) && t > 0);
+    assert_int_equal(oom, 0);
+    return t;
+}
+
+static const char *PLACERS[] = {"single", "expert", "metis", "heft", "mtopo", "metf", "msct", NULL};
+
+/* ---- registry ---------------------------------------------------------------- */
+static gopt_status dummy_place(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    (void)err;
+    for (int32_t v = 0; v < d->n; v++) d->device[v] = p->ndev - 1;
+    return GOPT_OK;
+}
+
+static void test_registry(void **state) {
+    (void)state;
+    gopt_bl_registry r;
+    gopt_bl_registry_init(&r);
+    gopt_bl_combo c;
+    gopt_error err = {0};
+    assert_int_equal(gopt_bl_combo_parse(&r, "heft+cp+xla", &c, &err), GOPT_OK);
+    assert_string_equal(c.part[GOPT_BL_PLACEMENT]->name, "heft");
+    assert_string_equal(c.part[GOPT_BL_SCHEDULE]->name, "cp");
+    assert_string_equal(c.part[GOPT_BL_FUSION]->name, "xla");
+    assert_null(c.part[GOPT_BL_JOINT]);
+    assert_int_equal(gopt_bl_combo_parse(&r, "tvm", &c, &err), GOPT_OK);
+    assert_null(c.part[GOPT_BL_PLACEMENT]);
+    assert_int_equal(gopt_bl_combo_parse(&r, "heft+bogus", &c, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "'bogus'"));
+    assert_non_null(strstr(err.msg, "msct"));
+    assert_non_null(strstr(err.msg, "placement:"));
+    assert_int_equal(gopt_bl_combo_parse(&r, "heft+metis", &c, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "two placement methods"));
+    assert_int_equal(gopt_bl_combo_parse(&r, "", &c, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_bl_combo_parse(&r, "heft+", &c, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_bl_combo_parse(&r, "+cp", &c, &err), GOPT_EINVAL);
+    for (int i = 0; PLACERS[i]; i++) {
+        const gopt_bl_method *m = gopt_bl_registry_find(&r, PLACERS[i]);
+        assert_non_null(m);
+        assert_int_equal(m->kind, GOPT_BL_PLACEMENT);
+        assert_true(strlen(m->doc) > 10);
+    }
+    /* extension without editing the module: a new placement method */
+    gopt_bl_method mine = {"last-device", GOPT_BL_PLACEMENT, dummy_place, "all on the last device"};
+    assert_int_equal(gopt_bl_registry_add(&r, &mine, &err), GOPT_OK);
+    assert_int_equal(gopt_bl_registry_add(&r, &mine, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "already"));
+    gopt_bl_method bad = {"Bad Name", GOPT_BL_PLACEMENT, dummy_place, "x"};
+    assert_int_equal(gopt_bl_registry_add(&r, &bad, &err), GOPT_EINVAL);
+    gopt_bl_method badkind = {"k", (gopt_bl_kind)7, dummy_place, "x"};
+    assert_int_equal(gopt_bl_registry_add(&r, &badkind, &err), GOPT_EINVAL);
+    gopt_bl_method nofn = {"nofn", GOPT_BL_FUSION, NULL, "x"};
+    assert_int_equal(gopt_bl_registry_add(&r, &nofn, &err), GOPT_EINVAL);
+    gopt_graph *g = two_chains(3);
+    fixture x;
+    fx_init(&x, g, 2, 1e12);
+    x.reg = r;
+    gopt_decisions d;
+    run_method(&x, "last-device+cp", &d, GOPT_OK);
+    for (int32_t v = 0; v < d.n; v++) assert_int_equal(d.device[v], 1);
+    gopt_decisions_destroy(&d);
+    gopt_buf b;
+    gopt_buf_init(&b);
+    gopt_bl_registry_describe(&r, &b);
+    assert_non_null(strstr(b.data, "last-device"));
+    assert_non_null(strstr(b.data, "joint: sa"));
+    gopt_buf_destroy(&b);
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
+/* ---- known answers ------------------------------------------------------------- */
+static void test_two_chains(void **state) {
+    (void)state;
+    gopt_graph *g = two_chains(5);
+    fixture x;
+    fx_init(&x, g, 2, 1e12);
+    /* one chain: the first op 1 ms compute; the others read 100 MB and write 100 MB: 2 ms memory-bound */
+    double chain = 0;
+    for (int k = 0; k < 5; k++) chain += x.table.time[(size_t)k * 2];
+    assert_true(fabs(chain - (1e-3 + 4 * 2e-3 + 5e-6)) < 1e-12);
+    const char *best[] = {"heft", "metf", "msct", "metis", "heft+cp", "sa", "metf+cp+xla", NULL};
+    x.pb.opt.max_evals = 2000;
+    for (int i = 0; best[i]; i++) {
+        gopt_decisions d;
+        double t = run_method(&x, best[i], &d, GOPT_OK);
+        if (fabs(t - chain) > 1e-9) fprintf(stderr, "%s: %.9g, want %.9g\n", best[i], t, chain);
+        assert_true(fabs(t - chain) < 1e-9);
+        /* each chain whole on one device, the two on different devices */
+        for (int c = 0; c < 2; c++)
+            for (int k = 1; k < 5; k++) assert_int_equal(d.device[c * 5 + k], d.device[c * 5]);
+        assert_int_not_equal(d.device[0], d.device[5]);
+        gopt_decisions_destroy(&d);
+    }
+    gopt_decisions d;
+    double t = run_method(&x, "single", &d, GOPT_OK);
+    assert_true(fabs(t - 2 * chain) < 1e-9);
+    gopt_decisions_destroy(&d);
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
+static gopt_status all_on_zero(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    (void)p;
+    (void)err;
+    for (int32_t v = 0; v < d->n; v++) d->device[v] = 0;
+    return GOPT_OK;
+}
+
+static void test_too_big_for_one_device(void **state) {
+    (void)state;
+    /* 6 layers of 300 MB parameters (1.8 GB) on 1 GB devices */
+    gopt_graph *g = mlp_step(6, 3e8, "mlp");
+    fixture x;
+    fx_init(&x, g, 4, 1e9);
+    for (int i = 0; PLACERS[i]; i++) {
+        gopt_decisions d;
+        run_method(&x, PLACERS[i], &d, GOPT_OK);
+        int used_devices = 0;
+        double *use = calloc(4, sizeof *use);
+        gopt_bl_memory_use(&x.pb, &d, use);
+        for (int k = 0; k < 4; k++) {
+            assert_true(use[k] <= 1e9);
+            used_devices += use[k] > 0;
+        }
+        assert_true(used_devices >= 2);
+        free(use);
+        gopt_decisions_destroy(&d);
+    }
+    gopt_decisions d;
+    run_method(&x, "heft+cp+tvm", &d, GOPT_OK);
+    gopt_decisions_destroy(&d);
+    x.pb.opt.max_evals = 100;
+    run_method(&x, "metis+sa", &d, GOPT_OK);
+    gopt_decisions_destroy(&d);
+    /* a joint method (the GO policy's kind) answers to the evaluator, not to our model: its OOM
+     * placement comes back valid, and the estimate reports the OOM */
+    gopt_bl_method j = {"all0", GOPT_BL_JOINT, all_on_zero, "everything on device 0"};
+    assert_int_equal(gopt_bl_registry_add(&x.reg, &j, NULL), GOPT_OK);
+    gopt_bl_combo cj;
+    assert_int_equal(gopt_bl_combo_parse(&x.reg, "heft+all0", &cj, NULL), GOPT_OK);
+    assert_int_equal(gopt_bl_combo_decide(&x.reg, &cj, &x.pb, &d, NULL), GOPT_OK);
+    int oom = 0;
+    assert_true(gopt_bl_estimate(&x.pb, &d, &oom) > 0);
+    assert_int_equal(oom, 1); /* device 0 */
+    gopt_decisions_destroy(&d);
+    fx_destroy(&x);
+    /* one device cannot hold it: every method says so */
+    fx_init(&x, g, 1, 1e9);
+    for (int i = 0; PLACERS[i]; i++) {
+        gopt_bl_combo c;
+        gopt_error err = {0};
+        assert_int_equal(gopt_bl_combo_parse(&x.reg, PLACERS[i], &c, &err), GOPT_OK);
+        assert_int_equal(gopt_bl_combo_decide(&x.reg, &c, &x.pb, &d, &err), GOPT_EUNSUP);
+        assert_non_null(strstr(err.msg, "no valid placement"));
+        gopt_decisions_destroy(&d);
+    }
+    fx_destroy(&x);
+    gopt_graph_free(g);
+    /* one colocation group larger than any device */
+    g = mlp_step(2, 1.2e9, "mlp");
+    fx_init(&x, g, 4, 1e9);
+    for (int i = 0; PLACERS[i]; i++) {
+        gopt_bl_combo c;
+        gopt_error err = {0};
+        assert_int_equal(gopt_bl_combo_parse(&x.reg, PLACERS[i], &c, &err), GOPT_OK);
+        assert_int_equal(gopt_bl_combo_decide(&x.reg, &c, &x.pb, &d, &err), GOPT_EUNSUP);
+        assert_non_null(strstr(err.msg, "W0"));
+        gopt_decisions_destroy(&d);
+    }
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
+static void test_estimate_timeline(void **state) {
+    (void)state;
+    /* a -> b, 1e8 bytes; on two devices the step is t(a) + xfer + t(b) */
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, "pair", "test", NULL), GOPT_OK);
+    int32_t a = add(g, "a", GOPT_OP_CLASS_OTHER, 1e9, 1e8, 0, GOPT_PHASE_NONE, -1, NULL);
+    int32_t b = add(g, "b", GOPT_OP_CLASS_OTHER, 2e9, 1e3, 0, GOPT_PHASE_NONE, -1, NULL);
+    edge(g, a, b, 1e8);
+    assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
+    fixture x;
+    fx_init(&x, g, 2, 1e12);
+    gopt_decisions d;
+    assert_int_equal(gopt_decisions_init(&d, 2, NULL), GOPT_OK);
+    gopt_decisions_set_default(&d, gopt_graph_frozen(g));
+    int oom = 1;
+    double ta = x.table.time[0], tb = x.table.time[2];
+    assert_true(fabs(gopt_bl_estimate(&x.pb, &d, &oom) - (ta + tb)) < 1e-12);
+    assert_int_equal(oom, 0);
+    d.device[1] = 1;
+    double xf = gopt_cost_transfer_time(x.cm, 0, 1, 1e8);
+    assert_true(xf > 0.09);
+    assert_true(fabs(gopt_bl_estimate(&x.pb, &d, &oom) - (ta + xf + tb)) < 1e-12);
+    /* fused on one device: one launch, compute summed, external bytes once */
+    d.device[1] = 0;
+    d.group[0] = d.group[1] = 1;
+    double want = 1e-6 + x.table.compute[0] + x.table.compute[2] + 1e3 / 1e11;
+    assert_true(fabs(gopt_bl_estimate(&x.pb, &d, &oom) - want) < 1e-12);
+    gopt_decisions_destroy(&d);
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
+static void test_critical_path(void **state) {
+    (void)state;
+    /* s -> short (1 op), s -> long chain of 3: cp runs the long branch first */
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, "fork", "test", NULL), GOPT_OK);
+    int32_t s = add(g, "s", GOPT_OP_CLASS_OTHER, 1e6, 1e3, 0, GOPT_PHASE_NONE, -1, NULL);
+    int32_t sh = add(g, "short", GOPT_OP_CLASS_OTHER, 1e9, 1e3, 0, GOPT_PHASE_NONE, -1, NULL);
+    int32_t l1 = add(g, "long1", GOPT_OP_CLASS_OTHER, 1e9, 1e3, 0, GOPT_PHASE_NONE, -1, NULL);
+    int32_t l2 = add(g, "long2", GOPT_OP_CLASS_OTHER, 1e9, 1e3, 0, GOPT_PHASE_NONE, -1, NULL);
+    int32_t l3 = add(g, "long3", GOPT_OP_CLASS_OTHER, 1e9, 1e3, 0, GOPT_PHASE_NONE, -1, NULL);
+    edge(g, s, sh, 1e3);
+    edge(g, s, l1, 1e3);
+    edge(g, l1, l2, 1e3);
+    edge(g, l2, l3, 1e3);
+    assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
+    fixture x;
+    fx_init(&x, g, 2, 1e12);
+    gopt_decisions d;
+    run_method(&x, "single+cp", &d, GOPT_OK);
+    assert_true(d.priority[s] > d.priority[l1]);
+    assert_true(d.priority[l1] > d.priority[sh]);
+    assert_true(d.priority[l1] > d.priority[l2] && d.priority[l2] > d.priority[l3]);
+    gopt_decisions_destroy(&d);
+    run_method(&x, "single+fifo", &d, GOPT_OK);
+    const gopt_frozen *f = gopt_graph_frozen(g);
+    for (int32_t v = 0; v < f->n; v++) assert_int_equal(d.priority[v], f->n - f->rank[v]);
+    gopt_decisions_destroy(&d);
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
+static void test_fusion_rules(void **state) {
+    (void)state;
+    /* gemm -> bias -> relu -> sum -> scale; relu also feeds out2 */
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, "fuse", "test", NULL), GOPT_OK);
+    double B = 4e6;
+    int32_t in = add(g, "in", GOPT_OP_CLASS_INPUT, 0, B, 0, GOPT_PHASE_FWD, -1, NULL);
+    int32_t mm = add(g, "mm", GOPT_OP_CLASS_GEMM, 1e9, B, 0, GOPT_PHASE_FWD, -1, NULL);
+    int32_t bias = add(g, "bias", GOPT_OP_CLASS_ELEMENTWISE, 1e6, B, 0, GOPT_PHASE_FWD, -1, NULL);
+    int32_t relu = add(g, "relu", GOPT_OP_CLASS_ELEMENTWISE, 1e6, B, 0, GOPT_PHASE_FWD, -1, NULL);
+    int32_t sum = add(g, "sum", GOPT_OP_CLASS_REDUCTION, 1e6, 4, 0, GOPT_PHASE_FWD, -1, NULL);
+    int32_t scale = add(g, "scale", GOPT_OP_CLASS_ELEMENTWISE, 1, 4, 0, GOPT_PHASE_FWD, -1, NULL);
+    int32_t out2 = add(g, "out2", GOPT_OP_CLASS_ELEMENTWISE, 1e6, B, 0, GOPT_PHASE_FWD, -1, NULL);
+    edge(g, in, mm, B);
+    edge(g, mm, bias, B);
+    edge(g, bias, relu, B);
+    edge(g, relu, sum, B);
+    edge(g, sum, scale, 4);
+    edge(g, relu, out2, B);
+    assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
+    fixture x;
+    fx_init(&x, g, 1, 1e12);
+    gopt_decisions d;
+    double t_none = run_method(&x, "single+fifo+none", &d, GOPT_OK);
+    for (int32_t v = 0; v < d.n; v++) assert_int_equal(d.group[v], -1);
+    gopt_decisions_destroy(&d);
+    double t_tvm = run_method(&x, "tvm", &d, GOPT_OK);
+    /* the chain mm -> bias -> relu fuses (epilogues into the GEMM); relu has two consumers: chain ends */
+    assert_true(d.group[mm] >= 0 && d.group[mm] == d.group[bias] && d.group[bias] == d.group[relu]);
+    assert_true(d.group[sum] < 0 || d.group[sum] != d.group[relu]);
+    /* reductions last: scale does not join the group ending in sum */
+    assert_true(d.group[scale] < 0 || d.group[scale] != d.group[sum]);
+    assert_int_equal(d.group[in], -1);
+    assert_true(t_tvm < t_none);
+    gopt_decisions_destroy(&d);
+    double t_xla = run_method(&x, "xla", &d, GOPT_OK);
+    assert_true(d.group[bias] >= 0 && d.group[bias] == d.group[relu]);
+    assert_int_equal(d.group[in], -1);
+    assert_true(t_xla < t_none);
+    gopt_decisions_destroy(&d);
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
+/* ---- validity and determinism ------------------------------------------------------ */
+static void check_all_methods(gopt_graph *g, int ndev, double mem) {
+    fixture x;
+    fx_init(&x, g, ndev, mem);
+    x.pb.opt.max_evals = 60;
+    static const char *SCHED[] = {"fifo", "cp"}, *FUSE[] = {"none", "xla", "tvm"};
+    for (int i = 0; PLACERS[i]; i++)
+        for (int s = 0; s < 2; s++)
+            for (int u = 0; u < 3; u++) {
+                char spec[64];
+                snprintf(spec, sizeof spec, "%s+%s+%s", PLACERS[i], SCHED[s], FUSE[u]);
+                gopt_decisions d;
+                run_method(&x, spec, &d, GOPT_OK);
+                gopt_decisions_destroy(&d);
+            }
+    gopt_decisions d;
+    run_method(&x, "sa", &d, GOPT_OK);
+    gopt_decisions_destroy(&d);
+    run_method(&x, "heft+cp+xla+sa", &d, GOPT_OK);
+    gopt_decisions_destroy(&d);
+    fx_destroy(&x);
+}
+
+static void test_validity_generated(void **state) {
+    (void)state;
+    const char *fams[] = {"mlp", "gnmt", "resnet"};
+    for (int i = 0; i < 3; i++) {
+        gopt_graph *g = mlp_step(8 + 4 * i, 1e7, fams[i]);
+        check_all_methods(g, 4, 1e12);
+        check_all_methods(g, 8, 1e12);
+        check_all_methods(g, 1, 1e12);
+        check_all_methods(g, 3, 6e6 * (8 + 4 * i)); /* tight memory (about 2/3 of the need on one device) */
+        gopt_graph_free(g);
+    }
+}
+
+static void test_expert_rules(void **state) {
+    (void)state;
+    gopt_graph *g = mlp_step(8, 1e7, "gnmt");
+    fixture x;
+    fx_init(&x, g, 4, 1e12);
+    gopt_decisions d;
+    run_method(&x, "expert", &d, GOPT_OK);
+    /* layers split in order: layer l's matmul on device l / 2 */
+    for (int l = 0; l < 8; l++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "matmul%d", l);
+        assert_int_equal(d.device[gopt_graph_find(g, nm)], l / 2);
+    }
+    gopt_decisions_destroy(&d);
+    fx_destroy(&x);
+    gopt_graph_free(g);
+    g = mlp_step(8, 1e7, "resnet"); /* fits one device: kept there */
+    fx_init(&x, g, 4, 1e12);
+    run_method(&x, "expert", &d, GOPT_OK);
+    for (int32_t v = 0; v < d.n; v++) assert_int_equal(d.device[v], 0);
+    gopt_decisions_destroy(&d);
+    fx_destroy(&x);
+    fx_init(&x, g, 4, 2.5e7 * 1.0 + 4 * 64 * 1024 * 30); /* does not: the fewest devices that hold it */
+    run_method(&x, "expert", &d, GOPT_OK);
+    int maxdev = 0;
+    for (int32_t v = 0; v < d.n; v++)
+        if (d.device[v] > maxdev) maxdev = d.device[v];
+    assert_true(maxdev >= 1);
+    gopt_decisions_destroy(&d);
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
+static void test_determinism(void **state) {
+    (void)state;
+    gopt_graph *g = mlp_step(10, 1e7, "mlp");
+    fixture x;
+    fx_init(&x, g, 4, 1e12);
+    x.pb.opt.max_evals = 150;
+    const char *specs[] = {"single", "expert", "metis", "heft+cp+xla", "mtopo", "metf+tvm", "msct+cp", "sa",
+                           "metis+cp+xla+sa", NULL};
+    for (int i = 0; specs[i]; i++) {
+        gopt_decisions a, b;
+        x.pb.opt.seed = 7;
+        run_method(&x, specs[i], &a, GOPT_OK);
+        run_method(&x, specs[i], &b, GOPT_OK);
+        assert_memory_equal(a.device, b.device, (size_t)a.n * sizeof *a.device);
+        assert_memory_equal(a.priority, b.priority, (size_t)a.n * sizeof *a.priority);
+        assert_memory_equal(a.group, b.group, (size_t)a.n * sizeof *a.group);
+        gopt_decisions_destroy(&a);
+        gopt_decisions_destroy(&b);
+    }
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
+/* ---- the evaluator seam --------------------------------------------------------------- */
+typedef struct {
+    long calls;
+    const gopt_bl_problem *pb;
+    double last_used[8];
+} counter;
+
+static double counting_eval(void *ctx, const gopt_decisions *d, int *oom) {
+    counter *c = ctx;
+    c->calls++;
+    gopt_bl_problem q = *c->pb;
+    q.evaluate = NULL;
+    return gopt_bl_estimate(&q, d, oom);
+}
+
+/* An evaluator whose device 0 is smaller than the model thinks: OOM there
+ * when it holds more than 6 of the 10 nodes. */
+static double small_dev0_eval(void *ctx, const gopt_decisions *d, int *oom) {
+    counter *c = ctx;
+    c->calls++;
+    gopt_bl_problem q = *c->pb;
+    q.evaluate = NULL;
+    double t = gopt_bl_estimate(&q, d, oom);
+    int on0 = 0;
+    for (int32_t v = 0; v < d->n; v++) on0 += d->device[v] == 0;
+    if (on0 > 6) *oom = 1;
+    return t;
+}
+
+static void test_oom_feedback(void **state) {
+    (void)state;
+    gopt_graph *g = two_chains(5);
+    fixture x;
+    fx_init(&x, g, 2, 1e12);
+    counter c = {0, &x.pb, {0}};
+    x.pb.evaluate = small_dev0_eval;
+    x.pb.eval_ctx = &c;
+    gopt_decisions d;
+    run_method(&x, "single", &d, GOPT_OK);
+    int on0 = 0;
+    for (int32_t v = 0; v < d.n; v++) on0 += d.device[v] == 0;
+    assert_true(on0 <= 6 && on0 > 0);
+    assert_true(c.calls >= 2);
+    gopt_decisions_destroy(&d);
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
+/* An evaluator that sees twice the memory our model counts, and says so
+ * through last_peak. */
+static double double_mem_eval(void *ctx, const gopt_decisions *d, int *oom) {
+    counter *c = ctx;
+    c->calls++;
+    gopt_bl_problem q = *c->pb;
+    q.evaluate = NULL;
+    double t = gopt_bl_estimate(&q, d, oom);
+    double used[8];
+    gopt_bl_memory_use(&q, d, used);
+    *oom = 0;
+    for (int k = 0; k < q.ndev; k++)
+        if (2 * used[k] > gopt_cost_device_memory(q.cm, k)) *oom = 1 + k;
+    return t;
+}
+
+static int double_mem_peak(void *ctx, double *peak) {
+    counter *c = ctx; /* twice what the model counted for the last call's decisions */
+    for (int k = 0; k < c->pb->ndev; k++) peak[k] = 2 * c->last_used[k];
+    return 1;
+}
+
+static double double_mem_eval_keep(void *ctx, const gopt_decisions *d, int *oom) {
+    counter *c = ctx;
+    gopt_bl_problem q = *c->pb;
+    q.evaluate = NULL;
+    gopt_bl_memory_use(&q, d, c->last_used);
+    return double_mem_eval(ctx, d, oom);
+}
+
+static void test_oom_feedback_peak(void **state) {
+    (void)state;
+    gopt_graph *g = two_chains(5); /* 10 nodes of 100 MB each under the model */
+    fixture x;
+    fx_init(&x, g, 2, 1.5e9);
+    counter c = {0, &x.pb, {0}};
+    x.pb.evaluate = double_mem_eval_keep;
+    x.pb.eval_ctx = &c;
+    x.pb.last_peak = double_mem_peak;
+    const char *methods[] = {"single", "heft", "metf", "mtopo", NULL};
+    for (int i = 0; methods[i]; i++) {
+        gopt_decisions d;
+        run_method(&x, methods[i], &d, GOPT_OK);
+        double used[2];
+        gopt_bl_problem q = x.pb;
+        gopt_bl_memory_use(&q, &d, used);
+        if (!(2 * used[0] <= 1.5e9 && 2 * used[1] <= 1.5e9))
+            fprintf(stderr, "%s: %.3g %.3g\n", methods[i], used[0], used[1]);
+        assert_true(2 * used[0] <= 1.5e9 && 2 * used[1] <= 1.5e9); /* fits as the evaluator sees it */
+        gopt_decisions_destroy(&d);
+    }
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
+static void test_evaluator_callback(void **state) {
+    (void)state;
+    gopt_graph *g = two_chains(4);
+    fixture x;
+    fx_init(&x, g, 2, 1e12);
+    counter c = {0, &x.pb, {0}};
+    x.pb.evaluate = counting_eval;
+    x.pb.eval_ctx = &c;
+    x.pb.opt.max_evals = 50;
+    gopt_decisions d;
+    run_method(&x, "sa", &d, GOPT_OK);
+    assert_int_equal(c.calls, 52); /* the placement OOM check, the start, then max_evals */
+    gopt_decisions_destroy(&d);
+    /* the method asked for more devices than the cost model has */
+    x.pb.ndev = 3;
+    gopt_bl_combo cb;
+    gopt_error err = {0};
+    assert_int_equal(gopt_bl_combo_parse(&x.reg, "heft", &cb, &err), GOPT_OK);
+    assert_int_equal(gopt_bl_combo_decide(&x.reg, &cb, &x.pb, &d, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "3 devices"));
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
+/* Every zoo family (small settings) on the shipped 8-GPU V100 profile, judged
+ * by the simulator: every method valid, and no OOM where single fits. */
+static void test_validity_zoo(void **state) {
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/profiles/v100-dgx1-x8.json", GOPT_SOURCE_DIR);
+    gopt_profile *prof = NULL;
+    gopt_error err = {0};
+    assert_int_equal(gopt_profile_load(path, &prof, &err), GOPT_OK);
+    gopt_costmodel *cm = NULL;
+    assert_int_equal(gopt_cost_create(prof, 0, &cm, &err), GOPT_OK);
+    gopt_bl_registry reg;
+    gopt_bl_registry_init(&reg);
+    const char *methods[] = {"single", "expert", "metis", "heft", "mtopo", "metf", "msct",
+                             "heft+cp+xla", "metis+fifo+tvm", "msct+cp+tvm", "sa", NULL};
+    for (int i = 0; i < gopt_zoo_family_count(); i++) {
+        gopt_zoo_spec spec = {0};
+        spec.family = gopt_zoo_family_name(i);
+        spec.layers = strcmp(spec.family, "resnet") == 0 ? 18 : strcmp(spec.family, "inception_v3") == 0 ? 0 : 2;
+        spec.batch = 8;
+        spec.seq = strcmp(spec.family, "wavenet") == 0 ? 2000 : 0;
+        gopt_graph *g = NULL;
+        gopt_status st = gopt_zoo_generate(&spec, &g, &err);
+        if (st) fprintf(stderr, "%s: %s\n", spec.family, err.msg);
+        assert_int_equal(st, GOPT_OK);
+        gopt_sim *sim = NULL;
+        assert_int_equal(gopt_sim_create(g, cm, &sim, &err), GOPT_OK);
+        for (int j = 0; methods[j]; j++) {
+            gopt_bl_options opt = {0};
+            opt.seed = 3;
+            opt.max_evals = 20;
+            opt.budget_s = 60;
+            gopt_decisions d;
+            gopt_bl_outcome res;
+            st = gopt_bl_optimize(&reg, methods[j], sim, cm, &opt, &d, &res, &err);
+            if (st) fprintf(stderr, "%s %s: %s\n", spec.family, methods[j], err.msg);
+            assert_int_equal(st, GOPT_OK);
+            assert_int_equal(gopt_decisions_validate(&d, g, 8, &err), GOPT_OK);
+            assert_true(res.sim.step_time_s > 0);
+            if (res.sim.oom) fprintf(stderr, "note: %s %s: simulated OOM\n", spec.family, methods[j]);
+            gopt_decisions_destroy(&d);
+        }
+        gopt_sim_free(sim);
+        gopt_graph_free(g);
+    }
+    /* synthetic training-step graphs of every kind */
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 11);
+    for (int kind = 0; kind < GOPT_SYNTH_KIND_COUNT; kind++) {
+        gopt_synth_opts so = {(gopt_synth_kind)kind, 400, 200, 1000};
+        gopt_graph *g = NULL;
+        assert_int_equal(gopt_zoo_synthetic(&rng, &so, "synth", &g, &err), GOPT_OK);
+        gopt_sim *sim = NULL;
+        assert_int_equal(gopt_sim_create(g, cm, &sim, &err), GOPT_OK);
+        for (int j = 0; methods[j]; j++) {
+            gopt_bl_options opt = {0};
+            opt.seed = 3;
+            opt.max_evals = 20;
+            opt.budget_s = 60;
+            gopt_decisions d;
+            gopt_bl_outcome res;
+            gopt_status st = gopt_bl_optimize(&reg, methods[j], sim, cm, &opt, &d, &res, &err);
+            if (st) fprintf(stderr, "synthetic %s %s: %s\n", gopt_synth_kind_name((gopt_synth_kind)kind), methods[j], err.msg);
+            assert_int_equal(st, GOPT_OK);
+            assert_int_equal(gopt_decisions_validate(&d, g, 8, &err), GOPT_OK);
+            gopt_decisions_destroy(&d);
+        }
+        gopt_sim_free(sim);
+        gopt_graph_free(g);
+    }
+    gopt_cost_free(cm);
+    gopt_profile_free(prof);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_registry),
+        cmocka_unit_test(test_two_chains),
+        cmocka_unit_test(test_too_big_for_one_device),
+        cmocka_unit_test(test_estimate_timeline),
+        cmocka_unit_test(test_critical_path),
+        cmocka_unit_test(test_fusion_rules),
+        cmocka_unit_test(test_validity_generated),
+        cmocka_unit_test(test_expert_rules),
+        cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_evaluator_callback),
+        cmocka_unit_test(test_oom_feedback),
+        cmocka_unit_test(test_oom_feedback_peak),
+        cmocka_unit_test(test_validity_zoo),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
