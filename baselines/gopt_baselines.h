@@ -115,8 +115,9 @@ typedef struct {
  * refusal lists the valid names. */
 gopt_status gopt_bl_combo_parse(const gopt_bl_registry *r, const char *spec, gopt_bl_combo *c, gopt_error *err);
 /* Run the combination: d is initialised here (caller destroys it, also on
- * error). The result is validated (gopt_decisions_validate) and checked
- * against the memory model before GOPT_OK is returned. When p->evaluate
+ * error). The result is validated (gopt_decisions_validate); what the
+ * placement, schedule and fusion parts built is checked against the memory
+ * model (a joint method answers to the evaluator instead). When p->evaluate
  * reports OOM for the placement, the placement parts run again with the
  * model's capacity of each overflowing device scaled by (what the model
  * says it holds / the evaluator's peak) x 0.95 when last_peak is given, else

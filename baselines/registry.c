@@ -193,6 +193,9 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
             q.opt.mem_fraction = frac;
         }
     }
+    /* the placement parts answer to the memory model; a joint method (sa keeps the model, the GO
+     * policy does not know it) answers to the evaluator */
+    if ((st = gopt_bl_memory_check(p, d, err))) goto out;
     if (c->part[GOPT_BL_JOINT] && (st = c->part[GOPT_BL_JOINT]->decide(&q, d, err))) {
         gopt_error_prefix(err, "%s", c->part[GOPT_BL_JOINT]->name);
         goto out;
@@ -200,9 +203,7 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
     if ((st = gopt_decisions_validate(d, p->graph, p->ndev, err))) {
         gopt_error_prefix(err, "internal: a method produced invalid decisions");
         st = GOPT_EINTERNAL;
-        goto out;
     }
-    st = gopt_bl_memory_check(p, d, err);
 out:
     gopt_decisions_destroy(&prev);
     return st;

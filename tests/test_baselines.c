@@ -296,6 +296,13 @@ static void test_two_chains(void **state) {
     gopt_graph_free(g);
 }
 
+static gopt_status all_on_zero(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    (void)p;
+    (void)err;
+    for (int32_t v = 0; v < d->n; v++) d->device[v] = 0;
+    return GOPT_OK;
+}
+
 static void test_too_big_for_one_device(void **state) {
     (void)state;
     /* 6 layers of 300 MB parameters (1.8 GB) on 1 GB devices */
@@ -321,6 +328,17 @@ static void test_too_big_for_one_device(void **state) {
     gopt_decisions_destroy(&d);
     x.pb.opt.max_evals = 100;
     run_method(&x, "metis+sa", &d, GOPT_OK);
+    gopt_decisions_destroy(&d);
+    /* a joint method (the GO policy's kind) answers to the evaluator, not to our model: its OOM
+     * placement comes back valid, and the estimate reports the OOM */
+    gopt_bl_method j = {"all0", GOPT_BL_JOINT, all_on_zero, "everything on device 0"};
+    assert_int_equal(gopt_bl_registry_add(&x.reg, &j, NULL), GOPT_OK);
+    gopt_bl_combo cj;
+    assert_int_equal(gopt_bl_combo_parse(&x.reg, "heft+all0", &cj, NULL), GOPT_OK);
+    assert_int_equal(gopt_bl_combo_decide(&x.reg, &cj, &x.pb, &d, NULL), GOPT_OK);
+    int oom = 0;
+    assert_true(gopt_bl_estimate(&x.pb, &d, &oom) > 0);
+    assert_int_equal(oom, 1); /* device 0 */
     gopt_decisions_destroy(&d);
     fx_destroy(&x);
     /* one device cannot hold it: every method says so */

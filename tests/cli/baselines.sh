@@ -10,6 +10,7 @@ for m in single expert metis heft mtopo metf msct fifo cp none xla tvm sa; do ex
 for m in single expert metis heft mtopo metf msct heft+cp+xla metis+fifo+tvm; do
   expect_rc 0 "$GOPT" optimize "$G" --method "$m" --profile "$P" --devices 4 -o "$TMP/d.txt" --json
   expect_out '"step_time_s"'
+  expect_out "\"method\": \"$m\""
   expect_out '"optimize_time_s"'
   expect_out '"oom": false'
   expect_rc 0 "$GOPT" sim "$G" --profile "$P" --devices 4 --decisions "$TMP/d.txt"
