@@ -509,6 +509,11 @@ static void test_fusion_groups(void **state) {
     gopt_graph_free(g);
 }
 
+static gopt_go_options g_test_go;
+static gopt_status test_go_method(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    return gopt_go_decide(&g_test_go, p, d, err);
+}
+
 /* ---- the go method on a saved checkpoint ------------------------------------------- */
 static void test_go_decide(void **state) {
     (void)state;
@@ -561,6 +566,20 @@ static void test_go_decide(void **state) {
     assert_int_equal(gopt_go_decide(&go, &p, &d2, &err), GOPT_OK);
     double best = gopt_bl_sim_evaluate(&ctx, &d2, &oom);
     assert_true(best <= greedy); /* best of greedy and samples */
+    /* through a registry, as `gopt optimize --method go` runs it */
+    gopt_bl_registry reg;
+    gopt_bl_registry_init(&reg);
+    gopt_bl_method gm = {"go", GOPT_BL_JOINT, test_go_method, "GO policy"};
+    assert_int_equal(gopt_bl_registry_add(&reg, &gm, &err), GOPT_OK);
+    g_test_go = go;
+    gopt_bl_combo combo;
+    assert_int_equal(gopt_bl_combo_parse(&reg, "go", &combo, &err), GOPT_OK);
+    gopt_decisions d3 = {0};
+    gopt_status cst = gopt_bl_combo_decide(&reg, &combo, &p, &d3, &err);
+    if (cst) fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(cst, GOPT_OK);
+    assert_true(gopt_bl_sim_evaluate(&ctx, &d3, &oom) <= greedy);
+    gopt_decisions_destroy(&d3);
     /* refusals: missing checkpoint, too many devices */
     go.checkpoint = "/nonexistent/x.ckpt";
     assert_int_not_equal(gopt_go_decide(&go, &p, &d2, &err), GOPT_OK);
