@@ -303,6 +303,38 @@ static void test_resume_equals_uninterrupted(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* ---- several graphs per step, switching every two steps ------------------------------ */
+static void test_graphs_per_step(void **state) {
+    (void)state;
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.samples = 4;
+    o.epochs = 2;
+    o.graphs_per_step = 2;
+    o.switch_every = 2;
+    o.imitate_steps = 1;
+    o.sim_threads = 2;
+    env e;
+    env_init(&e, 2, &o, 8);
+    add_graph(&e, fan_graph("fan3", 3));
+    add_graph(&e, fan_graph("fan4", 4));
+    add_graph(&e, fan_graph("fan5", 5));
+    int seen[3] = {0, 0, 0};
+    for (int s = 0; s < 6; s++) {
+        gopt_trainer_stats st;
+        gopt_error err = {0};
+        assert_int_equal(gopt_trainer_step(e.tr, &st, &err), GOPT_OK);
+        assert_int_equal(st.graphs, 2);
+        assert_int_equal(st.skipped, 0);
+        if (!st.imitation) assert_true(st.best_so_far_rel > 0 && isfinite(st.best_so_far_rel));
+        seen[st.graph]++;
+    }
+    assert_true(seen[0] + seen[1] + seen[2] == 6);
+    /* every graph was sampled at least once in 5 PPO steps of 2 graphs each */
+    for (int i = 0; i < 3; i++) assert_true(isfinite(gopt_trainer_best(e.tr, i, NULL)));
+    env_free(&e);
+}
+
 /* ---- a non-finite loss is detected, the update skipped and reported ---------------- */
 static void test_nan_update_skipped(void **state) {
     (void)state;
@@ -669,6 +701,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ppo_finds_known_placement),
         cmocka_unit_test(test_resume_equals_uninterrupted),
+        cmocka_unit_test(test_graphs_per_step),
         cmocka_unit_test(test_nan_update_skipped),
         cmocka_unit_test(test_imitation_lowers_loss),
         cmocka_unit_test(test_actions_to_decisions),
