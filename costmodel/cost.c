@@ -170,7 +170,16 @@ double gopt_cost_transfer_time(const gopt_costmodel *cm, int src, int dst, doubl
     if (src == dst) return 0;
     int32_t i = cm->link_tab[src * cm->ndev + dst];
     if (i >= 0) return gopt_interp1_eval(&cm->comp[i].t1, bytes > 1 ? bytes : 1);
-    return gopt_profile_link_latency(cm->p, src, dst) + bytes / gopt_profile_link_bandwidth(cm->p, src, dst);
+    double lat = 0, bw = 1;
+    gopt_cost_link_linear(cm, src, dst, &lat, &bw);
+    return lat + bytes / bw;
+}
+
+int gopt_cost_link_linear(const gopt_costmodel *cm, int src, int dst, double *latency, double *bandwidth) {
+    if (src == dst || cm->link_tab[src * cm->ndev + dst] >= 0) return 0;
+    *latency = gopt_profile_link_latency(cm->p, src, dst);
+    *bandwidth = gopt_profile_link_bandwidth(cm->p, src, dst);
+    return 1;
 }
 
 /* ---- per-graph tables -------------------------------------------------------------- */

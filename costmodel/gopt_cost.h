@@ -87,4 +87,10 @@ double gopt_cost_group_time(const gopt_cost_table *t, int d, const int32_t *memb
  * when measured, else latency + bytes / bandwidth. 0 when src == dst. */
 double gopt_cost_transfer_time(const gopt_costmodel *cm, int src, int dst, double bytes);
 
+/* Whether the src -> dst link is modelled as latency + bytes / bandwidth
+ * (no measured copy table); then *latency (seconds) and *bandwidth
+ * (bytes/s) receive the parameters gopt_cost_transfer_time uses, so a hot
+ * loop can inline the formula. 0 for a table-driven link or src == dst. */
+int gopt_cost_link_linear(const gopt_costmodel *cm, int src, int dst, double *latency, double *bandwidth);
+
 #endif /* GOPT_COST_H */

@@ -76,14 +76,12 @@ gopt_status gopt_sim_create(const gopt_graph *g, const gopt_costmodel *cm, gopt_
         sim->in_slot_bytes[k] = f->edge_bytes[f->in_eid[k]];
     }
     for (int d = 0; d < nd; d++) sim->capacity[d] = gopt_cost_device_memory(cm, d);
-    const gopt_profile *prof = gopt_cost_profile(cm);
     for (int a = 0; a < nd; a++)
         for (int b = 0; b < nd; b++) {
-            gopt_profile_table lt;
             int l = a * nd + b;
-            sim->link_plain[l] = a != b && !gopt_profile_link_table(prof, a, b, &lt);
-            sim->link_lat[l] = a != b ? gopt_profile_link_latency(prof, a, b) : 0;
-            sim->link_bw[l] = a != b ? gopt_profile_link_bandwidth(prof, a, b) : 1;
+            sim->link_lat[l] = 0;
+            sim->link_bw[l] = 1;
+            sim->link_plain[l] = (uint8_t)gopt_cost_link_linear(cm, a, b, &sim->link_lat[l], &sim->link_bw[l]);
         }
     *out = sim;
     return GOPT_OK;

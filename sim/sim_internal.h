@@ -26,8 +26,8 @@ struct gopt_sim {
     double *out_slot_bytes; /* (m) edge bytes by out-edge slot (CSR order: read sequentially) */
     double *in_slot_bytes;  /* (m) edge bytes by in-edge slot */
     double capacity[GOPT_SIM_MAX_DEVICES];
-    /* links without a measured copy table: latency + bytes / bandwidth, computed here as the cost
-     * model computes it (tests compare with gopt_cost_transfer_time bit for bit) */
+    /* links without a measured copy table: latency + bytes / bandwidth, with the parameters the
+     * cost model gives (gopt_cost_link_linear), inlined in the hot loop */
     uint8_t link_plain[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];
     double link_lat[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];
     double link_bw[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];

@@ -106,3 +106,46 @@ int cli_report(const gopt_error *err) {
 }
 
 int cli_stderr_is_tty(void) { return isatty(2); }
+
+int cli_dispatch(const char *verb, const cli_subverb *subs, size_t nsubs, void (*usage)(FILE *), int argc,
+                 char **argv) {
+    if (argc < 1) {
+        usage(stderr);
+        return 2;
+    }
+    if (cli_is_help(argv[0])) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < nsubs; i++)
+        if (strcmp(argv[0], subs[i].name) == 0) {
+            if (cli_wants_help(argc - 1, argv + 1)) {
+                usage(stdout);
+                return 0;
+            }
+            return subs[i].run(argc - 1, argv + 1);
+        }
+    fprintf(stderr, "gopt %s: unknown subcommand '%s'\n\n", verb, argv[0]);
+    usage(stderr);
+    return 2;
+}
+
+int cli_open_cluster(const char *verb, const char *path, long ndev, gopt_profile **p, gopt_costmodel **cm) {
+    gopt_error err = {0};
+    *p = NULL;
+    *cm = NULL;
+    if (gopt_profile_load(path, p, &err)) return cli_report(&err);
+    if (ndev > gopt_profile_num_devices(*p)) {
+        int rc = cli_usage_error(verb, "--devices %ld: profile '%s' has %d devices", ndev, gopt_profile_name(*p),
+                                 gopt_profile_num_devices(*p));
+        gopt_profile_free(*p);
+        *p = NULL;
+        return rc;
+    }
+    if (gopt_cost_create(*p, (int)ndev, cm, &err)) {
+        gopt_profile_free(*p);
+        *p = NULL;
+        return cli_report(&err);
+    }
+    return 0;
+}

@@ -7,6 +7,7 @@
 #define GOPT_CLI_H
 
 #include "gopt_common.h"
+#include "gopt_cost.h"
 
 typedef struct {
     int argc;
@@ -32,6 +33,21 @@ int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((forma
 int cli_report(const gopt_error *err);
 /* Whether stderr is a terminal (progress bars only then). */
 int cli_stderr_is_tty(void);
+
+/* A verb's subcommands (`gopt graph info`): dispatch by name, with --help
+ * anywhere printing `usage` to stdout (exit 0); a missing or unknown
+ * subcommand prints it to stderr (exit 2). */
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} cli_subverb;
+int cli_dispatch(const char *verb, const cli_subverb *subs, size_t nsubs, void (*usage)(FILE *), int argc,
+                 char **argv);
+
+/* Load the profile at `path`, check it has at least ndev devices (0 = all),
+ * and build its cost model over the first ndev. On failure prints the error
+ * and returns the exit code (nothing to free); 0 on success. */
+int cli_open_cluster(const char *verb, const char *path, long ndev, gopt_profile **p, gopt_costmodel **cm);
 
 /* The verbs. Each returns the process exit code. */
 int cmd_graph(int argc, char **argv);

@@ -120,25 +120,14 @@ int cmd_compare(int argc, char **argv) {
         rc = 1;
         goto out;
     }
-    if (gopt_profile_load(prof, &p, &err)) {
-        rc = cli_report(&err);
-        goto out;
-    }
-    if (ndev > gopt_profile_num_devices(p)) {
-        rc = cli_usage_error(a.verb, "--devices %ld: profile '%s' has %d devices", ndev, gopt_profile_name(p),
-                             gopt_profile_num_devices(p));
-        goto out;
-    }
+    gopt_costmodel *cm = NULL;
+    if ((rc = cli_open_cluster(a.verb, prof, ndev, &p, &cm))) goto out;
     for (int i = 0; i < nfiles; i++)
         if (gopt_graph_load(files[i], &graphs[i], &err)) {
             rc = cli_report(&err);
+            gopt_cost_free(cm);
             goto out;
         }
-    gopt_costmodel *cm = NULL;
-    if (gopt_cost_create(p, (int)ndev, &cm, &err)) {
-        rc = cli_report(&err);
-        goto out;
-    }
     int nd = gopt_cost_num_devices(cm);
     gopt_bl_options opt = {0};
     opt.seed = (uint64_t)seed;

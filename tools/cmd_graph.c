@@ -167,12 +167,7 @@ static int graph_dot(int argc, char **argv) {
     return rc;
 }
 
-typedef struct {
-    const char *name;
-    int (*run)(int argc, char **argv);
-} subverb;
-
-static const subverb GRAPH_SUBVERBS[] = {
+static const cli_subverb GRAPH_SUBVERBS[] = {
     {"info", graph_info},
     {"convert", graph_convert},
     {"dot", graph_dot},
@@ -180,23 +175,5 @@ static const subverb GRAPH_SUBVERBS[] = {
 };
 
 int cmd_graph(int argc, char **argv) {
-    if (argc < 1) {
-        graph_usage(stderr);
-        return 2;
-    }
-    if (cli_is_help(argv[0])) {
-        graph_usage(stdout);
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof GRAPH_SUBVERBS / sizeof GRAPH_SUBVERBS[0]; i++)
-        if (strcmp(argv[0], GRAPH_SUBVERBS[i].name) == 0) {
-            if (cli_wants_help(argc - 1, argv + 1)) {
-                graph_usage(stdout);
-                return 0;
-            }
-            return GRAPH_SUBVERBS[i].run(argc - 1, argv + 1);
-        }
-    fprintf(stderr, "gopt graph: unknown subcommand '%s'\n\n", argv[0]);
-    graph_usage(stderr);
-    return 2;
+    return cli_dispatch("graph", GRAPH_SUBVERBS, sizeof GRAPH_SUBVERBS / sizeof GRAPH_SUBVERBS[0], graph_usage, argc, argv);
 }

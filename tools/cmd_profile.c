@@ -245,34 +245,11 @@ static int profile_calibrate(int argc, char **argv) {
     return rc;
 }
 
-typedef struct {
-    const char *name;
-    int (*run)(int argc, char **argv);
-} subverb;
-
-static const subverb PROFILE_SUBVERBS[] = {
+static const cli_subverb PROFILE_SUBVERBS[] = {
     {"show", profile_show},
     {"calibrate", profile_calibrate},
 };
 
 int cmd_profile(int argc, char **argv) {
-    if (argc < 1) {
-        profile_usage(stderr);
-        return 2;
-    }
-    if (cli_is_help(argv[0])) {
-        profile_usage(stdout);
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof PROFILE_SUBVERBS / sizeof PROFILE_SUBVERBS[0]; i++)
-        if (strcmp(argv[0], PROFILE_SUBVERBS[i].name) == 0) {
-            if (cli_wants_help(argc - 1, argv + 1)) {
-                profile_usage(stdout);
-                return 0;
-            }
-            return PROFILE_SUBVERBS[i].run(argc - 1, argv + 1);
-        }
-    fprintf(stderr, "gopt profile: unknown subcommand '%s'\n\n", argv[0]);
-    profile_usage(stderr);
-    return 2;
+    return cli_dispatch("profile", PROFILE_SUBVERBS, sizeof PROFILE_SUBVERBS / sizeof PROFILE_SUBVERBS[0], profile_usage, argc, argv);
 }

@@ -53,16 +53,12 @@ int cmd_sim(int argc, char **argv) {
     gopt_sim_scratch *s = NULL;
     gopt_decisions d = {0};
     int rc = 0;
-    if (gopt_graph_load(file, &g, &err) || gopt_profile_load(prof, &p, &err)) {
+    if (gopt_graph_load(file, &g, &err)) {
         rc = cli_report(&err);
         goto out;
     }
-    if (ndev > gopt_profile_num_devices(p)) {
-        rc = cli_usage_error(a.verb, "--devices %ld: profile '%s' has %d devices", ndev, gopt_profile_name(p),
-                             gopt_profile_num_devices(p));
-        goto out;
-    }
-    if (gopt_cost_create(p, (int)ndev, &cm, &err) || gopt_sim_create(g, cm, &sim, &err) ||
+    if ((rc = cli_open_cluster(a.verb, prof, ndev, &p, &cm))) goto out;
+    if (gopt_sim_create(g, cm, &sim, &err) ||
         gopt_sim_scratch_create(sim, &s, &err)) {
         rc = cli_report(&err);
         goto out;
