@@ -132,10 +132,10 @@ int main(int argc, char **argv) {
     double t_step = gopt_now_seconds() - t0;
     double fb = t_fwd + t_bwd;
     printf("PPO step (K=%d, %d epochs): %.2f s (target < 3 s for 10k nodes: %s); %d backward calls "
-           "(merged per distinct action), %d invalid samples\n",
+           "(one per epoch, batched over the K samples), %d invalid samples\n",
            K, E, t_step, t_step < 3.0 ? "met" : "NOT met", st.backward_calls, st.invalid);
-    printf("  = %.1f forward+backward passes; with one backward per epoch it would be ~%.2f s (%d fwd + %d bwd)\n",
-           t_step / fb, (E + 1) * t_fwd + E * t_bwd, E + 1, E);
+    printf("  = %.1f forward+backward passes; the floor of %d forwards + %d backwards is %.2f s\n", t_step / fb, E + 1,
+           E, (E + 1) * t_fwd + E * t_bwd);
     printf("  best sample %.4g ms = %.3fx reference, mean %.3fx\n", st.best_step_s * 1e3, st.best_rel, st.mean_rel);
 
     /* fine-tuning on a held-out graph of the same size */

@@ -230,10 +230,13 @@ static void row_grad(float *dz, const float *lp, int w, uint32_t mask, int a, fl
     }
 }
 
-gopt_status policy_decode_backward(gopt_policy *p, const gopt_policy_actions *a, const float *w_logp,
-                                   const float *w_ent, gopt_error *err) {
-    gopt_status st = policy_check_actions(p, a, err);
-    if (st) return st;
+/* Accumulate the logit gradients of k action sets (weights (k, 3n) in
+ * w_logp, entropy weights w_ent for the whole batch) into B->dlogits. */
+static gopt_status decode_backward_k(gopt_policy *p, int k, const gopt_policy_actions *a, const float *w_logp,
+                                     const float *w_ent, gopt_error *err) {
+    gopt_status st;
+    for (int s = 0; s < k; s++)
+        if ((st = policy_check_actions(p, &a[s], err))) return st;
     const int n = p->n, W = p->width[GOPT_TASK_PLACE];
     policy_bwd *B = &p->B;
     for (int t = 0; t < GOPT_TASK_COUNT; t++) memset(B->dlogits[t], 0, sizeof(float) * (size_t)n * p->width[t]);
@@ -242,14 +245,17 @@ gopt_status policy_decode_backward(gopt_policy *p, const gopt_policy_actions *a,
         int v = p->fz->topo[i];
         for (int t = 0; t < GOPT_TASK_COUNT; t++) {
             if (!is_unit_first(p, i, t)) continue;
-            float wl = w_logp ? w_logp[(size_t)t * n + v] : 0.0f, we = w_ent ? w_ent[(size_t)t * n + v] : 0.0f;
-            if (wl == 0.0f && we == 0.0f) continue;
             uint32_t mask;
             float ent;
             const float *lp = task_row(p, t, i, &mask, &ent);
             float *dz = t == GOPT_TASK_PLACE ? B->dpooled + (size_t)p->A.unit_of[i] * W
                                              : B->dlogits[t] + (size_t)i * p->width[t];
-            row_grad(dz, lp, p->width[t], mask, action_array(a, t)[v], wl, we, ent);
+            for (int s = 0; s < k; s++) {
+                float wl = w_logp ? w_logp[(size_t)s * 3 * n + (size_t)t * n + v] : 0.0f;
+                float we = (s == 0 && w_ent) ? w_ent[(size_t)t * n + v] : 0.0f;
+                if (wl == 0.0f && we == 0.0f) continue;
+                row_grad(dz, lp, p->width[t], mask, action_array(&a[s], t)[v], wl, we, ent);
+            }
         }
     }
     /* pooled = mean of the members' logits */
@@ -258,6 +264,22 @@ gopt_status policy_decode_backward(gopt_policy *p, const gopt_policy_actions *a,
         float inv = 1.0f / (float)p->A.unit_size[u];
         for (int j = 0; j < W; j++) B->dlogits[GOPT_TASK_PLACE][(size_t)i * W + j] = B->dpooled[(size_t)u * W + j] * inv;
     }
+    return GOPT_OK;
+}
+
+gopt_status policy_decode_backward(gopt_policy *p, const gopt_policy_actions *a, const float *w_logp,
+                                   const float *w_ent, gopt_error *err) {
+    return decode_backward_k(p, 1, a, w_logp, w_ent, err);
+}
+
+gopt_status gopt_policy_backward_batch(gopt_policy *p, int k, const gopt_policy_actions *a, const float *w_logp,
+                                       const float *w_ent, gopt_error *err) {
+    if (k < 1 || !a) return gopt_error_set(err, GOPT_EINVAL, "policy backward batch: k = %d", k);
+    gopt_status st = need_forward(p, &a[0], "backward", err);
+    if (st) return st;
+    if ((st = gopt_policy_reserve(p, p->n, p->fz->m, 1, err))) return st;
+    if ((st = decode_backward_k(p, k, a, w_logp, w_ent, err))) return st;
+    policy_network_backward(p);
     return GOPT_OK;
 }
 

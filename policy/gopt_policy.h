@@ -126,6 +126,10 @@ gopt_status gopt_policy_logprob(gopt_policy *p, const gopt_policy_actions *a, fl
  * negated weights. */
 gopt_status gopt_policy_backward(gopt_policy *p, const gopt_policy_actions *a, const float *w_logp,
                                  const float *w_ent, gopt_error *err);
+/* The same for k action sets at once: J = sum_s sum_t sum_v w_logp[s*3n + t*n + v] * logp_t(v | a[s])
+ * + sum_t sum_v w_ent[t*n+v] * ent_t(v); one network backward (it is linear in the logit gradients). */
+gopt_status gopt_policy_backward_batch(gopt_policy *p, int k, const gopt_policy_actions *a, const float *w_logp,
+                                       const float *w_ent, gopt_error *err);
 void gopt_policy_zero_grad(gopt_policy *p);
 
 /* ---- Adam ------------------------------------------------------------------ */

@@ -956,6 +956,82 @@ static void test_small_sizes(void **state) {
 }
 
 
+/* gopt_policy_backward_batch equals the sum of one backward per action set
+ * (the network backward is linear in the logit gradients). */
+static void test_backward_batch(void **state) {
+    (void)state;
+    enum { N = 31, K = 3 };
+    gopt_graph *g = make_graph(N, 9, 11);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    gopt_error err = {0};
+    gopt_policy_config c = tiny_config();
+    gopt_policy *p = NULL;
+    assert_int_equal(gopt_policy_create(&p, &c, 3, &err), GOPT_OK);
+    float *feat = malloc(sizeof(float) * N * GOPT_POLICY_NFEAT);
+    assert_int_equal(gopt_policy_features(fz, 4, NULL, feat, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_forward(p, fz, feat, 4, NULL, &err), GOPT_OK);
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 5);
+    actions_buf ab[K];
+    gopt_policy_actions as[K];
+    float *w = malloc(sizeof(float) * K * 3 * N), *we = malloc(sizeof(float) * 3 * N);
+    fill_rand(w, (size_t)K * 3 * N, &rng, 1.0f);
+    fill_rand(we, 3 * N, &rng, 1.0f);
+    for (int k = 0; k < K; k++) {
+        actions_alloc(&ab[k], N);
+        assert_int_equal(gopt_policy_sample(p, &rng, &ab[k].a, &err), GOPT_OK);
+        as[k] = ab[k].a;
+    }
+    /* one backward per set, entropy weights on the first */
+    gopt_policy_zero_grad(p);
+    for (int k = 0; k < K; k++)
+        assert_int_equal(gopt_policy_backward(p, &as[k], w + (size_t)k * 3 * N, k == 0 ? we : NULL, &err), GOPT_OK);
+    int nt = gopt_policy_num_tensors(p);
+    size_t total = 0;
+    for (int i = 0; i < nt; i++) {
+        const char *name;
+        float *prm, *grd;
+        size_t cnt;
+        gopt_policy_tensor(p, i, &name, &prm, &grd, &cnt);
+        total += cnt;
+    }
+    float *ref = malloc(sizeof(float) * total);
+    for (int i = 0, off = 0; i < nt; i++) {
+        const char *name;
+        float *prm, *grd;
+        size_t cnt;
+        gopt_policy_tensor(p, i, &name, &prm, &grd, &cnt);
+        memcpy(ref + off, grd, sizeof(float) * cnt);
+        off += (int)cnt;
+    }
+    gopt_policy_zero_grad(p);
+    assert_int_equal(gopt_policy_backward_batch(p, K, as, w, we, &err), GOPT_OK);
+    double maxdiff = 0, maxabs = 0;
+    for (int i = 0, off = 0; i < nt; i++) {
+        const char *name;
+        float *prm, *grd;
+        size_t cnt;
+        gopt_policy_tensor(p, i, &name, &prm, &grd, &cnt);
+        for (size_t j = 0; j < cnt; j++) {
+            double d = fabs((double)grd[j] - ref[off + j]);
+            if (d > maxdiff) maxdiff = d;
+            if (fabs(ref[off + j]) > maxabs) maxabs = fabs(ref[off + j]);
+        }
+        off += (int)cnt;
+    }
+    assert_true(maxabs > 0);
+    if (maxdiff > 1e-4 * maxabs) print_error("batch backward differs: max |diff| %g, max |grad| %g\n", maxdiff, maxabs);
+    assert_true(maxdiff <= 1e-4 * maxabs);
+    assert_int_equal(gopt_policy_backward_batch(p, 0, as, w, we, &err), GOPT_EINVAL);
+    for (int k = 0; k < K; k++) free(ab[k].buf);
+    free(ref);
+    free(w);
+    free(we);
+    free(feat);
+    gopt_policy_free(p);
+    gopt_graph_free(g);
+}
+
 /* The network on every shipped real graph and every zoo family (default
  * sizes, up to ~53k nodes), device counts 1..16 spread over them: decisions
  * in range, colocation kept, fusion groups legal by gopt_decisions_validate. */
@@ -1030,7 +1106,7 @@ int main(void) {
         cmocka_unit_test(test_grad_network_full), cmocka_unit_test(test_grad_network_stopgrad),    cmocka_unit_test(test_decode),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_fusion),          cmocka_unit_test(test_example_graph),
-        cmocka_unit_test(test_small_sizes),     cmocka_unit_test(test_zoo_and_real_graphs),
+        cmocka_unit_test(test_small_sizes),     cmocka_unit_test(test_zoo_and_real_graphs), cmocka_unit_test(test_backward_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_go.h"
 #include "gopt_baselines.h"
 
 #define CMP_MAX_METHODS 32
@@ -46,6 +47,7 @@ int cmd_compare(int argc, char **argv) {
     int json = 0, csv = 0, rc = 0;
     if (cli_wants_help(argc, argv)) {
         compare_usage(stdout);
+        cli_go_usage(stdout);
         return 0;
     }
     const char **files = calloc((size_t)argc + 1, sizeof *files);
@@ -57,7 +59,7 @@ int cmd_compare(int argc, char **argv) {
         if (cli_opt_str(&a, "--profile", &prof) || cli_opt_str(&a, "--methods", &mlist) ||
             cli_opt_long(&a, "--devices", &ndev, 1, GOPT_SIM_MAX_DEVICES) ||
             cli_opt_long(&a, "--seed", &seed, 0, 0x7fffffffL) || cli_opt_long(&a, "--evals", &evals, 1, 1000000000L) ||
-            cli_opt_double(&a, "--budget", &budget, 1e-3, 1e6)) {
+            cli_opt_double(&a, "--budget", &budget, 1e-3, 1e6) || cli_go_option(&a)) {
             if (a.bad) {
                 free(files);
                 return 2;
@@ -71,6 +73,10 @@ int cmd_compare(int argc, char **argv) {
     }
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);
+    if (cli_go_register(&reg, NULL)) {
+        free(files);
+        return 1;
+    }
     char mbuf[1024];
     const char *methods[CMP_MAX_METHODS];
     int nm = 0;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_go.h"
 #include "gopt_baselines.h"
 
 static void optimize_usage(FILE *f) {
@@ -46,10 +47,12 @@ int cmd_optimize(int argc, char **argv) {
     int json = 0, list = 0;
     if (cli_wants_help(argc, argv)) {
         optimize_usage(stdout);
+        cli_go_usage(stdout);
         return 0;
     }
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);
+    if (cli_go_register(&reg, NULL)) return 1;
     cli_args a;
     cli_init(&a, argc, argv, "optimize");
     while (a.i < a.argc) {
@@ -58,7 +61,7 @@ int cmd_optimize(int argc, char **argv) {
             cli_opt_long(&a, "--devices", &ndev, 1, GOPT_SIM_MAX_DEVICES) ||
             cli_opt_long(&a, "--seed", &seed, 0, 0x7fffffffL) || cli_opt_long(&a, "--evals", &evals, 1, 1000000000L) ||
             cli_opt_double(&a, "--budget", &budget, 1e-3, 1e6) ||
-            cli_opt_double(&a, "--mem-fraction", &memfrac, 1e-6, 1.0)) {
+            cli_opt_double(&a, "--mem-fraction", &memfrac, 1e-6, 1.0) || cli_go_option(&a)) {
             if (a.bad) return 2;
         } else if (cli_flag(&a, "--json")) json = 1;
         else if (cli_flag(&a, "--list")) list = 1;

@@ -134,7 +134,7 @@ static int parse_common(cli_args *a, train_args *ta) {
         cli_opt_long(a, "--steps", &ta->steps, 0, 100000000L) ||
         cli_opt_double(a, "--checkpoint-every", &ta->ckpt_every, 0.0, 1e9))
         return a->bad ? 2 : -1;
-    if (cli_opt_long(a, "--samples", &l, 2, 1024)) ta->o.samples = (int)l;
+    if (cli_opt_long(a, "--samples", &l, 2, GOPT_TRAINER_MAX_SAMPLES)) ta->o.samples = (int)l;
     else if (cli_opt_long(a, "--epochs", &l, 1, 100)) ta->o.epochs = (int)l;
     else if (cli_opt_double(a, "--clip", &x, 1e-6, 0.999)) ta->o.clip_eps = (float)x;
     else if (cli_opt_double(a, "--entropy", &x, 0.0, 10.0)) ta->o.entropy_coef = (float)x;

@@ -46,8 +46,10 @@
 
 /* Every hyper-parameter; defaults (gopt_trainer_options_default) are
  * justified in docs/trainer.md. */
+#define GOPT_TRAINER_MAX_SAMPLES 1024 /* K samples per graph per step, at most */
+
 typedef struct {
-    int samples;           /* K: solutions sampled per graph per step (16) */
+    int samples;           /* K: solutions sampled per graph per step (16), 2..GOPT_TRAINER_MAX_SAMPLES */
     int epochs;            /* PPO epochs over the K samples per step (4) */
     float clip_eps;        /* PPO ratio clip (0.2) */
     float entropy_coef;    /* entropy bonus per node decision (0.01) */
