@@ -118,26 +118,29 @@ gopt_status gopt_policy_features(const gopt_frozen *fz, int32_t ndev, const floa
 
 gopt_status gopt_policy_fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse,
                                       int32_t *group, int32_t *n_groups, gopt_error *err) {
-    if (!fz || !place || !fuse || !group)
-        return gopt_error_set(err, GOPT_EINVAL, "fusion groups: a NULL argument");
-    const int n = fz->n;
-    for (int v = 0; v < n; v++)
+    if (!fz || !place || !fuse || !group) return gopt_error_set(err, GOPT_EINVAL, "fusion groups: a NULL argument");
+    const int32_t n = fz->n;
+    for (int32_t v = 0; v < n; v++)
         if (fuse[v] < 0)
-            return gopt_error_set(err, GOPT_EINVAL, "fusion groups: node %d: fusion level %d is negative", v,
+            return gopt_error_set(err, GOPT_EINVAL, "fusion groups: node %d: fusion level %d is negative", (int)v,
                                   (int)fuse[v]);
-    /* root (node id) of each group, indexed by group id */
-    int32_t *root = gopt_malloc(sizeof(int32_t) * (size_t)n, err);
+    int32_t *root = gopt_malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1), err);
     if (!root) return GOPT_ENOMEM;
     int32_t G = 0;
-    for (int i = 0; i < n; i++) {
-        int v = fz->topo[i];
-        int32_t gsel = -1;
-        if (fuse[v] > 0 && fz->in_ptr[v + 1] > fz->in_ptr[v]) {
-            gsel = group[fz->in_src[fz->in_ptr[v]]];
-            for (int e = fz->in_ptr[v] + 1; e < fz->in_ptr[v + 1] && gsel >= 0; e++)
-                if (group[fz->in_src[e]] != gsel) gsel = -1;
-            if (gsel >= 0 && (place[root[gsel]] != place[v] || fuse[root[gsel]] != fuse[v])) gsel = -1;
-        }
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = fz->topo[i], gsel = -1;
+        if (fuse[v] > 0) /* try the groups of v's predecessors with inputs */
+            for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1] && gsel < 0; e++) {
+                int32_t cand = group[fz->in_src[e]], rr = fz->rank[root[cand]];
+                if (fz->in_ptr[fz->in_src[e] + 1] == fz->in_ptr[fz->in_src[e]]) continue;
+                if (place[root[cand]] != place[v] || fuse[root[cand]] != fuse[v]) continue;
+                int fits = 1;
+                for (int32_t f = fz->in_ptr[v]; f < fz->in_ptr[v + 1] && fits; f++) {
+                    int32_t u = fz->in_src[f];
+                    if (group[u] != cand && fz->in_ptr[u + 1] > fz->in_ptr[u] && fz->rank[u] >= rr) fits = 0;
+                }
+                if (fits) gsel = cand;
+            }
         if (gsel < 0) {
             gsel = G++;
             root[gsel] = v;

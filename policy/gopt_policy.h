@@ -166,11 +166,17 @@ double gopt_policy_backward_flops(const gopt_policy *p);
 
 /* ---- fusion pass ---------------------------------------------------------------
  * Turn fusion levels into groups (pure function). Nodes are visited in
- * topological order; node v with level l > 0 joins the group G when all of
- * v's predecessors are in G, v is on G's device and G's root has level l;
- * otherwise v roots a new group. Every group is convex (no path leaves and
- * re-enters it), so fused groups never create a cycle. group (n) gets ids
- * 0..*n_groups-1 numbered by root in topological order. */
+ * topological order; node v with level l > 0 joins the group G of one of its
+ * predecessors that has inputs of its own (the first that fits, in in-edge
+ * order) when v is on G's device, G's root has level l, and every other
+ * predecessor of v is in G, has no inputs (parameters and graph inputs:
+ * resident data), or comes before G's root in topological order; otherwise v
+ * roots a new group. A predecessor outside G is thus a source or ranked
+ * before G's root, so no path leaves a group and re-enters it: groups are
+ * convex and never create a cycle. Ops reading a weight or a second tensor
+ * can fuse into their producer (the XLA-style groups of the baselines).
+ * group (n) gets ids 0..*n_groups-1 numbered by root in topological order.
+ * O(sum of squared in-degrees). */
 gopt_status gopt_policy_fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse,
                                       int32_t *group, int32_t *n_groups, gopt_error *err);
 

@@ -812,8 +812,8 @@ static void test_fusion(void **state) {
     const gopt_frozen *fz = gopt_graph_frozen(g);
     int32_t place[5] = {0, 0, 0, 0, 0}, fuse[5] = {1, 1, 1, 1, 1}, grp[5], ng;
     assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
-    assert_int_equal(ng, 2); /* {a, b, c, d} and {e} */
-    assert_true(grp[0] == grp[1] && grp[1] == grp[2] && grp[2] == grp[3] && grp[4] != grp[0]);
+    assert_int_equal(ng, 3); /* {a} (a source roots no fused group), {b, c, d}, {e}; c reads a from outside */
+    assert_true(grp[1] == grp[2] && grp[2] == grp[3] && grp[0] != grp[1] && grp[4] != grp[0] && grp[4] != grp[1]);
     /* b not fused: c has preds in two groups, so it cannot join (that would make a cycle) */
     fuse[1] = 0;
     assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
@@ -823,7 +823,7 @@ static void test_fusion(void **state) {
     place[3] = 1;
     fuse[2] = 2;
     assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
-    assert_true(grp[1] == grp[0] && grp[2] != grp[0] && grp[3] != grp[2]);
+    assert_true(grp[1] != grp[0] && grp[2] != grp[1] && grp[3] != grp[2]); /* c: level 2 vs b's 1; d: device 1 */
     fuse[2] = -1;
     assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_EINVAL);
     gopt_graph_free(g);

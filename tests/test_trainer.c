@@ -477,7 +477,7 @@ static void test_fusion_groups(void **state) {
     int32_t n = fz->n, place[16] = {0}, fuse[16] = {0}, grp[16], ng = 0;
     fuse[a] = fuse[b] = fuse[c] = 1;
     gopt_error err = {0};
-    assert_int_equal(gopt_trainer_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
     assert_int_equal(grp[b], grp[a]);
     assert_int_equal(grp[c], grp[a]);
     assert_int_not_equal(grp[y], grp[a]);
@@ -485,18 +485,18 @@ static void test_fusion_groups(void **state) {
     assert_int_not_equal(grp[z], grp[a]);
     /* another level, or another device, roots a new group */
     fuse[c] = 2;
-    assert_int_equal(gopt_trainer_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
     assert_int_not_equal(grp[c], grp[a]);
     fuse[c] = 1;
     place[b] = 1;
-    assert_int_equal(gopt_trainer_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
     assert_int_not_equal(grp[b], grp[a]);
     /* a negative level is refused */
     fuse[b] = 0;
     place[b] = 0;
     fuse[y] = 0;
     fuse[src] = -1;
-    assert_int_equal(gopt_trainer_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "negative"));
     gopt_graph_free(g);
 

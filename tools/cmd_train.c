@@ -43,6 +43,8 @@ static void common_options_help(FILE *f) {
             "  --threads T (2: simulator threads)  --seed S (1)\n"
             "  --imitate N (0)   warm start: N steps of imitation of the best baseline's decisions\n"
             "  --imitate-lr LR (3e-3)  --graphs-per-step B (1)  --switch-every N (1)\n"
+            "  --backward batched|rounds (batched: one policy backward per epoch; rounds: one per\n"
+            "                    distinct action, same gradient up to rounding, what docs/results.md used)\n"
             "  --reference LIST  baselines whose best is the per-graph reference\n"
             "                    (single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla)\n");
 }
@@ -148,6 +150,13 @@ static int parse_common(cli_args *a, train_args *ta) {
     else if (cli_opt_long(a, "--graphs-per-step", &l, 1, 256)) ta->o.graphs_per_step = (int)l;
     else if (cli_opt_long(a, "--switch-every", &l, 1, 100000000L)) ta->o.switch_every = (int)l;
     else if (cli_opt_str(a, "--reference", &s)) ta->o.reference = s;
+    else if (cli_opt_str(a, "--backward", &s)) {
+        if (strcmp(s, "batched") && strcmp(s, "rounds")) {
+            cli_usage_error(a->verb, "--backward: '%s' is not batched or rounds", s);
+            return 2;
+        }
+        ta->o.backward_rounds = strcmp(s, "rounds") == 0;
+    }
     else if (cli_flag(a, "--resume")) ta->resume = 1;
     else if (cli_flag(a, "--quiet")) ta->quiet = 1;
     else return 0;

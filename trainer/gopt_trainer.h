@@ -62,6 +62,9 @@ typedef struct {
     int graphs_per_step;   /* graphs per PPO step (1) */
     int switch_every;      /* steps before moving on to the next graphs (1) */
     uint64_t seed;         /* trainer RNG (1) */
+    int backward_rounds;   /* 0: one policy backward per epoch, batched over the K samples (default);
+                              1: one backward per distinct action value ("rounds"): the same gradient up
+                              to float rounding, slower; what docs/results.md was produced with */
     const char *reference; /* comma-separated baselines whose best is the reference
                               ("single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla") */
 } gopt_trainer_options;
@@ -154,12 +157,8 @@ gopt_status gopt_trainer_checkpoint_tasks(const char *path, unsigned *tasks, gop
 /* ---- decisions from actions ------------------------------------------------------
  * Tasks not in `tasks` get the defaults: device 0, topological priority,
  * no fusion. A learned priority is its level (higher first, ties by
- * topological order); fusion groups come from gopt_trainer_fusion_groups
+ * topological order); fusion groups come from gopt_policy_fusion_groups
  * (singletons become -1). group_scratch: (n) ints. */
-/* gopt_policy_fusion_groups, except that predecessors without inputs
- * (parameters, graph inputs) need not be in the group; see trainer.c. */
-gopt_status gopt_trainer_fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse,
-                                       int32_t *group, int32_t *n_groups, gopt_error *err);
 gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned tasks, const gopt_policy_actions *a,
                                               gopt_decisions *d, int32_t *group_scratch, gopt_error *err);
 

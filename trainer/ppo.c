@@ -32,6 +32,62 @@ static int32_t *act_of(gopt_policy_actions *a, int task) {
     return task == GOPT_TASK_PLACE ? a->place : task == GOPT_TASK_SCHED ? a->sched : a->fuse;
 }
 
+/* --backward rounds: merge t->w_k (K rows of per-decision weights) into
+ * rounds of (action, weight) arrays and run one backward per round; entropy
+ * weights ride on round 0. Returns the number of backward calls in *calls. */
+static gopt_status merged_backward(gopt_trainer *t, tr_graph *G, int b, const float *went, int *calls,
+                                   gopt_error *err) {
+    const int32_t n = G->fz->n;
+    const size_t N = (size_t)t->cap_n, T3 = 3 * (size_t)n;
+    const int K = t->o.samples;
+    int rounds = 1;
+    gopt_policy_actions a0 = tr_actions(t, b, 0);
+    /* default: every round uses sample 0's actions with weight 0 */
+    for (int r = 0; r < TR_MAX_WIDTH; r++) {
+        int32_t *ra = t->ract + (size_t)r * 3 * N;
+        memcpy(ra, a0.place, sizeof(int32_t) * (size_t)n);
+        memcpy(ra + N, a0.sched, sizeof(int32_t) * (size_t)n);
+        memcpy(ra + 2 * N, a0.fuse, sizeof(int32_t) * (size_t)n);
+        memset(t->rw + (size_t)r * T3, 0, sizeof(float) * T3);
+    }
+    for (int task = 0; task < GOPT_TASK_COUNT; task++) {
+        if (!task_on(t, task)) continue;
+        for (int32_t v = 0; v < n; v++) {
+            if (!row_learned(t, G, task, v)) continue;
+            float sum[TR_MAX_WIDTH] = {0};
+            uint32_t seen = 0;
+            for (int k = 0; k < K; k++) {
+                gopt_policy_actions ak = tr_actions(t, b, k);
+                int32_t x = act_of(&ak, task)[v];
+                sum[x] += t->w_k[(size_t)k * T3 + (size_t)task * n + v];
+                seen |= 1u << x;
+            }
+            int r = 0;
+            for (int x = 0; x < TR_MAX_WIDTH; x++) {
+                if (!((seen >> x) & 1u) || sum[x] == 0.0f) continue;
+                t->ract[(size_t)r * 3 * N + (size_t)task * N + v] = x;
+                t->rw[(size_t)r * T3 + (size_t)task * n + v] = sum[x];
+                r++;
+            }
+            if (r > rounds) rounds = r;
+        }
+    }
+    /* a colocation group's members carry their first member's placement */
+    if (task_on(t, GOPT_TASK_PLACE))
+        for (int r = 0; r < rounds; r++) {
+            int32_t *pl = t->ract + (size_t)r * 3 * N;
+            for (int32_t v = 0; v < n; v++) pl[v] = pl[G->unit_first[v]];
+        }
+    for (int r = 0; r < rounds; r++) {
+        int32_t *ra = t->ract + (size_t)r * 3 * N;
+        gopt_policy_actions a = {ra, ra + N, ra + 2 * N};
+        gopt_status st = gopt_policy_backward(t->pol, &a, t->rw + (size_t)r * T3, r == 0 ? went : NULL, err);
+        if (st) return st;
+    }
+    *calls += rounds;
+    return GOPT_OK;
+}
+
 /* One network backward for all K samples of slot b: the backward is linear
  * in the logit gradients, so the policy sums the K weighted action sets'
  * gradients first (gopt_policy_backward_batch). Weights t->w_k are (K, 3n),
@@ -199,7 +255,9 @@ gopt_status tr_ppo_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err
                 if ((s = gopt_policy_forward(t->pol, G->fz, G->feat, t->ndev, NULL, err))) return s;
             if ((s = ppo_weights(t, b, &loss, err))) return s;
             if (!isfinite(loss)) break;
-            if ((s = batched_backward(t, b, t->rent, &st->backward_calls, err))) return s;
+            if ((s = t->o.backward_rounds ? merged_backward(t, G, b, t->rent, &st->backward_calls, err)
+                                          : batched_backward(t, b, t->rent, &st->backward_calls, err)))
+                return s;
         }
         st->loss = loss;
         if ((s = apply_update(t, loss, t->o.adam.lr, st, err))) return s;

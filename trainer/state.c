@@ -60,6 +60,7 @@ static json_t *options_json(const gopt_trainer *t) {
     json_object_set_new(j, "switch_every", json_integer(o->switch_every));
     json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));
     json_object_set_new(j, "reference", json_string(o->reference));
+    json_object_set_new(j, "backward", json_string(o->backward_rounds ? "rounds" : "batched"));
     return j;
 }
 

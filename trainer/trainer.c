@@ -156,6 +156,7 @@ void gopt_trainer_free(gopt_trainer *t) {
     free(t->logp);
     free(t->ent);
     free(t->w_k);
+    free(t->ract);
     free(t->rw);
     free(t->rent);
     free(t->group);
@@ -169,7 +170,7 @@ void gopt_trainer_free(gopt_trainer *t) {
 gopt_status tr_reserve(gopt_trainer *t, int32_t n, gopt_error *err) {
     if (n <= t->cap_n) return GOPT_OK;
     size_t B = (size_t)t->o.graphs_per_step, K = (size_t)t->o.samples, N = (size_t)n;
-    void *p[8];
+    void *p[9];
     p[0] = realloc(t->act, sizeof(int32_t) * B * K * 3 * N);
     if (p[0]) t->act = p[0];
     p[1] = realloc(t->old_logp, sizeof(float) * B * K * 3 * N);
@@ -180,13 +181,15 @@ gopt_status tr_reserve(gopt_trainer *t, int32_t n, gopt_error *err) {
     if (p[3]) t->ent = p[3];
     p[4] = realloc(t->w_k, sizeof(float) * K * 3 * N);
     if (p[4]) t->w_k = p[4];
-    p[5] = realloc(t->rw, sizeof(float) * 3 * N);
-    if (p[5]) t->rw = p[5];
-    p[6] = realloc(t->rent, sizeof(float) * 3 * N);
-    if (p[6]) t->rent = p[6];
-    p[7] = realloc(t->group, sizeof(int32_t) * N);
-    if (p[7]) t->group = p[7];
-    for (int i = 0; i < 8; i++)
+    p[5] = realloc(t->ract, sizeof(int32_t) * TR_MAX_WIDTH * 3 * N);
+    if (p[5]) t->ract = p[5];
+    p[6] = realloc(t->rw, sizeof(float) * TR_MAX_WIDTH * 3 * N);
+    if (p[6]) t->rw = p[6];
+    p[7] = realloc(t->rent, sizeof(float) * 3 * N);
+    if (p[7]) t->rent = p[7];
+    p[8] = realloc(t->group, sizeof(int32_t) * N);
+    if (p[8]) t->group = p[8];
+    for (int i = 0; i < 9; i++)
         if (!p[i]) return gopt_error_set(err, GOPT_ENOMEM, "trainer: out of memory for %d-node scratch", (int)n);
     t->cap_n = n;
     return GOPT_OK;
@@ -381,7 +384,7 @@ gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned ta
     }
     if (!(tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE))) return GOPT_OK;
     int32_t ngroups = 0;
-    gopt_status st = gopt_trainer_fusion_groups(fz, d->device, a->fuse, group, &ngroups, err);
+    gopt_status st = gopt_policy_fusion_groups(fz, d->device, a->fuse, group, &ngroups, err);
     if (st) return st;
     /* singletons are not fused: count members in d->group temporarily */
     for (int32_t v = 0; v < n; v++) d->group[v] = 0;
@@ -394,54 +397,6 @@ gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned ta
     return GOPT_OK;
 }
 
-/* The policy's fusion pass (gopt_policy_fusion_groups: nodes in topological
- * order; a node with level l > 0 joins the group of its predecessors when it
- * is on that group's device and the group's root has level l; otherwise it
- * roots a new group), with the condition on the predecessors relaxed so that
- * the baselines' XLA-style groups can be expressed: v may join the group of
- * any of its predecessors with inputs of its own (the first that fits, in
- * in-edge order) when every other predecessor is in that group, or has no
- * inputs (parameters, graph inputs: resident data), or comes before the
- * group's root in topological order. The policy's rule (all predecessors in the group) would keep any op
- * reading a weight or a second tensor out of its producer's group.
- * Convexity holds: a predecessor outside the group is either a source or
- * ranked before the root, so it cannot be reached from the group, and no path
- * leaves the group and re-enters it. O(sum of squared in-degrees). */
-gopt_status gopt_trainer_fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse,
-                                       int32_t *group, int32_t *n_groups, gopt_error *err) {
-    if (!fz || !place || !fuse || !group) return gopt_error_set(err, GOPT_EINVAL, "fusion groups: a NULL argument");
-    const int32_t n = fz->n;
-    for (int32_t v = 0; v < n; v++)
-        if (fuse[v] < 0)
-            return gopt_error_set(err, GOPT_EINVAL, "fusion groups: node %d: fusion level %d is negative", (int)v,
-                                  (int)fuse[v]);
-    int32_t *root = gopt_malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1), err);
-    if (!root) return GOPT_ENOMEM;
-    int32_t G = 0;
-    for (int32_t i = 0; i < n; i++) {
-        int32_t v = fz->topo[i], gsel = -1;
-        if (fuse[v] > 0) /* try the groups of v's predecessors with inputs */
-            for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1] && gsel < 0; e++) {
-                int32_t cand = group[fz->in_src[e]], rr = fz->rank[root[cand]];
-                if (fz->in_ptr[fz->in_src[e] + 1] == fz->in_ptr[fz->in_src[e]]) continue;
-                if (place[root[cand]] != place[v] || fuse[root[cand]] != fuse[v]) continue;
-                int fits = 1;
-                for (int32_t f = fz->in_ptr[v]; f < fz->in_ptr[v + 1] && fits; f++) {
-                    int32_t u = fz->in_src[f];
-                    if (group[u] != cand && fz->in_ptr[u + 1] > fz->in_ptr[u] && fz->rank[u] >= rr) fits = 0;
-                }
-                if (fits) gsel = cand;
-            }
-        if (gsel < 0) {
-            gsel = G++;
-            root[gsel] = v;
-        }
-        group[v] = gsel;
-    }
-    free(root);
-    if (n_groups) *n_groups = G;
-    return GOPT_OK;
-}
 
 void tr_note_best(tr_graph *G, const gopt_decisions *d, double step) {
     if (!(step < G->best)) return;

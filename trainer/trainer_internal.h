@@ -56,7 +56,8 @@ struct gopt_trainer {
     float *logp;        /* (3 * cap_n) */
     float *ent;         /* (3 * cap_n) */
     float *w_k;         /* (K, 3 * cap_n) per-sample weights of one graph */
-    float *rw;          /* (3 * cap_n) per-decision weights of the imitation loss */
+    int32_t *ract;      /* (TR_MAX_WIDTH, 3, cap_n) actions of the backward rounds (--backward rounds) */
+    float *rw;          /* (TR_MAX_WIDTH, 3 * cap_n) their weights; row 0 also the imitation loss's */
     float *rent;        /* (3 * cap_n) entropy weights */
     int32_t *group;     /* (cap_n) */
     gopt_decisions *dec; /* (K) */
