@@ -90,6 +90,15 @@ int cli_opt_double(cli_args *a, const char *name, double *out, double min, doubl
     return 1;
 }
 
+int cli_positional(cli_args *a, const char **slot) {
+    const char *arg = a->argv[a->i];
+    if (arg[0] == '-' && arg[1]) return cli_usage_error(a->verb, "unknown option '%s'", arg);
+    if (*slot) return cli_usage_error(a->verb, "unexpected argument '%s'", arg);
+    *slot = arg;
+    a->i++;
+    return 0;
+}
+
 int cli_usage_error(const char *verb, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -27,6 +27,10 @@ int cli_flag(cli_args *a, const char *name);
 int cli_opt_str(cli_args *a, const char *name, const char **out);
 int cli_opt_long(cli_args *a, const char *name, long *out, long min, long max);
 int cli_opt_double(cli_args *a, const char *name, double *out, double min, double max);
+/* The current argument as the verb's one positional argument: stored in
+ * *slot when that is still empty. An unknown option or a second positional
+ * prints its message and returns 2; 0 when consumed. */
+int cli_positional(cli_args *a, const char **slot);
 /* Print "gopt VERB: message" and the --help hint; returns 2. */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Print a library error; returns its exit code. */

@@ -110,9 +110,7 @@ int graph_gen(int argc, char **argv) {
                  cli_opt_long(&a, "--nodes", &target, 200, 20000) || cli_opt_str(&a, "--optimizer", &optim) ||
                  cli_opt_str(&a, "--kind", &kind) || cli_opt_str(&a, "-o", &out)) {
             if (a.bad) return 2;
-        } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1]) return cli_usage_error(a.verb, "unknown option '%s'", a.argv[a.i]);
-        else if (!family) family = a.argv[a.i++];
-        else return cli_usage_error(a.verb, "unexpected argument '%s'", a.argv[a.i]);
+        } else if (cli_positional(&a, &family)) return 2;
     }
     if (list) return gen_list();
     if (!family) return cli_usage_error(a.verb, "missing FAMILY (one of the families of --list, or synthetic)");

@@ -65,9 +65,7 @@ int cmd_optimize(int argc, char **argv) {
             if (a.bad) return 2;
         } else if (cli_flag(&a, "--json")) json = 1;
         else if (cli_flag(&a, "--list")) list = 1;
-        else if (a.argv[a.i][0] == '-' && a.argv[a.i][1]) return cli_usage_error(a.verb, "unknown option '%s'", a.argv[a.i]);
-        else if (!file) file = a.argv[a.i++];
-        else return cli_usage_error(a.verb, "unexpected argument '%s'", a.argv[a.i]);
+        else if (cli_positional(&a, &file)) return 2;
     }
     if (list) {
         list_methods(&reg);

@@ -60,9 +60,7 @@ static int profile_show(int argc, char **argv) {
     cli_init(&a, argc, argv, "profile show");
     while (a.i < a.argc) {
         if (cli_flag(&a, "--json")) json = 1;
-        else if (a.argv[a.i][0] == '-' && a.argv[a.i][1]) return cli_usage_error(a.verb, "unknown option '%s'", a.argv[a.i]);
-        else if (!file) file = a.argv[a.i++];
-        else return cli_usage_error(a.verb, "unexpected argument '%s'", a.argv[a.i]);
+        else if (cli_positional(&a, &file)) return 2;
     }
     if (!file) return cli_usage_error(a.verb, "missing FILE");
     gopt_profile *p = NULL;

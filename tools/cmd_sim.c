@@ -39,9 +39,7 @@ int cmd_sim(int argc, char **argv) {
             cli_opt_str(&a, "--trace", &trace) || cli_opt_long(&a, "--devices", &ndev, 1, GOPT_SIM_MAX_DEVICES)) {
             if (a.bad) return 2;
         } else if (cli_flag(&a, "--json")) json = 1;
-        else if (a.argv[a.i][0] == '-' && a.argv[a.i][1]) return cli_usage_error(a.verb, "unknown option '%s'", a.argv[a.i]);
-        else if (!file) file = a.argv[a.i++];
-        else return cli_usage_error(a.verb, "unexpected argument '%s'", a.argv[a.i]);
+        else if (cli_positional(&a, &file)) return 2;
     }
     if (!file) return cli_usage_error(a.verb, "missing GRAPH");
     if (!prof) return cli_usage_error(a.verb, "missing --profile P");
