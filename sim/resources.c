@@ -7,15 +7,18 @@
  * output to its local consumers and queues one transfer per other consuming
  * device.
  *
- * Link (FIFO): a binary min-heap keyed by (time queued, producer's rank),
- * packed in one uint64 as (instant counter << 32 | rank): first in first out,
- * ties at one instant by topological rank. One transfer
+ * Link (FIFO): an array sorted by (time queued, producer's rank), packed in
+ * one uint64 as (instant counter << 32 | rank): first in first out, ties at
+ * one instant by topological rank. A new item is appended and moved back
+ * only past the items queued at the same instant; the head is taken by
+ * advancing an index. One transfer
  * at a time, each taking gopt_cost_transfer_time (latency + bytes/bandwidth
  * or the link's measured copy table). Starting a transfer allocates the copy
  * on the receiving device; finishing it releases the sender's hold and makes
  * the copy available to the consumers on the receiver.
  *
- * Cost: O(log R) per queue operation, O(in + out degree) per task finish,
+ * Cost: O(log R) per ready-queue operation, O(1) per link-queue operation
+ * (plus the same-instant items moved), O(in + out degree) per task finish,
  * O(out degree) per transfer arrival.
  */
 #include <math.h>
@@ -186,42 +189,25 @@ const sim_resource_ops sim_device_ops = {"device", dev_push, dev_next, dev_start
 
 /* ---- link FIFO ----------------------------------------------------------------- */
 static void link_push(gopt_sim_scratch *s, int32_t l, int32_t x) {
-    sim_link_slot *h = s->lq + s->lq_off[l];
+    sim_link_slot *q = s->lq;
     sim_link_slot it = {((uint64_t)s->instant << 32) | (uint32_t)s->sim->f->rank[s->xf[x].node], x, 0};
-    int32_t i = s->lq_len[l]++;
-    while (i > 0) {
-        int32_t p = (i - 1) >> 1;
-        if (h[p].key <= it.key) break;
-        h[i] = h[p];
-        i = p;
+    int32_t i = s->lq_tail[l]++, head = s->lq_head[l];
+    /* the queue is sorted; only items queued at this same instant can follow the new one */
+    while (i > head && q[i - 1].key > it.key) {
+        q[i] = q[i - 1];
+        i--;
     }
-    h[i] = it;
+    q[i] = it;
 }
 
 static void link_push_op(gopt_sim_scratch *s, int32_t r, int32_t x) { link_push(s, r - s->ndev, x); }
 
 static int32_t link_next(gopt_sim_scratch *s, int32_t r) {
     int32_t l = r - s->ndev;
-    int32_t len = s->lq_len[l];
-    if (len == 0) return -1;
-    sim_link_slot *h = s->lq + s->lq_off[l];
-    int32_t top = h[0].rec;
-    sim_link_slot last = h[--len];
-    s->lq_len[l] = len;
-    int32_t i = 0, c;
-    while ((c = 2 * i + 1) < len) {
-        c += (c + 1 < len) & (h[c + 1].key < h[c].key);
-        h[i] = h[c];
-        i = c;
-    }
-    while (i > 0) {
-        int32_t p = (i - 1) >> 1;
-        if (h[p].key <= last.key) break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = last;
-    return top;
+    int32_t h = s->lq_head[l];
+    if (h == s->lq_tail[l]) return -1;
+    s->lq_head[l] = h + 1;
+    return s->lq[h].rec;
 }
 
 static double link_start(gopt_sim_scratch *s, int32_t r, int32_t x) {

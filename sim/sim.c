@@ -115,8 +115,8 @@ void gopt_sim_scratch_free(gopt_sim_scratch *s) {
     free(s->rq_off);
     free(s->rq_len);
     free(s->lq);
-    free(s->lq_off);
-    free(s->lq_len);
+    free(s->lq_head);
+    free(s->lq_tail);
     free(s->xf);
     free(s->ev);
     free(s->busy);
@@ -148,8 +148,8 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
     ALLOC(rq_off, nd);
     ALLOC(rq_len, nd);
     ALLOC(lq, n * (nd > 1 ? nd - 1 : 1));
-    ALLOC(lq_off, nd * nd);
-    ALLOC(lq_len, nd * nd);
+    ALLOC(lq_head, nd * nd);
+    ALLOC(lq_tail, nd * nd);
     ALLOC(xf, m);
     ALLOC(ev, nr);
     ALLOC(busy, nr);
@@ -314,9 +314,8 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
     }
     off = 0;
     for (int32_t l = 0; l < nd * nd; l++) {
-        s->lq_off[l] = off;
+        s->lq_head[l] = s->lq_tail[l] = off;
         if (l / nd != l % nd) off += ncount[l / nd];
-        s->lq_len[l] = 0;
     }
     for (int32_t r = 0; r < s->nres; r++) s->busy[r] = s->dirty[r] = 0;
     s->ndirty = 0;

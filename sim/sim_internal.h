@@ -102,9 +102,9 @@ struct gopt_sim_scratch {
     uint64_t *rq;
     int32_t *rq_off, *rq_len; /* (ndev) */
     /* link queues: pool of n*(ndev-1) slots carved by link (a link from s carries at most one
-     * transfer per node on s) */
+     * transfer per node on s); link l's queue is lq[lq_head[l] .. lq_tail[l]), sorted by key */
     sim_link_slot *lq;
-    int32_t *lq_off, *lq_len; /* (ndev*ndev) */
+    int32_t *lq_head, *lq_tail; /* (ndev*ndev) */
     sim_xfer *xf;             /* (m) transfer records of the run */
     int32_t nxf;
     /* event heap and dispatch */
