@@ -123,7 +123,7 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
     for (int32_t j = 0; j < k; j++) {
         int32_t v = ml[j];
         if (!nt[v].ext) continue;
-        int32_t nlocal = 0, nx = 0;
+        int32_t nlocal = 0, nx = 0, np = 0;
         for (int32_t e = out_ptr[v]; e < out_ptr[v + 1]; e++) {
             sim_nt w = nt[out_dst[e]];
             int32_t c2 = w.task;
@@ -143,10 +143,17 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
                 if (s->dstamp[D] != v) {
                     s->dstamp[D] = v;
                     s->dbytes[D] = b;
+                    s->dcnt[D] = 0;
                     s->dlist[nx++] = D;
                 } else if (b > s->dbytes[D]) {
                     s->dbytes[D] = b;
                 }
+                /* the consumer tasks on D, each once: the arrival walks this list */
+                sim_tp *t2 = &tp[c2];
+                if (t2->stamp_c == v) continue;
+                t2->stamp_c = v;
+                s->dcnt[D]++;
+                s->cpair[np++] = (sim_pair){c2, D};
             }
         }
         if (nx) {
@@ -171,7 +178,10 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
             t->node = v;
             t->src = dv;
             t->dst = D;
-            t->hold = 0;
+            t->hold = s->dcnt[D];
+            t->cons_first = s->ncons;
+            s->dpos[D] = s->ncons;
+            s->ncons += s->dcnt[D];
             t->bytes = s->dbytes[D];
             t->size = (int64_t)ceil(t->bytes);
             t->start = t->end = -1;
@@ -179,6 +189,7 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
             link_push(s, l, r);
             sim_mark_dirty(s, nd + l);
         }
+        for (int32_t i = 0; i < np; i++) s->cons[s->dpos[s->cpair[i].dev]++] = s->cpair[i].task;
         th[v].hold = nlocal + nx;
         if (nlocal + nx == 0) s->mem[dv] -= s->nc[v].osize;
     }
@@ -225,26 +236,18 @@ static double link_start(gopt_sim_scratch *s, int32_t r, int32_t x) {
 }
 
 static void link_finish(gopt_sim_scratch *s, int32_t r, int32_t x) {
-    const gopt_frozen *f = s->sim->f;
-    sim_xfer *t = &s->xf[x];
+    const sim_xfer *t = &s->xf[x];
     int32_t u = t->node, D = t->dst;
-    sim_nt *nt = s->nt;
     sim_tp *tp = s->tp;
     if (--s->th[u].hold == 0) s->mem[t->src] -= s->nc[u].osize; /* the sender's copy */
-    int32_t nc = 0;
-    for (int32_t e = f->out_ptr[u]; e < f->out_ptr[u + 1]; e++) {
-        sim_nt w = nt[f->out_dst[e]];
-        if (w.dev != D) continue;
-        sim_tp *t2 = &tp[w.task];
-        if (t2->stamp_c == u) continue;
-        t2->stamp_c = u;
-        nc++;
-        if (--t2->pending == 0) {
-            dev_push(s, D, w.task);
+    const int32_t *cl = s->cons + t->cons_first;
+    for (int32_t i = 0; i < t->hold; i++) {
+        int32_t c2 = cl[i];
+        if (--tp[c2].pending == 0) {
+            dev_push(s, D, c2);
             sim_mark_dirty(s, D);
         }
     }
-    t->hold = nc;
 }
 
 const sim_resource_ops sim_link_fifo_ops = {"link-fifo", link_push_op, link_next, link_start, link_finish};

@@ -118,6 +118,8 @@ void gopt_sim_scratch_free(gopt_sim_scratch *s) {
     free(s->lq_head);
     free(s->lq_tail);
     free(s->xf);
+    free(s->cons);
+    free(s->cpair);
     free(s->ev);
     free(s->busy);
     free(s->dirty);
@@ -151,6 +153,8 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
     ALLOC(lq_head, nd * nd);
     ALLOC(lq_tail, nd * nd);
     ALLOC(xf, m);
+    ALLOC(cons, m);
+    ALLOC(cpair, m);
     ALLOC(ev, nr);
     ALLOC(busy, nr);
     ALLOC(dirty, nr);
@@ -322,6 +326,7 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
     s->nev = 0;
     s->seq = 0;
     s->nxf = 0;
+    s->ncons = 0;
     s->total_bytes = 0;
     s->now = 0;
     s->instant = 0;

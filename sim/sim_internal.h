@@ -51,7 +51,9 @@ typedef struct {
 
 typedef struct {
     int32_t node, src, dst;
-    int32_t hold; /* consumers on dst still to finish (after arrival) */
+    int32_t hold;       /* consumer tasks on dst still to finish (after arrival) */
+    int32_t cons_first; /* those tasks: cons[cons_first .. + the count at creation) */
+    int32_t spare;
     double bytes;
     int64_t size;
     double start, end;
@@ -61,6 +63,10 @@ typedef struct {
  * every edge stay small (8 bytes per node each). (task) fields are meaningful
  * on a task's representative, (tensor) ones on a node whose output leaves its
  * task. */
+typedef struct {
+    int32_t task, dev;
+} sim_pair;
+
 typedef struct {
     int32_t task; /* representative node of the node's task */
     int16_t dev;
@@ -107,6 +113,9 @@ struct gopt_sim_scratch {
     int32_t *lq_head, *lq_tail; /* (ndev*ndev) */
     sim_xfer *xf;             /* (m) transfer records of the run */
     int32_t nxf;
+    int32_t *cons;            /* (m) consumer tasks of each transfer, by record */
+    int32_t ncons;
+    sim_pair *cpair;          /* (m) one finishing tensor's remote consumer tasks, in edge order */
     /* event heap and dispatch */
     sim_event *ev; /* (nres) at most one running item per resource */
     int32_t nev;
@@ -117,6 +126,7 @@ struct gopt_sim_scratch {
     /* small per-run arrays */
     int32_t dstamp[GOPT_SIM_MAX_DEVICES];
     double dbytes[GOPT_SIM_MAX_DEVICES];
+    int32_t dcnt[GOPT_SIM_MAX_DEVICES], dpos[GOPT_SIM_MAX_DEVICES];
     int32_t dlist[GOPT_SIM_MAX_DEVICES];
     int64_t mem[GOPT_SIM_MAX_DEVICES];
     int64_t peak[GOPT_SIM_MAX_DEVICES];
