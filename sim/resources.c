@@ -22,11 +22,12 @@
  * O(out degree) per transfer arrival.
  */
 #include <math.h>
+#include <string.h>
 
 #include "sim_internal.h"
 
 /* ---- device ready heap ------------------------------------------------------ */
-static void dev_push(gopt_sim_scratch *s, int32_t dv, int32_t c) {
+void sim_dev_push(gopt_sim_scratch *s, int32_t dv, int32_t c) {
     uint64_t *h = s->rq + s->rq_off[dv];
     uint64_t k = s->nc[c].key;
     int32_t i = s->rq_len[dv]++;
@@ -135,7 +136,7 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
                 t2->stamp_c = v;
                 nlocal++;
                 if (--t2->pending == 0) {
-                    dev_push(s, dv, c2);
+                    sim_dev_push(s, dv, c2);
                     sim_mark_dirty(s, dv);
                 }
             } else {
@@ -196,7 +197,6 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
     s->tasks_done++;
 }
 
-const sim_resource_ops sim_device_ops = {"device", dev_push, dev_next, dev_start, dev_finish};
 
 /* ---- link FIFO ----------------------------------------------------------------- */
 static void link_push(gopt_sim_scratch *s, int32_t l, int32_t x) {
@@ -210,8 +210,6 @@ static void link_push(gopt_sim_scratch *s, int32_t l, int32_t x) {
     }
     q[i] = it;
 }
-
-static void link_push_op(gopt_sim_scratch *s, int32_t r, int32_t x) { link_push(s, r - s->ndev, x); }
 
 static int32_t link_next(gopt_sim_scratch *s, int32_t r) {
     int32_t l = r - s->ndev;
@@ -244,10 +242,90 @@ static void link_finish(gopt_sim_scratch *s, int32_t r, int32_t x) {
     for (int32_t i = 0; i < t->hold; i++) {
         int32_t c2 = cl[i];
         if (--tp[c2].pending == 0) {
-            dev_push(s, D, c2);
+            sim_dev_push(s, D, c2);
             sim_mark_dirty(s, D);
         }
     }
 }
 
-const sim_resource_ops sim_link_fifo_ops = {"link-fifo", link_push_op, link_next, link_start, link_finish};
+
+/* ---- event heap and loop ------------------------------------------------------------- */
+static inline void ev_push(gopt_sim_scratch *s, double t, int32_t r) {
+    uint64_t tb;
+    memcpy(&tb, &t, sizeof tb);
+    sim_event e = ((sim_u128)tb << 64) | ((uint64_t)s->seq++ << 32) | (uint32_t)r;
+    sim_event *h = s->ev;
+    int32_t i = s->nev++;
+    while (i > 0) {
+        int32_t p = (i - 1) >> 1;
+        if (!(e < h[p])) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = e;
+}
+
+/* Bottom-up removal (see dev_next). */
+static inline sim_event ev_pop(gopt_sim_scratch *s) {
+    sim_event *h = s->ev;
+    sim_event top = h[0], last = h[--s->nev];
+    int32_t i = 0, c, len = s->nev;
+    while ((c = 2 * i + 1) < len) {
+        c += (c + 1 < len) & (h[c + 1] < h[c]);
+        h[i] = h[c];
+        i = c;
+    }
+    while (i > 0) {
+        int32_t p = (i - 1) >> 1;
+        if (!(last < h[p])) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = last;
+    return top;
+}
+
+/* Offer every marked resource its next item (allocations happen here only). */
+static inline void dispatch(gopt_sim_scratch *s) {
+    int32_t nd = s->ndev;
+    for (int32_t i = 0; i < s->ndirty; i++) {
+        int32_t r = s->dirty_list[i];
+        s->dirty[r] = 0;
+        if (s->busy[r]) continue;
+        int32_t it;
+        double dt;
+        if (r < nd) {
+            if ((it = dev_next(s, r)) < 0) continue;
+            dt = dev_start(s, r, it);
+        } else {
+            if ((it = link_next(s, r)) < 0) continue;
+            dt = link_start(s, r, it);
+        }
+        s->busy[r] = 1;
+        s->item[r] = it;
+        ev_push(s, s->now + dt, r);
+    }
+    s->ndirty = 0;
+}
+
+/* Run until no event is left: at each instant, handle every event of that instant (releases,
+ * readiness, queued transfers: effects that commute), then dispatch. */
+void sim_event_loop(gopt_sim_scratch *s) {
+    int32_t nd = s->ndev;
+    dispatch(s);
+    while (s->nev > 0) {
+        uint64_t tb = (uint64_t)(s->ev[0] >> 64);
+        double t;
+        memcpy(&t, &tb, sizeof t);
+        if (t != s->now) s->instant++;
+        s->now = t;
+        while (s->nev > 0 && (uint64_t)(s->ev[0] >> 64) == tb) {
+            int32_t r = (int32_t)(uint32_t)ev_pop(s);
+            s->busy[r] = 0;
+            sim_mark_dirty(s, r);
+            if (r < nd) dev_finish(s, r, s->item[r]);
+            else link_finish(s, r, s->item[r]);
+        }
+        dispatch(s);
+    }
+}

@@ -121,6 +121,7 @@ void gopt_sim_scratch_free(gopt_sim_scratch *s) {
     free(s->cons);
     free(s->cpair);
     free(s->ev);
+    free(s->item);
     free(s->busy);
     free(s->dirty);
     free(s->dirty_list);
@@ -156,6 +157,7 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
     ALLOC(cons, m);
     ALLOC(cpair, m);
     ALLOC(ev, nr);
+    ALLOC(item, nr);
     ALLOC(busy, nr);
     ALLOC(dirty, nr);
     ALLOC(dirty_list, nr);
@@ -333,74 +335,11 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
     s->tasks_done = 0;
     for (int32_t c = 0; c < n; c++) {
         if (nt[c].task == c && tp[c].pending == 0) {
-            sim_device_ops.push(s, nt[c].dev, c);
+            sim_dev_push(s, nt[c].dev, c);
             sim_mark_dirty(s, nt[c].dev);
         }
     }
     return GOPT_OK;
-}
-
-/* ---- event heap ------------------------------------------------------------------------ */
-static inline int ev_less(const sim_event *a, const sim_event *b) { return a->key < b->key; }
-
-static inline uint64_t time_bits(double t) {
-    uint64_t b;
-    memcpy(&b, &t, sizeof b);
-    return b;
-}
-
-static inline double ev_time(const sim_event *e) {
-    uint64_t b = (uint64_t)(e->key >> 64);
-    double t;
-    memcpy(&t, &b, sizeof t);
-    return t;
-}
-
-static void ev_push(gopt_sim_scratch *s, double t, int32_t r, int32_t item) {
-    sim_event e = {((sim_u128)time_bits(t) << 64) | s->seq++, r, item};
-    int32_t i = s->nev++;
-    while (i > 0) {
-        int32_t p = (i - 1) >> 1;
-        if (!ev_less(&e, &s->ev[p])) break;
-        s->ev[i] = s->ev[p];
-        i = p;
-    }
-    s->ev[i] = e;
-}
-
-/* Bottom-up removal (see dev_next in resources.c). */
-static sim_event ev_pop(gopt_sim_scratch *s) {
-    sim_event *h = s->ev;
-    sim_event top = h[0], last = h[--s->nev];
-    int32_t i = 0, c, len = s->nev;
-    while ((c = 2 * i + 1) < len) {
-        c += (c + 1 < len) & ev_less(&h[c + 1], &h[c]);
-        h[i] = h[c];
-        i = c;
-    }
-    while (i > 0) {
-        int32_t p = (i - 1) >> 1;
-        if (!ev_less(&last, &h[p])) break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = last;
-    return top;
-}
-
-static void dispatch(gopt_sim_scratch *s) {
-    for (int32_t i = 0; i < s->ndirty; i++) {
-        int32_t r = s->dirty_list[i];
-        s->dirty[r] = 0;
-        if (s->busy[r]) continue;
-        const sim_resource_ops *ops = sim_ops_of(s, r);
-        int32_t item = ops->next(s, r);
-        if (item < 0) continue;
-        s->busy[r] = 1;
-        double dt = ops->start(s, r, item);
-        ev_push(s, s->now + dt, r, item);
-    }
-    s->ndirty = 0;
 }
 
 gopt_status gopt_sim_run(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_result *res, gopt_sim_scratch *s,
@@ -413,20 +352,7 @@ gopt_status gopt_sim_run(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_
         s->nxf = 0;
         return st;
     }
-    dispatch(s);
-    while (s->nev > 0) {
-        double t = ev_time(&s->ev[0]);
-        uint64_t tb = (uint64_t)(s->ev[0].key >> 64);
-        if (t != s->now) s->instant++;
-        s->now = t;
-        while (s->nev > 0 && (uint64_t)(s->ev[0].key >> 64) == tb) {
-            sim_event e = ev_pop(s);
-            s->busy[e.res] = 0;
-            sim_mark_dirty(s, e.res);
-            sim_ops_of(s, e.res)->finish(s, e.res, e.item);
-        }
-        dispatch(s);
-    }
+    sim_event_loop(s);
     if (s->tasks_done != s->ntasks) {
         const gopt_frozen *f = sim->f;
         int32_t stuck = -1;

@@ -35,13 +35,11 @@ struct gopt_sim {
 
 __extension__ typedef unsigned __int128 sim_u128;
 
-/* An event: key = (bits of its time << 64) | sequence number. Times are
- * finite and >= 0, whose IEEE bits order like the numbers, so one integer
- * comparison orders events by (time, sequence). */
-typedef struct {
-    sim_u128 key;
-    int32_t res, item;
-} sim_event;
+/* An event: (bits of its time << 64) | (sequence number << 32) | resource.
+ * Times are finite and >= 0, whose IEEE bits order like the numbers, and
+ * sequence numbers are unique, so one integer comparison orders events by
+ * (time, sequence). The item the resource runs is in scratch->item. */
+typedef sim_u128 sim_event;
 
 typedef struct {
     uint64_t key; /* instant it was queued (a counter of distinct event times) << 32 | producer's rank */
@@ -118,6 +116,7 @@ struct gopt_sim_scratch {
     sim_pair *cpair;          /* (m) one finishing tensor's remote consumer tasks, in edge order */
     /* event heap and dispatch */
     sim_event *ev; /* (nres) at most one running item per resource */
+    int32_t *item; /* (nres) the item each busy resource runs */
     int32_t nev;
     uint64_t seq;
     uint8_t *busy, *dirty; /* (nres) */
@@ -138,21 +137,12 @@ struct gopt_sim_scratch {
     int32_t ntasks, tasks_done;
 };
 
-typedef struct {
-    const char *name;
-    void (*push)(gopt_sim_scratch *s, int32_t r, int32_t item);
-    int32_t (*next)(gopt_sim_scratch *s, int32_t r); /* -1 when its queue is empty */
-    double (*start)(gopt_sim_scratch *s, int32_t r, int32_t item); /* allocate, record; returns the duration */
-    void (*finish)(gopt_sim_scratch *s, int32_t r, int32_t item);  /* release, make successors ready */
-} sim_resource_ops;
+/* resources.c: the device ready queue and the event loop (devices run tasks, links transfers) */
+void sim_dev_push(gopt_sim_scratch *s, int32_t dv, int32_t c);
+void sim_event_loop(gopt_sim_scratch *s);
 
-extern const sim_resource_ops sim_device_ops; /* priority-ordered list scheduling */
-extern const sim_resource_ops sim_link_fifo_ops; /* one transfer at a time, first in first out */
-
-static inline const sim_resource_ops *sim_ops_of(const gopt_sim_scratch *s, int32_t r) {
-    return r < s->ndev ? &sim_device_ops : &sim_link_fifo_ops;
-}
-
+/* r may be able to start something: offer it its next item after this instant's events
+ * (in the order of the marks: it orders same-instant events, hence transfer records). */
 static inline void sim_mark_dirty(gopt_sim_scratch *s, int32_t r) {
     if (!s->dirty[r]) {
         s->dirty[r] = 1;
