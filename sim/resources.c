@@ -29,7 +29,7 @@
 /* ---- device ready heap ------------------------------------------------------ */
 void sim_dev_push(gopt_sim_scratch *s, int32_t dv, int32_t c) {
     uint64_t *h = s->rq + s->rq_off[dv];
-    uint64_t k = s->nc[c].key;
+    uint64_t k = s->tp[c].key;
     int32_t i = s->rq_len[dv]++;
     while (i > 0) {
         int32_t p = (i - 1) >> 1;
@@ -75,7 +75,7 @@ static double dev_start(gopt_sim_scratch *s, int32_t dv, int32_t c) {
             if (s->nt[ml[j]].ext) alloc += s->nc[ml[j]].osize;
     }
     sim_mem_add(s, dv, alloc);
-    s->start[c] = s->now;
+    s->nc[c].start = s->now;
     s->busy_s[dv] += x->dur;
     return x->dur;
 }

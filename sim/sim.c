@@ -110,7 +110,6 @@ void gopt_sim_scratch_free(gopt_sim_scratch *s) {
     free(s->nc);
     free(s->grp_rep);
     free(s->mem_list);
-    free(s->start);
     free(s->rq);
     free(s->rq_off);
     free(s->rq_len);
@@ -146,7 +145,6 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
     ALLOC(nc, n);
     ALLOC(grp_rep, n);
     ALLOC(mem_list, n);
-    ALLOC(start, n);
     ALLOC(rq, n);
     ALLOC(rq_off, nd);
     ALLOC(rq_len, nd);
@@ -167,7 +165,7 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
         return GOPT_ENOMEM;
     }
     for (int32_t v = 0; v < s->n; v++) {
-        s->start[v] = -1;
+        s->nc[v].start = -1;
         s->grp_rep[v] = -1;
         s->nt[v].task = v;
         s->nc[v].osize = sim->osize[v];
@@ -213,15 +211,14 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
         if (gv < -1 || gv >= n)
             return bad_node(sim, s, err, v, "sim: node '%s': fusion group %d is not in %d..%d", v, gv, -1, n - 1);
         nt[v] = (sim_nt){v, (int16_t)dv, 1, 0};
-        tp[v] = (sim_tp){sim->nin[v], -1};
+        uint32_t up = (uint32_t)d->priority[v] ^ 0x80000000u;
+        tp[v] = (sim_tp){sim->nin[v], -1, ((uint64_t)(~up) << 32) | (uint32_t)rank[v]};
         th[v].stamp_u = -1;
-        s->start[v] = -1;
+        s->nc[v].start = -1;
         sim_nc *x = &nc[v];
         x->mem_first = -1;
         x->mem_count = 1;
         x->dur = time[(size_t)v * (size_t)nd + (size_t)dv];
-        uint32_t up = (uint32_t)d->priority[v] ^ 0x80000000u;
-        x->key = ((uint64_t)(~up) << 32) | (uint32_t)rank[v];
         s->mem[dv] += sim->psize[v];
         ncount[dv]++;
         if (gv >= 0) {
@@ -300,7 +297,7 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
             tp[c].pending = pending;
             nc[c].dur = gopt_cost_group_time(tab, dc, ml, k, ext_bytes);
             uint32_t up = (uint32_t)prio ^ 0x80000000u;
-            nc[c].key = ((uint64_t)(~up) << 32) | (uint32_t)rank[c];
+            tp[c].key = ((uint64_t)(~up) << 32) | (uint32_t)rank[c];
         }
         /* stamp_u now holds task ids (>= 0) on some producers: harmless, the run's tags are < 0 */
     }
@@ -358,7 +355,7 @@ gopt_status gopt_sim_run(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_
         int32_t stuck = -1;
         for (int32_t i = 0; i < f->n && stuck < 0; i++) {
             int32_t v = f->topo[i];
-            if (s->nt[v].task == v && s->start[v] < 0) stuck = v;
+            if (s->nt[v].task == v && s->nc[v].start < 0) stuck = v;
         }
         return gopt_error_set(err, GOPT_EINVAL,
                               "sim: deadlock: %d of %d kernels never became ready (first: node '%s'); a fusion group "
@@ -389,11 +386,11 @@ gopt_status gopt_sim_run(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_
 }
 
 /* ---- the last run's timeline ---------------------------------------------------------------- */
-double gopt_sim_node_start(const gopt_sim_scratch *s, int32_t v) { return s->start[s->nt[v].task]; }
+double gopt_sim_node_start(const gopt_sim_scratch *s, int32_t v) { return s->nc[s->nt[v].task].start; }
 
 double gopt_sim_node_end(const gopt_sim_scratch *s, int32_t v) {
     int32_t c = s->nt[v].task;
-    return s->start[c] < 0 ? -1 : s->start[c] + s->nc[c].dur;
+    return s->nc[c].start < 0 ? -1 : s->nc[c].start + s->nc[c].dur;
 }
 
 int32_t gopt_sim_num_transfers(const gopt_sim_scratch *s) { return s->nxf; }

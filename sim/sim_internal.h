@@ -74,6 +74,8 @@ typedef struct {
 typedef struct {
     int32_t pending; /* (task) external input tensors not yet present on its device */
     int32_t stamp_c; /* (task) the last tensor that counted this task (deduplication) */
+    uint64_t key;    /* (task) ready key: ~priority << 32 | rank; smallest runs first (read when
+                      * pending reaches 0: same cache line) */
 } sim_tp;
 typedef struct {
     int32_t stamp_u;  /* (tensor) the last task that counted this tensor */
@@ -86,8 +88,8 @@ typedef struct {
     int32_t mem_first; /* (task) members at mem_list[mem_first..] when fused, -1 when alone */
     int32_t mem_count; /* (task) members */
     int32_t spare;
-    double dur;   /* (task) kernel time */
-    uint64_t key; /* (task) ready key: ~priority << 32 | rank; smallest runs first */
+    double dur;    /* (task) kernel time */
+    double start;  /* (task) start time, -1 when it did not run */
     int64_t osize; /* constant: sim->osize */
 } sim_nc;
 
@@ -101,7 +103,6 @@ struct gopt_sim_scratch {
     sim_nc *nc;        /* (n) cold: once per task */
     int32_t *grp_rep;  /* (n) representative of fusion group g, -1 (kept -1 between runs) */
     int32_t *mem_list; /* (n) members of fused tasks, each task's in topological order */
-    double *start;     /* (n) start time per task, -1 when it did not run */
     /* device ready heaps: pool of n keys carved by device */
     uint64_t *rq;
     int32_t *rq_off, *rq_len; /* (ndev) */
