@@ -125,6 +125,7 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
         int32_t v = ml[j];
         if (!nt[v].ext) continue;
         int32_t nlocal = 0, nx = 0, np = 0;
+        uint64_t dm = 0; /* receiving devices */
         for (int32_t e = out_ptr[v]; e < out_ptr[v + 1]; e++) {
             sim_nt w = nt[out_dst[e]];
             int32_t c2 = w.task;
@@ -145,7 +146,8 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
                     s->dstamp[D] = v;
                     s->dbytes[D] = b;
                     s->dcnt[D] = 0;
-                    s->dlist[nx++] = D;
+                    dm |= 1ull << D;
+                    nx++;
                 } else if (b > s->dbytes[D]) {
                     s->dbytes[D] = b;
                 }
@@ -158,39 +160,35 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
             }
         }
         if (nx) {
+            /* one record per receiving device, by increasing device */
             th[v].xf_first = s->nxf;
+            th[v].xf_mask = (uint32_t)dm; /* used when ndev <= 32 */
             nt[v].nxf = (uint8_t)(nx < 255 ? nx : 255);
-            uint32_t mask = 0;
-            for (int32_t i = 1; i < nx; i++) { /* records by increasing receiving device */
-                int32_t D = s->dlist[i], q = i;
-                while (q > 0 && s->dlist[q - 1] > D) {
-                    s->dlist[q] = s->dlist[q - 1];
-                    q--;
-                }
-                s->dlist[q] = D;
-            }
-            for (int32_t i = 0; i < nx && nd <= 32; i++) mask |= 1u << s->dlist[i];
-            th[v].xf_mask = mask;
+            int32_t first = s->ncons;
+            do {
+                int32_t D = __builtin_ctzll(dm);
+                dm &= dm - 1;
+                int32_t r = s->nxf++;
+                sim_xfer *t = &s->xf[r];
+                t->node = v;
+                t->src = dv;
+                t->dst = D;
+                t->hold = s->dcnt[D];
+                t->cons_first = s->ncons;
+                s->dpos[D] = s->ncons;
+                s->ncons += s->dcnt[D];
+                t->bytes = s->dbytes[D];
+                t->size = (int64_t)ceil(t->bytes);
+                t->start = t->end = -1;
+                int32_t l = dv * nd + D;
+                link_push(s, l, r);
+                sim_mark_dirty(s, nd + l);
+            } while (dm);
+            if (nx == 1)
+                for (int32_t i = 0; i < np; i++) s->cons[first + i] = s->cpair[i].task;
+            else
+                for (int32_t i = 0; i < np; i++) s->cons[s->dpos[s->cpair[i].dev]++] = s->cpair[i].task;
         }
-        for (int32_t i = 0; i < nx; i++) {
-            int32_t D = s->dlist[i];
-            int32_t r = s->nxf++;
-            sim_xfer *t = &s->xf[r];
-            t->node = v;
-            t->src = dv;
-            t->dst = D;
-            t->hold = s->dcnt[D];
-            t->cons_first = s->ncons;
-            s->dpos[D] = s->ncons;
-            s->ncons += s->dcnt[D];
-            t->bytes = s->dbytes[D];
-            t->size = (int64_t)ceil(t->bytes);
-            t->start = t->end = -1;
-            int32_t l = dv * nd + D;
-            link_push(s, l, r);
-            sim_mark_dirty(s, nd + l);
-        }
-        for (int32_t i = 0; i < np; i++) s->cons[s->dpos[s->cpair[i].dev]++] = s->cpair[i].task;
         th[v].hold = nlocal + nx;
         if (nlocal + nx == 0) s->mem[dv] -= s->nc[v].osize;
     }

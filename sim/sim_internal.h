@@ -127,7 +127,6 @@ struct gopt_sim_scratch {
     int32_t dstamp[GOPT_SIM_MAX_DEVICES];
     double dbytes[GOPT_SIM_MAX_DEVICES];
     int32_t dcnt[GOPT_SIM_MAX_DEVICES], dpos[GOPT_SIM_MAX_DEVICES];
-    int32_t dlist[GOPT_SIM_MAX_DEVICES];
     int64_t mem[GOPT_SIM_MAX_DEVICES];
     int64_t peak[GOPT_SIM_MAX_DEVICES];
     double busy_s[GOPT_SIM_MAX_DEVICES];
