@@ -248,10 +248,7 @@ static void link_finish(gopt_sim_scratch *s, int32_t r, int32_t x) {
 
 
 /* ---- event heap and loop ------------------------------------------------------------- */
-static inline void ev_push(gopt_sim_scratch *s, double t, int32_t r) {
-    uint64_t tb;
-    memcpy(&tb, &t, sizeof tb);
-    sim_event e = ((sim_u128)tb << 64) | ((uint64_t)s->seq++ << 32) | (uint32_t)r;
+static inline void ev_push(gopt_sim_scratch *s, sim_event e) {
     sim_event *h = s->ev;
     int32_t i = s->nev++;
     while (i > 0) {
@@ -283,8 +280,29 @@ static inline sim_event ev_pop(gopt_sim_scratch *s) {
     return top;
 }
 
-/* Offer every marked resource its next item (allocations happen here only). */
-static inline void dispatch(gopt_sim_scratch *s) {
+/* Replace the root by e: walk the hole down along the smaller children, then sift e up. */
+static inline void ev_replace_top(gopt_sim_scratch *s, sim_event e) {
+    sim_event *h = s->ev;
+    int32_t i = 0, c, len = s->nev;
+    while ((c = 2 * i + 1) < len) {
+        c += (c + 1 < len) & (h[c + 1] < h[c]);
+        h[i] = h[c];
+        i = c;
+    }
+    while (i > 0) {
+        int32_t p = (i - 1) >> 1;
+        if (!(e < h[p])) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = e;
+}
+
+/* Offer every marked resource its next item (allocations happen here only). When root >= 0,
+ * that resource's finished event is still the heap's root: its next event replaces it (one
+ * sift instead of a removal and an insertion), or it is removed. New events come after the
+ * root (later time or later sequence), so the heap stays valid meanwhile. */
+static inline void dispatch(gopt_sim_scratch *s, int32_t root) {
     int32_t nd = s->ndev;
     for (int32_t i = 0; i < s->ndirty; i++) {
         int32_t r = s->dirty_list[i];
@@ -301,22 +319,43 @@ static inline void dispatch(gopt_sim_scratch *s) {
         }
         s->busy[r] = 1;
         s->item[r] = it;
-        ev_push(s, s->now + dt, r);
+        double t = s->now + dt;
+        uint64_t tb;
+        memcpy(&tb, &t, sizeof tb);
+        sim_event e = ((sim_u128)tb << 64) | ((uint64_t)s->seq++ << 32) | (uint32_t)r;
+        if (r == root) {
+            ev_replace_top(s, e);
+            root = -1;
+        } else {
+            ev_push(s, e);
+        }
     }
     s->ndirty = 0;
+    if (root >= 0) ev_pop(s);
 }
 
 /* Run until no event is left: at each instant, handle every event of that instant (releases,
  * readiness, queued transfers: effects that commute), then dispatch. */
 void sim_event_loop(gopt_sim_scratch *s) {
     int32_t nd = s->ndev;
-    dispatch(s);
+    dispatch(s, -1);
     while (s->nev > 0) {
-        uint64_t tb = (uint64_t)(s->ev[0] >> 64);
+        sim_event *h = s->ev;
+        uint64_t tb = (uint64_t)(h[0] >> 64);
         double t;
         memcpy(&t, &tb, sizeof t);
         if (t != s->now) s->instant++;
         s->now = t;
+        /* the usual case: the root is the only event of this instant (its children come later) */
+        if ((s->nev < 2 || (uint64_t)(h[1] >> 64) != tb) && (s->nev < 3 || (uint64_t)(h[2] >> 64) != tb)) {
+            int32_t r = (int32_t)(uint32_t)h[0];
+            s->busy[r] = 0;
+            sim_mark_dirty(s, r);
+            if (r < nd) dev_finish(s, r, s->item[r]);
+            else link_finish(s, r, s->item[r]);
+            dispatch(s, r);
+            continue;
+        }
         while (s->nev > 0 && (uint64_t)(s->ev[0] >> 64) == tb) {
             int32_t r = (int32_t)(uint32_t)ev_pop(s);
             s->busy[r] = 0;
@@ -324,6 +363,6 @@ void sim_event_loop(gopt_sim_scratch *s) {
             if (r < nd) dev_finish(s, r, s->item[r]);
             else link_finish(s, r, s->item[r]);
         }
-        dispatch(s);
+        dispatch(s, -1);
     }
 }
