@@ -100,9 +100,9 @@ static inline void release(gopt_sim_scratch *s, int32_t u, int32_t udev, int32_t
 static void link_push(gopt_sim_scratch *s, int32_t l, int32_t x);
 
 static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
-    const gopt_frozen *f = s->sim->f;
-    const double *out_bytes = s->sim->out_slot_bytes;
-    const int32_t *in_ptr = f->in_ptr, *in_src = f->in_src, *out_ptr = f->out_ptr, *out_dst = f->out_dst;
+    const int32_t *in_src = s->sim->f->in_src;
+    const sim_oslot *oslot = s->sim->oslot;
+    const sim_nc *nc = s->nc;
     sim_nt *nt = s->nt;
     sim_tp *tp = s->tp;
     sim_th *th = s->th;
@@ -113,8 +113,9 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
     const int32_t *ml = x->mem_first >= 0 ? s->mem_list + x->mem_first : &c;
     for (int32_t j = 0; j < k; j++) {
         int32_t v = ml[j];
-        for (int32_t e = in_ptr[v]; e < in_ptr[v + 1]; e++) {
-            int32_t u = in_src[e];
+        const int32_t *ins = in_src + nc[v].in_first;
+        for (int32_t i = 0, ni = nc[v].in_count; i < ni; i++) {
+            int32_t u = ins[i];
             sim_nt y = nt[u];
             if (y.task == c || th[u].stamp_u == tag) continue;
             th[u].stamp_u = tag;
@@ -126,8 +127,9 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
         if (!nt[v].ext) continue;
         int32_t nlocal = 0, nx = 0, np = 0;
         uint64_t dm = 0; /* receiving devices */
-        for (int32_t e = out_ptr[v]; e < out_ptr[v + 1]; e++) {
-            sim_nt w = nt[out_dst[e]];
+        const sim_oslot *os = oslot + nc[v].out_first;
+        for (int32_t i = 0, no = nc[v].out_count; i < no; i++) {
+            sim_nt w = nt[os[i].dst];
             int32_t c2 = w.task;
             if (c2 == c) continue;
             int32_t D = w.dev;
@@ -141,7 +143,7 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
                     sim_mark_dirty(s, dv);
                 }
             } else {
-                double b = out_bytes[e];
+                double b = os[i].bytes;
                 if (s->dstamp[D] != v) {
                     s->dstamp[D] = v;
                     s->dbytes[D] = b;
@@ -199,7 +201,7 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
 /* ---- link FIFO ----------------------------------------------------------------- */
 static void link_push(gopt_sim_scratch *s, int32_t l, int32_t x) {
     sim_link_slot *q = s->lq;
-    sim_link_slot it = {((uint64_t)s->instant << 32) | (uint32_t)s->sim->f->rank[s->xf[x].node], x, 0};
+    sim_link_slot it = {((uint64_t)s->instant << 32) | (uint32_t)s->nc[s->xf[x].node].rank, x, 0};
     int32_t i = s->lq_tail[l]++, head = s->lq_head[l];
     /* the queue is sorted; only items queued at this same instant can follow the new one */
     while (i > head && q[i - 1].key > it.key) {

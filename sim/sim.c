@@ -43,10 +43,10 @@ gopt_status gopt_sim_create(const gopt_graph *g, const gopt_costmodel *cm, gopt_
     sim->osize = gopt_malloc((n ? n : 1) * sizeof(int64_t), err);
     sim->psize = gopt_malloc((n ? n : 1) * sizeof(int64_t), err);
     size_t m = (size_t)f->m;
-    sim->out_slot_bytes = gopt_malloc((m ? m : 1) * sizeof(double), err);
+    sim->oslot = gopt_calloc(m ? m : 1, sizeof *sim->oslot, err);
     sim->in_slot_bytes = gopt_malloc((m ? m : 1) * sizeof(double), err);
     sim->nin = gopt_malloc((n ? n : 1) * sizeof(int32_t), err);
-    if (!sim->osize || !sim->psize || !sim->out_slot_bytes || !sim->in_slot_bytes || !sim->nin) {
+    if (!sim->osize || !sim->psize || !sim->oslot || !sim->in_slot_bytes || !sim->nin) {
         gopt_sim_free(sim);
         return GOPT_ENOMEM;
     }
@@ -72,7 +72,8 @@ gopt_status gopt_sim_create(const gopt_graph *g, const gopt_costmodel *cm, gopt_
     }
     free(last);
     for (size_t k = 0; k < m; k++) {
-        sim->out_slot_bytes[k] = f->edge_bytes[f->out_eid[k]];
+        sim->oslot[k].bytes = f->edge_bytes[f->out_eid[k]];
+        sim->oslot[k].dst = f->out_dst[k];
         sim->in_slot_bytes[k] = f->edge_bytes[f->in_eid[k]];
     }
     for (int d = 0; d < nd; d++) sim->capacity[d] = gopt_cost_device_memory(cm, d);
@@ -92,7 +93,7 @@ void gopt_sim_free(gopt_sim *sim) {
     gopt_cost_table_destroy(&sim->table);
     free(sim->osize);
     free(sim->psize);
-    free(sim->out_slot_bytes);
+    free(sim->oslot);
     free(sim->in_slot_bytes);
     free(sim->nin);
     free(sim);
@@ -142,7 +143,9 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
     ALLOC(nt, n);
     ALLOC(tp, n);
     ALLOC(th, n);
-    ALLOC(nc, n);
+    s->nc = aligned_alloc(64, n * sizeof *s->nc); /* one node per cache line */
+    if (s->nc) memset(s->nc, 0, n * sizeof *s->nc);
+    else ok = 0, gopt_error_set(err, GOPT_ENOMEM, "sim: out of memory (%zu bytes)", n * sizeof *s->nc);
     ALLOC(grp_rep, n);
     ALLOC(mem_list, n);
     ALLOC(rq, n);
@@ -164,11 +167,18 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
         gopt_sim_scratch_free(s);
         return GOPT_ENOMEM;
     }
+    const gopt_frozen *f = sim->f;
     for (int32_t v = 0; v < s->n; v++) {
-        s->nc[v].start = -1;
+        sim_nc *x = &s->nc[v];
+        x->in_first = f->in_ptr[v];
+        x->in_count = f->in_ptr[v + 1] - f->in_ptr[v];
+        x->out_first = f->out_ptr[v];
+        x->out_count = f->out_ptr[v + 1] - f->out_ptr[v];
+        x->rank = f->rank[v];
+        x->start = -1;
+        x->osize = sim->osize[v];
         s->grp_rep[v] = -1;
         s->nt[v].task = v;
-        s->nc[v].osize = sim->osize[v];
     }
     *out = s;
     return GOPT_OK;

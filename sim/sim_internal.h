@@ -14,6 +14,13 @@
 
 #include "gopt_sim.h"
 
+/* An out-edge slot as the hot loop reads it: the consumer and the bytes it reads. */
+typedef struct {
+    double bytes;
+    int32_t dst;
+    int32_t spare;
+} sim_oslot;
+
 struct gopt_sim {
     const gopt_graph *g;
     const gopt_frozen *f;
@@ -23,7 +30,7 @@ struct gopt_sim {
     int64_t *osize;        /* (n) bytes an output occupies on its own device: ceil(out_bytes), 0 for params */
     int64_t *psize;        /* (n) ceil(param_bytes) */
     int32_t *nin;          /* (n) distinct producers of each node (multi-edges count once) */
-    double *out_slot_bytes; /* (m) edge bytes by out-edge slot (CSR order: read sequentially) */
+    sim_oslot *oslot;       /* (m) consumer and edge bytes by out-edge slot (CSR order: read sequentially) */
     double *in_slot_bytes;  /* (m) edge bytes by in-edge slot */
     double capacity[GOPT_SIM_MAX_DEVICES];
     /* links without a measured copy table: latency + bytes / bandwidth, with the parameters the
@@ -83,14 +90,20 @@ typedef struct {
     int32_t xf_first; /* (tensor) its first transfer record; the others follow, by receiving device */
     uint32_t xf_mask; /* (tensor) receiving devices (when ndev <= 32): record = xf_first + popcount below */
 } sim_th;
+/* One cache line per node (the array is 64-byte aligned): what starting and
+ * finishing its task read. The first five fields are constant (written when
+ * the scratch is made); the others are (task) fields of a run. */
 typedef struct {
-    int32_t spare0;
+    int32_t in_first, in_count;   /* constant: in-edge slots of the node (CSR) */
+    int32_t out_first, out_count; /* constant: out-edge slots */
+    int32_t rank;                 /* constant: topological rank */
     int32_t mem_first; /* (task) members at mem_list[mem_first..] when fused, -1 when alone */
     int32_t mem_count; /* (task) members */
     int32_t spare;
     double dur;    /* (task) kernel time */
     double start;  /* (task) start time, -1 when it did not run */
     int64_t osize; /* constant: sim->osize */
+    int64_t spare2;
 } sim_nc;
 
 struct gopt_sim_scratch {
