@@ -28,41 +28,47 @@
 
 /* ---- device ready heap ------------------------------------------------------ */
 void sim_dev_push(gopt_sim_scratch *s, int32_t dv, int32_t c) {
-    uint64_t *h = s->rq + s->rq_off[dv];
-    uint64_t k = s->tp[c].key;
+    sim_rq_item *h = s->rq + s->rq_off[dv];
+    sim_rq_item it = {s->tp[c].key, c, 0};
+    __builtin_prefetch(&s->nc[c]);
     int32_t i = s->rq_len[dv]++;
     while (i > 0) {
         int32_t p = (i - 1) >> 1;
-        if (h[p] <= k) break;
+        if (h[p].key <= it.key) break;
         h[i] = h[p];
         i = p;
     }
-    h[i] = k;
+    h[i] = it;
 }
 
 /* Bottom-up removal: walk the hole down along the smaller children without
  * comparing against the moved element (a data-independent choice the CPU
- * does with conditional moves), then sift that element up, rarely far. */
+ * does with conditional moves), then sift that element up, rarely far. The
+ * record of the new top, the device's likely next task, is prefetched: it
+ * has not been touched since prepare(), and the device needs it only when
+ * the task now starting ends. */
 static int32_t dev_next(gopt_sim_scratch *s, int32_t dv) {
     int32_t len = s->rq_len[dv];
     if (len == 0) return -1;
-    uint64_t *h = s->rq + s->rq_off[dv];
-    uint64_t top = h[0], last = h[--len];
+    sim_rq_item *h = s->rq + s->rq_off[dv];
+    int32_t top = h[0].c;
+    sim_rq_item last = h[--len];
     s->rq_len[dv] = len;
     int32_t i = 0, c;
     while ((c = 2 * i + 1) < len) {
-        c += (c + 1 < len) & (h[c + 1] < h[c]);
+        c += (c + 1 < len) & (h[c + 1].key < h[c].key);
         h[i] = h[c];
         i = c;
     }
     while (i > 0) {
         int32_t p = (i - 1) >> 1;
-        if (h[p] <= last) break;
+        if (h[p].key <= last.key) break;
         h[i] = h[p];
         i = p;
     }
     h[i] = last;
-    return s->sim->f->topo[(uint32_t)top];
+    if (len > 0) __builtin_prefetch(&s->nc[h[0].c]);
+    return top;
 }
 
 static double dev_start(gopt_sim_scratch *s, int32_t dv, int32_t c) {

@@ -72,6 +72,12 @@ typedef struct {
     int32_t task, dev;
 } sim_pair;
 
+/* A ready task: key (~priority << 32 | rank; smallest first) and the task. */
+typedef struct {
+    uint64_t key;
+    int32_t c, spare;
+} sim_rq_item;
+
 typedef struct {
     int32_t task; /* representative node of the node's task */
     int16_t dev;
@@ -117,7 +123,7 @@ struct gopt_sim_scratch {
     int32_t *grp_rep;  /* (n) representative of fusion group g, -1 (kept -1 between runs) */
     int32_t *mem_list; /* (n) members of fused tasks, each task's in topological order */
     /* device ready heaps: pool of n keys carved by device */
-    uint64_t *rq;
+    sim_rq_item *rq;
     int32_t *rq_off, *rq_len; /* (ndev) */
     /* link queues: pool of n*(ndev-1) slots carved by link (a link from s carries at most one
      * transfer per node on s); link l's queue is lq[lq_head[l] .. lq_tail[l]), sorted by key */
