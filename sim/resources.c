@@ -81,6 +81,9 @@ static double dev_start(gopt_sim_scratch *s, int32_t dv, int32_t c) {
             if (s->nt[ml[j]].ext) alloc += s->nc[ml[j]].osize;
     }
     sim_mem_add(s, dv, alloc);
+    /* the task's edge slots are read when it ends */
+    __builtin_prefetch(s->sim->f->in_src + x->in_first);
+    __builtin_prefetch(s->sim->oslot + x->out_first);
     s->nc[c].start = s->now;
     s->busy_s[dv] += x->dur;
     return x->dur;
@@ -342,6 +345,30 @@ static inline void dispatch(gopt_sim_scratch *s, int32_t root) {
     if (root >= 0) ev_pop(s);
 }
 
+/* Prefetch what the next event (the heap's root) will read through its edge slots: the
+ * state of an ending task's neighbours, or the consumers of an arriving copy. Its slots were
+ * prefetched when it started; this overlaps the next level of misses with this event. */
+static inline void prefetch_next(const gopt_sim_scratch *s) {
+    if (s->nev == 0) return;
+    int32_t r = (int32_t)(uint32_t)s->ev[0], it = s->item[r];
+    if (r < s->ndev) {
+        const sim_nc *x = &s->nc[it];
+        if (x->mem_first >= 0) return;
+        const sim_oslot *os = s->sim->oslot + x->out_first;
+        for (int32_t i = 0, no = x->out_count < 16 ? x->out_count : 16; i < no; i++) __builtin_prefetch(&s->nt[os[i].dst]);
+        const int32_t *ins = s->sim->f->in_src + x->in_first;
+        for (int32_t i = 0, ni = x->in_count < 16 ? x->in_count : 16; i < ni; i++) {
+            __builtin_prefetch(&s->nt[ins[i]]);
+            __builtin_prefetch(&s->th[ins[i]]);
+        }
+    } else {
+        const sim_xfer *t = &s->xf[it];
+        __builtin_prefetch(&s->th[t->node]);
+        const int32_t *cl = s->cons + t->cons_first;
+        for (int32_t i = 0, nc = t->hold < 16 ? t->hold : 16; i < nc; i++) __builtin_prefetch(&s->tp[cl[i]]);
+    }
+}
+
 /* Run until no event is left: at each instant, handle every event of that instant (releases,
  * readiness, queued transfers: effects that commute), then dispatch. */
 void sim_event_loop(gopt_sim_scratch *s) {
@@ -362,6 +389,7 @@ void sim_event_loop(gopt_sim_scratch *s) {
             if (r < nd) dev_finish(s, r, s->item[r]);
             else link_finish(s, r, s->item[r]);
             dispatch(s, r);
+            prefetch_next(s);
             continue;
         }
         while (s->nev > 0 && (uint64_t)(s->ev[0] >> 64) == tb) {
@@ -372,5 +400,6 @@ void sim_event_loop(gopt_sim_scratch *s) {
             else link_finish(s, r, s->item[r]);
         }
         dispatch(s, -1);
+        prefetch_next(s);
     }
 }
