@@ -83,6 +83,7 @@ static double dev_start(gopt_sim_scratch *s, int32_t dv, int32_t c) {
     sim_mem_add(s, dv, alloc);
     /* the task's edge slots are read when it ends */
     __builtin_prefetch(s->sim->f->in_src + x->in_first);
+    __builtin_prefetch(s->xref + x->in_first);
     __builtin_prefetch(s->sim->oslot + x->out_first);
     s->nc[c].start = s->now;
     s->busy_s[dv] += x->dur;
@@ -120,15 +121,30 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
     const sim_nc *x = &s->nc[c];
     int32_t k = x->mem_count;
     const int32_t *ml = x->mem_first >= 0 ? s->mem_list + x->mem_first : &c;
-    for (int32_t j = 0; j < k; j++) {
-        int32_t v = ml[j];
-        const int32_t *ins = in_src + nc[v].in_first;
-        for (int32_t i = 0, ni = nc[v].in_count; i < ni; i++) {
-            int32_t u = ins[i];
-            sim_nt y = nt[u];
-            if (y.task == c || th[u].stamp_u == tag) continue;
-            th[u].stamp_u = tag;
-            release(s, u, y.dev, dv);
+    if (x->mem_first < 0) {
+        /* unfused: what each in-edge releases was written by its producer (xref) */
+        const int32_t *ins = in_src + x->in_first, *xr = s->xref + x->in_first;
+        for (int32_t i = 0, ni = x->in_count; i < ni; i++) {
+            int32_t r = xr[i];
+            if (r >= 0) {
+                sim_xfer *t = &s->xf[r];
+                if (--t->hold == 0) s->mem[dv] -= t->size;
+            } else if (r == SIM_XREF_LOCAL) {
+                int32_t u = ins[i];
+                if (--th[u].hold == 0) s->mem[dv] -= nc[u].osize;
+            }
+        }
+    } else {
+        for (int32_t j = 0; j < k; j++) {
+            int32_t v = ml[j];
+            const int32_t *ins = in_src + nc[v].in_first;
+            for (int32_t i = 0, ni = nc[v].in_count; i < ni; i++) {
+                int32_t u = ins[i];
+                sim_nt y = nt[u];
+                if (y.task == c || th[u].stamp_u == tag) continue;
+                th[u].stamp_u = tag;
+                release(s, u, y.dev, dv);
+            }
         }
     }
     for (int32_t j = 0; j < k; j++) {
@@ -144,8 +160,12 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
             int32_t D = w.dev;
             if (D == dv) {
                 sim_tp *t2 = &tp[c2];
-                if (t2->stamp_c == v) continue;
+                if (t2->stamp_c == v) {
+                    s->xref[os[i].islot] = SIM_XREF_SKIP;
+                    continue;
+                }
                 t2->stamp_c = v;
+                s->xref[os[i].islot] = SIM_XREF_LOCAL;
                 nlocal++;
                 if (--t2->pending == 0) {
                     sim_dev_push(s, dv, c2);
@@ -164,10 +184,13 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
                 }
                 /* the consumer tasks on D, each once: the arrival walks this list */
                 sim_tp *t2 = &tp[c2];
-                if (t2->stamp_c == v) continue;
+                if (t2->stamp_c == v) {
+                    s->xref[os[i].islot] = SIM_XREF_SKIP;
+                    continue;
+                }
                 t2->stamp_c = v;
                 s->dcnt[D]++;
-                s->cpair[np++] = (sim_pair){c2, D};
+                s->cpair[np++] = (sim_pair){c2, D, os[i].islot};
             }
         }
         if (nx) {
@@ -175,7 +198,10 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
             th[v].xf_first = s->nxf;
             th[v].xf_mask = (uint32_t)dm; /* used when ndev <= 32 */
             nt[v].nxf = (uint8_t)(nx < 255 ? nx : 255);
-            int32_t first = s->ncons;
+            int32_t first = s->ncons, xf_first = s->nxf;
+            uint64_t dm0 = dm;
+            for (int32_t i = 0; i < np; i++) /* the record each remote consumer edge will release */
+                s->xref[s->cpair[i].islot] = xf_first + __builtin_popcountll(dm0 & ((1ull << s->cpair[i].dev) - 1u));
             do {
                 int32_t D = __builtin_ctzll(dm);
                 dm &= dm - 1;
@@ -356,10 +382,10 @@ static inline void prefetch_next(const gopt_sim_scratch *s) {
         if (x->mem_first >= 0) return;
         const sim_oslot *os = s->sim->oslot + x->out_first;
         for (int32_t i = 0, no = x->out_count < 16 ? x->out_count : 16; i < no; i++) __builtin_prefetch(&s->nt[os[i].dst]);
-        const int32_t *ins = s->sim->f->in_src + x->in_first;
+        const int32_t *ins = s->sim->f->in_src + x->in_first, *xr = s->xref + x->in_first;
         for (int32_t i = 0, ni = x->in_count < 16 ? x->in_count : 16; i < ni; i++) {
-            __builtin_prefetch(&s->nt[ins[i]]);
-            __builtin_prefetch(&s->th[ins[i]]);
+            if (xr[i] >= 0) __builtin_prefetch(&s->xf[xr[i]]);
+            else if (xr[i] == SIM_XREF_LOCAL) __builtin_prefetch(&s->th[ins[i]]);
         }
     } else {
         const sim_xfer *t = &s->xf[it];

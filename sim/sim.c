@@ -71,11 +71,19 @@ gopt_status gopt_sim_create(const gopt_graph *g, const gopt_costmodel *cm, gopt_
         sim->nin[v] = c;
     }
     free(last);
+    int32_t *islot = gopt_malloc((m ? m : 1) * sizeof(int32_t), err); /* edge id -> in-edge slot */
+    if (!islot) {
+        gopt_sim_free(sim);
+        return GOPT_ENOMEM;
+    }
+    for (size_t k = 0; k < m; k++) islot[f->in_eid[k]] = (int32_t)k;
     for (size_t k = 0; k < m; k++) {
         sim->oslot[k].bytes = f->edge_bytes[f->out_eid[k]];
         sim->oslot[k].dst = f->out_dst[k];
+        sim->oslot[k].islot = islot[f->out_eid[k]];
         sim->in_slot_bytes[k] = f->edge_bytes[f->in_eid[k]];
     }
+    free(islot);
     for (int d = 0; d < nd; d++) sim->capacity[d] = gopt_cost_device_memory(cm, d);
     for (int a = 0; a < nd; a++)
         for (int b = 0; b < nd; b++) {
@@ -120,6 +128,7 @@ void gopt_sim_scratch_free(gopt_sim_scratch *s) {
     free(s->xf);
     free(s->cons);
     free(s->cpair);
+    free(s->xref);
     free(s->ev);
     free(s->item);
     free(s->busy);
@@ -157,6 +166,7 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
     ALLOC(xf, m);
     ALLOC(cons, m);
     ALLOC(cpair, m);
+    ALLOC(xref, m);
     ALLOC(ev, nr);
     ALLOC(item, nr);
     ALLOC(busy, nr);

@@ -14,11 +14,12 @@
 
 #include "gopt_sim.h"
 
-/* An out-edge slot as the hot loop reads it: the consumer and the bytes it reads. */
+/* An out-edge slot as the hot loop reads it: the consumer, the bytes it reads, and the
+ * edge's slot among the consumer's in-edges. */
 typedef struct {
     double bytes;
     int32_t dst;
-    int32_t spare;
+    int32_t islot;
 } sim_oslot;
 
 struct gopt_sim {
@@ -69,8 +70,12 @@ typedef struct {
  * on a task's representative, (tensor) ones on a node whose output leaves its
  * task. */
 typedef struct {
-    int32_t task, dev;
+    int32_t task, dev, islot;
 } sim_pair;
+
+/* xref values besides a transfer record index */
+#define SIM_XREF_SKIP (-1)  /* the producer was already counted through another in-edge */
+#define SIM_XREF_LOCAL (-2) /* the producer is on the consumer's device */
 
 /* A ready task: key (~priority << 32 | rank; smallest first) and the task. */
 typedef struct {
@@ -134,6 +139,8 @@ struct gopt_sim_scratch {
     int32_t *cons;            /* (m) consumer tasks of each transfer, by record */
     int32_t ncons;
     sim_pair *cpair;          /* (m) one finishing tensor's remote consumer tasks, in edge order */
+    int32_t *xref;            /* (m) by in-edge slot, written when the producer ends: what an unfused
+                               * consumer releases when it ends (a record, SIM_XREF_LOCAL or _SKIP) */
     /* event heap and dispatch */
     sim_event *ev; /* (nres) at most one running item per resource */
     int32_t *item; /* (nres) the item each busy resource runs */
