@@ -1,11 +1,14 @@
-/* resources.c: how devices and links behave, as sim_resource_ops tables.
+/* resources.c: how devices and links behave, and the event loop that drives them.
  *
  * Device: a binary min-heap of ready tasks keyed by (~priority, topological
  * rank) packed in one uint64, so the highest priority runs first and ties go
  * to the task earliest in topological order. Starting a task allocates its
  * external outputs; finishing it releases its inputs, hands each external
  * output to its local consumers and queues one transfer per other consuming
- * device.
+ * device. Each transfer record lists its consumer tasks (built in that same
+ * pass over the out-edges), and each remote consumer edge learns (xref) which
+ * record its consumer will release, so neither an arrival nor an unfused
+ * consumer's end walks the producer's edges again.
  *
  * Link (FIFO): an array sorted by (time queued, producer's rank), packed in
  * one uint64 as (instant counter << 32 | rank): first in first out, ties at
@@ -17,9 +20,17 @@
  * on the receiving device; finishing it releases the sender's hold and makes
  * the copy available to the consumers on the receiver.
  *
+ * Events: a binary heap of 16-byte keys (time, sequence, resource), at most
+ * one per resource. When an instant has a single event (the usual case with
+ * real-valued times), the finished resource's next event replaces the root.
+ * After each instant the data the next events will read through their edges
+ * is prefetched (their records when they became ready or reached the top of
+ * their queue, their edge slots when they started): on graphs that do not fit
+ * in cache the run is bound by these misses, not by instructions.
+ *
  * Cost: O(log R) per ready-queue operation, O(1) per link-queue operation
  * (plus the same-instant items moved), O(in + out degree) per task finish,
- * O(out degree) per transfer arrival.
+ * O(consumers on the receiver) per transfer arrival.
  */
 #include <math.h>
 #include <string.h>

@@ -9,7 +9,8 @@
  * every resource touched is offered its next item. Only frees happen while
  * events are handled and only allocations while starting items, so the peak
  * memory does not depend on the order of same-instant events. The event heap
- * holds at most one event per resource (ndev + ndev^2 entries).
+ * holds at most one event per resource (ndev + ndev^2 entries); the loop is
+ * in resources.c.
  *
  * Invariants: no allocation after gopt_sim_scratch_create; every array of the
  * scratch that a run reads before writing is reset by prepare().

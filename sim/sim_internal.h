@@ -1,10 +1,17 @@
 /* sim_internal.h: the simulator's state, shared by the files of sim/ only.
  *
  * Resources are numbered 0..ndev-1 (devices) and ndev + src*ndev + dst
- * (links). Each kind of resource plugs into the event loop through a
- * sim_resource_ops table: push an item into its queue, take the next item
- * to run, start it (returns its duration), finish it. The loop itself knows
- * nothing of devices or links.
+ * (links). Each kind of resource has four operations in resources.c: push
+ * an item into its queue, take the next item to run, start it (returns its
+ * duration), finish it; the event loop (also there, so that they inline)
+ * calls the device's or the link's by the resource number.
+ *
+ * Layout: the per-node state of a run is split by what reads it. Arrays read
+ * through a neighbour's edges (nt, tp, th) stay small (8-16 bytes); what only
+ * the node's own start and end read is one 64-byte line per node (nc), which
+ * also holds the node's adjacency offsets, so ending a task reads its edge
+ * slots and its neighbours' state and little else. Both are prefetched ahead
+ * of use (resources.c).
  *
  * Items: a device runs tasks, named by their representative node (the
  * member first in topological order); a link runs transfer records.
@@ -127,7 +134,7 @@ struct gopt_sim_scratch {
     sim_nc *nc;        /* (n) cold: once per task */
     int32_t *grp_rep;  /* (n) representative of fusion group g, -1 (kept -1 between runs) */
     int32_t *mem_list; /* (n) members of fused tasks, each task's in topological order */
-    /* device ready heaps: pool of n keys carved by device */
+    /* device ready heaps: pool of n (key, task) items carved by device */
     sim_rq_item *rq;
     int32_t *rq_off, *rq_len; /* (ndev) */
     /* link queues: pool of n*(ndev-1) slots carved by link (a link from s carries at most one
