@@ -1,64 +1,85 @@
-/* resources.c: how devices and links behave, as sim_resource_ops tables.
+/* resources.c: how devices and links behave, and the event loop that drives them.
  *
  * Device: a binary min-heap of ready tasks keyed by (~priority, topological
  * rank) packed in one uint64, so the highest priority runs first and ties go
  * to the task earliest in topological order. Starting a task allocates its
  * external outputs; finishing it releases its inputs, hands each external
  * output to its local consumers and queues one transfer per other consuming
- * device.
+ * device. Each transfer record lists its consumer tasks (built in that same
+ * pass over the out-edges), and each remote consumer edge learns (xref) which
+ * record its consumer will release, so neither an arrival nor an unfused
+ * consumer's end walks the producer's edges again.
  *
- * Link (FIFO): a binary min-heap keyed by (time queued, producer's rank),
- * packed in one uint64 as (instant counter << 32 | rank): first in first out,
- * ties at one instant by topological rank. One transfer
+ * Link (FIFO): an array sorted by (time queued, producer's rank), packed in
+ * one uint64 as (instant counter << 32 | rank): first in first out, ties at
+ * one instant by topological rank. A new item is appended and moved back
+ * only past the items queued at the same instant; the head is taken by
+ * advancing an index. One transfer
  * at a time, each taking gopt_cost_transfer_time (latency + bytes/bandwidth
  * or the link's measured copy table). Starting a transfer allocates the copy
  * on the receiving device; finishing it releases the sender's hold and makes
  * the copy available to the consumers on the receiver.
  *
- * Cost: O(log R) per queue operation, O(in + out degree) per task finish,
- * O(out degree) per transfer arrival.
+ * Events: a binary heap of 16-byte keys (time, sequence, resource), at most
+ * one per resource. When an instant has a single event (the usual case with
+ * real-valued times), the finished resource's next event replaces the root.
+ * After each instant the data the next events will read through their edges
+ * is prefetched (their records when they became ready or reached the top of
+ * their queue, their edge slots when they started): on graphs that do not fit
+ * in cache the run is bound by these misses, not by instructions.
+ *
+ * Cost: O(log R) per ready-queue operation, O(1) per link-queue operation
+ * (plus the same-instant items moved), O(in + out degree) per task finish,
+ * O(consumers on the receiver) per transfer arrival.
  */
 #include <math.h>
+#include <string.h>
 
 #include "sim_internal.h"
 
 /* ---- device ready heap ------------------------------------------------------ */
-static void dev_push(gopt_sim_scratch *s, int32_t dv, int32_t c) {
-    uint64_t *h = s->rq + s->rq_off[dv];
-    uint64_t k = s->nc[c].key;
+void sim_dev_push(gopt_sim_scratch *s, int32_t dv, int32_t c) {
+    sim_rq_item *h = s->rq + s->rq_off[dv];
+    sim_rq_item it = {s->tp[c].key, c, 0};
+    __builtin_prefetch(&s->nc[c]);
     int32_t i = s->rq_len[dv]++;
     while (i > 0) {
         int32_t p = (i - 1) >> 1;
-        if (h[p] <= k) break;
+        if (h[p].key <= it.key) break;
         h[i] = h[p];
         i = p;
     }
-    h[i] = k;
+    h[i] = it;
 }
 
 /* Bottom-up removal: walk the hole down along the smaller children without
  * comparing against the moved element (a data-independent choice the CPU
- * does with conditional moves), then sift that element up, rarely far. */
+ * does with conditional moves), then sift that element up, rarely far. The
+ * record of the new top, the device's likely next task, is prefetched: it
+ * has not been touched since prepare(), and the device needs it only when
+ * the task now starting ends. */
 static int32_t dev_next(gopt_sim_scratch *s, int32_t dv) {
     int32_t len = s->rq_len[dv];
     if (len == 0) return -1;
-    uint64_t *h = s->rq + s->rq_off[dv];
-    uint64_t top = h[0], last = h[--len];
+    sim_rq_item *h = s->rq + s->rq_off[dv];
+    int32_t top = h[0].c;
+    sim_rq_item last = h[--len];
     s->rq_len[dv] = len;
     int32_t i = 0, c;
     while ((c = 2 * i + 1) < len) {
-        c += (c + 1 < len) & (h[c + 1] < h[c]);
+        c += (c + 1 < len) & (h[c + 1].key < h[c].key);
         h[i] = h[c];
         i = c;
     }
     while (i > 0) {
         int32_t p = (i - 1) >> 1;
-        if (h[p] <= last) break;
+        if (h[p].key <= last.key) break;
         h[i] = h[p];
         i = p;
     }
     h[i] = last;
-    return s->sim->f->topo[(uint32_t)top];
+    if (len > 0) __builtin_prefetch(&s->nc[h[0].c]);
+    return top;
 }
 
 static double dev_start(gopt_sim_scratch *s, int32_t dv, int32_t c) {
@@ -71,7 +92,11 @@ static double dev_start(gopt_sim_scratch *s, int32_t dv, int32_t c) {
             if (s->nt[ml[j]].ext) alloc += s->nc[ml[j]].osize;
     }
     sim_mem_add(s, dv, alloc);
-    s->start[c] = s->now;
+    /* the task's edge slots are read when it ends */
+    __builtin_prefetch(s->sim->f->in_src + x->in_first);
+    __builtin_prefetch(s->xref + x->in_first);
+    __builtin_prefetch(s->sim->oslot + x->out_first);
+    s->nc[c].start = s->now;
     s->busy_s[dv] += x->dur;
     return x->dur;
 }
@@ -96,9 +121,9 @@ static inline void release(gopt_sim_scratch *s, int32_t u, int32_t udev, int32_t
 static void link_push(gopt_sim_scratch *s, int32_t l, int32_t x);
 
 static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
-    const gopt_frozen *f = s->sim->f;
-    const double *out_bytes = s->sim->out_slot_bytes;
-    const int32_t *in_ptr = f->in_ptr, *in_src = f->in_src, *out_ptr = f->out_ptr, *out_dst = f->out_dst;
+    const int32_t *in_src = s->sim->f->in_src;
+    const sim_oslot *oslot = s->sim->oslot;
+    const sim_nc *nc = s->nc;
     sim_nt *nt = s->nt;
     sim_tp *tp = s->tp;
     sim_th *th = s->th;
@@ -107,74 +132,110 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
     const sim_nc *x = &s->nc[c];
     int32_t k = x->mem_count;
     const int32_t *ml = x->mem_first >= 0 ? s->mem_list + x->mem_first : &c;
-    for (int32_t j = 0; j < k; j++) {
-        int32_t v = ml[j];
-        for (int32_t e = in_ptr[v]; e < in_ptr[v + 1]; e++) {
-            int32_t u = in_src[e];
-            sim_nt y = nt[u];
-            if (y.task == c || th[u].stamp_u == tag) continue;
-            th[u].stamp_u = tag;
-            release(s, u, y.dev, dv);
+    if (x->mem_first < 0) {
+        /* unfused: what each in-edge releases was written by its producer (xref) */
+        const int32_t *ins = in_src + x->in_first, *xr = s->xref + x->in_first;
+        for (int32_t i = 0, ni = x->in_count; i < ni; i++) {
+            int32_t r = xr[i];
+            if (r >= 0) {
+                sim_xfer *t = &s->xf[r];
+                if (--t->hold == 0) s->mem[dv] -= t->size;
+            } else if (r == SIM_XREF_LOCAL) {
+                int32_t u = ins[i];
+                if (--th[u].hold == 0) s->mem[dv] -= nc[u].osize;
+            }
+        }
+    } else {
+        for (int32_t j = 0; j < k; j++) {
+            int32_t v = ml[j];
+            const int32_t *ins = in_src + nc[v].in_first;
+            for (int32_t i = 0, ni = nc[v].in_count; i < ni; i++) {
+                int32_t u = ins[i];
+                sim_nt y = nt[u];
+                if (y.task == c || th[u].stamp_u == tag) continue;
+                th[u].stamp_u = tag;
+                release(s, u, y.dev, dv);
+            }
         }
     }
     for (int32_t j = 0; j < k; j++) {
         int32_t v = ml[j];
         if (!nt[v].ext) continue;
-        int32_t nlocal = 0, nx = 0;
-        for (int32_t e = out_ptr[v]; e < out_ptr[v + 1]; e++) {
-            sim_nt w = nt[out_dst[e]];
+        int32_t nlocal = 0, nx = 0, np = 0;
+        uint64_t dm = 0; /* receiving devices */
+        const sim_oslot *os = oslot + nc[v].out_first;
+        for (int32_t i = 0, no = nc[v].out_count; i < no; i++) {
+            sim_nt w = nt[os[i].dst];
             int32_t c2 = w.task;
             if (c2 == c) continue;
             int32_t D = w.dev;
             if (D == dv) {
                 sim_tp *t2 = &tp[c2];
-                if (t2->stamp_c == v) continue;
+                if (t2->stamp_c == v) {
+                    s->xref[os[i].islot] = SIM_XREF_SKIP;
+                    continue;
+                }
                 t2->stamp_c = v;
+                s->xref[os[i].islot] = SIM_XREF_LOCAL;
                 nlocal++;
                 if (--t2->pending == 0) {
-                    dev_push(s, dv, c2);
+                    sim_dev_push(s, dv, c2);
                     sim_mark_dirty(s, dv);
                 }
             } else {
-                double b = out_bytes[e];
+                double b = os[i].bytes;
                 if (s->dstamp[D] != v) {
                     s->dstamp[D] = v;
                     s->dbytes[D] = b;
-                    s->dlist[nx++] = D;
+                    s->dcnt[D] = 0;
+                    dm |= 1ull << D;
+                    nx++;
                 } else if (b > s->dbytes[D]) {
                     s->dbytes[D] = b;
                 }
+                /* the consumer tasks on D, each once: the arrival walks this list */
+                sim_tp *t2 = &tp[c2];
+                if (t2->stamp_c == v) {
+                    s->xref[os[i].islot] = SIM_XREF_SKIP;
+                    continue;
+                }
+                t2->stamp_c = v;
+                s->dcnt[D]++;
+                s->cpair[np++] = (sim_pair){c2, D, os[i].islot};
             }
         }
         if (nx) {
+            /* one record per receiving device, by increasing device */
             th[v].xf_first = s->nxf;
+            th[v].xf_mask = (uint32_t)dm; /* used when ndev <= 32 */
             nt[v].nxf = (uint8_t)(nx < 255 ? nx : 255);
-            uint32_t mask = 0;
-            for (int32_t i = 1; i < nx; i++) { /* records by increasing receiving device */
-                int32_t D = s->dlist[i], q = i;
-                while (q > 0 && s->dlist[q - 1] > D) {
-                    s->dlist[q] = s->dlist[q - 1];
-                    q--;
-                }
-                s->dlist[q] = D;
-            }
-            for (int32_t i = 0; i < nx && nd <= 32; i++) mask |= 1u << s->dlist[i];
-            th[v].xf_mask = mask;
-        }
-        for (int32_t i = 0; i < nx; i++) {
-            int32_t D = s->dlist[i];
-            int32_t r = s->nxf++;
-            sim_xfer *t = &s->xf[r];
-            t->node = v;
-            t->src = dv;
-            t->dst = D;
-            t->hold = 0;
-            t->bytes = s->dbytes[D];
-            t->size = (int64_t)ceil(t->bytes);
-            t->start = t->end = -1;
-            int32_t l = dv * nd + D;
-            link_push(s, l, r);
-            sim_mark_dirty(s, nd + l);
+            int32_t first = s->ncons, xf_first = s->nxf;
+            uint64_t dm0 = dm;
+            for (int32_t i = 0; i < np; i++) /* the record each remote consumer edge will release */
+                s->xref[s->cpair[i].islot] = xf_first + __builtin_popcountll(dm0 & ((1ull << s->cpair[i].dev) - 1u));
+            do {
+                int32_t D = __builtin_ctzll(dm);
+                dm &= dm - 1;
+                int32_t r = s->nxf++;
+                sim_xfer *t = &s->xf[r];
+                t->node = v;
+                t->src = dv;
+                t->dst = D;
+                t->hold = s->dcnt[D];
+                t->cons_first = s->ncons;
+                s->dpos[D] = s->ncons;
+                s->ncons += s->dcnt[D];
+                t->bytes = s->dbytes[D];
+                t->size = (int64_t)ceil(t->bytes);
+                t->start = t->end = -1;
+                int32_t l = dv * nd + D;
+                link_push(s, l, r);
+                sim_mark_dirty(s, nd + l);
+            } while (dm);
+            if (nx == 1)
+                for (int32_t i = 0; i < np; i++) s->cons[first + i] = s->cpair[i].task;
+            else
+                for (int32_t i = 0; i < np; i++) s->cons[s->dpos[s->cpair[i].dev]++] = s->cpair[i].task;
         }
         th[v].hold = nlocal + nx;
         if (nlocal + nx == 0) s->mem[dv] -= s->nc[v].osize;
@@ -182,46 +243,26 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
     s->tasks_done++;
 }
 
-const sim_resource_ops sim_device_ops = {"device", dev_push, dev_next, dev_start, dev_finish};
 
 /* ---- link FIFO ----------------------------------------------------------------- */
 static void link_push(gopt_sim_scratch *s, int32_t l, int32_t x) {
-    sim_link_slot *h = s->lq + s->lq_off[l];
-    sim_link_slot it = {((uint64_t)s->instant << 32) | (uint32_t)s->sim->f->rank[s->xf[x].node], x, 0};
-    int32_t i = s->lq_len[l]++;
-    while (i > 0) {
-        int32_t p = (i - 1) >> 1;
-        if (h[p].key <= it.key) break;
-        h[i] = h[p];
-        i = p;
+    sim_link_slot *q = s->lq;
+    sim_link_slot it = {((uint64_t)s->instant << 32) | (uint32_t)s->nc[s->xf[x].node].rank, x, 0};
+    int32_t i = s->lq_tail[l]++, head = s->lq_head[l];
+    /* the queue is sorted; only items queued at this same instant can follow the new one */
+    while (i > head && q[i - 1].key > it.key) {
+        q[i] = q[i - 1];
+        i--;
     }
-    h[i] = it;
+    q[i] = it;
 }
-
-static void link_push_op(gopt_sim_scratch *s, int32_t r, int32_t x) { link_push(s, r - s->ndev, x); }
 
 static int32_t link_next(gopt_sim_scratch *s, int32_t r) {
     int32_t l = r - s->ndev;
-    int32_t len = s->lq_len[l];
-    if (len == 0) return -1;
-    sim_link_slot *h = s->lq + s->lq_off[l];
-    int32_t top = h[0].rec;
-    sim_link_slot last = h[--len];
-    s->lq_len[l] = len;
-    int32_t i = 0, c;
-    while ((c = 2 * i + 1) < len) {
-        c += (c + 1 < len) & (h[c + 1].key < h[c].key);
-        h[i] = h[c];
-        i = c;
-    }
-    while (i > 0) {
-        int32_t p = (i - 1) >> 1;
-        if (h[p].key <= last.key) break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = last;
-    return top;
+    int32_t h = s->lq_head[l];
+    if (h == s->lq_tail[l]) return -1;
+    s->lq_head[l] = h + 1;
+    return s->lq[h].rec;
 }
 
 static double link_start(gopt_sim_scratch *s, int32_t r, int32_t x) {
@@ -239,26 +280,163 @@ static double link_start(gopt_sim_scratch *s, int32_t r, int32_t x) {
 }
 
 static void link_finish(gopt_sim_scratch *s, int32_t r, int32_t x) {
-    const gopt_frozen *f = s->sim->f;
-    sim_xfer *t = &s->xf[x];
+    const sim_xfer *t = &s->xf[x];
     int32_t u = t->node, D = t->dst;
-    sim_nt *nt = s->nt;
     sim_tp *tp = s->tp;
     if (--s->th[u].hold == 0) s->mem[t->src] -= s->nc[u].osize; /* the sender's copy */
-    int32_t nc = 0;
-    for (int32_t e = f->out_ptr[u]; e < f->out_ptr[u + 1]; e++) {
-        sim_nt w = nt[f->out_dst[e]];
-        if (w.dev != D) continue;
-        sim_tp *t2 = &tp[w.task];
-        if (t2->stamp_c == u) continue;
-        t2->stamp_c = u;
-        nc++;
-        if (--t2->pending == 0) {
-            dev_push(s, D, w.task);
+    const int32_t *cl = s->cons + t->cons_first;
+    for (int32_t i = 0; i < t->hold; i++) {
+        int32_t c2 = cl[i];
+        if (--tp[c2].pending == 0) {
+            sim_dev_push(s, D, c2);
             sim_mark_dirty(s, D);
         }
     }
-    t->hold = nc;
 }
 
-const sim_resource_ops sim_link_fifo_ops = {"link-fifo", link_push_op, link_next, link_start, link_finish};
+
+/* ---- event heap and loop ------------------------------------------------------------- */
+static inline void ev_push(gopt_sim_scratch *s, sim_event e) {
+    sim_event *h = s->ev;
+    int32_t i = s->nev++;
+    while (i > 0) {
+        int32_t p = (i - 1) >> 1;
+        if (!(e < h[p])) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = e;
+}
+
+/* Bottom-up removal (see dev_next). */
+static inline sim_event ev_pop(gopt_sim_scratch *s) {
+    sim_event *h = s->ev;
+    sim_event top = h[0], last = h[--s->nev];
+    int32_t i = 0, c, len = s->nev;
+    while ((c = 2 * i + 1) < len) {
+        c += (c + 1 < len) & (h[c + 1] < h[c]);
+        h[i] = h[c];
+        i = c;
+    }
+    while (i > 0) {
+        int32_t p = (i - 1) >> 1;
+        if (!(last < h[p])) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = last;
+    return top;
+}
+
+/* Replace the root by e: walk the hole down along the smaller children, then sift e up. */
+static inline void ev_replace_top(gopt_sim_scratch *s, sim_event e) {
+    sim_event *h = s->ev;
+    int32_t i = 0, c, len = s->nev;
+    while ((c = 2 * i + 1) < len) {
+        c += (c + 1 < len) & (h[c + 1] < h[c]);
+        h[i] = h[c];
+        i = c;
+    }
+    while (i > 0) {
+        int32_t p = (i - 1) >> 1;
+        if (!(e < h[p])) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = e;
+}
+
+/* Offer every marked resource its next item (allocations happen here only). When root >= 0,
+ * that resource's finished event is still the heap's root: its next event replaces it (one
+ * sift instead of a removal and an insertion), or it is removed. New events come after the
+ * root (later time or later sequence), so the heap stays valid meanwhile. */
+static inline void dispatch(gopt_sim_scratch *s, int32_t root) {
+    int32_t nd = s->ndev;
+    for (int32_t i = 0; i < s->ndirty; i++) {
+        int32_t r = s->dirty_list[i];
+        s->dirty[r] = 0;
+        if (s->busy[r]) continue;
+        int32_t it;
+        double dt;
+        if (r < nd) {
+            if ((it = dev_next(s, r)) < 0) continue;
+            dt = dev_start(s, r, it);
+        } else {
+            if ((it = link_next(s, r)) < 0) continue;
+            dt = link_start(s, r, it);
+        }
+        s->busy[r] = 1;
+        s->item[r] = it;
+        double t = s->now + dt;
+        uint64_t tb;
+        memcpy(&tb, &t, sizeof tb);
+        sim_event e = ((sim_u128)tb << 64) | ((uint64_t)s->seq++ << 32) | (uint32_t)r;
+        if (r == root) {
+            ev_replace_top(s, e);
+            root = -1;
+        } else {
+            ev_push(s, e);
+        }
+    }
+    s->ndirty = 0;
+    if (root >= 0) ev_pop(s);
+}
+
+/* Prefetch what the next event (the heap's root) will read through its edge slots: the
+ * state of an ending task's neighbours, or the consumers of an arriving copy. Its slots were
+ * prefetched when it started; this overlaps the next level of misses with this event. */
+static inline void prefetch_next(const gopt_sim_scratch *s) {
+    if (s->nev == 0) return;
+    int32_t r = (int32_t)(uint32_t)s->ev[0], it = s->item[r];
+    if (r < s->ndev) {
+        const sim_nc *x = &s->nc[it];
+        if (x->mem_first >= 0) return;
+        const sim_oslot *os = s->sim->oslot + x->out_first;
+        for (int32_t i = 0, no = x->out_count < 16 ? x->out_count : 16; i < no; i++) __builtin_prefetch(&s->nt[os[i].dst]);
+        const int32_t *ins = s->sim->f->in_src + x->in_first, *xr = s->xref + x->in_first;
+        for (int32_t i = 0, ni = x->in_count < 16 ? x->in_count : 16; i < ni; i++) {
+            if (xr[i] >= 0) __builtin_prefetch(&s->xf[xr[i]]);
+            else if (xr[i] == SIM_XREF_LOCAL) __builtin_prefetch(&s->th[ins[i]]);
+        }
+    } else {
+        const sim_xfer *t = &s->xf[it];
+        __builtin_prefetch(&s->th[t->node]);
+        const int32_t *cl = s->cons + t->cons_first;
+        for (int32_t i = 0, nc = t->hold < 16 ? t->hold : 16; i < nc; i++) __builtin_prefetch(&s->tp[cl[i]]);
+    }
+}
+
+/* Run until no event is left: at each instant, handle every event of that instant (releases,
+ * readiness, queued transfers: effects that commute), then dispatch. */
+void sim_event_loop(gopt_sim_scratch *s) {
+    int32_t nd = s->ndev;
+    dispatch(s, -1);
+    while (s->nev > 0) {
+        sim_event *h = s->ev;
+        uint64_t tb = (uint64_t)(h[0] >> 64);
+        double t;
+        memcpy(&t, &tb, sizeof t);
+        if (t != s->now) s->instant++;
+        s->now = t;
+        /* the usual case: the root is the only event of this instant (its children come later) */
+        if ((s->nev < 2 || (uint64_t)(h[1] >> 64) != tb) && (s->nev < 3 || (uint64_t)(h[2] >> 64) != tb)) {
+            int32_t r = (int32_t)(uint32_t)h[0];
+            s->busy[r] = 0;
+            sim_mark_dirty(s, r);
+            if (r < nd) dev_finish(s, r, s->item[r]);
+            else link_finish(s, r, s->item[r]);
+            dispatch(s, r);
+            prefetch_next(s);
+            continue;
+        }
+        while (s->nev > 0 && (uint64_t)(s->ev[0] >> 64) == tb) {
+            int32_t r = (int32_t)(uint32_t)ev_pop(s);
+            s->busy[r] = 0;
+            sim_mark_dirty(s, r);
+            if (r < nd) dev_finish(s, r, s->item[r]);
+            else link_finish(s, r, s->item[r]);
+        }
+        dispatch(s, -1);
+        prefetch_next(s);
+    }
+}

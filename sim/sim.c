@@ -9,7 +9,8 @@
  * every resource touched is offered its next item. Only frees happen while
  * events are handled and only allocations while starting items, so the peak
  * memory does not depend on the order of same-instant events. The event heap
- * holds at most one event per resource (ndev + ndev^2 entries).
+ * holds at most one event per resource (ndev + ndev^2 entries); the loop is
+ * in resources.c.
  *
  * Invariants: no allocation after gopt_sim_scratch_create; every array of the
  * scratch that a run reads before writing is reset by prepare().
@@ -43,10 +44,10 @@ gopt_status gopt_sim_create(const gopt_graph *g, const gopt_costmodel *cm, gopt_
     sim->osize = gopt_malloc((n ? n : 1) * sizeof(int64_t), err);
     sim->psize = gopt_malloc((n ? n : 1) * sizeof(int64_t), err);
     size_t m = (size_t)f->m;
-    sim->out_slot_bytes = gopt_malloc((m ? m : 1) * sizeof(double), err);
+    sim->oslot = gopt_calloc(m ? m : 1, sizeof *sim->oslot, err);
     sim->in_slot_bytes = gopt_malloc((m ? m : 1) * sizeof(double), err);
     sim->nin = gopt_malloc((n ? n : 1) * sizeof(int32_t), err);
-    if (!sim->osize || !sim->psize || !sim->out_slot_bytes || !sim->in_slot_bytes || !sim->nin) {
+    if (!sim->osize || !sim->psize || !sim->oslot || !sim->in_slot_bytes || !sim->nin) {
         gopt_sim_free(sim);
         return GOPT_ENOMEM;
     }
@@ -71,10 +72,19 @@ gopt_status gopt_sim_create(const gopt_graph *g, const gopt_costmodel *cm, gopt_
         sim->nin[v] = c;
     }
     free(last);
+    int32_t *islot = gopt_malloc((m ? m : 1) * sizeof(int32_t), err); /* edge id -> in-edge slot */
+    if (!islot) {
+        gopt_sim_free(sim);
+        return GOPT_ENOMEM;
+    }
+    for (size_t k = 0; k < m; k++) islot[f->in_eid[k]] = (int32_t)k;
     for (size_t k = 0; k < m; k++) {
-        sim->out_slot_bytes[k] = f->edge_bytes[f->out_eid[k]];
+        sim->oslot[k].bytes = f->edge_bytes[f->out_eid[k]];
+        sim->oslot[k].dst = f->out_dst[k];
+        sim->oslot[k].islot = islot[f->out_eid[k]];
         sim->in_slot_bytes[k] = f->edge_bytes[f->in_eid[k]];
     }
+    free(islot);
     for (int d = 0; d < nd; d++) sim->capacity[d] = gopt_cost_device_memory(cm, d);
     for (int a = 0; a < nd; a++)
         for (int b = 0; b < nd; b++) {
@@ -92,7 +102,7 @@ void gopt_sim_free(gopt_sim *sim) {
     gopt_cost_table_destroy(&sim->table);
     free(sim->osize);
     free(sim->psize);
-    free(sim->out_slot_bytes);
+    free(sim->oslot);
     free(sim->in_slot_bytes);
     free(sim->nin);
     free(sim);
@@ -110,15 +120,18 @@ void gopt_sim_scratch_free(gopt_sim_scratch *s) {
     free(s->nc);
     free(s->grp_rep);
     free(s->mem_list);
-    free(s->start);
     free(s->rq);
     free(s->rq_off);
     free(s->rq_len);
     free(s->lq);
-    free(s->lq_off);
-    free(s->lq_len);
+    free(s->lq_head);
+    free(s->lq_tail);
     free(s->xf);
+    free(s->cons);
+    free(s->cpair);
+    free(s->xref);
     free(s->ev);
+    free(s->item);
     free(s->busy);
     free(s->dirty);
     free(s->dirty_list);
@@ -140,18 +153,23 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
     ALLOC(nt, n);
     ALLOC(tp, n);
     ALLOC(th, n);
-    ALLOC(nc, n);
+    s->nc = aligned_alloc(64, n * sizeof *s->nc); /* one node per cache line */
+    if (s->nc) memset(s->nc, 0, n * sizeof *s->nc);
+    else ok = 0, gopt_error_set(err, GOPT_ENOMEM, "sim: out of memory (%zu bytes)", n * sizeof *s->nc);
     ALLOC(grp_rep, n);
     ALLOC(mem_list, n);
-    ALLOC(start, n);
     ALLOC(rq, n);
     ALLOC(rq_off, nd);
     ALLOC(rq_len, nd);
     ALLOC(lq, n * (nd > 1 ? nd - 1 : 1));
-    ALLOC(lq_off, nd * nd);
-    ALLOC(lq_len, nd * nd);
+    ALLOC(lq_head, nd * nd);
+    ALLOC(lq_tail, nd * nd);
     ALLOC(xf, m);
+    ALLOC(cons, m);
+    ALLOC(cpair, m);
+    ALLOC(xref, m);
     ALLOC(ev, nr);
+    ALLOC(item, nr);
     ALLOC(busy, nr);
     ALLOC(dirty, nr);
     ALLOC(dirty_list, nr);
@@ -160,11 +178,18 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
         gopt_sim_scratch_free(s);
         return GOPT_ENOMEM;
     }
+    const gopt_frozen *f = sim->f;
     for (int32_t v = 0; v < s->n; v++) {
-        s->start[v] = -1;
+        sim_nc *x = &s->nc[v];
+        x->in_first = f->in_ptr[v];
+        x->in_count = f->in_ptr[v + 1] - f->in_ptr[v];
+        x->out_first = f->out_ptr[v];
+        x->out_count = f->out_ptr[v + 1] - f->out_ptr[v];
+        x->rank = f->rank[v];
+        x->start = -1;
+        x->osize = sim->osize[v];
         s->grp_rep[v] = -1;
         s->nt[v].task = v;
-        s->nc[v].osize = sim->osize[v];
     }
     *out = s;
     return GOPT_OK;
@@ -207,15 +232,14 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
         if (gv < -1 || gv >= n)
             return bad_node(sim, s, err, v, "sim: node '%s': fusion group %d is not in %d..%d", v, gv, -1, n - 1);
         nt[v] = (sim_nt){v, (int16_t)dv, 1, 0};
-        tp[v] = (sim_tp){sim->nin[v], -1};
+        uint32_t up = (uint32_t)d->priority[v] ^ 0x80000000u;
+        tp[v] = (sim_tp){sim->nin[v], -1, ((uint64_t)(~up) << 32) | (uint32_t)rank[v]};
         th[v].stamp_u = -1;
-        s->start[v] = -1;
+        s->nc[v].start = -1;
         sim_nc *x = &nc[v];
         x->mem_first = -1;
         x->mem_count = 1;
         x->dur = time[(size_t)v * (size_t)nd + (size_t)dv];
-        uint32_t up = (uint32_t)d->priority[v] ^ 0x80000000u;
-        x->key = ((uint64_t)(~up) << 32) | (uint32_t)rank[v];
         s->mem[dv] += sim->psize[v];
         ncount[dv]++;
         if (gv >= 0) {
@@ -294,7 +318,7 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
             tp[c].pending = pending;
             nc[c].dur = gopt_cost_group_time(tab, dc, ml, k, ext_bytes);
             uint32_t up = (uint32_t)prio ^ 0x80000000u;
-            nc[c].key = ((uint64_t)(~up) << 32) | (uint32_t)rank[c];
+            tp[c].key = ((uint64_t)(~up) << 32) | (uint32_t)rank[c];
         }
         /* stamp_u now holds task ids (>= 0) on some producers: harmless, the run's tags are < 0 */
     }
@@ -314,89 +338,26 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
     }
     off = 0;
     for (int32_t l = 0; l < nd * nd; l++) {
-        s->lq_off[l] = off;
+        s->lq_head[l] = s->lq_tail[l] = off;
         if (l / nd != l % nd) off += ncount[l / nd];
-        s->lq_len[l] = 0;
     }
     for (int32_t r = 0; r < s->nres; r++) s->busy[r] = s->dirty[r] = 0;
     s->ndirty = 0;
     s->nev = 0;
     s->seq = 0;
     s->nxf = 0;
+    s->ncons = 0;
     s->total_bytes = 0;
     s->now = 0;
     s->instant = 0;
     s->tasks_done = 0;
     for (int32_t c = 0; c < n; c++) {
         if (nt[c].task == c && tp[c].pending == 0) {
-            sim_device_ops.push(s, nt[c].dev, c);
+            sim_dev_push(s, nt[c].dev, c);
             sim_mark_dirty(s, nt[c].dev);
         }
     }
     return GOPT_OK;
-}
-
-/* ---- event heap ------------------------------------------------------------------------ */
-static inline int ev_less(const sim_event *a, const sim_event *b) { return a->key < b->key; }
-
-static inline uint64_t time_bits(double t) {
-    uint64_t b;
-    memcpy(&b, &t, sizeof b);
-    return b;
-}
-
-static inline double ev_time(const sim_event *e) {
-    uint64_t b = (uint64_t)(e->key >> 64);
-    double t;
-    memcpy(&t, &b, sizeof t);
-    return t;
-}
-
-static void ev_push(gopt_sim_scratch *s, double t, int32_t r, int32_t item) {
-    sim_event e = {((sim_u128)time_bits(t) << 64) | s->seq++, r, item};
-    int32_t i = s->nev++;
-    while (i > 0) {
-        int32_t p = (i - 1) >> 1;
-        if (!ev_less(&e, &s->ev[p])) break;
-        s->ev[i] = s->ev[p];
-        i = p;
-    }
-    s->ev[i] = e;
-}
-
-/* Bottom-up removal (see dev_next in resources.c). */
-static sim_event ev_pop(gopt_sim_scratch *s) {
-    sim_event *h = s->ev;
-    sim_event top = h[0], last = h[--s->nev];
-    int32_t i = 0, c, len = s->nev;
-    while ((c = 2 * i + 1) < len) {
-        c += (c + 1 < len) & ev_less(&h[c + 1], &h[c]);
-        h[i] = h[c];
-        i = c;
-    }
-    while (i > 0) {
-        int32_t p = (i - 1) >> 1;
-        if (!ev_less(&last, &h[p])) break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = last;
-    return top;
-}
-
-static void dispatch(gopt_sim_scratch *s) {
-    for (int32_t i = 0; i < s->ndirty; i++) {
-        int32_t r = s->dirty_list[i];
-        s->dirty[r] = 0;
-        if (s->busy[r]) continue;
-        const sim_resource_ops *ops = sim_ops_of(s, r);
-        int32_t item = ops->next(s, r);
-        if (item < 0) continue;
-        s->busy[r] = 1;
-        double dt = ops->start(s, r, item);
-        ev_push(s, s->now + dt, r, item);
-    }
-    s->ndirty = 0;
 }
 
 gopt_status gopt_sim_run(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_result *res, gopt_sim_scratch *s,
@@ -409,26 +370,13 @@ gopt_status gopt_sim_run(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_
         s->nxf = 0;
         return st;
     }
-    dispatch(s);
-    while (s->nev > 0) {
-        double t = ev_time(&s->ev[0]);
-        uint64_t tb = (uint64_t)(s->ev[0].key >> 64);
-        if (t != s->now) s->instant++;
-        s->now = t;
-        while (s->nev > 0 && (uint64_t)(s->ev[0].key >> 64) == tb) {
-            sim_event e = ev_pop(s);
-            s->busy[e.res] = 0;
-            sim_mark_dirty(s, e.res);
-            sim_ops_of(s, e.res)->finish(s, e.res, e.item);
-        }
-        dispatch(s);
-    }
+    sim_event_loop(s);
     if (s->tasks_done != s->ntasks) {
         const gopt_frozen *f = sim->f;
         int32_t stuck = -1;
         for (int32_t i = 0; i < f->n && stuck < 0; i++) {
             int32_t v = f->topo[i];
-            if (s->nt[v].task == v && s->start[v] < 0) stuck = v;
+            if (s->nt[v].task == v && s->nc[v].start < 0) stuck = v;
         }
         return gopt_error_set(err, GOPT_EINVAL,
                               "sim: deadlock: %d of %d kernels never became ready (first: node '%s'); a fusion group "
@@ -459,11 +407,11 @@ gopt_status gopt_sim_run(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_
 }
 
 /* ---- the last run's timeline ---------------------------------------------------------------- */
-double gopt_sim_node_start(const gopt_sim_scratch *s, int32_t v) { return s->start[s->nt[v].task]; }
+double gopt_sim_node_start(const gopt_sim_scratch *s, int32_t v) { return s->nc[s->nt[v].task].start; }
 
 double gopt_sim_node_end(const gopt_sim_scratch *s, int32_t v) {
     int32_t c = s->nt[v].task;
-    return s->start[c] < 0 ? -1 : s->start[c] + s->nc[c].dur;
+    return s->nc[c].start < 0 ? -1 : s->nc[c].start + s->nc[c].dur;
 }
 
 int32_t gopt_sim_num_transfers(const gopt_sim_scratch *s) { return s->nxf; }

@@ -1,10 +1,17 @@
 /* sim_internal.h: the simulator's state, shared by the files of sim/ only.
  *
  * Resources are numbered 0..ndev-1 (devices) and ndev + src*ndev + dst
- * (links). Each kind of resource plugs into the event loop through a
- * sim_resource_ops table: push an item into its queue, take the next item
- * to run, start it (returns its duration), finish it. The loop itself knows
- * nothing of devices or links.
+ * (links). Each kind of resource has four operations in resources.c: push
+ * an item into its queue, take the next item to run, start it (returns its
+ * duration), finish it; the event loop (also there, so that they inline)
+ * calls the device's or the link's by the resource number.
+ *
+ * Layout: the per-node state of a run is split by what reads it. Arrays read
+ * through a neighbour's edges (nt, tp, th) stay small (8-16 bytes); what only
+ * the node's own start and end read is one 64-byte line per node (nc), which
+ * also holds the node's adjacency offsets, so ending a task reads its edge
+ * slots and its neighbours' state and little else. Both are prefetched ahead
+ * of use (resources.c).
  *
  * Items: a device runs tasks, named by their representative node (the
  * member first in topological order); a link runs transfer records.
@@ -13,6 +20,14 @@
 #define GOPT_SIM_INTERNAL_H
 
 #include "gopt_sim.h"
+
+/* An out-edge slot as the hot loop reads it: the consumer, the bytes it reads, and the
+ * edge's slot among the consumer's in-edges. */
+typedef struct {
+    double bytes;
+    int32_t dst;
+    int32_t islot;
+} sim_oslot;
 
 struct gopt_sim {
     const gopt_graph *g;
@@ -23,7 +38,7 @@ struct gopt_sim {
     int64_t *osize;        /* (n) bytes an output occupies on its own device: ceil(out_bytes), 0 for params */
     int64_t *psize;        /* (n) ceil(param_bytes) */
     int32_t *nin;          /* (n) distinct producers of each node (multi-edges count once) */
-    double *out_slot_bytes; /* (m) edge bytes by out-edge slot (CSR order: read sequentially) */
+    sim_oslot *oslot;       /* (m) consumer and edge bytes by out-edge slot (CSR order: read sequentially) */
     double *in_slot_bytes;  /* (m) edge bytes by in-edge slot */
     double capacity[GOPT_SIM_MAX_DEVICES];
     /* links without a measured copy table: latency + bytes / bandwidth, with the parameters the
@@ -35,13 +50,11 @@ struct gopt_sim {
 
 __extension__ typedef unsigned __int128 sim_u128;
 
-/* An event: key = (bits of its time << 64) | sequence number. Times are
- * finite and >= 0, whose IEEE bits order like the numbers, so one integer
- * comparison orders events by (time, sequence). */
-typedef struct {
-    sim_u128 key;
-    int32_t res, item;
-} sim_event;
+/* An event: (bits of its time << 64) | (sequence number << 32) | resource.
+ * Times are finite and >= 0, whose IEEE bits order like the numbers, and
+ * sequence numbers are unique, so one integer comparison orders events by
+ * (time, sequence). The item the resource runs is in scratch->item. */
+typedef sim_u128 sim_event;
 
 typedef struct {
     uint64_t key; /* instant it was queued (a counter of distinct event times) << 32 | producer's rank */
@@ -51,7 +64,9 @@ typedef struct {
 
 typedef struct {
     int32_t node, src, dst;
-    int32_t hold; /* consumers on dst still to finish (after arrival) */
+    int32_t hold;       /* consumer tasks on dst still to finish (after arrival) */
+    int32_t cons_first; /* those tasks: cons[cons_first .. + the count at creation) */
+    int32_t spare;
     double bytes;
     int64_t size;
     double start, end;
@@ -62,6 +77,20 @@ typedef struct {
  * on a task's representative, (tensor) ones on a node whose output leaves its
  * task. */
 typedef struct {
+    int32_t task, dev, islot;
+} sim_pair;
+
+/* xref values besides a transfer record index */
+#define SIM_XREF_SKIP (-1)  /* the producer was already counted through another in-edge */
+#define SIM_XREF_LOCAL (-2) /* the producer is on the consumer's device */
+
+/* A ready task: key (~priority << 32 | rank; smallest first) and the task. */
+typedef struct {
+    uint64_t key;
+    int32_t c, spare;
+} sim_rq_item;
+
+typedef struct {
     int32_t task; /* representative node of the node's task */
     int16_t dev;
     uint8_t ext;  /* (tensor) the output leaves the task: allocated, maybe sent */
@@ -70,6 +99,8 @@ typedef struct {
 typedef struct {
     int32_t pending; /* (task) external input tensors not yet present on its device */
     int32_t stamp_c; /* (task) the last tensor that counted this task (deduplication) */
+    uint64_t key;    /* (task) ready key: ~priority << 32 | rank; smallest runs first (read when
+                      * pending reaches 0: same cache line) */
 } sim_tp;
 typedef struct {
     int32_t stamp_u;  /* (tensor) the last task that counted this tensor */
@@ -77,14 +108,20 @@ typedef struct {
     int32_t xf_first; /* (tensor) its first transfer record; the others follow, by receiving device */
     uint32_t xf_mask; /* (tensor) receiving devices (when ndev <= 32): record = xf_first + popcount below */
 } sim_th;
+/* One cache line per node (the array is 64-byte aligned): what starting and
+ * finishing its task read. The first five fields are constant (written when
+ * the scratch is made); the others are (task) fields of a run. */
 typedef struct {
-    int32_t spare0;
+    int32_t in_first, in_count;   /* constant: in-edge slots of the node (CSR) */
+    int32_t out_first, out_count; /* constant: out-edge slots */
+    int32_t rank;                 /* constant: topological rank */
     int32_t mem_first; /* (task) members at mem_list[mem_first..] when fused, -1 when alone */
     int32_t mem_count; /* (task) members */
     int32_t spare;
-    double dur;   /* (task) kernel time */
-    uint64_t key; /* (task) ready key: ~priority << 32 | rank; smallest runs first */
+    double dur;    /* (task) kernel time */
+    double start;  /* (task) start time, -1 when it did not run */
     int64_t osize; /* constant: sim->osize */
+    int64_t spare2;
 } sim_nc;
 
 struct gopt_sim_scratch {
@@ -97,18 +134,23 @@ struct gopt_sim_scratch {
     sim_nc *nc;        /* (n) cold: once per task */
     int32_t *grp_rep;  /* (n) representative of fusion group g, -1 (kept -1 between runs) */
     int32_t *mem_list; /* (n) members of fused tasks, each task's in topological order */
-    double *start;     /* (n) start time per task, -1 when it did not run */
-    /* device ready heaps: pool of n keys carved by device */
-    uint64_t *rq;
+    /* device ready heaps: pool of n (key, task) items carved by device */
+    sim_rq_item *rq;
     int32_t *rq_off, *rq_len; /* (ndev) */
     /* link queues: pool of n*(ndev-1) slots carved by link (a link from s carries at most one
-     * transfer per node on s) */
+     * transfer per node on s); link l's queue is lq[lq_head[l] .. lq_tail[l]), sorted by key */
     sim_link_slot *lq;
-    int32_t *lq_off, *lq_len; /* (ndev*ndev) */
+    int32_t *lq_head, *lq_tail; /* (ndev*ndev) */
     sim_xfer *xf;             /* (m) transfer records of the run */
     int32_t nxf;
+    int32_t *cons;            /* (m) consumer tasks of each transfer, by record */
+    int32_t ncons;
+    sim_pair *cpair;          /* (m) one finishing tensor's remote consumer tasks, in edge order */
+    int32_t *xref;            /* (m) by in-edge slot, written when the producer ends: what an unfused
+                               * consumer releases when it ends (a record, SIM_XREF_LOCAL or _SKIP) */
     /* event heap and dispatch */
     sim_event *ev; /* (nres) at most one running item per resource */
+    int32_t *item; /* (nres) the item each busy resource runs */
     int32_t nev;
     uint64_t seq;
     uint8_t *busy, *dirty; /* (nres) */
@@ -117,7 +159,7 @@ struct gopt_sim_scratch {
     /* small per-run arrays */
     int32_t dstamp[GOPT_SIM_MAX_DEVICES];
     double dbytes[GOPT_SIM_MAX_DEVICES];
-    int32_t dlist[GOPT_SIM_MAX_DEVICES];
+    int32_t dcnt[GOPT_SIM_MAX_DEVICES], dpos[GOPT_SIM_MAX_DEVICES];
     int64_t mem[GOPT_SIM_MAX_DEVICES];
     int64_t peak[GOPT_SIM_MAX_DEVICES];
     double busy_s[GOPT_SIM_MAX_DEVICES];
@@ -128,21 +170,12 @@ struct gopt_sim_scratch {
     int32_t ntasks, tasks_done;
 };
 
-typedef struct {
-    const char *name;
-    void (*push)(gopt_sim_scratch *s, int32_t r, int32_t item);
-    int32_t (*next)(gopt_sim_scratch *s, int32_t r); /* -1 when its queue is empty */
-    double (*start)(gopt_sim_scratch *s, int32_t r, int32_t item); /* allocate, record; returns the duration */
-    void (*finish)(gopt_sim_scratch *s, int32_t r, int32_t item);  /* release, make successors ready */
-} sim_resource_ops;
+/* resources.c: the device ready queue and the event loop (devices run tasks, links transfers) */
+void sim_dev_push(gopt_sim_scratch *s, int32_t dv, int32_t c);
+void sim_event_loop(gopt_sim_scratch *s);
 
-extern const sim_resource_ops sim_device_ops; /* priority-ordered list scheduling */
-extern const sim_resource_ops sim_link_fifo_ops; /* one transfer at a time, first in first out */
-
-static inline const sim_resource_ops *sim_ops_of(const gopt_sim_scratch *s, int32_t r) {
-    return r < s->ndev ? &sim_device_ops : &sim_link_fifo_ops;
-}
-
+/* r may be able to start something: offer it its next item after this instant's events
+ * (in the order of the marks: it orders same-instant events, hence transfer records). */
 static inline void sim_mark_dirty(gopt_sim_scratch *s, int32_t r) {
     if (!s->dirty[r]) {
         s->dirty[r] = 1;

@@ -80,7 +80,7 @@ gopt_status gopt_sim_trace_json(const gopt_sim *sim, const gopt_decisions *d, co
         gopt_buf_printf(b,
                         ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.6f,\"dur\":%.6f,\"pid\":0,\"tid\":%d,\"args\":{\"priority\":%d,"
                         "\"members\":%d,\"alloc_bytes\":%lld}}",
-                        k > 1 ? "fused" : (cls ? cls : "op"), s->start[c] * 1e6, x->dur * 1e6, d->device[c],
+                        k > 1 ? "fused" : (cls ? cls : "op"), s->nc[c].start * 1e6, x->dur * 1e6, d->device[c],
                         prio, k, (long long)alloc);
     }
     for (int32_t i = 0; i < s->nxf; i++) {
