@@ -308,26 +308,6 @@ static inline void ev_push(gopt_sim_scratch *s, sim_event e) {
     h[i] = e;
 }
 
-/* Bottom-up removal (see dev_next). */
-static inline sim_event ev_pop(gopt_sim_scratch *s) {
-    sim_event *h = s->ev;
-    sim_event top = h[0], last = h[--s->nev];
-    int32_t i = 0, c, len = s->nev;
-    while ((c = 2 * i + 1) < len) {
-        c += (c + 1 < len) & (h[c + 1] < h[c]);
-        h[i] = h[c];
-        i = c;
-    }
-    while (i > 0) {
-        int32_t p = (i - 1) >> 1;
-        if (!(last < h[p])) break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = last;
-    return top;
-}
-
 /* Replace the root by e: walk the hole down along the smaller children, then sift e up. */
 static inline void ev_replace_top(gopt_sim_scratch *s, sim_event e) {
     sim_event *h = s->ev;
@@ -344,6 +324,13 @@ static inline void ev_replace_top(gopt_sim_scratch *s, sim_event e) {
         i = p;
     }
     h[i] = e;
+}
+
+/* Bottom-up removal (see dev_next): the last event replaces the root. */
+static inline sim_event ev_pop(gopt_sim_scratch *s) {
+    sim_event top = s->ev[0], last = s->ev[--s->nev];
+    if (s->nev) ev_replace_top(s, last);
+    return top;
 }
 
 /* Offer every marked resource its next item (allocations happen here only). When root >= 0,
