@@ -254,13 +254,7 @@ static int run(train_args *ta, const char *verb, const char *init) {
     FILE *mf = NULL;
     char *mpath = NULL;
     int rc = 0;
-    if (gopt_profile_load(ta->prof, &prof, &err)) return cli_report(&err);
-    if (ta->ndev > gopt_profile_num_devices(prof)) {
-        rc = cli_usage_error(verb, "--devices %ld: profile '%s' has %d devices", ta->ndev, gopt_profile_name(prof),
-                             gopt_profile_num_devices(prof));
-        goto out;
-    }
-    if (gopt_cost_create(prof, (int)ta->ndev, &cm, &err)) goto fail;
+    if ((rc = cli_open_cluster(verb, ta->prof, ta->ndev, &prof, &cm))) return rc;
     /* the policy: resumed (loaded below by the trainer), initialised from a
      * trained checkpoint, or fresh */
     if (init) {
