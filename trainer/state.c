@@ -2,8 +2,8 @@
  * (gopt_policy_save: parameters, Adam moments and step), and PATH.state, a
  * JSON record of everything else a resumed run needs to continue bit for bit:
  * the step, the RNG state, the graph schedule (pass order, cursor, current
- * selection), per-graph reference and best, the options, and the CRC-32 of
- * the policy payload it belongs to (FNV-1a 64).
+ * selection), per-graph reference and best, the options, and the FNV-1a 64
+ * hash of the policy file it belongs to.
  *
  * Commit order: policy -> PATH.next, state -> PATH.state (atomic), rename
  * PATH.next -> PATH. A kill before the state is renamed leaves the previous
@@ -27,7 +27,7 @@
 /* FNV-1a (64 bits) of a file's (gunzipped) content; *exists = 0 when there
  * is no file. Not CRC-32: the policy file ends in its own CRC-32, and the
  * CRC-32 of data followed by its CRC is the same constant for every file. */
-static gopt_status file_crc(const char *path, uint64_t *crc, int *exists, gopt_error *err) {
+static gopt_status file_fnv64(const char *path, uint64_t *hash, int *exists, gopt_error *err) {
     *exists = access(path, F_OK) == 0;
     if (!*exists) return GOPT_OK;
     char *buf = NULL;
@@ -36,7 +36,7 @@ static gopt_status file_crc(const char *path, uint64_t *crc, int *exists, gopt_e
     if (st) return st;
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)buf[i]) * 1099511628211ull;
-    *crc = h;
+    *hash = h;
     free(buf);
     return GOPT_OK;
 }
@@ -80,9 +80,9 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
     snprintf(next, pl + 8, "%s.next", path);
     snprintf(state, pl + 8, "%s.state", path);
     if ((st = gopt_policy_save(t->pol, next, err))) goto out;
-    uint64_t crc = 0;
+    uint64_t hash = 0;
     int exists = 0;
-    if ((st = file_crc(next, &crc, &exists, err))) goto out;
+    if ((st = file_fnv64(next, &hash, &exists, err))) goto out;
     j = json_object();
     json_object_set_new(j, "format", json_string(STATE_FORMAT));
     json_object_set_new(j, "version", json_integer(STATE_VERSION));
@@ -114,7 +114,7 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
     }
     json_object_set_new(j, "graphs", gs);
     char c[24];
-    snprintf(c, sizeof c, "%016llx", (unsigned long long)crc);
+    snprintf(c, sizeof c, "%016llx", (unsigned long long)hash);
     json_object_set_new(j, "policy_fnv64", json_string(c));
     text = json_dumps(j, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
     if (!text) {
@@ -210,18 +210,18 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
     if ((st = read_state(state, &j, err))) goto out;
     json_t *c = json_object_get(j, "policy_fnv64");
     uint64_t want = json_is_string(c) ? (uint64_t)strtoull(json_string_value(c), NULL, 16) : 0;
-    uint64_t crc = 0;
+    uint64_t hash = 0;
     int exists = 0;
-    if ((st = file_crc(next, &crc, &exists, err))) goto out;
-    if (exists && crc == want && rename(next, path) != 0) {
+    if ((st = file_fnv64(next, &hash, &exists, err))) goto out;
+    if (exists && hash == want && rename(next, path) != 0) {
         st = gopt_error_set(err, GOPT_EIO, "%s: cannot rename to %s: %s", next, path, strerror(errno));
         goto out;
     }
-    if ((st = file_crc(path, &crc, &exists, err))) goto out;
-    if (!exists || crc != want) {
+    if ((st = file_fnv64(path, &hash, &exists, err))) goto out;
+    if (!exists || hash != want) {
         st = gopt_error_set(err, GOPT_EFORMAT,
                             "%s: the policy file %s does not belong to this state (hash %016llx, want %016llx)", state,
-                            path, (unsigned long long)(exists ? crc : 0), (unsigned long long)want);
+                            path, (unsigned long long)(exists ? hash : 0), (unsigned long long)want);
         goto out;
     }
     if ((st = check_options(t, json_object_get(j, "options"), state, err))) goto out;
