@@ -244,6 +244,14 @@ static const char *tok_attr(const xml_tok *t, const char *name) {
     return NULL;
 }
 
+/* The "]]>" closing the CDATA section that starts at lt, or NULL after
+ * recording the error. */
+static char *cdata_end(xml_reader *r, char *lt, gopt_status *st) {
+    char *ce = strstr(lt + 9, "]]>");
+    if (!ce) *st = xml_fail(r, lt, "unterminated CDATA section", NULL, NULL);
+    return ce;
+}
+
 /* Read character data up to the end tag </name>; decode it in place, trim
  * surrounding whitespace; consume the end tag. */
 static gopt_status read_text(xml_reader *r, const char *name, const char *start_pos, char **out) {
@@ -256,8 +264,8 @@ static gopt_status read_text(xml_reader *r, const char *name, const char *start_
         if (st != GOPT_OK) return st;
         r->p = lt;
         if (strncmp(lt, "<![CDATA[", 9) == 0) {
-            char *ce = strstr(lt + 9, "]]>");
-            if (!ce) return xml_fail(r, lt, "unterminated CDATA section", NULL, NULL);
+            char *ce = cdata_end(r, lt, &st);
+            if (!ce) return st;
             size_t n = (size_t)(ce - (lt + 9));
             memmove(o, lt + 9, n);
             o += n;
@@ -291,8 +299,8 @@ static gopt_status skip_element(xml_reader *r, const xml_tok *open) {
         r->p = lt;
         gopt_status st = GOPT_OK;
         if (strncmp(lt, "<![CDATA[", 9) == 0) {
-            char *ce = strstr(lt + 9, "]]>");
-            if (!ce) return xml_fail(r, lt, "unterminated CDATA section", NULL, NULL);
+            char *ce = cdata_end(r, lt, &st);
+            if (!ce) return st;
             r->p = ce + 3;
             continue;
         }

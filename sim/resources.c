@@ -38,11 +38,8 @@
 #include "sim_internal.h"
 
 /* ---- device ready heap ------------------------------------------------------ */
-void sim_dev_push(gopt_sim_scratch *s, int32_t dv, int32_t c) {
-    sim_rq_item *h = s->rq + s->rq_off[dv];
-    sim_rq_item it = {s->tp[c].key, c, 0};
-    __builtin_prefetch(&s->nc[c]);
-    int32_t i = s->rq_len[dv]++;
+/* Put `it` in the hole at i and move it up past larger keys. */
+static inline void rq_sift_up(sim_rq_item *h, int32_t i, sim_rq_item it) {
     while (i > 0) {
         int32_t p = (i - 1) >> 1;
         if (h[p].key <= it.key) break;
@@ -50,6 +47,13 @@ void sim_dev_push(gopt_sim_scratch *s, int32_t dv, int32_t c) {
         i = p;
     }
     h[i] = it;
+}
+
+void sim_dev_push(gopt_sim_scratch *s, int32_t dv, int32_t c) {
+    sim_rq_item *h = s->rq + s->rq_off[dv];
+    sim_rq_item it = {s->tp[c].key, c, 0};
+    __builtin_prefetch(&s->nc[c]);
+    rq_sift_up(h, s->rq_len[dv]++, it);
 }
 
 /* Bottom-up removal: walk the hole down along the smaller children without
@@ -71,13 +75,7 @@ static int32_t dev_next(gopt_sim_scratch *s, int32_t dv) {
         h[i] = h[c];
         i = c;
     }
-    while (i > 0) {
-        int32_t p = (i - 1) >> 1;
-        if (h[p].key <= last.key) break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = last;
+    rq_sift_up(h, i, last);
     if (len > 0) __builtin_prefetch(&s->nc[h[0].c]);
     return top;
 }
@@ -296,9 +294,8 @@ static void link_finish(gopt_sim_scratch *s, int32_t r, int32_t x) {
 
 
 /* ---- event heap and loop ------------------------------------------------------------- */
-static inline void ev_push(gopt_sim_scratch *s, sim_event e) {
-    sim_event *h = s->ev;
-    int32_t i = s->nev++;
+/* Put e in the hole at i and move it up past later events. */
+static inline void ev_sift_up(sim_event *h, int32_t i, sim_event e) {
     while (i > 0) {
         int32_t p = (i - 1) >> 1;
         if (!(e < h[p])) break;
@@ -307,6 +304,8 @@ static inline void ev_push(gopt_sim_scratch *s, sim_event e) {
     }
     h[i] = e;
 }
+
+static inline void ev_push(gopt_sim_scratch *s, sim_event e) { ev_sift_up(s->ev, s->nev++, e); }
 
 /* Replace the root by e: walk the hole down along the smaller children, then sift e up. */
 static inline void ev_replace_top(gopt_sim_scratch *s, sim_event e) {
@@ -317,13 +316,7 @@ static inline void ev_replace_top(gopt_sim_scratch *s, sim_event e) {
         h[i] = h[c];
         i = c;
     }
-    while (i > 0) {
-        int32_t p = (i - 1) >> 1;
-        if (!(e < h[p])) break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = e;
+    ev_sift_up(h, i, e);
 }
 
 /* Bottom-up removal (see dev_next): the last event replaces the root. */

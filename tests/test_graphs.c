@@ -242,6 +242,8 @@ static void test_reject_not_graphml(void **state) {
     expect_reject("hello world", "outside", NULL);
     expect_reject("<?xml version=\"1.0\"?><html><body/></html>", "not a GraphML file", "<html>");
     expect_reject("<graphml><key id=\"a\"", "unterminated", NULL);
+    expect_reject(KEYS "<node id=\"a\"><data key=\"name\"><![CDATA[abc</data></node>" TAIL, "unterminated CDATA", NULL);
+    expect_reject(KEYS "<desc><![CDATA[abc</desc>" TAIL, "unterminated CDATA", NULL);
 }
 
 static void test_reject_truncated_and_corrupt_gzip(void **state) {
