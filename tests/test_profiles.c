@@ -354,8 +354,11 @@ static void test_cli(void **state) {
     double t0 = gopt_now_seconds();
     assert_int_equal(run(cmd), 2);
     assert_true(gopt_now_seconds() - t0 < 5);
-    /* CUDA: exit 2 and a clear message where there is no GPU (or no CUDA build);
-     * nothing is written. */
+    /* CUDA: exit 3 and a clear message where there is no GPU (or no CUDA build);
+     * nothing is written. A usage error stays 2, not "cannot run here". */
+    snprintf(cmd, sizeof cmd, "%s profile calibrate --backend cuda --budget -1 -o /tmp/never.json 2>/dev/null",
+             GOPT_BINARY);
+    assert_int_equal(run(cmd), 2);
     char out[] = "/tmp/gopt_test_cudaXXXXXX";
     assert_non_null(mkdtemp(out));
     snprintf(cmd, sizeof cmd, "%s profile calibrate --backend cuda -o %s/gpu.json --budget 20 2>%s/err.txt",
@@ -363,7 +366,7 @@ static void test_cli(void **state) {
     int rc = run(cmd);
     char path[1200];
     snprintf(path, sizeof path, "%s/gpu.json", out);
-    if (rc == 2) {
+    if (rc == 3) {
         assert_int_equal(access(path, F_OK), -1);
         snprintf(cmd, sizeof cmd, "grep -Eq 'no CUDA GPU|without the CUDA toolkit' %s/err.txt", out);
         assert_int_equal(run(cmd), 0);

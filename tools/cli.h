@@ -9,6 +9,10 @@
 #include "gopt_common.h"
 #include "gopt_cost.h"
 
+/* Exit code of a command the machine or build cannot serve (a CUDA request without a GPU): not an
+ * input error (2), so that scripts and ctest can skip rather than fail. */
+#define GOPT_EXIT_NO_DEVICE 3
+
 typedef struct {
     int argc;
     char **argv;

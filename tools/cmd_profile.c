@@ -21,7 +21,7 @@ static void profile_usage(FILE *f) {
             "reduction kernels over sizes, thread hand-off latency; devices are core groups (--devices N,\n"
             "default one per online core). About a minute (--budget, default 60 s).\n"
             "calibrate --backend cuda: cuBLAS GEMM, cuDNN convolution, elementwise/reduction kernels, launch\n"
-            "overhead, host-device and peer copies on every visible GPU. Exit code 2 with a message when\n"
+            "overhead, host-device and peer copies on every visible GPU. Exit code 3 with a message when\n"
             "this build has no CUDA or no GPU is present.\n"
             "Shipped profiles (datasheet figures): profiles/*.json. Format: docs/profiles.md.\n");
 }
@@ -233,7 +233,9 @@ static int profile_calibrate(int argc, char **argv) {
     if (st != GOPT_OK) {
         if (ps.tty) fputc('\n', stderr);
         rc = cli_report(&err);
-        if (st == GOPT_EUNSUP) rc = 2;
+        /* no GPU or no CUDA in this build: a distinct code, so that a script (and ctest) can tell
+         * "cannot run here" from a usage or input error (2) */
+        if (st == GOPT_EUNSUP && cuda) rc = GOPT_EXIT_NO_DEVICE;
     } else {
         fprintf(stderr, "calibrate: wrote %s (%d devices) in %.1f s\n", out, gopt_profile_num_devices(p),
                 gopt_now_seconds() - ps.start);
