@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,24 +27,7 @@
 #include "gopt_zoo.h"
 
 /* ---- fixtures -------------------------------------------------------------- */
-/* ndev identical devices: peak 1e12 FLOP/s, 1e11 B/s memory, launch 1e-6 s,
- * memory `mem` bytes; uniform links of 1e9 B/s and 1e-5 s latency. */
-static gopt_profile *make_profile(int ndev, double mem) {
-    char txt[2048];
-    snprintf(txt, sizeof txt,
-             "{\"format\":\"gopt-profile\",\"version\":1,\"name\":\"test\",\"provenance\":{\"source\":\"measured\","
-             "\"machine\":\"test\",\"date\":\"today\",\"command\":\"test_baselines\"},"
-             "\"devices\":[{\"name\":\"d\",\"count\":%d,\"kind\":\"gpu\",\"model\":\"m\",\"memory_bytes\":%.17g,"
-             "\"peak_flops\":{\"fp32\":1e12},\"memory_bandwidth\":1e11,\"launch_overhead\":1e-6}],"
-             "\"topology\":{\"kind\":\"uniform\",\"bandwidth\":1e9,\"latency\":1e-5}}",
-             ndev, mem);
-    gopt_profile *p = NULL;
-    gopt_error err = {0};
-    gopt_status st = gopt_profile_parse(txt, strlen(txt), "test", &p, &err);
-    if (st) fprintf(stderr, "%s\n", err.msg);
-    assert_int_equal(st, GOPT_OK);
-    return p;
-}
+static gopt_profile *make_profile(int ndev, double mem) { return test_profile_uniform(ndev, mem, 1e12, "test_baselines"); }
 
 typedef struct {
     gopt_profile *prof;

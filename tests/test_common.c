@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include "test_util.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,14 +17,11 @@ static char tmpdir[256];
 
 static int setup(void **state) {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/gopt_test_common_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return test_tmpdir_make(tmpdir, sizeof tmpdir, "common");
 }
 static int teardown(void **state) {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    return system(cmd);
+    return test_tmpdir_remove(tmpdir);
 }
 
 static void test_error_and_exit_codes(void **state) {

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -312,36 +314,32 @@ static void test_example_graph_on_shipped(void **state) {
     gopt_graph_free(g);
 }
 
-static int run(const char *cmd) {
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
 
 static void test_cli_cost(void **state) {
     (void)state;
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "%s cost --help > /dev/null", GOPT_BINARY);
-    assert_int_equal(run(cmd), 0);
+    assert_int_equal(test_run(cmd), 0);
     snprintf(cmd, sizeof cmd,
              "%s cost %s/graphs/examples/mlp_train.graphml --profile %s/profiles/v100-dgx1-x8.json --top 3 | grep -q "
              "'serial time'",
              GOPT_BINARY, GOPT_SOURCE_DIR, GOPT_SOURCE_DIR);
-    assert_int_equal(run(cmd), 0);
+    assert_int_equal(test_run(cmd), 0);
     snprintf(cmd, sizeof cmd,
              "%s cost %s/graphs/examples/mlp_train.graphml --profile %s/profiles/v100-dgx1-x8.json --json | grep -q "
              "'\"time_by_class\"'",
              GOPT_BINARY, GOPT_SOURCE_DIR, GOPT_SOURCE_DIR);
-    assert_int_equal(run(cmd), 0);
+    assert_int_equal(test_run(cmd), 0);
     snprintf(cmd, sizeof cmd, "%s cost %s/graphs/examples/mlp_train.graphml 2>/dev/null", GOPT_BINARY, GOPT_SOURCE_DIR);
-    assert_int_equal(run(cmd), 2);
+    assert_int_equal(test_run(cmd), 2);
     snprintf(cmd, sizeof cmd,
              "%s cost %s/graphs/examples/mlp_train.graphml --profile %s/profiles/v100-dgx1-x8.json --devices 9 2>/dev/null",
              GOPT_BINARY, GOPT_SOURCE_DIR, GOPT_SOURCE_DIR);
-    assert_int_equal(run(cmd), 2);
+    assert_int_equal(test_run(cmd), 2);
     snprintf(cmd, sizeof cmd,
              "%s cost %s/graphs/examples/mlp_train.graphml --profile %s/profiles/v100-dgx1-x8.json --device 8 2>/dev/null",
              GOPT_BINARY, GOPT_SOURCE_DIR, GOPT_SOURCE_DIR);
-    assert_int_equal(run(cmd), 2);
+    assert_int_equal(test_run(cmd), 2);
 }
 
 int main(void) {

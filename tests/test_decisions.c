@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include "test_util.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,17 +18,14 @@ static gopt_graph *mlp;
 
 static int setup(void **state) {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/gopt_test_decisions_XXXXXX");
     gopt_error err;
-    if (!mkdtemp(tmpdir)) return -1;
+    if (test_tmpdir_make(tmpdir, sizeof tmpdir, "decisions")) return -1;
     return gopt_graph_load(GOPT_SOURCE_DIR "/graphs/examples/mlp_train.graphml", &mlp, &err) == GOPT_OK ? 0 : -1;
 }
 static int teardown(void **state) {
     (void)state;
     gopt_graph_free(mlp);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    return system(cmd);
+    return test_tmpdir_remove(tmpdir);
 }
 
 static int32_t id(const char *name) {

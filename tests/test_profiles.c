@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -327,49 +329,45 @@ static void test_calibrate_cuda(void **state) {
     gopt_profile_free(p);
 }
 
-static int run(const char *cmd) {
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
 
 static void test_cli(void **state) {
     (void)state;
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "%s profile --help > /dev/null", GOPT_BINARY);
-    assert_int_equal(run(cmd), 0);
+    assert_int_equal(test_run(cmd), 0);
     snprintf(cmd, sizeof cmd, "%s profile show %s/profiles/v100-dgx1-x8.json | grep -q 'nvlink_cube_mesh'", GOPT_BINARY,
              GOPT_SOURCE_DIR);
-    assert_int_equal(run(cmd), 0);
+    assert_int_equal(test_run(cmd), 0);
     snprintf(cmd, sizeof cmd, "%s profile show --json %s/profiles/h100-nvswitch-x8.json | grep -q '\"gpu7\"'",
              GOPT_BINARY, GOPT_SOURCE_DIR);
-    assert_int_equal(run(cmd), 0);
+    assert_int_equal(test_run(cmd), 0);
     snprintf(cmd, sizeof cmd, "%s profile show /nonexistent.json 2>/dev/null", GOPT_BINARY);
-    assert_int_equal(run(cmd), 2);
+    assert_int_equal(test_run(cmd), 2);
     snprintf(cmd, sizeof cmd, "%s profile calibrate --backend tpu -o x.json 2>/dev/null", GOPT_BINARY);
-    assert_int_equal(run(cmd), 2);
+    assert_int_equal(test_run(cmd), 2);
     snprintf(cmd, sizeof cmd, "%s profile calibrate --backend cpu 2>/dev/null", GOPT_BINARY);
-    assert_int_equal(run(cmd), 2);
+    assert_int_equal(test_run(cmd), 2);
     /* an unwritable output is refused before measuring */
     snprintf(cmd, sizeof cmd, "%s profile calibrate --backend cpu -o /nonexistent-dir/x.json 2>/dev/null", GOPT_BINARY);
     double t0 = gopt_now_seconds();
-    assert_int_equal(run(cmd), 2);
+    assert_int_equal(test_run(cmd), 2);
     assert_true(gopt_now_seconds() - t0 < 5);
     /* CUDA: exit 3 and a clear message where there is no GPU (or no CUDA build);
      * nothing is written. A usage error stays 2, not "cannot run here". */
     snprintf(cmd, sizeof cmd, "%s profile calibrate --backend cuda --budget -1 -o /tmp/never.json 2>/dev/null",
              GOPT_BINARY);
-    assert_int_equal(run(cmd), 2);
+    assert_int_equal(test_run(cmd), 2);
     char out[] = "/tmp/gopt_test_cudaXXXXXX";
     assert_non_null(mkdtemp(out));
     snprintf(cmd, sizeof cmd, "%s profile calibrate --backend cuda -o %s/gpu.json --budget 20 2>%s/err.txt",
              GOPT_BINARY, out, out);
-    int rc = run(cmd);
+    int rc = test_run(cmd);
     char path[1200];
     snprintf(path, sizeof path, "%s/gpu.json", out);
     if (rc == 3) {
         assert_int_equal(access(path, F_OK), -1);
         snprintf(cmd, sizeof cmd, "grep -Eq 'no CUDA GPU|without the CUDA toolkit' %s/err.txt", out);
-        assert_int_equal(run(cmd), 0);
+        assert_int_equal(test_run(cmd), 0);
     } else {
         assert_int_equal(rc, 0);
         unlink(path);
