@@ -176,10 +176,7 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
                 t2->stamp_c = v;
                 s->xref[os[i].islot] = SIM_XREF_LOCAL;
                 nlocal++;
-                if (--t2->pending == 0) {
-                    sim_dev_push(s, dv, c2);
-                    sim_mark_dirty(s, dv);
-                }
+                if (--t2->pending == 0) sim_dev_push(s, dv, c2); /* dv is offered next by the caller */
             } else {
                 double b = os[i].bytes;
                 if (s->dstamp[D] != v) {
@@ -277,9 +274,10 @@ static double link_start(gopt_sim_scratch *s, int32_t r, int32_t x) {
     return dt;
 }
 
-static void link_finish(gopt_sim_scratch *s, int32_t r, int32_t x) {
+/* Returns the receiving device when a consumer became ready there (to be offered), else -1. */
+static int32_t link_finish(gopt_sim_scratch *s, int32_t x) {
     const sim_xfer *t = &s->xf[x];
-    int32_t u = t->node, D = t->dst;
+    int32_t u = t->node, D = t->dst, ready = -1;
     sim_tp *tp = s->tp;
     if (--s->th[u].hold == 0) s->mem[t->src] -= s->nc[u].osize; /* the sender's copy */
     const int32_t *cl = s->cons + t->cons_first;
@@ -287,9 +285,10 @@ static void link_finish(gopt_sim_scratch *s, int32_t r, int32_t x) {
         int32_t c2 = cl[i];
         if (--tp[c2].pending == 0) {
             sim_dev_push(s, D, c2);
-            sim_mark_dirty(s, D);
+            ready = D;
         }
     }
+    return ready;
 }
 
 
@@ -298,7 +297,7 @@ static void link_finish(gopt_sim_scratch *s, int32_t r, int32_t x) {
 static inline void ev_sift_up(sim_event *h, int32_t i, sim_event e) {
     while (i > 0) {
         int32_t p = (i - 1) >> 1;
-        if (!(e < h[p])) break;
+        if (!(e.t < h[p].t)) break;
         h[i] = h[p];
         i = p;
     }
@@ -312,7 +311,7 @@ static inline void ev_replace_top(gopt_sim_scratch *s, sim_event e) {
     sim_event *h = s->ev;
     int32_t i = 0, c, len = s->nev;
     while ((c = 2 * i + 1) < len) {
-        c += (c + 1 < len) & (h[c + 1] < h[c]);
+        c += (c + 1 < len) & (h[c + 1].t < h[c].t);
         h[i] = h[c];
         i = c;
     }
@@ -326,40 +325,43 @@ static inline sim_event ev_pop(gopt_sim_scratch *s) {
     return top;
 }
 
-/* Offer every marked resource its next item (allocations happen here only). When root >= 0,
- * that resource's finished event is still the heap's root: its next event replaces it (one
- * sift instead of a removal and an insertion), or it is removed. New events come after the
- * root (later time or later sequence), so the heap stays valid meanwhile. */
-static inline void dispatch(gopt_sim_scratch *s, int32_t root) {
-    int32_t nd = s->ndev;
+/* Offer idle resource r its next item (allocations happen here only). When root, r's finished
+ * event is still the heap's root: its next event replaces it (one sift instead of a removal and
+ * an insertion), or it is removed. New events come after the root (a later time, or the same
+ * time: times only are compared and a sift moves nothing past an equal time), so the heap
+ * stays valid meanwhile. */
+static inline void offer(gopt_sim_scratch *s, int32_t r, int root) {
+    int32_t it;
+    double dt;
+    if (r < s->ndev) {
+        if ((it = dev_next(s, r)) < 0) goto none;
+        dt = dev_start(s, r, it);
+    } else {
+        if ((it = link_next(s, r)) < 0) goto none;
+        dt = link_start(s, r, it);
+    }
+    s->busy[r] = 1;
+    s->item[r] = it;
+    double t = s->now + dt;
+    uint64_t tb;
+    memcpy(&tb, &t, sizeof tb);
+    sim_event e = {tb, s->seq++, r};
+    if (root) ev_replace_top(s, e);
+    else ev_push(s, e);
+    return;
+none:
+    if (root) ev_pop(s);
+}
+
+/* Offer every marked resource that is idle its next item, in the order of the marks (which
+ * orders same-instant events by sequence, hence transfer records). */
+static inline void dispatch(gopt_sim_scratch *s) {
     for (int32_t i = 0; i < s->ndirty; i++) {
         int32_t r = s->dirty_list[i];
         s->dirty[r] = 0;
-        if (s->busy[r]) continue;
-        int32_t it;
-        double dt;
-        if (r < nd) {
-            if ((it = dev_next(s, r)) < 0) continue;
-            dt = dev_start(s, r, it);
-        } else {
-            if ((it = link_next(s, r)) < 0) continue;
-            dt = link_start(s, r, it);
-        }
-        s->busy[r] = 1;
-        s->item[r] = it;
-        double t = s->now + dt;
-        uint64_t tb;
-        memcpy(&tb, &t, sizeof tb);
-        sim_event e = ((sim_u128)tb << 64) | ((uint64_t)s->seq++ << 32) | (uint32_t)r;
-        if (r == root) {
-            ev_replace_top(s, e);
-            root = -1;
-        } else {
-            ev_push(s, e);
-        }
+        if (!s->busy[r]) offer(s, r, 0);
     }
     s->ndirty = 0;
-    if (root >= 0) ev_pop(s);
 }
 
 /* Prefetch what the next event (the heap's root) will read through its edge slots: the
@@ -367,7 +369,7 @@ static inline void dispatch(gopt_sim_scratch *s, int32_t root) {
  * prefetched when it started; this overlaps the next level of misses with this event. */
 static inline void prefetch_next(const gopt_sim_scratch *s) {
     if (s->nev == 0) return;
-    int32_t r = (int32_t)(uint32_t)s->ev[0], it = s->item[r];
+    int32_t r = s->ev[0].r, it = s->item[r];
     if (r < s->ndev) {
         const sim_nc *x = &s->nc[it];
         if (x->mem_first >= 0) return;
@@ -390,33 +392,57 @@ static inline void prefetch_next(const gopt_sim_scratch *s) {
  * readiness, queued transfers: effects that commute), then dispatch. */
 void sim_event_loop(gopt_sim_scratch *s) {
     int32_t nd = s->ndev;
-    dispatch(s, -1);
+    dispatch(s);
     while (s->nev > 0) {
         sim_event *h = s->ev;
-        uint64_t tb = (uint64_t)(h[0] >> 64);
+        uint64_t tb = h[0].t;
         double t;
         memcpy(&t, &tb, sizeof t);
         if (t != s->now) s->instant++;
         s->now = t;
-        /* the usual case: the root is the only event of this instant (its children come later) */
-        if ((s->nev < 2 || (uint64_t)(h[1] >> 64) != tb) && (s->nev < 3 || (uint64_t)(h[2] >> 64) != tb)) {
-            int32_t r = (int32_t)(uint32_t)h[0];
+        /* the usual case: the root is the only event of this instant (another one would be a
+         * child of the root: times only are compared). The resources to offer are the finished
+         * one first, then those its end marked, in order (what dispatch() would do, without the
+         * marks where they are not needed) */
+        if ((s->nev < 2 || h[1].t != tb) && (s->nev < 3 || h[2].t != tb)) {
+            int32_t r = h[0].r;
             s->busy[r] = 0;
-            sim_mark_dirty(s, r);
-            if (r < nd) dev_finish(s, r, s->item[r]);
-            else link_finish(s, r, s->item[r]);
-            dispatch(s, r);
+            if (r < nd) {
+                dev_finish(s, r, s->item[r]); /* marks the links it queued on */
+                offer(s, r, 1);
+                dispatch(s);
+            } else {
+                int32_t D = link_finish(s, s->item[r]);
+                offer(s, r, 1);
+                if (D >= 0 && !s->busy[D]) offer(s, D, 0);
+            }
             prefetch_next(s);
             continue;
         }
-        while (s->nev > 0 && (uint64_t)(s->ev[0] >> 64) == tb) {
-            int32_t r = (int32_t)(uint32_t)ev_pop(s);
+        /* take the instant's events out, then handle them in sequence order (a handled event
+         * adds none: new events come from dispatch) */
+        int32_t k = 0;
+        while (s->nev > 0 && s->ev[0].t == tb) {
+            sim_event e = ev_pop(s);
+            int32_t j = k++;
+            while (j > 0 && s->tie[j - 1].seq > e.seq) {
+                s->tie[j] = s->tie[j - 1];
+                j--;
+            }
+            s->tie[j] = e;
+        }
+        for (int32_t j = 0; j < k; j++) {
+            int32_t r = s->tie[j].r;
             s->busy[r] = 0;
             sim_mark_dirty(s, r);
-            if (r < nd) dev_finish(s, r, s->item[r]);
-            else link_finish(s, r, s->item[r]);
+            if (r < nd) {
+                dev_finish(s, r, s->item[r]);
+            } else {
+                int32_t D = link_finish(s, s->item[r]);
+                if (D >= 0) sim_mark_dirty(s, D);
+            }
         }
-        dispatch(s, -1);
+        dispatch(s);
         prefetch_next(s);
     }
 }

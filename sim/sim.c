@@ -131,6 +131,7 @@ void gopt_sim_scratch_free(gopt_sim_scratch *s) {
     free(s->cpair);
     free(s->xref);
     free(s->ev);
+    free(s->tie);
     free(s->item);
     free(s->busy);
     free(s->dirty);
@@ -169,6 +170,7 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
     ALLOC(cpair, m);
     ALLOC(xref, m);
     ALLOC(ev, nr);
+    ALLOC(tie, nr);
     ALLOC(item, nr);
     ALLOC(busy, nr);
     ALLOC(dirty, nr);

@@ -50,11 +50,16 @@ struct gopt_sim {
 
 __extension__ typedef unsigned __int128 sim_u128;
 
-/* An event: (bits of its time << 64) | (sequence number << 32) | resource.
- * Times are finite and >= 0, whose IEEE bits order like the numbers, and
- * sequence numbers are unique, so one integer comparison orders events by
- * (time, sequence). The item the resource runs is in scratch->item. */
-typedef sim_u128 sim_event;
+/* An event: the bits of its time, its sequence number and its resource. Times
+ * are finite and >= 0, whose IEEE bits order like the numbers, so the heap
+ * compares one 64-bit integer; events of one instant (equal times, rare) are
+ * taken out together and handled in sequence order. The item the resource
+ * runs is in scratch->item. */
+typedef struct {
+    uint64_t t;
+    uint32_t seq;
+    int32_t r;
+} sim_event;
 
 typedef struct {
     uint64_t key; /* instant it was queued (a counter of distinct event times) << 32 | producer's rank */
@@ -152,7 +157,8 @@ struct gopt_sim_scratch {
     sim_event *ev; /* (nres) at most one running item per resource */
     int32_t *item; /* (nres) the item each busy resource runs */
     int32_t nev;
-    uint64_t seq;
+    uint32_t seq;
+    sim_event *tie; /* (nres) the events of one instant, sorted by sequence */
     uint8_t *busy, *dirty; /* (nres) */
     int32_t *dirty_list;   /* (nres) */
     int32_t ndirty;
