@@ -102,10 +102,11 @@ static double dev_start(gopt_sim_scratch *s, int32_t dv, int32_t c) {
 /* One holder of tensor u's copy on device dv is done with it. */
 static inline void release(gopt_sim_scratch *s, int32_t u, int32_t udev, int32_t dv) {
     if (udev == dv) {
-        if (--s->th[u].hold == 0) s->mem[dv] -= s->nc[u].osize;
+        sim_th *h = &s->th[u];
+        s->mem[dv] -= h->osize & -(int64_t)(--h->hold == 0);
         return;
     }
-    const sim_th *h = &s->th[u];
+    const sim_nc *h = &s->nc[u];
     sim_xfer *t;
     if (s->ndev <= 32) { /* u's records are contiguous, in increasing receiving device */
         t = &s->xf[h->xf_first + __builtin_popcount(h->xf_mask & ((1u << dv) - 1u))];
@@ -113,7 +114,7 @@ static inline void release(gopt_sim_scratch *s, int32_t u, int32_t udev, int32_t
         t = &s->xf[h->xf_first];
         while (t->dst != dv) t++;
     }
-    if (--t->hold == 0) s->mem[dv] -= t->size;
+    s->mem[dv] -= t->size & -(int64_t)(--t->hold == 0);
 }
 
 static void link_push(gopt_sim_scratch *s, int32_t l, int32_t x);
@@ -137,10 +138,10 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
             int32_t r = xr[i];
             if (r >= 0) {
                 sim_xfer *t = &s->xf[r];
-                if (--t->hold == 0) s->mem[dv] -= t->size;
+                s->mem[dv] -= t->size & -(int64_t)(--t->hold == 0); /* no branch: it goes either way */
             } else if (r == SIM_XREF_LOCAL) {
-                int32_t u = ins[i];
-                if (--th[u].hold == 0) s->mem[dv] -= nc[u].osize;
+                sim_th *h = &th[ins[i]];
+                s->mem[dv] -= h->osize & -(int64_t)(--h->hold == 0);
             }
         }
     } else {
@@ -201,8 +202,8 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
         }
         if (nx) {
             /* one record per receiving device, by increasing device */
-            th[v].xf_first = s->nxf;
-            th[v].xf_mask = (uint32_t)dm; /* used when ndev <= 32 */
+            s->nc[v].xf_first = s->nxf;
+            s->nc[v].xf_mask = (uint32_t)dm; /* used when ndev <= 32 */
             nt[v].nxf = (uint8_t)(nx < 255 ? nx : 255);
             int32_t first = s->ncons, xf_first = s->nxf;
             uint64_t dm0 = dm;
@@ -279,7 +280,8 @@ static int32_t link_finish(gopt_sim_scratch *s, int32_t x) {
     const sim_xfer *t = &s->xf[x];
     int32_t u = t->node, D = t->dst, ready = -1;
     sim_tp *tp = s->tp;
-    if (--s->th[u].hold == 0) s->mem[t->src] -= s->nc[u].osize; /* the sender's copy */
+    sim_th *h = &s->th[u];
+    s->mem[t->src] -= h->osize & -(int64_t)(--h->hold == 0); /* the sender's copy */
     const int32_t *cl = s->cons + t->cons_first;
     for (int32_t i = 0; i < t->hold; i++) {
         int32_t c2 = cl[i];

@@ -190,6 +190,7 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
         x->rank = f->rank[v];
         x->start = -1;
         x->osize = sim->osize[v];
+        s->th[v].osize = sim->osize[v];
         s->grp_rep[v] = -1;
         s->nt[v].task = v;
     }

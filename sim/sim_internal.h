@@ -108,10 +108,9 @@ typedef struct {
                       * pending reaches 0: same cache line) */
 } sim_tp;
 typedef struct {
-    int32_t stamp_u;  /* (tensor) the last task that counted this tensor */
-    int32_t hold;     /* (tensor) holders of the copy on its own device */
-    int32_t xf_first; /* (tensor) its first transfer record; the others follow, by receiving device */
-    uint32_t xf_mask; /* (tensor) receiving devices (when ndev <= 32): record = xf_first + popcount below */
+    int32_t hold;    /* (tensor) holders of the copy on its own device */
+    int32_t stamp_u; /* (tensor) the last task that counted this tensor */
+    int64_t osize;   /* constant: sim->osize, freed when hold reaches 0 (beside it: no branch) */
 } sim_th;
 /* One cache line per node (the array is 64-byte aligned): what starting and
  * finishing its task read. The first five fields are constant (written when
@@ -122,11 +121,12 @@ typedef struct {
     int32_t rank;                 /* constant: topological rank */
     int32_t mem_first; /* (task) members at mem_list[mem_first..] when fused, -1 when alone */
     int32_t mem_count; /* (task) members */
-    int32_t spare;
+    int32_t xf_first;  /* (tensor) its first transfer record; the others follow, by receiving device */
     double dur;    /* (task) kernel time */
     double start;  /* (task) start time, -1 when it did not run */
     int64_t osize; /* constant: sim->osize */
-    int64_t spare2;
+    uint32_t xf_mask; /* (tensor) receiving devices (when ndev <= 32): record = xf_first + popcount below */
+    int32_t spare;
 } sim_nc;
 
 struct gopt_sim_scratch {
