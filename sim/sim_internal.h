@@ -139,6 +139,7 @@ struct gopt_sim_scratch {
     sim_nc *nc;        /* (n) cold: once per task */
     int32_t *grp_rep;  /* (n) representative of fusion group g, -1 (kept -1 between runs) */
     int32_t *mem_list; /* (n) members of fused tasks, each task's in topological order */
+    int32_t *plist;    /* (2n) prepare(): the fused nodes, the nodes without inputs */
     /* device ready heaps: pool of n (key, task) items carved by device */
     sim_rq_item *rq;
     int32_t *rq_off, *rq_len; /* (ndev) */
