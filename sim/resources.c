@@ -49,11 +49,15 @@ static inline void rq_sift_up(sim_rq_item *h, int32_t i, sim_rq_item it) {
     h[i] = it;
 }
 
+/* Each device's heap is followed by a sentinel item (key UINT64_MAX, after every real key):
+ * a node's second child always exists, so choosing a child needs no bound check. */
 void sim_dev_push(gopt_sim_scratch *s, int32_t dv, int32_t c) {
     sim_rq_item *h = s->rq + s->rq_off[dv];
     sim_rq_item it = {s->tp[c].key, c, 0};
     __builtin_prefetch(&s->nc[c]);
-    rq_sift_up(h, s->rq_len[dv]++, it);
+    int32_t len = s->rq_len[dv]++;
+    rq_sift_up(h, len, it);
+    h[len + 1] = (sim_rq_item){UINT64_MAX, -1, 0};
 }
 
 /* Bottom-up removal: walk the hole down along the smaller children without
@@ -68,10 +72,11 @@ static int32_t dev_next(gopt_sim_scratch *s, int32_t dv) {
     sim_rq_item *h = s->rq + s->rq_off[dv];
     int32_t top = h[0].c;
     sim_rq_item last = h[--len];
+    h[len] = (sim_rq_item){UINT64_MAX, -1, 0};
     s->rq_len[dv] = len;
     int32_t i = 0, c;
     while ((c = 2 * i + 1) < len) {
-        c += (c + 1 < len) & (h[c + 1].key < h[c].key);
+        c += h[c + 1].key < h[c].key; /* h[len] is the sentinel */
         h[i] = h[c];
         i = c;
     }
@@ -306,14 +311,22 @@ static inline void ev_sift_up(sim_event *h, int32_t i, sim_event e) {
     h[i] = e;
 }
 
-static inline void ev_push(gopt_sim_scratch *s, sim_event e) { ev_sift_up(s->ev, s->nev++, e); }
+/* The heap is followed by two sentinel events (time bits UINT64_MAX, a NaN's, after every real
+ * time): a node's second child always exists, and so do the root's children. */
+static const sim_event SIM_EV_SENTINEL = {UINT64_MAX, 0, -1};
+
+static inline void ev_push(gopt_sim_scratch *s, sim_event e) {
+    int32_t len = s->nev++;
+    ev_sift_up(s->ev, len, e);
+    s->ev[len + 2] = SIM_EV_SENTINEL;
+}
 
 /* Replace the root by e: walk the hole down along the smaller children, then sift e up. */
 static inline void ev_replace_top(gopt_sim_scratch *s, sim_event e) {
     sim_event *h = s->ev;
     int32_t i = 0, c, len = s->nev;
     while ((c = 2 * i + 1) < len) {
-        c += (c + 1 < len) & (h[c + 1].t < h[c].t);
+        c += h[c + 1].t < h[c].t; /* h[len] is a sentinel */
         h[i] = h[c];
         i = c;
     }
@@ -323,6 +336,7 @@ static inline void ev_replace_top(gopt_sim_scratch *s, sim_event e) {
 /* Bottom-up removal (see dev_next): the last event replaces the root. */
 static inline sim_event ev_pop(gopt_sim_scratch *s) {
     sim_event top = s->ev[0], last = s->ev[--s->nev];
+    s->ev[s->nev] = SIM_EV_SENTINEL;
     if (s->nev) ev_replace_top(s, last);
     return top;
 }
@@ -332,16 +346,8 @@ static inline sim_event ev_pop(gopt_sim_scratch *s) {
  * an insertion), or it is removed. New events come after the root (a later time, or the same
  * time: times only are compared and a sift moves nothing past an equal time), so the heap
  * stays valid meanwhile. */
-static inline void offer(gopt_sim_scratch *s, int32_t r, int root) {
-    int32_t it;
-    double dt;
-    if (r < s->ndev) {
-        if ((it = dev_next(s, r)) < 0) goto none;
-        dt = dev_start(s, r, it);
-    } else {
-        if ((it = link_next(s, r)) < 0) goto none;
-        dt = link_start(s, r, it);
-    }
+static inline __attribute__((always_inline)) void offer_event(gopt_sim_scratch *s, int32_t r, int32_t it,
+                                                               double dt, int root) {
     s->busy[r] = 1;
     s->item[r] = it;
     double t = s->now + dt;
@@ -350,9 +356,23 @@ static inline void offer(gopt_sim_scratch *s, int32_t r, int root) {
     sim_event e = {tb, s->seq++, r};
     if (root) ev_replace_top(s, e);
     else ev_push(s, e);
-    return;
-none:
-    if (root) ev_pop(s);
+}
+
+static inline __attribute__((always_inline)) void offer_dev(gopt_sim_scratch *s, int32_t dv, int root) {
+    int32_t it = dev_next(s, dv);
+    if (it >= 0) offer_event(s, dv, it, dev_start(s, dv, it), root);
+    else if (root) ev_pop(s);
+}
+
+static inline __attribute__((always_inline)) void offer_link(gopt_sim_scratch *s, int32_t r, int root) {
+    int32_t it = link_next(s, r);
+    if (it >= 0) offer_event(s, r, it, link_start(s, r, it), root);
+    else if (root) ev_pop(s);
+}
+
+static void offer(gopt_sim_scratch *s, int32_t r, int root) {
+    if (r < s->ndev) offer_dev(s, r, root);
+    else offer_link(s, r, root);
 }
 
 /* Offer every marked resource that is idle its next item, in the order of the marks (which
@@ -406,17 +426,22 @@ void sim_event_loop(gopt_sim_scratch *s) {
          * child of the root: times only are compared). The resources to offer are the finished
          * one first, then those its end marked, in order (what dispatch() would do, without the
          * marks where they are not needed) */
-        if ((s->nev < 2 || h[1].t != tb) && (s->nev < 3 || h[2].t != tb)) {
+        if (h[1].t != tb && h[2].t != tb) { /* sentinels where the heap is smaller */
             int32_t r = h[0].r;
             s->busy[r] = 0;
             if (r < nd) {
                 dev_finish(s, r, s->item[r]); /* marks the links it queued on */
-                offer(s, r, 1);
-                dispatch(s);
+                offer_dev(s, r, 1);
+                for (int32_t i = 0; i < s->ndirty; i++) {
+                    int32_t l = s->dirty_list[i];
+                    s->dirty[l] = 0;
+                    if (!s->busy[l]) offer_link(s, l, 0);
+                }
+                s->ndirty = 0;
             } else {
                 int32_t D = link_finish(s, s->item[r]);
-                offer(s, r, 1);
-                if (D >= 0 && !s->busy[D]) offer(s, D, 0);
+                offer_link(s, r, 1);
+                if (D >= 0 && !s->busy[D]) offer_dev(s, D, 0);
             }
             prefetch_next(s);
             continue;

@@ -161,7 +161,7 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
     ALLOC(grp_rep, n);
     ALLOC(mem_list, n);
     ALLOC(plist, 2 * n);
-    ALLOC(rq, n);
+    ALLOC(rq, n + nd); /* each device's heap, then its sentinel */
     ALLOC(rq_off, nd);
     ALLOC(rq_len, nd);
     ALLOC(lq, n * (nd > 1 ? nd - 1 : 1));
@@ -171,7 +171,7 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
     ALLOC(cons, m);
     ALLOC(cpair, m);
     ALLOC(xref, m);
-    ALLOC(ev, nr);
+    ALLOC(ev, nr + 3);
     ALLOC(tie, nr);
     ALLOC(item, nr);
     ALLOC(busy, nr);
@@ -341,7 +341,8 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
     for (int32_t dd = 0; dd < nd; dd++) {
         s->rq_off[dd] = off;
         s->rq_len[dd] = 0;
-        off += dcount[dd];
+        s->rq[off] = (sim_rq_item){UINT64_MAX, -1, 0}; /* sentinel */
+        off += dcount[dd] + 1;
         s->peak[dd] = s->mem[dd];
         s->busy_s[dd] = 0;
         s->sent[dd] = 0;
@@ -355,6 +356,7 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
     for (int32_t r = 0; r < s->nres; r++) s->busy[r] = s->dirty[r] = 0;
     s->ndirty = 0;
     s->nev = 0;
+    for (int32_t i = 0; i < 3; i++) s->ev[i] = (sim_event){UINT64_MAX, 0, -1}; /* sentinels */
     s->seq = 0;
     s->nxf = 0;
     s->ncons = 0;
