@@ -119,7 +119,7 @@ static inline void release(gopt_sim_scratch *s, int32_t u, int32_t udev, int32_t
         t = &s->xf[h->xf_first];
         while (t->dst != dv) t++;
     }
-    s->mem[dv] -= t->size & -(int64_t)(--t->hold == 0);
+    s->mem[dv] -= (int64_t)ceil(t->bytes) & -(int64_t)(--t->hold == 0);
 }
 
 static void link_push(gopt_sim_scratch *s, int32_t l, int32_t x);
@@ -143,7 +143,7 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
             int32_t r = xr[i];
             if (r >= 0) {
                 sim_xfer *t = &s->xf[r];
-                s->mem[dv] -= t->size & -(int64_t)(--t->hold == 0); /* no branch: it goes either way */
+                s->mem[dv] -= (int64_t)ceil(t->bytes) & -(int64_t)(--t->hold == 0); /* no branch */
             } else if (r == SIM_XREF_LOCAL) {
                 sim_th *h = &th[ins[i]];
                 s->mem[dv] -= h->osize & -(int64_t)(--h->hold == 0);
@@ -220,15 +220,14 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
                 int32_t r = s->nxf++;
                 sim_xfer *t = &s->xf[r];
                 t->node = v;
-                t->src = dv;
-                t->dst = D;
+                t->src = (int16_t)dv;
+                t->dst = (int16_t)D;
                 t->hold = s->dcnt[D];
                 t->cons_first = s->ncons;
                 s->dpos[D] = s->ncons;
                 s->ncons += s->dcnt[D];
                 t->bytes = s->dbytes[D];
-                t->size = (int64_t)ceil(t->bytes);
-                t->start = t->end = -1;
+                s->xtime[2 * (size_t)r] = s->xtime[2 * (size_t)r + 1] = -1;
                 int32_t l = dv * nd + D;
                 link_push(s, l, r);
                 sim_mark_dirty(s, nd + l);
@@ -272,9 +271,9 @@ static double link_start(gopt_sim_scratch *s, int32_t r, int32_t x) {
     int32_t l = r - s->ndev;
     double dt = sim->link_plain[l] ? sim->link_lat[l] + t->bytes / sim->link_bw[l]
                                    : gopt_cost_transfer_time(sim->cm, t->src, t->dst, t->bytes);
-    sim_mem_add(s, t->dst, t->size);
-    t->start = s->now;
-    t->end = s->now + dt;
+    sim_mem_add(s, t->dst, (int64_t)ceil(t->bytes));
+    s->xtime[2 * (size_t)x] = s->now;
+    s->xtime[2 * (size_t)x + 1] = s->now + dt;
     s->sent[t->src] += t->bytes;
     s->total_bytes += t->bytes;
     return dt;

@@ -128,6 +128,7 @@ void gopt_sim_scratch_free(gopt_sim_scratch *s) {
     free(s->lq_head);
     free(s->lq_tail);
     free(s->xf);
+    free(s->xtime);
     free(s->cons);
     free(s->cpair);
     free(s->xref);
@@ -168,6 +169,7 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
     ALLOC(lq_head, nd * nd);
     ALLOC(lq_tail, nd * nd);
     ALLOC(xf, m);
+    ALLOC(xtime, 2 * m);
     ALLOC(cons, m);
     ALLOC(cpair, m);
     ALLOC(xref, m);
@@ -443,6 +445,6 @@ void gopt_sim_transfer_get(const gopt_sim_scratch *s, int32_t i, gopt_sim_transf
     out->src = x->src;
     out->dst = x->dst;
     out->bytes = x->bytes;
-    out->start = x->start;
-    out->end = x->end;
+    out->start = s->xtime[2 * (size_t)i];
+    out->end = s->xtime[2 * (size_t)i + 1];
 }

@@ -67,14 +67,14 @@ typedef struct {
     int32_t spare;
 } sim_link_slot;
 
+/* A transfer record (24 bytes: what the run reads; its start and end are in scratch->xtime).
+ * The copy takes ceil(bytes) on the receiver. */
 typedef struct {
-    int32_t node, src, dst;
+    int32_t node;
     int32_t hold;       /* consumer tasks on dst still to finish (after arrival) */
     int32_t cons_first; /* those tasks: cons[cons_first .. + the count at creation) */
-    int32_t spare;
+    int16_t src, dst;
     double bytes;
-    int64_t size;
-    double start, end;
 } sim_xfer;
 
 /* Per-node state of a run, split by how hot it is so that the arrays read on
@@ -148,6 +148,7 @@ struct gopt_sim_scratch {
     sim_link_slot *lq;
     int32_t *lq_head, *lq_tail; /* (ndev*ndev) */
     sim_xfer *xf;             /* (m) transfer records of the run */
+    double *xtime;            /* (2m) start and end of each record, -1 until it starts */
     int32_t nxf;
     int32_t *cons;            /* (m) consumer tasks of each transfer, by record */
     int32_t ncons;
