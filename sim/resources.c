@@ -20,13 +20,20 @@
  * on the receiving device; finishing it releases the sender's hold and makes
  * the copy available to the consumers on the receiver.
  *
- * Events: a binary heap of 16-byte keys (time, sequence, resource), at most
- * one per resource. When an instant has a single event (the usual case with
- * real-valued times), the finished resource's next event replaces the root.
- * After each instant the data the next events will read through their edges
- * is prefetched (their records when they became ready or reached the top of
- * their queue, their edge slots when they started): on graphs that do not fit
- * in cache the run is bound by these misses, not by instructions.
+ * Events: a binary heap of 16-byte events (time bits, sequence, resource), at
+ * most one per resource, ordered by time alone (one 64-bit comparison); the
+ * events of an instant with several are taken out together and handled in
+ * sequence order, so the order is (time, sequence) as if both were compared.
+ * Both the event heap and the ready heaps end in sentinel items (a key after
+ * every real one), so choosing a child needs no bound check. When an instant
+ * has a single event (the usual case with real-valued times), the finished
+ * resource is offered its next item first (its next event replaces the root),
+ * then the resources its end touched, in order, without the dirty list. Frees
+ * subtract size & -(count == 0) instead of branching. After each instant the
+ * data the next event will read through its edges is prefetched (records when
+ * tasks became ready or reached the top of their queue, edge slots when they
+ * started): on graphs that do not fit in cache the run is bound by these
+ * misses and by mispredicted branches as much as by instructions.
  *
  * Cost: O(log R) per ready-queue operation, O(1) per link-queue operation
  * (plus the same-instant items moved), O(in + out degree) per task finish,

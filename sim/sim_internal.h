@@ -11,7 +11,8 @@
  * the node's own start and end read is one 64-byte line per node (nc), which
  * also holds the node's adjacency offsets, so ending a task reads its edge
  * slots and its neighbours' state and little else. Both are prefetched ahead
- * of use (resources.c).
+ * of use (resources.c). Transfer records are 24 bytes, what the run reads;
+ * their start and end times are in an array of their own, written once.
  *
  * Items: a device runs tasks, named by their representative node (the
  * member first in topological order); a link runs transfer records.
