@@ -20,13 +20,20 @@
  * on the receiving device; finishing it releases the sender's hold and makes
  * the copy available to the consumers on the receiver.
  *
- * Events: a binary heap of 16-byte keys (time, sequence, resource), at most
- * one per resource. When an instant has a single event (the usual case with
- * real-valued times), the finished resource's next event replaces the root.
- * After each instant the data the next events will read through their edges
- * is prefetched (their records when they became ready or reached the top of
- * their queue, their edge slots when they started): on graphs that do not fit
- * in cache the run is bound by these misses, not by instructions.
+ * Events: a binary heap of 16-byte events (time bits, sequence, resource), at
+ * most one per resource, ordered by time alone (one 64-bit comparison); the
+ * events of an instant with several are taken out together and handled in
+ * sequence order, so the order is (time, sequence) as if both were compared.
+ * Both the event heap and the ready heaps end in sentinel items (a key after
+ * every real one), so choosing a child needs no bound check. When an instant
+ * has a single event (the usual case with real-valued times), the finished
+ * resource is offered its next item first (its next event replaces the root),
+ * then the resources its end touched, in order, without the dirty list. Frees
+ * subtract size & -(count == 0) instead of branching. After each instant the
+ * data the next event will read through its edges is prefetched (records when
+ * tasks became ready or reached the top of their queue, edge slots when they
+ * started): on graphs that do not fit in cache the run is bound by these
+ * misses and by mispredicted branches as much as by instructions.
  *
  * Cost: O(log R) per ready-queue operation, O(1) per link-queue operation
  * (plus the same-instant items moved), O(in + out degree) per task finish,
@@ -49,11 +56,15 @@ static inline void rq_sift_up(sim_rq_item *h, int32_t i, sim_rq_item it) {
     h[i] = it;
 }
 
+/* Each device's heap is followed by a sentinel item (key UINT64_MAX, after every real key):
+ * a node's second child always exists, so choosing a child needs no bound check. */
 void sim_dev_push(gopt_sim_scratch *s, int32_t dv, int32_t c) {
     sim_rq_item *h = s->rq + s->rq_off[dv];
     sim_rq_item it = {s->tp[c].key, c, 0};
     __builtin_prefetch(&s->nc[c]);
-    rq_sift_up(h, s->rq_len[dv]++, it);
+    int32_t len = s->rq_len[dv]++;
+    rq_sift_up(h, len, it);
+    h[len + 1] = (sim_rq_item){UINT64_MAX, -1, 0};
 }
 
 /* Bottom-up removal: walk the hole down along the smaller children without
@@ -68,10 +79,11 @@ static int32_t dev_next(gopt_sim_scratch *s, int32_t dv) {
     sim_rq_item *h = s->rq + s->rq_off[dv];
     int32_t top = h[0].c;
     sim_rq_item last = h[--len];
+    h[len] = (sim_rq_item){UINT64_MAX, -1, 0};
     s->rq_len[dv] = len;
     int32_t i = 0, c;
     while ((c = 2 * i + 1) < len) {
-        c += (c + 1 < len) & (h[c + 1].key < h[c].key);
+        c += h[c + 1].key < h[c].key; /* h[len] is the sentinel */
         h[i] = h[c];
         i = c;
     }
@@ -102,10 +114,11 @@ static double dev_start(gopt_sim_scratch *s, int32_t dv, int32_t c) {
 /* One holder of tensor u's copy on device dv is done with it. */
 static inline void release(gopt_sim_scratch *s, int32_t u, int32_t udev, int32_t dv) {
     if (udev == dv) {
-        if (--s->th[u].hold == 0) s->mem[dv] -= s->nc[u].osize;
+        sim_th *h = &s->th[u];
+        s->mem[dv] -= h->osize & -(int64_t)(--h->hold == 0);
         return;
     }
-    const sim_th *h = &s->th[u];
+    const sim_nc *h = &s->nc[u];
     sim_xfer *t;
     if (s->ndev <= 32) { /* u's records are contiguous, in increasing receiving device */
         t = &s->xf[h->xf_first + __builtin_popcount(h->xf_mask & ((1u << dv) - 1u))];
@@ -113,7 +126,7 @@ static inline void release(gopt_sim_scratch *s, int32_t u, int32_t udev, int32_t
         t = &s->xf[h->xf_first];
         while (t->dst != dv) t++;
     }
-    if (--t->hold == 0) s->mem[dv] -= t->size;
+    s->mem[dv] -= (int64_t)ceil(t->bytes) & -(int64_t)(--t->hold == 0);
 }
 
 static void link_push(gopt_sim_scratch *s, int32_t l, int32_t x);
@@ -137,10 +150,10 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
             int32_t r = xr[i];
             if (r >= 0) {
                 sim_xfer *t = &s->xf[r];
-                if (--t->hold == 0) s->mem[dv] -= t->size;
+                s->mem[dv] -= (int64_t)ceil(t->bytes) & -(int64_t)(--t->hold == 0); /* no branch */
             } else if (r == SIM_XREF_LOCAL) {
-                int32_t u = ins[i];
-                if (--th[u].hold == 0) s->mem[dv] -= nc[u].osize;
+                sim_th *h = &th[ins[i]];
+                s->mem[dv] -= h->osize & -(int64_t)(--h->hold == 0);
             }
         }
     } else {
@@ -176,10 +189,7 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
                 t2->stamp_c = v;
                 s->xref[os[i].islot] = SIM_XREF_LOCAL;
                 nlocal++;
-                if (--t2->pending == 0) {
-                    sim_dev_push(s, dv, c2);
-                    sim_mark_dirty(s, dv);
-                }
+                if (--t2->pending == 0) sim_dev_push(s, dv, c2); /* dv is offered next by the caller */
             } else {
                 double b = os[i].bytes;
                 if (s->dstamp[D] != v) {
@@ -204,8 +214,8 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
         }
         if (nx) {
             /* one record per receiving device, by increasing device */
-            th[v].xf_first = s->nxf;
-            th[v].xf_mask = (uint32_t)dm; /* used when ndev <= 32 */
+            s->nc[v].xf_first = s->nxf;
+            s->nc[v].xf_mask = (uint32_t)dm; /* used when ndev <= 32 */
             nt[v].nxf = (uint8_t)(nx < 255 ? nx : 255);
             int32_t first = s->ncons, xf_first = s->nxf;
             uint64_t dm0 = dm;
@@ -217,15 +227,14 @@ static void dev_finish(gopt_sim_scratch *s, int32_t dv, int32_t c) {
                 int32_t r = s->nxf++;
                 sim_xfer *t = &s->xf[r];
                 t->node = v;
-                t->src = dv;
-                t->dst = D;
+                t->src = (int16_t)dv;
+                t->dst = (int16_t)D;
                 t->hold = s->dcnt[D];
                 t->cons_first = s->ncons;
                 s->dpos[D] = s->ncons;
                 s->ncons += s->dcnt[D];
                 t->bytes = s->dbytes[D];
-                t->size = (int64_t)ceil(t->bytes);
-                t->start = t->end = -1;
+                s->xtime[2 * (size_t)r] = s->xtime[2 * (size_t)r + 1] = -1;
                 int32_t l = dv * nd + D;
                 link_push(s, l, r);
                 sim_mark_dirty(s, nd + l);
@@ -269,27 +278,30 @@ static double link_start(gopt_sim_scratch *s, int32_t r, int32_t x) {
     int32_t l = r - s->ndev;
     double dt = sim->link_plain[l] ? sim->link_lat[l] + t->bytes / sim->link_bw[l]
                                    : gopt_cost_transfer_time(sim->cm, t->src, t->dst, t->bytes);
-    sim_mem_add(s, t->dst, t->size);
-    t->start = s->now;
-    t->end = s->now + dt;
+    sim_mem_add(s, t->dst, (int64_t)ceil(t->bytes));
+    s->xtime[2 * (size_t)x] = s->now;
+    s->xtime[2 * (size_t)x + 1] = s->now + dt;
     s->sent[t->src] += t->bytes;
     s->total_bytes += t->bytes;
     return dt;
 }
 
-static void link_finish(gopt_sim_scratch *s, int32_t r, int32_t x) {
+/* Returns the receiving device when a consumer became ready there (to be offered), else -1. */
+static int32_t link_finish(gopt_sim_scratch *s, int32_t x) {
     const sim_xfer *t = &s->xf[x];
-    int32_t u = t->node, D = t->dst;
+    int32_t u = t->node, D = t->dst, ready = -1;
     sim_tp *tp = s->tp;
-    if (--s->th[u].hold == 0) s->mem[t->src] -= s->nc[u].osize; /* the sender's copy */
+    sim_th *h = &s->th[u];
+    s->mem[t->src] -= h->osize & -(int64_t)(--h->hold == 0); /* the sender's copy */
     const int32_t *cl = s->cons + t->cons_first;
     for (int32_t i = 0; i < t->hold; i++) {
         int32_t c2 = cl[i];
         if (--tp[c2].pending == 0) {
             sim_dev_push(s, D, c2);
-            sim_mark_dirty(s, D);
+            ready = D;
         }
     }
+    return ready;
 }
 
 
@@ -298,21 +310,29 @@ static void link_finish(gopt_sim_scratch *s, int32_t r, int32_t x) {
 static inline void ev_sift_up(sim_event *h, int32_t i, sim_event e) {
     while (i > 0) {
         int32_t p = (i - 1) >> 1;
-        if (!(e < h[p])) break;
+        if (!(e.t < h[p].t)) break;
         h[i] = h[p];
         i = p;
     }
     h[i] = e;
 }
 
-static inline void ev_push(gopt_sim_scratch *s, sim_event e) { ev_sift_up(s->ev, s->nev++, e); }
+/* The heap is followed by two sentinel events (time bits UINT64_MAX, a NaN's, after every real
+ * time): a node's second child always exists, and so do the root's children. */
+static const sim_event SIM_EV_SENTINEL = {UINT64_MAX, 0, -1};
+
+static inline void ev_push(gopt_sim_scratch *s, sim_event e) {
+    int32_t len = s->nev++;
+    ev_sift_up(s->ev, len, e);
+    s->ev[len + 2] = SIM_EV_SENTINEL;
+}
 
 /* Replace the root by e: walk the hole down along the smaller children, then sift e up. */
 static inline void ev_replace_top(gopt_sim_scratch *s, sim_event e) {
     sim_event *h = s->ev;
     int32_t i = 0, c, len = s->nev;
     while ((c = 2 * i + 1) < len) {
-        c += (c + 1 < len) & (h[c + 1] < h[c]);
+        c += h[c + 1].t < h[c].t; /* h[len] is a sentinel */
         h[i] = h[c];
         i = c;
     }
@@ -322,44 +342,54 @@ static inline void ev_replace_top(gopt_sim_scratch *s, sim_event e) {
 /* Bottom-up removal (see dev_next): the last event replaces the root. */
 static inline sim_event ev_pop(gopt_sim_scratch *s) {
     sim_event top = s->ev[0], last = s->ev[--s->nev];
+    s->ev[s->nev] = SIM_EV_SENTINEL;
     if (s->nev) ev_replace_top(s, last);
     return top;
 }
 
-/* Offer every marked resource its next item (allocations happen here only). When root >= 0,
- * that resource's finished event is still the heap's root: its next event replaces it (one
- * sift instead of a removal and an insertion), or it is removed. New events come after the
- * root (later time or later sequence), so the heap stays valid meanwhile. */
-static inline void dispatch(gopt_sim_scratch *s, int32_t root) {
-    int32_t nd = s->ndev;
+/* Offer idle resource r its next item (allocations happen here only). When root, r's finished
+ * event is still the heap's root: its next event replaces it (one sift instead of a removal and
+ * an insertion), or it is removed. New events come after the root (a later time, or the same
+ * time: times only are compared and a sift moves nothing past an equal time), so the heap
+ * stays valid meanwhile. */
+static inline __attribute__((always_inline)) void offer_event(gopt_sim_scratch *s, int32_t r, int32_t it,
+                                                               double dt, int root) {
+    s->busy[r] = 1;
+    s->item[r] = it;
+    double t = s->now + dt;
+    uint64_t tb;
+    memcpy(&tb, &t, sizeof tb);
+    sim_event e = {tb, s->seq++, r};
+    if (root) ev_replace_top(s, e);
+    else ev_push(s, e);
+}
+
+static inline __attribute__((always_inline)) void offer_dev(gopt_sim_scratch *s, int32_t dv, int root) {
+    int32_t it = dev_next(s, dv);
+    if (it >= 0) offer_event(s, dv, it, dev_start(s, dv, it), root);
+    else if (root) ev_pop(s);
+}
+
+static inline __attribute__((always_inline)) void offer_link(gopt_sim_scratch *s, int32_t r, int root) {
+    int32_t it = link_next(s, r);
+    if (it >= 0) offer_event(s, r, it, link_start(s, r, it), root);
+    else if (root) ev_pop(s);
+}
+
+static void offer(gopt_sim_scratch *s, int32_t r, int root) {
+    if (r < s->ndev) offer_dev(s, r, root);
+    else offer_link(s, r, root);
+}
+
+/* Offer every marked resource that is idle its next item, in the order of the marks (which
+ * orders same-instant events by sequence, hence transfer records). */
+static inline void dispatch(gopt_sim_scratch *s) {
     for (int32_t i = 0; i < s->ndirty; i++) {
         int32_t r = s->dirty_list[i];
         s->dirty[r] = 0;
-        if (s->busy[r]) continue;
-        int32_t it;
-        double dt;
-        if (r < nd) {
-            if ((it = dev_next(s, r)) < 0) continue;
-            dt = dev_start(s, r, it);
-        } else {
-            if ((it = link_next(s, r)) < 0) continue;
-            dt = link_start(s, r, it);
-        }
-        s->busy[r] = 1;
-        s->item[r] = it;
-        double t = s->now + dt;
-        uint64_t tb;
-        memcpy(&tb, &t, sizeof tb);
-        sim_event e = ((sim_u128)tb << 64) | ((uint64_t)s->seq++ << 32) | (uint32_t)r;
-        if (r == root) {
-            ev_replace_top(s, e);
-            root = -1;
-        } else {
-            ev_push(s, e);
-        }
+        if (!s->busy[r]) offer(s, r, 0);
     }
     s->ndirty = 0;
-    if (root >= 0) ev_pop(s);
 }
 
 /* Prefetch what the next event (the heap's root) will read through its edge slots: the
@@ -367,7 +397,7 @@ static inline void dispatch(gopt_sim_scratch *s, int32_t root) {
  * prefetched when it started; this overlaps the next level of misses with this event. */
 static inline void prefetch_next(const gopt_sim_scratch *s) {
     if (s->nev == 0) return;
-    int32_t r = (int32_t)(uint32_t)s->ev[0], it = s->item[r];
+    int32_t r = s->ev[0].r, it = s->item[r];
     if (r < s->ndev) {
         const sim_nc *x = &s->nc[it];
         if (x->mem_first >= 0) return;
@@ -390,33 +420,62 @@ static inline void prefetch_next(const gopt_sim_scratch *s) {
  * readiness, queued transfers: effects that commute), then dispatch. */
 void sim_event_loop(gopt_sim_scratch *s) {
     int32_t nd = s->ndev;
-    dispatch(s, -1);
+    dispatch(s);
     while (s->nev > 0) {
         sim_event *h = s->ev;
-        uint64_t tb = (uint64_t)(h[0] >> 64);
+        uint64_t tb = h[0].t;
         double t;
         memcpy(&t, &tb, sizeof t);
         if (t != s->now) s->instant++;
         s->now = t;
-        /* the usual case: the root is the only event of this instant (its children come later) */
-        if ((s->nev < 2 || (uint64_t)(h[1] >> 64) != tb) && (s->nev < 3 || (uint64_t)(h[2] >> 64) != tb)) {
-            int32_t r = (int32_t)(uint32_t)h[0];
+        /* the usual case: the root is the only event of this instant (another one would be a
+         * child of the root: times only are compared). The resources to offer are the finished
+         * one first, then those its end marked, in order (what dispatch() would do, without the
+         * marks where they are not needed) */
+        if (h[1].t != tb && h[2].t != tb) { /* sentinels where the heap is smaller */
+            int32_t r = h[0].r;
             s->busy[r] = 0;
-            sim_mark_dirty(s, r);
-            if (r < nd) dev_finish(s, r, s->item[r]);
-            else link_finish(s, r, s->item[r]);
-            dispatch(s, r);
+            if (r < nd) {
+                dev_finish(s, r, s->item[r]); /* marks the links it queued on */
+                offer_dev(s, r, 1);
+                for (int32_t i = 0; i < s->ndirty; i++) {
+                    int32_t l = s->dirty_list[i];
+                    s->dirty[l] = 0;
+                    if (!s->busy[l]) offer_link(s, l, 0);
+                }
+                s->ndirty = 0;
+            } else {
+                int32_t D = link_finish(s, s->item[r]);
+                offer_link(s, r, 1);
+                if (D >= 0 && !s->busy[D]) offer_dev(s, D, 0);
+            }
             prefetch_next(s);
             continue;
         }
-        while (s->nev > 0 && (uint64_t)(s->ev[0] >> 64) == tb) {
-            int32_t r = (int32_t)(uint32_t)ev_pop(s);
+        /* take the instant's events out, then handle them in sequence order (a handled event
+         * adds none: new events come from dispatch) */
+        int32_t k = 0;
+        while (s->nev > 0 && s->ev[0].t == tb) {
+            sim_event e = ev_pop(s);
+            int32_t j = k++;
+            while (j > 0 && s->tie[j - 1].seq > e.seq) {
+                s->tie[j] = s->tie[j - 1];
+                j--;
+            }
+            s->tie[j] = e;
+        }
+        for (int32_t j = 0; j < k; j++) {
+            int32_t r = s->tie[j].r;
             s->busy[r] = 0;
             sim_mark_dirty(s, r);
-            if (r < nd) dev_finish(s, r, s->item[r]);
-            else link_finish(s, r, s->item[r]);
+            if (r < nd) {
+                dev_finish(s, r, s->item[r]);
+            } else {
+                int32_t D = link_finish(s, s->item[r]);
+                if (D >= 0) sim_mark_dirty(s, D);
+            }
         }
-        dispatch(s, -1);
+        dispatch(s);
         prefetch_next(s);
     }
 }

@@ -120,6 +120,7 @@ void gopt_sim_scratch_free(gopt_sim_scratch *s) {
     free(s->nc);
     free(s->grp_rep);
     free(s->mem_list);
+    free(s->plist);
     free(s->rq);
     free(s->rq_off);
     free(s->rq_len);
@@ -127,10 +128,12 @@ void gopt_sim_scratch_free(gopt_sim_scratch *s) {
     free(s->lq_head);
     free(s->lq_tail);
     free(s->xf);
+    free(s->xtime);
     free(s->cons);
     free(s->cpair);
     free(s->xref);
     free(s->ev);
+    free(s->tie);
     free(s->item);
     free(s->busy);
     free(s->dirty);
@@ -158,17 +161,20 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
     else ok = 0, gopt_error_set(err, GOPT_ENOMEM, "sim: out of memory (%zu bytes)", n * sizeof *s->nc);
     ALLOC(grp_rep, n);
     ALLOC(mem_list, n);
-    ALLOC(rq, n);
+    ALLOC(plist, 2 * n);
+    ALLOC(rq, n + nd); /* each device's heap, then its sentinel */
     ALLOC(rq_off, nd);
     ALLOC(rq_len, nd);
     ALLOC(lq, n * (nd > 1 ? nd - 1 : 1));
     ALLOC(lq_head, nd * nd);
     ALLOC(lq_tail, nd * nd);
     ALLOC(xf, m);
+    ALLOC(xtime, 2 * m);
     ALLOC(cons, m);
     ALLOC(cpair, m);
     ALLOC(xref, m);
-    ALLOC(ev, nr);
+    ALLOC(ev, nr + 3);
+    ALLOC(tie, nr);
     ALLOC(item, nr);
     ALLOC(busy, nr);
     ALLOC(dirty, nr);
@@ -188,6 +194,7 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
         x->rank = f->rank[v];
         x->start = -1;
         x->osize = sim->osize[v];
+        s->th[v].osize = sim->osize[v];
         s->grp_rep[v] = -1;
         s->nt[v].task = v;
     }
@@ -220,6 +227,7 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
     /* pass 1, id order, every node as an unfused task: device, inputs to wait for (distinct
      * producers), kernel time, ready key; fusion group representatives (first in topological order) */
     int32_t grouped = 0, dcount[GOPT_SIM_MAX_DEVICES], ncount[GOPT_SIM_MAX_DEVICES];
+    int32_t *glist = s->plist, *zlist = s->plist + n, nz = 0, nf = 0; /* fused nodes; nodes without inputs */
     for (int32_t dd = 0; dd < nd; dd++) {
         dcount[dd] = ncount[dd] = 0;
         s->mem[dd] = 0;
@@ -242,19 +250,22 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
         x->dur = time[(size_t)v * (size_t)nd + (size_t)dv];
         s->mem[dv] += sim->psize[v];
         ncount[dv]++;
+        if (sim->nin[v] == 0) zlist[nz++] = v;
         if (gv >= 0) {
-            grouped++;
+            glist[grouped++] = v;
             int32_t r = grp_rep[gv];
             if (r < 0 || rank[v] < rank[r]) grp_rep[gv] = v;
         }
     }
     int32_t ntasks = n;
-    /* pass 2 (fused nodes only): tasks, member lists (each sorted by rank), then each
-     * group's inputs, outputs leaving it, priority (max), kernel time (gopt_cost_group_time) */
+    for (int32_t dd = 0; dd < nd; dd++) dcount[dd] = ncount[dd]; /* tasks per device */
+    /* pass 2 (fused nodes only, from the list pass 1 made, in id order): tasks, member lists
+     * (each sorted by rank), then each group's inputs, outputs leaving it, priority (max),
+     * kernel time (gopt_cost_group_time); the groups that wait for nothing (flist) */
     if (grouped) {
-        for (int32_t v = 0; v < n; v++) {
+        for (int32_t gi = 0; gi < grouped; gi++) {
+            int32_t v = glist[gi];
             int32_t gv = grp[v];
-            if (gv < 0) continue;
             int32_t r = grp_rep[gv];
             if (dev[r] != dev[v]) {
                 gopt_error_set(err, GOPT_EINVAL,
@@ -268,18 +279,20 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
             if (v != r) {
                 nc[r].mem_count++;
                 ntasks--;
+                dcount[dev[v]]--;
             }
         }
         int32_t off = 0;
-        for (int32_t v = 0; v < n; v++) {
-            if (grp[v] >= 0 && nt[v].task == v) {
+        for (int32_t gi = 0; gi < grouped; gi++) {
+            int32_t v = glist[gi];
+            if (nt[v].task == v) {
                 nc[v].mem_first = off;
                 off += nc[v].mem_count;
                 nc[v].mem_count = 0;
             }
         }
-        for (int32_t v = 0; v < n; v++) {
-            if (grp[v] < 0) continue;
+        for (int32_t gi = 0; gi < grouped; gi++) {
+            int32_t v = glist[gi];
             sim_nc *r = &nc[nt[v].task];
             int32_t *ml = s->mem_list + r->mem_first;
             int32_t k = r->mem_count++;
@@ -289,8 +302,9 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
             }
             ml[k] = v;
         }
-        for (int32_t c = 0; c < n; c++) {
-            if (grp[c] < 0) continue;
+        int32_t *flist = glist; /* written behind the reading index */
+        for (int32_t gi = 0; gi < grouped; gi++) {
+            int32_t c = glist[gi];
             grp_rep[grp[c]] = -1;
             if (nt[c].task != c || nc[c].mem_count < 2) continue;
             int32_t dc = nt[c].dev, k = nc[c].mem_count;
@@ -319,18 +333,18 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
             nc[c].dur = gopt_cost_group_time(tab, dc, ml, k, ext_bytes);
             uint32_t up = (uint32_t)prio ^ 0x80000000u;
             tp[c].key = ((uint64_t)(~up) << 32) | (uint32_t)rank[c];
+            if (pending == 0) flist[nf++] = c;
         }
         /* stamp_u now holds task ids (>= 0) on some producers: harmless, the run's tags are < 0 */
     }
-    for (int32_t v = 0; v < n; v++) /* tasks per device */
-        if (nt[v].task == v) dcount[nt[v].dev]++;
     s->ntasks = ntasks;
     /* carve the queues */
     int32_t off = 0;
     for (int32_t dd = 0; dd < nd; dd++) {
         s->rq_off[dd] = off;
         s->rq_len[dd] = 0;
-        off += dcount[dd];
+        s->rq[off] = (sim_rq_item){UINT64_MAX, -1, 0}; /* sentinel */
+        off += dcount[dd] + 1;
         s->peak[dd] = s->mem[dd];
         s->busy_s[dd] = 0;
         s->sent[dd] = 0;
@@ -344,6 +358,7 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
     for (int32_t r = 0; r < s->nres; r++) s->busy[r] = s->dirty[r] = 0;
     s->ndirty = 0;
     s->nev = 0;
+    for (int32_t i = 0; i < 3; i++) s->ev[i] = (sim_event){UINT64_MAX, 0, -1}; /* sentinels */
     s->seq = 0;
     s->nxf = 0;
     s->ncons = 0;
@@ -351,11 +366,19 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
     s->now = 0;
     s->instant = 0;
     s->tasks_done = 0;
-    for (int32_t c = 0; c < n; c++) {
-        if (nt[c].task == c && tp[c].pending == 0) {
-            sim_dev_push(s, nt[c].dev, c);
-            sim_mark_dirty(s, nt[c].dev);
+    /* the tasks that wait for nothing, in id order: unfused nodes without inputs (zlist, less
+     * the fused ones) merged with the groups that wait for nothing (flist) */
+    for (int32_t i = 0, j = 0; i < nz || j < nf;) {
+        int32_t c;
+        if (j == nf || (i < nz && zlist[i] < glist[j])) {
+            c = zlist[i++];
+            if (nt[c].task != c || tp[c].pending != 0) continue;
+        } else {
+            c = glist[j++];
+            if (i < nz && zlist[i] == c) i++;
         }
+        sim_dev_push(s, nt[c].dev, c);
+        sim_mark_dirty(s, nt[c].dev);
     }
     return GOPT_OK;
 }
@@ -422,6 +445,6 @@ void gopt_sim_transfer_get(const gopt_sim_scratch *s, int32_t i, gopt_sim_transf
     out->src = x->src;
     out->dst = x->dst;
     out->bytes = x->bytes;
-    out->start = x->start;
-    out->end = x->end;
+    out->start = s->xtime[2 * (size_t)i];
+    out->end = s->xtime[2 * (size_t)i + 1];
 }

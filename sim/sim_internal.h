@@ -11,7 +11,8 @@
  * the node's own start and end read is one 64-byte line per node (nc), which
  * also holds the node's adjacency offsets, so ending a task reads its edge
  * slots and its neighbours' state and little else. Both are prefetched ahead
- * of use (resources.c).
+ * of use (resources.c). Transfer records are 24 bytes, what the run reads;
+ * their start and end times are in an array of their own, written once.
  *
  * Items: a device runs tasks, named by their representative node (the
  * member first in topological order); a link runs transfer records.
@@ -50,11 +51,16 @@ struct gopt_sim {
 
 __extension__ typedef unsigned __int128 sim_u128;
 
-/* An event: (bits of its time << 64) | (sequence number << 32) | resource.
- * Times are finite and >= 0, whose IEEE bits order like the numbers, and
- * sequence numbers are unique, so one integer comparison orders events by
- * (time, sequence). The item the resource runs is in scratch->item. */
-typedef sim_u128 sim_event;
+/* An event: the bits of its time, its sequence number and its resource. Times
+ * are finite and >= 0, whose IEEE bits order like the numbers, so the heap
+ * compares one 64-bit integer; events of one instant (equal times, rare) are
+ * taken out together and handled in sequence order. The item the resource
+ * runs is in scratch->item. */
+typedef struct {
+    uint64_t t;
+    uint32_t seq;
+    int32_t r;
+} sim_event;
 
 typedef struct {
     uint64_t key; /* instant it was queued (a counter of distinct event times) << 32 | producer's rank */
@@ -62,14 +68,14 @@ typedef struct {
     int32_t spare;
 } sim_link_slot;
 
+/* A transfer record (24 bytes: what the run reads; its start and end are in scratch->xtime).
+ * The copy takes ceil(bytes) on the receiver. */
 typedef struct {
-    int32_t node, src, dst;
+    int32_t node;
     int32_t hold;       /* consumer tasks on dst still to finish (after arrival) */
     int32_t cons_first; /* those tasks: cons[cons_first .. + the count at creation) */
-    int32_t spare;
+    int16_t src, dst;
     double bytes;
-    int64_t size;
-    double start, end;
 } sim_xfer;
 
 /* Per-node state of a run, split by how hot it is so that the arrays read on
@@ -103,10 +109,9 @@ typedef struct {
                       * pending reaches 0: same cache line) */
 } sim_tp;
 typedef struct {
-    int32_t stamp_u;  /* (tensor) the last task that counted this tensor */
-    int32_t hold;     /* (tensor) holders of the copy on its own device */
-    int32_t xf_first; /* (tensor) its first transfer record; the others follow, by receiving device */
-    uint32_t xf_mask; /* (tensor) receiving devices (when ndev <= 32): record = xf_first + popcount below */
+    int32_t hold;    /* (tensor) holders of the copy on its own device */
+    int32_t stamp_u; /* (tensor) the last task that counted this tensor */
+    int64_t osize;   /* constant: sim->osize, freed when hold reaches 0 (beside it: no branch) */
 } sim_th;
 /* One cache line per node (the array is 64-byte aligned): what starting and
  * finishing its task read. The first five fields are constant (written when
@@ -117,11 +122,12 @@ typedef struct {
     int32_t rank;                 /* constant: topological rank */
     int32_t mem_first; /* (task) members at mem_list[mem_first..] when fused, -1 when alone */
     int32_t mem_count; /* (task) members */
-    int32_t spare;
+    int32_t xf_first;  /* (tensor) its first transfer record; the others follow, by receiving device */
     double dur;    /* (task) kernel time */
     double start;  /* (task) start time, -1 when it did not run */
     int64_t osize; /* constant: sim->osize */
-    int64_t spare2;
+    uint32_t xf_mask; /* (tensor) receiving devices (when ndev <= 32): record = xf_first + popcount below */
+    int32_t spare;
 } sim_nc;
 
 struct gopt_sim_scratch {
@@ -134,6 +140,7 @@ struct gopt_sim_scratch {
     sim_nc *nc;        /* (n) cold: once per task */
     int32_t *grp_rep;  /* (n) representative of fusion group g, -1 (kept -1 between runs) */
     int32_t *mem_list; /* (n) members of fused tasks, each task's in topological order */
+    int32_t *plist;    /* (2n) prepare(): the fused nodes, the nodes without inputs */
     /* device ready heaps: pool of n (key, task) items carved by device */
     sim_rq_item *rq;
     int32_t *rq_off, *rq_len; /* (ndev) */
@@ -142,6 +149,7 @@ struct gopt_sim_scratch {
     sim_link_slot *lq;
     int32_t *lq_head, *lq_tail; /* (ndev*ndev) */
     sim_xfer *xf;             /* (m) transfer records of the run */
+    double *xtime;            /* (2m) start and end of each record, -1 until it starts */
     int32_t nxf;
     int32_t *cons;            /* (m) consumer tasks of each transfer, by record */
     int32_t ncons;
@@ -152,7 +160,8 @@ struct gopt_sim_scratch {
     sim_event *ev; /* (nres) at most one running item per resource */
     int32_t *item; /* (nres) the item each busy resource runs */
     int32_t nev;
-    uint64_t seq;
+    uint32_t seq;
+    sim_event *tie; /* (nres) the events of one instant, sorted by sequence */
     uint8_t *busy, *dirty; /* (nres) */
     int32_t *dirty_list;   /* (nres) */
     int32_t ndirty;

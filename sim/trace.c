@@ -90,7 +90,8 @@ gopt_status gopt_sim_trace_json(const gopt_sim *sim, const gopt_decisions *d, co
         gopt_buf_printf(b,
                         ",\"cat\":\"transfer\",\"ph\":\"X\",\"ts\":%.6f,\"dur\":%.6f,\"pid\":0,\"tid\":%d,\"args\":{\"bytes\":%.17g,"
                         "\"src\":%d,\"dst\":%d}}",
-                        x->start * 1e6, (x->end - x->start) * 1e6, nd + x->src * nd + x->dst, x->bytes, x->src, x->dst);
+                        s->xtime[2 * (size_t)i] * 1e6, (s->xtime[2 * (size_t)i + 1] - s->xtime[2 * (size_t)i]) * 1e6,
+                        nd + x->src * nd + x->dst, x->bytes, x->src, x->dst);
     }
     gopt_buf_puts(b, "\n],\"displayTimeUnit\":\"ns\"}\n");
     if (b->failed) return gopt_error_set(err, GOPT_ENOMEM, "sim trace: out of memory");
