@@ -8,9 +8,9 @@
  * handled (releases, readiness, queued transfers: effects that commute), then
  * every resource touched is offered its next item. Only frees happen while
  * events are handled and only allocations while starting items, so the peak
- * memory does not depend on the order of same-instant events. The event heap
- * holds at most one event per resource (ndev + ndev^2 entries); the loop is
- * in resources.c.
+ * memory does not depend on the order of same-instant events. There is at most
+ * one event per resource, each in its own slot of the event selection
+ * (ndev^2 slots); the loop is in event_loop.inc, included by resources.c.
  *
  * Invariants: no allocation after gopt_sim_scratch_create; every array of the
  * scratch that a run reads before writing is reset by prepare().
@@ -132,7 +132,9 @@ void gopt_sim_scratch_free(gopt_sim_scratch *s) {
     free(s->cons);
     free(s->cpair);
     free(s->xref);
-    free(s->ev);
+    free(s->evt);
+    free(s->evseq);
+    free(s->slot_res);
     free(s->tie);
     free(s->item);
     free(s->busy);
@@ -173,16 +175,33 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
     ALLOC(cons, m);
     ALLOC(cpair, m);
     ALLOC(xref, m);
-    ALLOC(ev, nr + 3);
+    ALLOC(evseq, nd * nd);
+    ALLOC(slot_res, nd * nd);
     ALLOC(tie, nr);
     ALLOC(item, nr);
     ALLOC(busy, nr);
     ALLOC(dirty, nr);
     ALLOC(dirty_list, nr);
 #undef ALLOC
+    /* the event selection's levels: ndev^2 slots, then one minimum per block of 8, each level
+     * padded to a multiple of 8, until one block of 8 */
+    size_t ev_len = 0, lv_len = (nd * nd + 7) & ~(size_t)7;
+    for (s->ev_nlev = 0;; lv_len = ((lv_len / 8) + 7) & ~(size_t)7) {
+        s->ev_off[s->ev_nlev++] = (int32_t)ev_len;
+        ev_len += lv_len;
+        if (lv_len == 8) break;
+    }
+    s->evt = aligned_alloc(64, ((ev_len * sizeof(double)) + 63) & ~(size_t)63);
+    if (!s->evt) ok = 0, gopt_error_set(err, GOPT_ENOMEM, "sim: out of memory (%zu bytes)", ev_len * sizeof(double));
+    s->ev_len = (int32_t)ev_len;
     if (!ok) {
         gopt_sim_scratch_free(s);
         return GOPT_ENOMEM;
+    }
+    for (size_t k = 0; k < nd * nd; k++) s->slot_res[k] = -1;
+    for (size_t r = 0; r < nr; r++) {
+        size_t k = r < nd ? r * (nd + 1) : r - nd;
+        if (r < nd || (r - nd) / nd != (r - nd) % nd) s->slot_res[k] = (int32_t)r;
     }
     const gopt_frozen *f = sim->f;
     for (int32_t v = 0; v < s->n; v++) {
@@ -357,12 +376,12 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
     }
     for (int32_t r = 0; r < s->nres; r++) s->busy[r] = s->dirty[r] = 0;
     s->ndirty = 0;
-    s->nev = 0;
-    for (int32_t i = 0; i < 3; i++) s->ev[i] = (sim_event){UINT64_MAX, 0, -1}; /* sentinels */
+    for (int32_t i = 0; i < s->ev_len; i++) s->evt[i] = HUGE_VAL; /* no event */
     s->seq = 0;
     s->nxf = 0;
     s->ncons = 0;
     s->total_bytes = 0;
+    s->nb_t = HUGE_VAL;
     s->now = 0;
     s->instant = 0;
     s->tasks_done = 0;

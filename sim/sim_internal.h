@@ -1,10 +1,11 @@
 /* sim_internal.h: the simulator's state, shared by the files of sim/ only.
  *
  * Resources are numbered 0..ndev-1 (devices) and ndev + src*ndev + dst
- * (links). Each kind of resource has four operations in resources.c: push
- * an item into its queue, take the next item to run, start it (returns its
- * duration), finish it; the event loop (also there, so that they inline)
- * calls the device's or the link's by the resource number.
+ * (links). Each kind of resource has four operations in event_loop.inc
+ * (included by resources.c): push an item into its queue, take the next item
+ * to run, start it (returns its duration), finish it; the event loop (also
+ * there, so that they inline) calls the device's or the link's by the
+ * resource number.
  *
  * Layout: the per-node state of a run is split by what reads it. Arrays read
  * through a neighbour's edges (nt, tp, th) stay small (8-16 bytes); what only
@@ -51,11 +52,9 @@ struct gopt_sim {
 
 __extension__ typedef unsigned __int128 sim_u128;
 
-/* An event: the bits of its time, its sequence number and its resource. Times
- * are finite and >= 0, whose IEEE bits order like the numbers, so the heap
- * compares one 64-bit integer; events of one instant (equal times, rare) are
- * taken out together and handled in sequence order. The item the resource
- * runs is in scratch->item. */
+/* An event of an instant with several (equal times): the bits of its time, its sequence number
+ * and its resource; such events are taken out together and handled in sequence order. The item
+ * the resource runs is in scratch->item. */
 typedef struct {
     uint64_t t;
     uint32_t seq;
@@ -156,11 +155,19 @@ struct gopt_sim_scratch {
     sim_pair *cpair;          /* (m) one finishing tensor's remote consumer tasks, in edge order */
     int32_t *xref;            /* (m) by in-edge slot, written when the producer ends: what an unfused
                                * consumer releases when it ends (a record, SIM_XREF_LOCAL or _SKIP) */
-    /* event heap and dispatch */
-    sim_event *ev; /* (nres) at most one running item per resource */
+    /* event selection (resources.c): each resource's next event time by slot (+inf when idle),
+     * then the minimum of each block of 8 slots, level by level, up to one block of 8; every
+     * level is padded with +inf to a multiple of 8 and 64-byte aligned */
+    double *evt;
+    int32_t ev_off[8]; /* start of each level in evt */
+    int32_t ev_len;    /* doubles in evt */
+    int32_t ev_nlev;   /* levels (1 when ndev^2 <= 8, 2 up to 64 slots: 8 devices) */
+    uint32_t *evseq;   /* (ndev^2) by slot: the sequence number of its event */
+    int32_t *slot_res; /* (ndev^2) by slot: its resource (-1: the slot of no resource) */
     int32_t *item; /* (nres) the item each busy resource runs */
-    int32_t nev;
     uint32_t seq;
+    double nb_t;       /* the earliest event added while one instant is handled (+inf: none) */
+    int32_t nb_k, nb_multi; /* its slot; another added one has the same time */
     sim_event *tie; /* (nres) the events of one instant, sorted by sequence */
     uint8_t *busy, *dirty; /* (nres) */
     int32_t *dirty_list;   /* (nres) */
