@@ -11,52 +11,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "gopt_graph.h"
 
-static const char *const OPS[GOPT_OP_CLASS_COUNT] = {"Placeholder", "VariableV2", "MatMul", "Conv2D",
-                                                     "Add",         "Sum",        "Transpose", "NoOp"};
-
 static gopt_graph *make_graph(int32_t n, int32_t m, uint64_t seed) {
-    gopt_rng rng;
-    gopt_rng_seed(&rng, seed);
-    gopt_graph *g;
     gopt_error err = {0};
-    if (gopt_graph_create(&g, "bench_80k", "synthetic", &err) != GOPT_OK) return NULL;
-    char name[96], shape[64], coloc[32];
-    for (int32_t v = 0; v < n; v++) {
-        int c = (int)gopt_rng_below(&rng, GOPT_OP_CLASS_COUNT);
-        int layer = (int)((int64_t)v * 48 / n);
-        gopt_node_attrs a = {0};
-        snprintf(name, sizeof name, "layer_%d/%s_%d%s", layer, OPS[c], v, v % 3 == 2 ? "/grad" : "");
-        snprintf(shape, sizeof shape, "%dx%d", 32 << gopt_rng_below(&rng, 4), 64 << gopt_rng_below(&rng, 6));
-        a.name = name;
-        a.op = OPS[c];
-        a.cls = (gopt_op_class)c;
-        a.flops = c >= 2 ? (double)(gopt_rng_below(&rng, 1u << 30) + 1) : 0;
-        a.out_bytes = (double)(4 * (gopt_rng_below(&rng, 1u << 20) + 1));
-        a.param_bytes = c == GOPT_OP_CLASS_PARAM ? 3 * a.out_bytes : 0;
-        a.shape = shape;
-        a.dtype = "float32";
-        a.phase = (gopt_phase)(1 + v % 3);
-        a.layer = layer;
-        snprintf(coloc, sizeof coloc, "var_%d", v / 7);
-        a.colocate = c == GOPT_OP_CLASS_PARAM ? coloc : "";
-        if (gopt_graph_add_node(g, &a, NULL, &err) != GOPT_OK) goto fail;
-    }
-    /* edges go from lower to higher ids, mostly local (a DAG by construction) */
-    for (int32_t e = 0; e < m; e++) {
-        int32_t dst = 1 + (int32_t)gopt_rng_below(&rng, (uint64_t)n - 1);
-        int32_t span = dst < 64 ? dst : 64;
-        int32_t src = dst - 1 - (int32_t)gopt_rng_below(&rng, (uint64_t)span);
-        if (gopt_graph_add_edge(g, src, dst, (double)(4 * (gopt_rng_below(&rng, 1u << 20) + 1)), &err) != GOPT_OK)
-            goto fail;
-    }
-    if (gopt_graph_finalize(g, &err) != GOPT_OK) goto fail;
+    gopt_graph *g = bench_layered_dag(n, m, seed, "bench_80k", &err);
+    if (!g) fprintf(stderr, "bench_graph_load: %s\n", err.msg);
     return g;
-fail:
-    fprintf(stderr, "bench_graph_load: %s\n", err.msg);
-    gopt_graph_free(g);
-    return NULL;
 }
 
 int main(int argc, char **argv) {

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "gopt_sim.h"
 #include "gopt_zoo.h"
 
@@ -70,48 +71,6 @@ static double minimum(const double *v, int n) {
     for (int i = 1; i < n; i++)
         if (v[i] < m) m = v[i];
     return m;
-}
-
-/* A layered DAG like bench/graph_load's: n nodes, m edges from lower to higher ids within 64. */
-static gopt_graph *layered_dag(int32_t n, int32_t m, uint64_t seed, gopt_error *err) {
-    static const char *const OPS[GOPT_OP_CLASS_COUNT] = {"Placeholder", "VariableV2", "MatMul", "Conv2D",
-                                                         "Add",         "Sum",        "Transpose", "NoOp"};
-    gopt_rng rng;
-    gopt_rng_seed(&rng, seed);
-    gopt_graph *g;
-    if (gopt_graph_create(&g, "dag_80k", "synthetic", err) != GOPT_OK) return NULL;
-    char name[64], coloc[32], shape[32];
-    for (int32_t v = 0; v < n; v++) {
-        int c = (int)gopt_rng_below(&rng, GOPT_OP_CLASS_COUNT);
-        gopt_node_attrs a = {0};
-        snprintf(name, sizeof name, "op_%d", v);
-        snprintf(shape, sizeof shape, "%dx%d", 32 << gopt_rng_below(&rng, 4), 64 << gopt_rng_below(&rng, 6));
-        a.name = name;
-        a.op = OPS[c];
-        a.cls = (gopt_op_class)c;
-        a.flops = c >= 2 ? (double)(gopt_rng_below(&rng, 1u << 30) + 1) : 0;
-        a.out_bytes = (double)(4 * (gopt_rng_below(&rng, 1u << 20) + 1));
-        a.param_bytes = c == GOPT_OP_CLASS_PARAM ? 3 * a.out_bytes : 0;
-        a.shape = shape;
-        a.dtype = "float32";
-        a.phase = (gopt_phase)(1 + v % 3);
-        a.layer = (int32_t)((int64_t)v * 48 / n);
-        snprintf(coloc, sizeof coloc, "var_%d", v / 7);
-        a.colocate = c == GOPT_OP_CLASS_PARAM ? coloc : "";
-        if (gopt_graph_add_node(g, &a, NULL, err) != GOPT_OK) goto fail;
-    }
-    for (int32_t e = 0; e < m; e++) {
-        int32_t dst = 1 + (int32_t)gopt_rng_below(&rng, (uint64_t)n - 1);
-        int32_t span = dst < 64 ? dst : 64;
-        int32_t src = dst - 1 - (int32_t)gopt_rng_below(&rng, (uint64_t)span);
-        if (gopt_graph_add_edge(g, src, dst, (double)(4 * (gopt_rng_below(&rng, 1u << 20) + 1)), err) != GOPT_OK)
-            goto fail;
-    }
-    if (gopt_graph_finalize(g, err) != GOPT_OK) goto fail;
-    return g;
-fail:
-    gopt_graph_free(g);
-    return NULL;
 }
 
 /* Random valid decisions: one device per colocation group, random priorities, fusion of
@@ -315,7 +274,7 @@ int main(int argc, char **argv) {
         gopt_graph_free(g);
     }
     if (!only || !strcmp(only, "dag")) {
-        gopt_graph *g = layered_dag(80000, 160000, 12345, &err);
+        gopt_graph *g = bench_layered_dag(80000, 160000, 12345, "dag_80k", &err);
         if (!g) {
             fprintf(stderr, "bench_sim: %s\n", err.msg);
             rc = 1;

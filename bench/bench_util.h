@@ -1,0 +1,62 @@
+/* bench_util.h: what several benchmarks share (header only: each bench is one
+ * .c file, bench/CMakeLists.txt builds *.c).
+ *
+ * bench_layered_dag: an exact-size layered random DAG with training-step-like
+ * attributes (names like "layer_12/MatMul_345/grad", shapes, dtypes, phases,
+ * colocation of parameters with their neighbours), n nodes and m edges from
+ * lower to higher ids within 64, from a fixed seed: bench_graph_load times
+ * loading it, bench_sim simulating it. (The zoo's synthetic generator only
+ * lands within 15% of a requested size, and the benches need exact sizes.)
+ * Cost O(n + m). */
+#ifndef GOPT_BENCH_UTIL_H
+#define GOPT_BENCH_UTIL_H
+
+#include <stdio.h>
+
+#include "gopt_graph.h"
+
+static inline gopt_graph *bench_layered_dag(int32_t n, int32_t m, uint64_t seed, const char *name,
+                                            gopt_error *err) {
+    static const char *const OPS[GOPT_OP_CLASS_COUNT] = {"Placeholder", "VariableV2", "MatMul", "Conv2D",
+                                                         "Add",         "Sum",        "Transpose", "NoOp"};
+    gopt_rng rng;
+    gopt_rng_seed(&rng, seed);
+    gopt_graph *g;
+    if (gopt_graph_create(&g, name, "synthetic", err) != GOPT_OK) return NULL;
+    char nm[96], shape[64], coloc[32];
+    for (int32_t v = 0; v < n; v++) {
+        int c = (int)gopt_rng_below(&rng, GOPT_OP_CLASS_COUNT);
+        int layer = (int)((int64_t)v * 48 / n);
+        gopt_node_attrs a = {0};
+        snprintf(nm, sizeof nm, "layer_%d/%s_%d%s", layer, OPS[c], v, v % 3 == 2 ? "/grad" : "");
+        snprintf(shape, sizeof shape, "%dx%d", 32 << gopt_rng_below(&rng, 4), 64 << gopt_rng_below(&rng, 6));
+        a.name = nm;
+        a.op = OPS[c];
+        a.cls = (gopt_op_class)c;
+        a.flops = c >= 2 ? (double)(gopt_rng_below(&rng, 1u << 30) + 1) : 0;
+        a.out_bytes = (double)(4 * (gopt_rng_below(&rng, 1u << 20) + 1));
+        a.param_bytes = c == GOPT_OP_CLASS_PARAM ? 3 * a.out_bytes : 0;
+        a.shape = shape;
+        a.dtype = "float32";
+        a.phase = (gopt_phase)(1 + v % 3);
+        a.layer = layer;
+        snprintf(coloc, sizeof coloc, "var_%d", v / 7);
+        a.colocate = c == GOPT_OP_CLASS_PARAM ? coloc : "";
+        if (gopt_graph_add_node(g, &a, NULL, err) != GOPT_OK) goto fail;
+    }
+    /* edges go from lower to higher ids, mostly local (a DAG by construction) */
+    for (int32_t e = 0; e < m; e++) {
+        int32_t dst = 1 + (int32_t)gopt_rng_below(&rng, (uint64_t)n - 1);
+        int32_t span = dst < 64 ? dst : 64;
+        int32_t src = dst - 1 - (int32_t)gopt_rng_below(&rng, (uint64_t)span);
+        if (gopt_graph_add_edge(g, src, dst, (double)(4 * (gopt_rng_below(&rng, 1u << 20) + 1)), err) != GOPT_OK)
+            goto fail;
+    }
+    if (gopt_graph_finalize(g, err) != GOPT_OK) goto fail;
+    return g;
+fail:
+    gopt_graph_free(g);
+    return NULL;
+}
+
+#endif
