@@ -61,6 +61,7 @@ static json_t *options_json(const gopt_trainer *t) {
     json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));
     json_object_set_new(j, "reference", json_string(o->reference));
     json_object_set_new(j, "backward", json_string(o->backward_rounds ? "rounds" : "batched"));
+    json_object_set_new(j, "canonical_targets", json_boolean(o->canonical_targets));
     return j;
 }
 
