@@ -69,7 +69,9 @@ static void finetune_usage(FILE *f) {
                "Fine-tune a trained policy on one graph with PPO, then compare against every reference baseline:\n"
                "their simulated steps, GO zero-shot (greedy, before fine-tuning) and the best GO solution found.\n"
                "Without --checkpoint the shipped pre-trained checkpoint is used. --steps 0 only evaluates\n"
-               "(zero-shot against the baselines; -o is then optional).\n");
+               "(zero-shot against the baselines; -o is then optional). --imitate N (counted in --steps) first\n"
+               "imitates the graph's reference for N cheap steps (a warm start), then PPO; the best solution\n"
+               "reported is never worse than the zero-shot one.\n");
     common_options_help(f);
 }
 
