@@ -1,10 +1,16 @@
 /* trainer.c: the trainer object: options, graphs (simulator, features,
- * reference from the baselines), the graph schedule, decisions from sampled
- * actions, batch simulation and greedy evaluation. The PPO and imitation
- * updates are in ppo.c, checkpoints in state.c.
+ * reference from the baselines, its decisions relabelled canonically within
+ * the cluster's device symmetries), the graph schedule, decisions from
+ * sampled actions, batch simulation and greedy evaluation. The PPO and
+ * imitation updates are in ppo.c, checkpoints in state.c.
+ *
+ * Invariant: a relabelled imitation target simulates no slower than the
+ * reference decisions it replaces (it is simulated and kept only then).
  *
  * Cost: adding a graph runs every reference baseline once (their cost plus
- * one simulation each); a step is dominated by the network (ppo.c).
+ * one simulation each), then the symmetry search (O(n ndev^2) to compare
+ * devices, at most TR_MAX_SYM permutations) and one more simulation; a step
+ * is dominated by the network (ppo.c).
  */
 #include <math.h>
 #include <stdlib.h>
