@@ -741,8 +741,7 @@ static void test_canonical_devices(void **state) {
     bo.seed = 1;
     gopt_decisions d = {0}, r = {0}, c1 = {0}, c2 = {0};
     gopt_bl_outcome out;
-    assert_int_equal(gopt_decisions_init(&d, n, NULL), GOPT_OK);
-    assert_int_equal(gopt_bl_optimize(&reg, "heft", sim, cm, &bo, &d, &out, &err), GOPT_OK);
+    assert_int_equal(gopt_bl_optimize(&reg, "heft", sim, cm, &bo, &d, &out, &err), GOPT_OK); /* sizes d */
     assert_int_equal(gopt_decisions_init(&r, n, NULL), GOPT_OK);
     assert_int_equal(gopt_decisions_init(&c1, n, NULL), GOPT_OK);
     assert_int_equal(gopt_decisions_init(&c2, n, NULL), GOPT_OK);
