@@ -47,9 +47,9 @@ static void common_options_help(FILE *f) {
             "                    distinct action, same gradient up to rounding, what docs/results.md used)\n"
             "  --reference LIST  baselines whose best is the per-graph reference\n"
             "                    (single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla)\n"
-            "  --canonical-targets on|off (on: imitation targets' devices renumbered in order of first use\n"
-            "                    along the topological order, where that simulates no slower; off: the\n"
-            "                    baseline's own device ids, what the GO-one tables of docs/results.md used)\n");
+            "  --canonical-targets on|off (on: imitation targets' devices relabelled canonically by a\n"
+            "                    symmetry of the cluster, kept where that simulates no slower; off: the\n"
+            "                    baseline's own device ids, what session 1's tables in docs/results.md used)\n");
 }
 
 static void train_usage(FILE *f) {
