@@ -1,7 +1,7 @@
 /* features.c: node features of a frozen graph for the policy network, and
  * the fusion pass that turns per-node fusion levels into groups.
  *
- * Feature row layout (GOPT_POLICY_NFEAT = 64 floats, every value in
+ * Feature row layout (GOPT_POLICY_NFEAT = 80 floats, every value in
  * [0, 1.5]: the log-scaled ones are clamped at 1.5; fixed transforms so that
  * graphs of any size are normalised alike):
  *    0.. 7  op class, one-hot
@@ -19,6 +19,14 @@
  *   58 log2(ndev)/4               59 source (no predecessor)
  *   60 sink (no successor)        61 longest-path depth / max depth
  *   62 predicted time unknown     63 constant 1
+ *   64..79 absolute layer index min(layer, 15), one-hot (all 0 when unknown)
+ *
+ * The absolute layer (64..79, added in the 80-feature layout) is what lets a
+ * layer-wise placement transfer across depths: the normalised layer (51)
+ * of layer 1 is 0.25 in a 2-layer RNN LM and 0.2 in a 3-layer one, while a
+ * layer-wise expert puts layer k on device k-1 in both. Checkpoints store
+ * the feature count, so one written with the 64-feature layout is refused
+ * on load (policy/optim.c), not misread.
  * Cost O(n + m).
  */
 #include <math.h>
@@ -89,6 +97,7 @@ gopt_status gopt_policy_features(const gopt_frozen *fz, int32_t ndev, const floa
         if (fz->layer[v] >= 0) {
             f[50] = 1.0f;
             f[51] = (float)fz->layer[v] / (float)(max_layer + 1);
+            f[64 + (fz->layer[v] < 15 ? fz->layer[v] : 15)] = 1.0f;
         }
         if (fz->coloc[v] >= 0) {
             f[52] = 1.0f;

@@ -33,7 +33,7 @@ typedef enum { GOPT_TASK_PLACE = 0, GOPT_TASK_SCHED, GOPT_TASK_FUSE, GOPT_TASK_C
 const char *gopt_task_name(gopt_task t); /* "place", "sched", "fuse" */
 
 #define GOPT_POLICY_MAX_DEVICES 16
-#define GOPT_POLICY_NFEAT 64 /* width of one node's feature row (layout in features.c) */
+#define GOPT_POLICY_NFEAT 80 /* width of one node's feature row (layout in features.c; stored in checkpoints) */
 
 /* Every size of the network. Defaults (gopt_policy_config_default) are
  * justified in docs/policy.md. */

@@ -9,7 +9,8 @@
  * parameters untouched. Imitation lowers its loss. Decisions from actions
  * (defaults for unlearned tasks, fusion singletons), the go method on a saved
  * checkpoint, and refusals: bad options, bad tasks, resume with other options,
- * a state that does not match its policy file.
+ * a state that does not match its policy file. Canonical device labels of
+ * imitation targets: symmetries of the DGX-1 links simulate equal.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -697,6 +698,129 @@ static void test_refusals(void **state) {
     env_free(&e);
 }
 
+/* ---- canonical device labels of imitation targets ---------------------------------------
+ * The shipped DGX-1 profile's links are not all alike (hybrid cube mesh), so
+ * only the permutations that preserve every link's cost are symmetries. Every
+ * symmetry must map the heft placement of a small ResNet to one that
+ * simulates to the same step, the canonical labels must not depend on which
+ * equivalent labelling a baseline produced, and with every permutation allowed
+ * (identical devices, uniform links) devices are numbered by first use. */
+static int is_perm(const int32_t *p, int n) {
+    uint32_t seen = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] < 0 || p[i] >= n || ((seen >> p[i]) & 1u)) return 0;
+        seen |= 1u << p[i];
+    }
+    return 1;
+}
+
+static void test_canonical_devices(void **state) {
+    (void)state;
+    gopt_error err = {0};
+    gopt_profile *prof = NULL;
+    gopt_costmodel *cm = NULL;
+    gopt_graph *g = NULL;
+    gopt_sim *sim = NULL;
+    gopt_sim_scratch *sc = NULL;
+    assert_int_equal(gopt_profile_load(GOPT_SOURCE_DIR "/profiles/v100-dgx1-x8.json", &prof, &err), GOPT_OK);
+    assert_int_equal(gopt_cost_create(prof, 8, &cm, &err), GOPT_OK);
+    gopt_zoo_spec spec = {"resnet", 18, 8, 32, GOPT_OPTIM_DEFAULT};
+    assert_int_equal(gopt_zoo_generate(&spec, &g, &err), GOPT_OK);
+    assert_int_equal(gopt_sim_create(g, cm, &sim, &err), GOPT_OK);
+    assert_int_equal(gopt_sim_scratch_create(sim, &sc, &err), GOPT_OK);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    const int32_t n = fz->n;
+    int32_t perms[64 * 8];
+    int np = gopt_trainer_device_symmetries(cm, gopt_sim_cost_table(sim), perms, 64);
+    assert_true(np >= 2 && np < 40320); /* some symmetry, far from all 8! permutations */
+    for (int k = 0; k < 8; k++) assert_int_equal(perms[k], k); /* identity first */
+    /* a placement using several devices: heft's */
+    gopt_bl_registry reg;
+    gopt_bl_registry_init(&reg);
+    gopt_bl_options bo = {0};
+    bo.seed = 1;
+    gopt_decisions d = {0}, r = {0}, c1 = {0}, c2 = {0};
+    gopt_bl_outcome out;
+    assert_int_equal(gopt_bl_optimize(&reg, "heft", sim, cm, &bo, &d, &out, &err), GOPT_OK); /* sizes d */
+    assert_int_equal(gopt_decisions_init(&r, n, NULL), GOPT_OK);
+    assert_int_equal(gopt_decisions_init(&c1, n, NULL), GOPT_OK);
+    assert_int_equal(gopt_decisions_init(&c2, n, NULL), GOPT_OK);
+    gopt_sim_result base, res;
+    assert_int_equal(gopt_sim_run(sim, &d, &base, sc, &err), GOPT_OK);
+    int32_t used = 0;
+    for (int32_t v = 0; v < n; v++) used |= 1 << d.device[v];
+    assert_true(__builtin_popcount((unsigned)used) >= 2);
+    assert_int_equal(gopt_trainer_canonical_devices(fz, 8, d.device, perms, np, c1.device, NULL, &err), GOPT_OK);
+    for (int p = 0; p < np; p++) {
+        const int32_t *P = perms + (size_t)p * 8;
+        assert_true(is_perm(P, 8));
+        gopt_decisions_copy(&r, &d);
+        for (int32_t v = 0; v < n; v++) r.device[v] = P[d.device[v]];
+        assert_int_equal(gopt_sim_run(sim, &r, &res, sc, &err), GOPT_OK);
+        assert_true(fabs(res.step_time_s - base.step_time_s) <= 1e-9 * base.step_time_s);
+        /* the same canonical labels whichever equivalent labelling we start from */
+        assert_int_equal(gopt_trainer_canonical_devices(fz, 8, r.device, perms, np, c2.device, NULL, &err), GOPT_OK);
+        assert_memory_equal(c1.device, c2.device, sizeof(int32_t) * (size_t)n);
+    }
+    /* a permutation that is not a symmetry changes the step of this placement */
+    int32_t swap[8] = {0, 1, 2, 3, 4, 5, 6, 7}, all[8];
+    int changed = 0;
+    for (int a = 0; a < 8 && !changed; a++)
+        for (int b = a + 1; b < 8 && !changed; b++) {
+            swap[a] = b, swap[b] = a;
+            int sym = 0;
+            for (int p = 0; p < np; p++) sym |= memcmp(perms + (size_t)p * 8, swap, sizeof swap) == 0;
+            if (!sym) {
+                gopt_decisions_copy(&r, &d);
+                for (int32_t v = 0; v < n; v++) r.device[v] = swap[d.device[v]];
+                assert_int_equal(gopt_sim_run(sim, &r, &res, sc, &err), GOPT_OK);
+                changed = res.step_time_s != base.step_time_s;
+            }
+            swap[a] = a, swap[b] = b;
+        }
+    assert_true(changed);
+    /* every permutation allowed: devices numbered in order of first use */
+    assert_int_equal(gopt_trainer_canonical_devices(fz, 8, d.device, NULL, 0, c2.device, all, &err), GOPT_OK);
+    assert_true(is_perm(all, 8));
+    assert_int_equal(c2.device[fz->topo[0]], 0);
+    int32_t next = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t x = c2.device[fz->topo[i]];
+        assert_true(x <= next);
+        if (x == next) next++;
+    }
+    /* deterministic, and in place */
+    gopt_decisions_copy(&r, &d);
+    assert_int_equal(gopt_trainer_canonical_devices(fz, 8, r.device, NULL, 0, r.device, NULL, &err), GOPT_OK);
+    assert_memory_equal(r.device, c2.device, sizeof(int32_t) * (size_t)n);
+    /* identical devices on uniform links: all 4! permutations are symmetries */
+    gopt_profile *p4 = make_profile2(4, 1e12, 1e12);
+    gopt_costmodel *cm4 = NULL;
+    gopt_sim *sim4 = NULL;
+    int32_t perms4[32 * 4];
+    assert_int_equal(gopt_cost_create(p4, 4, &cm4, NULL), GOPT_OK);
+    assert_int_equal(gopt_sim_create(g, cm4, &sim4, &err), GOPT_OK);
+    assert_int_equal(gopt_trainer_device_symmetries(cm4, gopt_sim_cost_table(sim4), perms4, 32), 24);
+    assert_int_equal(gopt_trainer_device_symmetries(cm4, gopt_sim_cost_table(sim4), perms4, 5), 5);
+    gopt_sim_free(sim4);
+    gopt_cost_free(cm4);
+    gopt_profile_free(p4);
+    /* a device out of range is refused naming the node */
+    r.device[fz->topo[3]] = 8;
+    assert_int_equal(gopt_trainer_canonical_devices(fz, 8, r.device, NULL, 0, c2.device, NULL, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "device 8 is outside 0..7"));
+    assert_int_equal(gopt_trainer_canonical_devices(fz, 8, d.device, perms, 0, c2.device, NULL, &err), GOPT_EINVAL);
+    gopt_decisions_destroy(&d);
+    gopt_decisions_destroy(&r);
+    gopt_decisions_destroy(&c1);
+    gopt_decisions_destroy(&c2);
+    gopt_sim_scratch_free(sc);
+    gopt_sim_free(sim);
+    gopt_graph_free(g);
+    gopt_cost_free(cm);
+    gopt_profile_free(prof);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ppo_finds_known_placement),
@@ -708,6 +832,7 @@ int main(void) {
         cmocka_unit_test(test_fusion_groups),
         cmocka_unit_test(test_go_decide),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_canonical_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -46,7 +46,10 @@ static void common_options_help(FILE *f) {
             "  --backward batched|rounds (batched: one policy backward per epoch; rounds: one per\n"
             "                    distinct action, same gradient up to rounding, what docs/results.md used)\n"
             "  --reference LIST  baselines whose best is the per-graph reference\n"
-            "                    (single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla)\n");
+            "                    (single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla)\n"
+            "  --canonical-targets on|off (on: imitation targets' devices relabelled canonically by a\n"
+            "                    symmetry of the cluster, kept where that simulates no slower; off: the\n"
+            "                    baseline's own device ids, what session 1's tables in docs/results.md used)\n");
 }
 
 static void train_usage(FILE *f) {
@@ -66,7 +69,9 @@ static void finetune_usage(FILE *f) {
                "Fine-tune a trained policy on one graph with PPO, then compare against every reference baseline:\n"
                "their simulated steps, GO zero-shot (greedy, before fine-tuning) and the best GO solution found.\n"
                "Without --checkpoint the shipped pre-trained checkpoint is used. --steps 0 only evaluates\n"
-               "(zero-shot against the baselines; -o is then optional).\n");
+               "(zero-shot against the baselines; -o is then optional). --imitate N (counted in --steps) first\n"
+               "imitates the graph's reference for N cheap steps (a warm start), then PPO; the best solution\n"
+               "reported is never worse than the zero-shot one.\n");
     common_options_help(f);
 }
 
@@ -156,6 +161,13 @@ static int parse_common(cli_args *a, train_args *ta) {
             return 2;
         }
         ta->o.backward_rounds = strcmp(s, "rounds") == 0;
+    }
+    else if (cli_opt_str(a, "--canonical-targets", &s)) {
+        if (strcmp(s, "on") && strcmp(s, "off")) {
+            cli_usage_error(a->verb, "--canonical-targets: '%s' is not on or off", s);
+            return 2;
+        }
+        ta->o.canonical_targets = strcmp(s, "on") == 0;
     }
     else if (cli_flag(a, "--resume")) ta->resume = 1;
     else if (cli_flag(a, "--quiet")) ta->quiet = 1;
@@ -274,7 +286,12 @@ static int run(train_args *ta, const char *verb, const char *init) {
         }
         const char *m;
         double ref = gopt_trainer_reference(tr, i, &m);
-        if (!ta->quiet) fprintf(stderr, "%s: reference %.6g ms (%s)\n", ta->files[i], ref * 1e3, m);
+        double rs = 0;
+        int rl = gopt_trainer_target_relabel(tr, i, &rs);
+        if (!ta->quiet)
+            fprintf(stderr, "%s: reference %.6g ms (%s)%s", ta->files[i], ref * 1e3, m,
+                    rl == 0 ? "\n" : rl > 0 ? "; target relabelled" : "; relabelled target slower, kept as is");
+        if (!ta->quiet && rl) fprintf(stderr, " (%.6g ms)\n", rs * 1e3);
     }
     if (ta->resume) {
         if (gopt_trainer_load(tr, ta->outp, &err)) goto fail;

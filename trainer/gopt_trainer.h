@@ -67,6 +67,10 @@ typedef struct {
                               to float rounding, slower; what docs/results.md was produced with */
     const char *reference; /* comma-separated baselines whose best is the reference
                               ("single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla") */
+    int canonical_targets; /* 1: the imitation target's devices are renumbered in order of first use
+                              along the topological order (gopt_trainer_canonical_devices), kept only
+                              where the relabelled target simulates no slower (links need not be
+                              symmetric); 0: the baseline's own device ids (1) */
 } gopt_trainer_options;
 
 void gopt_trainer_options_default(gopt_trainer_options *o);
@@ -99,6 +103,11 @@ double gopt_trainer_reference(const gopt_trainer *t, int i, const char **method)
  * times in seconds (+inf: no valid solution; negative: -step of an OOM
  * solution). Returns how many. */
 int gopt_trainer_baselines(const gopt_trainer *t, int i, const char **names, double *steps, int max);
+/* How graph i's imitation target is labelled: 0 no target or the baseline's
+ * ids were already canonical (or canonical_targets is off), 1 relabelled,
+ * -1 the relabelled target simulated slower so the baseline's ids were kept.
+ * *relabelled_s (optional): the relabelled target's step (s), 0 when none. */
+int gopt_trainer_target_relabel(const gopt_trainer *t, int i, double *relabelled_s);
 /* Best step time found for graph i so far (greedy evaluations and samples), or
  * +inf; and its decisions (NULL before any valid sample). */
 double gopt_trainer_best(const gopt_trainer *t, int i, const gopt_decisions **d);
@@ -161,6 +170,29 @@ gopt_status gopt_trainer_checkpoint_tasks(const char *path, unsigned *tasks, gop
  * (singletons become -1). group_scratch: (n) ints. */
 gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned tasks, const gopt_policy_actions *a,
                                               gopt_decisions *d, int32_t *group_scratch, gopt_error *err);
+
+/* Canonical device labels. Device ids of a placement are arbitrary up to
+ * the cluster's symmetries (a permutation of devices that preserves every
+ * op's time and every link's transfer time gives the same simulated step),
+ * so baselines name equivalent placements differently. Canonical: among the
+ * allowed permutations, the one whose relabelled devices, read along fz's
+ * topological order, form the lexicographically smallest sequence (with all
+ * permutations allowed: devices numbered in order of first use). perms:
+ * nperm permutations (row p: old id -> new id, ndev entries), or NULL for
+ * all of them. out (n) may equal device; perm_out (ndev, optional) receives
+ * the permutation applied. Deterministic. EINVAL names the node of an id out
+ * of range. Cost O(n + nperm * ndev). */
+gopt_status gopt_trainer_canonical_devices(const gopt_frozen *fz, int32_t ndev, const int32_t *device,
+                                           const int32_t *perms, int nperm, int32_t *out, int32_t *perm_out,
+                                           gopt_error *err);
+
+/* The symmetries of the cluster as graph g sees it: device permutations
+ * (row p: old id -> new id) that preserve every node's time and compute part
+ * on each device (cost table ct of g), each device's launch overhead and
+ * memory bandwidth, and the transfer time of every link (1 KB, 1 MB and 64 MB
+ * through gopt_cost_transfer_time). Found by backtracking, identity first;
+ * at most max rows written; returns how many were found (capped at max). */
+int gopt_trainer_device_symmetries(const gopt_costmodel *cm, const gopt_cost_table *ct, int32_t *perms, int max);
 
 /* ---- zero-shot inference and the `go` method ------------------------------------ */
 typedef struct {

@@ -61,6 +61,8 @@ static json_t *options_json(const gopt_trainer *t) {
     json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));
     json_object_set_new(j, "reference", json_string(o->reference));
     json_object_set_new(j, "backward", json_string(o->backward_rounds ? "rounds" : "batched"));
+    /* only when on: a state without it was written before targets were relabelled (off) */
+    if (o->canonical_targets) json_object_set_new(j, "canonical_targets", json_true());
     return j;
 }
 
@@ -192,6 +194,15 @@ static gopt_status check_options(const gopt_trainer *t, json_t *saved, const cha
             break;
         }
     }
+    if (!st) /* a saved option this run does not have (e.g. canonical_targets on, now off) */
+        json_object_foreach(saved, key, val) {
+            if (json_object_get(mine, key)) continue;
+            char *b = json_dumps(val, JSON_ENCODE_ANY);
+            st = gopt_error_set(err, GOPT_EINVAL, "%s: option %s was %s, now missing: resume with the same options",
+                                state, key, b ? b : "?");
+            free(b);
+            break;
+        }
     json_decref(mine);
     return st;
 }

@@ -1,10 +1,16 @@
 /* trainer.c: the trainer object: options, graphs (simulator, features,
- * reference from the baselines), the graph schedule, decisions from sampled
- * actions, batch simulation and greedy evaluation. The PPO and imitation
- * updates are in ppo.c, checkpoints in state.c.
+ * reference from the baselines, its decisions relabelled canonically within
+ * the cluster's device symmetries), the graph schedule, decisions from
+ * sampled actions, batch simulation and greedy evaluation. The PPO and
+ * imitation updates are in ppo.c, checkpoints in state.c.
+ *
+ * Invariant: a relabelled imitation target simulates no slower than the
+ * reference decisions it replaces (it is simulated and kept only then).
  *
  * Cost: adding a graph runs every reference baseline once (their cost plus
- * one simulation each); a step is dominated by the network (ppo.c).
+ * one simulation each), then the symmetry search (O(n ndev^2) to compare
+ * devices, at most TR_MAX_SYM permutations) and one more simulation; a step
+ * is dominated by the network (ppo.c).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -29,6 +35,7 @@ void gopt_trainer_options_default(gopt_trainer_options *o) {
     o->switch_every = 1;
     o->seed = 1;
     o->reference = "single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla";
+    o->canonical_targets = 1;
 }
 
 gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error *err) {
@@ -59,6 +66,8 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
                               o->graphs_per_step);
     if (o->switch_every < 1)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: switch every = %d must be >= 1", o->switch_every);
+    if (o->canonical_targets != 0 && o->canonical_targets != 1)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: canonical targets = %d is not 0 or 1", o->canonical_targets);
     if (!o->reference || !o->reference[0] || strlen(o->reference) >= 256)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: reference method list is empty or too long");
     return GOPT_OK;
@@ -125,7 +134,8 @@ gopt_status gopt_trainer_create(gopt_trainer **out, gopt_policy *policy, const g
     t->adv = gopt_calloc((size_t)o->graphs_per_step * o->samples, sizeof *t->adv, err);
     t->dec = gopt_calloc((size_t)o->samples, sizeof *t->dec, err);
     t->res = gopt_calloc((size_t)o->samples, sizeof *t->res, err);
-    if (!t->sel || !t->adv || !t->dec || !t->res) {
+    t->sym = gopt_malloc(sizeof(int32_t) * TR_MAX_SYM * GOPT_POLICY_MAX_DEVICES, err);
+    if (!t->sel || !t->adv || !t->dec || !t->res || !t->sym) {
         gopt_trainer_free(t);
         return GOPT_ENOMEM;
     }
@@ -160,6 +170,7 @@ void gopt_trainer_free(gopt_trainer *t) {
     free(t->rw);
     free(t->rent);
     free(t->group);
+    free(t->sym);
     if (t->dec)
         for (int k = 0; k < t->o.samples; k++) gopt_decisions_destroy(&t->dec[k]);
     free(t->dec);
@@ -216,6 +227,141 @@ gopt_status tr_decisions_for(gopt_trainer *t, int32_t n, gopt_error *err) {
     return GOPT_OK;
 }
 
+gopt_status gopt_trainer_canonical_devices(const gopt_frozen *fz, int32_t ndev, const int32_t *device,
+                                           const int32_t *perms, int nperm, int32_t *out, int32_t *perm_out,
+                                           gopt_error *err) {
+    if (ndev < 1 || ndev > GOPT_POLICY_MAX_DEVICES)
+        return gopt_error_set(err, GOPT_EINVAL, "canonical devices: ndev = %d is outside 1..%d", (int)ndev,
+                              GOPT_POLICY_MAX_DEVICES);
+    if (perms && nperm < 1) return gopt_error_set(err, GOPT_EINVAL, "canonical devices: no permutation allowed");
+    /* devices in order of first use along the topological order */
+    int32_t first[GOPT_POLICY_MAX_DEVICES], map[GOPT_POLICY_MAX_DEVICES];
+    int32_t used = 0;
+    uint32_t seen = 0;
+    for (int32_t i = 0; i < fz->n; i++) {
+        int32_t v = fz->topo[i], dv = device[v];
+        if (dv < 0 || dv >= ndev)
+            return gopt_error_set(err, GOPT_EINVAL, "canonical devices: node %d: device %d is outside 0..%d", (int)v,
+                                  (int)dv, (int)ndev - 1);
+        if (!((seen >> dv) & 1u)) {
+            seen |= 1u << dv;
+            first[used++] = dv;
+        }
+    }
+    if (!perms) { /* every permutation allowed: number devices by first use */
+        int32_t next = 0;
+        for (int32_t k = 0; k < ndev; k++) map[k] = -1;
+        for (int32_t k = 0; k < used; k++) map[first[k]] = next++;
+        for (int32_t k = 0; k < ndev; k++)
+            if (map[k] < 0) map[k] = next++;
+    } else { /* the allowed permutation that makes (p[first[0]], p[first[1]], ...) smallest */
+        int best = 0;
+        for (int p = 1; p < nperm; p++) {
+            const int32_t *P = perms + (size_t)p * ndev, *B = perms + (size_t)best * ndev;
+            for (int32_t k = 0; k < used; k++)
+                if (P[first[k]] != B[first[k]]) {
+                    if (P[first[k]] < B[first[k]]) best = p;
+                    break;
+                }
+        }
+        memcpy(map, perms + (size_t)best * ndev, sizeof(int32_t) * (size_t)ndev);
+    }
+    for (int32_t v = 0; v < fz->n; v++) out[v] = map[device[v]];
+    if (perm_out) memcpy(perm_out, map, sizeof(int32_t) * (size_t)ndev);
+    return GOPT_OK;
+}
+
+/* Backtracking over device permutations: device k is mapped to an unused j
+ * that is equivalent to it (eq) and whose links to the devices already
+ * mapped cost the same (lk: (ndev, ndev, 3) transfer times). */
+typedef struct {
+    int ndev, max, found;
+    const uint8_t *eq;
+    const double *lk;
+    int32_t cur[GOPT_POLICY_MAX_DEVICES];
+    uint32_t taken;
+    int32_t *perms;
+} sym_search;
+
+static void sym_extend(sym_search *s, int k) {
+    if (s->found >= s->max) return;
+    if (k == s->ndev) {
+        memcpy(s->perms + (size_t)s->found * s->ndev, s->cur, sizeof(int32_t) * (size_t)s->ndev);
+        s->found++;
+        return;
+    }
+    const int D = s->ndev;
+    for (int j = 0; j < D && s->found < s->max; j++) {
+        if (((s->taken >> j) & 1u) || !s->eq[k * D + j]) continue;
+        int ok = 1;
+        for (int i = 0; i < k && ok; i++)
+            for (int z = 0; z < 3 && ok; z++)
+                ok = s->lk[((size_t)i * D + k) * 3 + z] == s->lk[((size_t)s->cur[i] * D + j) * 3 + z] &&
+                     s->lk[((size_t)k * D + i) * 3 + z] == s->lk[((size_t)j * D + s->cur[i]) * 3 + z];
+        if (!ok) continue;
+        s->cur[k] = j;
+        s->taken |= 1u << j;
+        sym_extend(s, k + 1);
+        s->taken &= ~(1u << j);
+    }
+}
+
+int gopt_trainer_device_symmetries(const gopt_costmodel *cm, const gopt_cost_table *ct, int32_t *perms, int max) {
+    const int D = ct->ndev;
+    if (D < 1 || D > GOPT_POLICY_MAX_DEVICES || max < 1) return 0;
+    uint8_t eq[GOPT_POLICY_MAX_DEVICES * GOPT_POLICY_MAX_DEVICES];
+    double lk[GOPT_POLICY_MAX_DEVICES * GOPT_POLICY_MAX_DEVICES * 3];
+    static const double sizes[3] = {1024.0, 1048576.0, 67108864.0};
+    for (int a = 0; a < D; a++)
+        for (int b = 0; b < D; b++) {
+            int same = ct->launch[a] == ct->launch[b] && ct->mem_bw[a] == ct->mem_bw[b];
+            for (int v = 0; v < ct->n && same; v++)
+                same = ct->time[(size_t)v * D + a] == ct->time[(size_t)v * D + b] &&
+                       ct->compute[(size_t)v * D + a] == ct->compute[(size_t)v * D + b];
+            eq[a * D + b] = (uint8_t)same;
+            for (int z = 0; z < 3; z++) lk[((size_t)a * D + b) * 3 + z] = gopt_cost_transfer_time(cm, a, b, sizes[z]);
+        }
+    sym_search s = {D, max, 0, eq, lk, {0}, 0, perms};
+    sym_extend(&s, 0);
+    return s.found;
+}
+
+/* Relabel G's imitation target canonically; keep it when it simulates no
+ * slower than the reference decisions (the links may not be symmetric). */
+static gopt_status relabel_target(gopt_trainer *t, tr_graph *G, gopt_error *err) {
+    const int32_t n = G->fz->n;
+    gopt_decisions d = {0};
+    int32_t perm[GOPT_POLICY_MAX_DEVICES];
+    gopt_status st = gopt_decisions_init(&d, n, err);
+    if (st) return st;
+    gopt_decisions_copy(&d, &G->ref_dec);
+    int np = gopt_trainer_device_symmetries(t->cm, gopt_sim_cost_table(G->sim), t->sym, TR_MAX_SYM);
+    if (np < 1) goto out; /* not even the identity: nothing to relabel */
+    if ((st = gopt_trainer_canonical_devices(G->fz, t->ndev, G->ref_dec.device, t->sym, np, d.device, perm, err)))
+        goto out;
+    int same = 1;
+    for (int32_t k = 0; k < t->ndev; k++) same &= perm[k] == k;
+    if (same) goto out; /* already canonical */
+    gopt_sim_result res;
+    gopt_error e2 = {0};
+    int ok = gopt_sim_run(G->sim, &d, &res, G->scratch[0], &e2) == GOPT_OK && !res.oom;
+    G->relabel_step = ok ? res.step_time_s : INFINITY;
+    if (ok && res.step_time_s <= G->ref) {
+        gopt_decisions_copy(&G->ref_dec, &d);
+        G->relabel = 1;
+    } else {
+        G->relabel = -1;
+    }
+out:
+    gopt_decisions_destroy(&d);
+    return st;
+}
+
+int gopt_trainer_target_relabel(const gopt_trainer *t, int i, double *relabelled_s) {
+    if (relabelled_s) *relabelled_s = t->graphs[i].relabel_step;
+    return t->graphs[i].relabel;
+}
+
 /* Reference: the best valid result among the reference baselines. */
 static gopt_status compute_reference(gopt_trainer *t, tr_graph *G, gopt_error *err) {
     gopt_bl_registry reg;
@@ -258,7 +404,7 @@ static gopt_status compute_reference(gopt_trainer *t, tr_graph *G, gopt_error *e
     if (!isfinite(G->ref) || !(G->ref > 0))
         return gopt_error_set(err, GOPT_EINVAL, "graph '%s': no reference method (%s) found a valid solution",
                               gopt_graph_name(G->g), t->reference);
-    return GOPT_OK;
+    return t->o.canonical_targets ? relabel_target(t, G, err) : GOPT_OK;
 }
 
 gopt_status gopt_trainer_add_graph(gopt_trainer *t, gopt_graph *g, double ref_step_s, gopt_error *err) {

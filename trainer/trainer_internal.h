@@ -10,6 +10,7 @@
 #define TR_MAX_WIDTH 16 /* widest action space (devices, levels) */
 #define TR_MAX_THREADS 64
 #define TR_MAX_BASE 16
+#define TR_MAX_SYM 40320 /* device symmetries considered (8!) */
 
 typedef struct {
     gopt_graph *g;
@@ -26,6 +27,8 @@ typedef struct {
     double base_step[TR_MAX_BASE];             /* simulated step (s); +inf: none found; negative: OOM */
     gopt_decisions ref_dec; /* valid when has_ref_dec */
     int has_ref_dec;
+    int relabel;            /* gopt_trainer_target_relabel: 0, 1 relabelled, -1 relabelled was slower */
+    double relabel_step;    /* step of the relabelled target (s), 0 when not simulated */
     double target_rel;      /* step of the imitation targets / ref (0: not yet simulated) */
     double best;            /* best step time found (s), +inf before any */
     gopt_decisions best_dec;
@@ -63,6 +66,7 @@ struct gopt_trainer {
     gopt_decisions *dec; /* (K) */
     int dec_n;          /* n the decisions are sized for */
     gopt_sim_result *res; /* (K) */
+    int32_t *sym;       /* (TR_MAX_SYM, GOPT_POLICY_MAX_DEVICES) device symmetries of a graph (scratch) */
 };
 
 /* Actions of sample k of batch slot b. */

@@ -58,6 +58,20 @@ expect_err "missing -o"
 expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 2 -o "$TMP/f.ckpt" --samples 4 --epochs 1 --quiet --decisions "$TMP/f.dec"
 expect_out "mlp_train"
 head -1 "$TMP/f.dec" | grep -q "gopt-decisions" && ok || fail "finetune decisions file"
+# finetune with a warm start: 2 imitation steps of the graph's reference, then PPO
+expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --imitate 2 --steps 3 -o "$TMP/w.ckpt" --samples 4 --epochs 1 --quiet
+[ "$(grep -c '"phase":"imitation"' "$TMP/w.ckpt.metrics.jsonl")" -eq 2 ] && [ "$(grep -c '"phase":"ppo"' "$TMP/w.ckpt.metrics.jsonl")" -eq 1 ] && ok || fail "warm-start finetune phases"
+# canonical targets: on|off only; on (the default) is recorded in the state, off leaves the state as
+# before the option existed; resuming with the other setting is refused
+expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 1 -o "$TMP/x.ckpt" --canonical-targets maybe
+expect_err "--canonical-targets: 'maybe'"
+grep -q '"canonical_targets": true' "$TMP/a.ckpt.state" && ok || fail "canonical_targets not in the state"
+expect_rc 0 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 1 --imitate 1 -o "$TMP/o.ckpt" $NET --canonical-targets off
+grep -q 'canonical_targets' "$TMP/o.ckpt.state" && fail "canonical_targets off written in the state" || ok
+expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 2 --imitate 1 -o "$TMP/o.ckpt" $NET --resume
+expect_err "option canonical_targets was missing, now true"
+expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 8 --imitate 3 -o "$TMP/b.ckpt" $NET --resume --canonical-targets off
+expect_err "option canonical_targets was true, now missing"
 # the shipped checkpoint (no --checkpoint): zero-shot against every reference baseline, -o optional
 unset GOPT_CHECKPOINT
 expect_rc 0 "$GOPT" finetune "$EX" --profile "$PROF" --steps 0 --quiet
