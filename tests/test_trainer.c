@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,28 +29,8 @@
 #include "gopt_trainer.h"
 #include "gopt_zoo.h"
 
-/* ndev devices: peak 1e12 FLOP/s (device 1: peak1), launch 1e-6 s; links
- * 1e9 B/s. */
 static gopt_profile *make_profile2(int ndev, double mem, double peak1) {
-    char txt[2048], dev1[512] = "";
-    if (ndev >= 2)
-        snprintf(dev1, sizeof dev1,
-                 ",{\"name\":\"e\",\"count\":%d,\"kind\":\"gpu\",\"model\":\"m\",\"memory_bytes\":%.17g,"
-                 "\"peak_flops\":{\"fp32\":%.17g},\"memory_bandwidth\":1e11,\"launch_overhead\":1e-6}",
-                 ndev - 1, mem, peak1);
-    snprintf(txt, sizeof txt,
-             "{\"format\":\"gopt-profile\",\"version\":1,\"name\":\"test\",\"provenance\":{\"source\":\"measured\","
-             "\"machine\":\"test\",\"date\":\"today\",\"command\":\"test_trainer\"},"
-             "\"devices\":[{\"name\":\"d\",\"count\":1,\"kind\":\"gpu\",\"model\":\"m\",\"memory_bytes\":%.17g,"
-             "\"peak_flops\":{\"fp32\":1e12},\"memory_bandwidth\":1e11,\"launch_overhead\":1e-6}%s],"
-             "\"topology\":{\"kind\":\"uniform\",\"bandwidth\":1e9,\"latency\":1e-5}}",
-             mem, dev1);
-    gopt_profile *p = NULL;
-    gopt_error err = {0};
-    gopt_status st = gopt_profile_parse(txt, strlen(txt), "test", &p, &err);
-    if (st) fprintf(stderr, "%s\n", err.msg);
-    assert_int_equal(st, GOPT_OK);
-    return p;
+    return test_profile_uniform(ndev, mem, peak1, "test_trainer");
 }
 static gopt_profile *make_profile(int ndev, double mem) { return make_profile2(ndev, mem, 1e12); }
 
