@@ -143,6 +143,9 @@ void gopt_adam_config_default(gopt_adam_config *c); /* 3e-4, 0.9, 0.999, 1e-8, 0
  * global norm before clipping. A non-finite gradient is refused (EINVAL)
  * without touching the parameters. */
 gopt_status gopt_policy_adam_step(gopt_policy *p, const gopt_adam_config *c, float *grad_norm, gopt_error *err);
+/* Forget the Adam moments and step count (the parameters stay): a fresh optimizer for a new task,
+ * e.g. fine-tuning a pre-trained policy on one graph. */
+void gopt_policy_adam_reset(gopt_policy *p);
 
 /* ---- checkpoints -------------------------------------------------------------
  * One gzip-compressed file: magic, version, config, Adam step, parameters,

@@ -35,6 +35,12 @@ void gopt_adam_config_default(gopt_adam_config *c) {
     c->clip_norm = 1.0f;
 }
 
+void gopt_policy_adam_reset(gopt_policy *p) {
+    memset(p->m, 0, sizeof(float) * p->nparams);
+    memset(p->v, 0, sizeof(float) * p->nparams);
+    p->adam_t = 0;
+}
+
 gopt_status gopt_policy_adam_step(gopt_policy *p, const gopt_adam_config *c, float *grad_norm, gopt_error *err) {
     if (!(c->lr >= 0.0f) || !(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f) ||
         !(c->eps > 0.0f))

@@ -679,6 +679,16 @@ static void test_adam(void **state) {
     assert_int_equal(gopt_policy_adam_step(p, &ac, &gn, &err), GOPT_OK);
     assert_true(fabsf(gn - 1e6f) < 1.0f);
     assert_true(fabsf(w[0] - w0) < 2.0f * ac.lr);
+    /* a fresh optimizer (fine-tuning): the first step after the reset is Adam's first step,
+     * lr * g / |g| (+ decoupled decay) whatever the moments were; without the reset the
+     * moments of the 1e6 gradient above would dominate */
+    gopt_policy_adam_reset(p);
+    gopt_policy_zero_grad(p);
+    gr[0] = 0.5f;
+    w0 = w[0];
+    assert_int_equal(gopt_policy_adam_step(p, &ac, &gn, &err), GOPT_OK);
+    assert_true(fabs((double)(w0 - w[0]) - ac.lr) <= ac.lr * ac.weight_decay * fabs(w0) + 1e-6);
+    for (size_t i = 1; i < cnt; i++) assert_true(isfinite(w[i]));
     free(target.buf);
     gopt_policy_free(p);
     gopt_graph_free(g);

@@ -49,7 +49,9 @@ static void common_options_help(FILE *f) {
             "                    (single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla)\n"
             "  --canonical-targets on|off (on: imitation targets' devices relabelled canonically by a\n"
             "                    symmetry of the cluster, kept where that simulates no slower; off: the\n"
-            "                    baseline's own device ids, what session 1's tables in docs/results.md used)\n");
+            "                    baseline's own device ids, what session 1's tables in docs/results.md used)\n"
+            "  --fresh-optimizer on|off (finetune: on, train --init: off) start from the loaded policy's\n"
+            "                    parameters with a fresh Adam (off: keep its moments and step count)\n");
 }
 
 static void train_usage(FILE *f) {
@@ -81,6 +83,7 @@ typedef struct {
     long ndev, steps;
     double ckpt_every;
     int resume, quiet;
+    int fresh_optimizer; /* zero the loaded policy's Adam moments: -1 unset (finetune: on, train --init: off) */
     gopt_trainer_options o;
     gopt_policy_config pc;
     const char *files[MAX_GRAPH_FILES];
@@ -128,6 +131,14 @@ static int add_path(train_args *ta, const char *path, char ***owned, int *nowned
     return 0;
 }
 
+/* "on" 1, "off" 0, anything else a usage error (-1). */
+static int on_off(cli_args *a, const char *name, const char *s) {
+    if (strcmp(s, "on") == 0) return 1;
+    if (strcmp(s, "off") == 0) return 0;
+    cli_usage_error(a->verb, "%s: '%s' is not on or off", name, s);
+    return -1;
+}
+
 /* Parse the options shared by train and finetune. Returns -1 when the
  * argument was consumed, 2 on a bad value, 0 when not ours. */
 static int parse_common(cli_args *a, train_args *ta) {
@@ -163,11 +174,10 @@ static int parse_common(cli_args *a, train_args *ta) {
         ta->o.backward_rounds = strcmp(s, "rounds") == 0;
     }
     else if (cli_opt_str(a, "--canonical-targets", &s)) {
-        if (strcmp(s, "on") && strcmp(s, "off")) {
-            cli_usage_error(a->verb, "--canonical-targets: '%s' is not on or off", s);
-            return 2;
-        }
-        ta->o.canonical_targets = strcmp(s, "on") == 0;
+        if ((ta->o.canonical_targets = on_off(a, "--canonical-targets", s)) < 0) return 2;
+    }
+    else if (cli_opt_str(a, "--fresh-optimizer", &s)) {
+        if ((ta->fresh_optimizer = on_off(a, "--fresh-optimizer", s)) < 0) return 2;
     }
     else if (cli_flag(a, "--resume")) ta->resume = 1;
     else if (cli_flag(a, "--quiet")) ta->quiet = 1;
@@ -271,6 +281,9 @@ static int run(train_args *ta, const char *verb, const char *init) {
      * trained checkpoint, or fresh */
     if (init) {
         if (gopt_policy_load(&pol, init, &err)) goto fail;
+        /* fine-tuning is a new task: a fresh Adam (moments from pre-training over many graphs damp
+         * and bias the first steps on one graph; docs/results.md measures it) */
+        if (ta->fresh_optimizer > 0 || (ta->fresh_optimizer < 0 && ta->finetune)) gopt_policy_adam_reset(pol);
         if (!ta->tasks_s && gopt_trainer_checkpoint_tasks(init, &ta->o.tasks, &err)) goto fail;
     } else if (gopt_policy_config_check(&ta->pc, &err) || gopt_policy_create(&pol, &ta->pc, ta->o.seed, &err)) {
         goto fail;
@@ -425,6 +438,7 @@ static void args_init(train_args *ta) {
     gopt_policy_config_default(&ta->pc);
     ta->ckpt_every = 300;
     ta->steps = -1;
+    ta->fresh_optimizer = -1;
 }
 
 static int check_common(train_args *ta, const char *verb) {
