@@ -146,6 +146,10 @@ gopt_status gopt_policy_adam_step(gopt_policy *p, const gopt_adam_config *c, flo
 /* Forget the Adam moments and step count (the parameters stay): a fresh optimizer for a new task,
  * e.g. fine-tuning a pre-trained policy on one graph. */
 void gopt_policy_adam_reset(gopt_policy *p);
+/* Multiply every parameter by lambda (the "shrink" of Ash & Adams' shrink-and-perturb, NeurIPS
+ * 2020): a policy pre-trained on many graphs loses plasticity (its imitation of a new graph's
+ * target stalls); shrinking restores it while keeping the parameters' directions. */
+void gopt_policy_shrink(gopt_policy *p, float lambda);
 
 /* ---- checkpoints -------------------------------------------------------------
  * One gzip-compressed file: magic, version, config, Adam step, parameters,

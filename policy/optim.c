@@ -35,6 +35,10 @@ void gopt_adam_config_default(gopt_adam_config *c) {
     c->clip_norm = 1.0f;
 }
 
+void gopt_policy_shrink(gopt_policy *p, float lambda) {
+    for (size_t i = 0; i < p->nparams; i++) p->params[i] *= lambda;
+}
+
 void gopt_policy_adam_reset(gopt_policy *p) {
     memset(p->m, 0, sizeof(float) * p->nparams);
     memset(p->v, 0, sizeof(float) * p->nparams);

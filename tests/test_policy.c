@@ -689,6 +689,16 @@ static void test_adam(void **state) {
     assert_int_equal(gopt_policy_adam_step(p, &ac, &gn, &err), GOPT_OK);
     assert_true(fabs((double)(w0 - w[0]) - ac.lr) <= ac.lr * ac.weight_decay * fabs(w0) + 1e-6);
     for (size_t i = 1; i < cnt; i++) assert_true(isfinite(w[i]));
+    /* shrink scales every parameter of every tensor */
+    for (int t = 0; t < gopt_policy_num_tensors(p); t += gopt_policy_num_tensors(p) - 1) {
+        float *wt, *gt;
+        size_t ct;
+        gopt_policy_tensor(p, t, NULL, &wt, &gt, &ct);
+        float before = wt[ct - 1];
+        gopt_policy_shrink(p, 0.25f);
+        assert_true(wt[ct - 1] == before * 0.25f);
+        if (gopt_policy_num_tensors(p) == 1) break;
+    }
     free(target.buf);
     gopt_policy_free(p);
     gopt_graph_free(g);

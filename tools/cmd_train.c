@@ -51,7 +51,10 @@ static void common_options_help(FILE *f) {
             "                    symmetry of the cluster, kept where that simulates no slower; off: the\n"
             "                    baseline's own device ids, what session 1's tables in docs/results.md used)\n"
             "  --fresh-optimizer on|off (finetune: on, train --init: off) start from the loaded policy's\n"
-            "                    parameters with a fresh Adam (off: keep its moments and step count)\n");
+            "                    parameters with a fresh Adam (off: keep its moments and step count)\n"
+            "  --shrink L (1: off) multiply the loaded policy's parameters by L in (0, 1] before training\n"
+            "                    (after the zero-shot evaluation): restores a pre-trained policy's ability\n"
+            "                    to fit a new graph; with --imitate 500, L = 0.3 (docs/results.md)\n");
 }
 
 static void train_usage(FILE *f) {
@@ -84,6 +87,7 @@ typedef struct {
     double ckpt_every;
     int resume, quiet;
     int fresh_optimizer; /* zero the loaded policy's Adam moments: -1 unset (finetune: on, train --init: off) */
+    double shrink;       /* multiply the loaded policy's parameters by this before training (1: off) */
     gopt_trainer_options o;
     gopt_policy_config pc;
     const char *files[MAX_GRAPH_FILES];
@@ -163,6 +167,7 @@ static int parse_common(cli_args *a, train_args *ta) {
     else if (cli_opt_long(a, "--seed", &l, 0, 0x7fffffffL)) ta->o.seed = (uint64_t)l;
     else if (cli_opt_long(a, "--imitate", &l, 0, 100000000L)) ta->o.imitate_steps = (int)l;
     else if (cli_opt_double(a, "--imitate-lr", &x, 1e-9, 0.999)) ta->o.imitate_lr = (float)x;
+    else if (cli_opt_double(a, "--shrink", &x, 1e-3, 1)) ta->shrink = x;
     else if (cli_opt_long(a, "--graphs-per-step", &l, 1, 256)) ta->o.graphs_per_step = (int)l;
     else if (cli_opt_long(a, "--switch-every", &l, 1, 100000000L)) ta->o.switch_every = (int)l;
     else if (cli_opt_str(a, "--reference", &s)) ta->o.reference = s;
@@ -340,6 +345,9 @@ static int run(train_args *ta, const char *verb, const char *init) {
         gopt_decisions_destroy(&d0);
         if (s0) goto fail;
     }
+    /* shrink after the zero-shot evaluation (which stays the pre-trained policy's); a resumed run's
+     * parameters already descend from the shrunk ones */
+    if (ta->shrink < 1 && !ta->resume) gopt_policy_shrink(pol, (float)ta->shrink);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -439,6 +447,7 @@ static void args_init(train_args *ta) {
     ta->ckpt_every = 300;
     ta->steps = -1;
     ta->fresh_optimizer = -1;
+    ta->shrink = 1;
 }
 
 static int check_common(train_args *ta, const char *verb) {
@@ -503,6 +512,10 @@ int cmd_train(int argc, char **argv) {
         goto out;
     }
     if ((rc = check_common(&ta, a.verb))) goto out;
+    if (ta.shrink < 1 && !ta.init) {
+        rc = cli_usage_error(a.verb, "--shrink needs a trained policy to shrink (--init CKPT)");
+        goto out;
+    }
     rc = run(&ta, a.verb, ta.resume ? ta.outp : ta.init);
 out:
     for (int i = 0; i < nowned; i++) free(owned[i]);

@@ -61,6 +61,14 @@ head -1 "$TMP/f.dec" | grep -q "gopt-decisions" && ok || fail "finetune decision
 # finetune with a warm start: 2 imitation steps of the graph's reference, then PPO
 expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --imitate 2 --steps 3 -o "$TMP/w.ckpt" --samples 4 --epochs 1 --quiet
 [ "$(grep -c '"phase":"imitation"' "$TMP/w.ckpt.metrics.jsonl")" -eq 2 ] && [ "$(grep -c '"phase":"ppo"' "$TMP/w.ckpt.metrics.jsonl")" -eq 1 ] && ok || fail "warm-start finetune phases"
+# shrink (after the zero-shot evaluation): the same zero-shot line, a different run; range and --init checked
+"$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --imitate 2 --steps 3 -o "$TMP/s.ckpt" --samples 4 --epochs 1 --quiet --shrink 0.3 > "$TMP/s.out" && ok || fail "finetune --shrink"
+"$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --imitate 2 --steps 3 -o "$TMP/w2.ckpt" --samples 4 --epochs 1 --quiet > "$TMP/w2.out" && ok || fail "finetune without --shrink"
+[ "$(grep 'zero-shot' "$TMP/s.out")" = "$(grep 'zero-shot' "$TMP/w2.out")" ] && ok || fail "--shrink changed the zero-shot evaluation"
+cmp -s "$TMP/s.ckpt" "$TMP/w2.ckpt" && fail "--shrink 0.3 left the checkpoint unchanged" || ok
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --shrink 0
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --shrink 1.5
+expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --shrink 0.5
 # canonical targets: on|off only; on (the default) is recorded in the state, off leaves the state as
 # before the option existed; resuming with the other setting is refused
 expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 1 -o "$TMP/x.ckpt" --canonical-targets maybe
