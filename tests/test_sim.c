@@ -852,9 +852,15 @@ static void fuse_chains(gopt_rng *rng, const gopt_graph *g, gopt_decisions *d) {
     }
 }
 
-static void check_invariants(const gopt_sim *sim, const gopt_sim_scratch *s, const gopt_decisions *d,
-                             const gopt_sim_result *r) {
+/* Validate d, simulate it and check the invariants every run must satisfy (the zoo and random
+ * graphs' tests share this). */
+static void run_checked(gopt_sim *sim, gopt_sim_scratch *s, const gopt_decisions *d, gopt_sim_result *r) {
     const gopt_graph *g = gopt_sim_graph(sim);
+    gopt_error err = {0};
+    gopt_status vst = gopt_decisions_validate(d, g, gopt_sim_num_devices(sim), &err);
+    if (vst) print_error("%s\n", err.msg);
+    assert_int_equal(vst, GOPT_OK);
+    assert_int_equal(gopt_sim_run(sim, d, r, s, &err), GOPT_OK);
     const gopt_frozen *f = gopt_graph_frozen(g);
     const gopt_cost_table *t = gopt_sim_cost_table(sim);
     int nd = gopt_sim_num_devices(sim);
@@ -950,10 +956,8 @@ static void test_invariants_layered(void **state) {
                 d.group[v] = -1;
             }
             if (k >= 3) fuse_chains(&rng, g, &d);
-            assert_int_equal(gopt_decisions_validate(&d, g, 8, &err), GOPT_OK);
             gopt_sim_result r;
-            assert_int_equal(gopt_sim_run(sim, &d, &r, s, &err), GOPT_OK);
-            check_invariants(sim, s, &d, &r);
+            run_checked(sim, s, &d, &r);
             if (k == 0) { /* one device: no transfer, the step is the sum of the kernels */
                 assert_int_equal(r.transfers, 0);
                 assert_true(fabs(r.step_time_s - r.busy_s[0]) <= 1e-9 * r.step_time_s);
@@ -1005,12 +1009,8 @@ static void test_invariants_zoo(void **state) {
                 d.group[v] = -1;
             }
             if (k % 2) fuse_chains(&rng, g, &d);
-            st = gopt_decisions_validate(&d, g, 8, &err);
-            if (st) print_error("%s\n", err.msg);
-            assert_int_equal(st, GOPT_OK);
             gopt_sim_result r;
-            assert_int_equal(gopt_sim_run(sim, &d, &r, s, &err), GOPT_OK);
-            check_invariants(sim, s, &d, &r);
+            run_checked(sim, s, &d, &r);
             assert_true(r.transfers > 0);
         }
         free(cdev);
