@@ -139,6 +139,21 @@ int cli_dispatch(const char *verb, const cli_subverb *subs, size_t nsubs, void (
     return 2;
 }
 
+int cli_open_graph_cluster(const char *verb, const char *file, const char *profile, long ndev, gopt_graph **g,
+                           gopt_profile **p, gopt_costmodel **cm) {
+    gopt_error err = {0};
+    *g = NULL;
+    *p = NULL;
+    *cm = NULL;
+    if (gopt_graph_load(file, g, &err)) return cli_report(&err);
+    int rc = cli_open_cluster(verb, profile, ndev, p, cm);
+    if (rc) {
+        gopt_graph_free(*g);
+        *g = NULL;
+    }
+    return rc;
+}
+
 int cli_open_cluster(const char *verb, const char *path, long ndev, gopt_profile **p, gopt_costmodel **cm) {
     gopt_error err = {0};
     *p = NULL;

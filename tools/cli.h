@@ -56,6 +56,11 @@ int cli_dispatch(const char *verb, const cli_subverb *subs, size_t nsubs, void (
  * and build its cost model over the first ndev. On failure prints the error
  * and returns the exit code (nothing to free); 0 on success. */
 int cli_open_cluster(const char *verb, const char *path, long ndev, gopt_profile **p, gopt_costmodel **cm);
+/* Load the graph at `file`, then cli_open_cluster: what the single-graph verbs (cost, sim,
+ * optimize) start with. Same contract: on failure the error is printed, nothing is left to free,
+ * and the exit code is returned; 0 on success. */
+int cli_open_graph_cluster(const char *verb, const char *file, const char *profile, long ndev, gopt_graph **g,
+                           gopt_profile **p, gopt_costmodel **cm);
 
 /* The verbs. Each returns the process exit code. */
 int cmd_graph(int argc, char **argv);

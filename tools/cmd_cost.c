@@ -54,11 +54,7 @@ int cmd_cost(int argc, char **argv) {
     gopt_cost_table t = {0};
     ranked *rk = NULL;
     int rc = 0;
-    if (gopt_graph_load(file, &g, &err)) {
-        rc = cli_report(&err);
-        goto out;
-    }
-    if ((rc = cli_open_cluster(a.verb, prof, ndev, &p, &cm))) goto out;
+    if ((rc = cli_open_graph_cluster(a.verb, file, prof, ndev, &g, &p, &cm))) goto out;
     if (dev >= gopt_cost_num_devices(cm)) {
         rc = cli_usage_error(a.verb, "--device %ld: the cost model has devices 0..%d", dev, gopt_cost_num_devices(cm) - 1);
         goto out;

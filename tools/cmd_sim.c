@@ -51,11 +51,7 @@ int cmd_sim(int argc, char **argv) {
     gopt_sim_scratch *s = NULL;
     gopt_decisions d = {0};
     int rc = 0;
-    if (gopt_graph_load(file, &g, &err)) {
-        rc = cli_report(&err);
-        goto out;
-    }
-    if ((rc = cli_open_cluster(a.verb, prof, ndev, &p, &cm))) goto out;
+    if ((rc = cli_open_graph_cluster(a.verb, file, prof, ndev, &g, &p, &cm))) goto out;
     if (gopt_sim_create(g, cm, &sim, &err) ||
         gopt_sim_scratch_create(sim, &s, &err)) {
         rc = cli_report(&err);
