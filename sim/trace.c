@@ -2,18 +2,33 @@
  *
  * Format (the trace-event format that chrome://tracing and Perfetto read):
  *   {"traceEvents":[
- *     {"name":"process_name","ph":"M","pid":0,"tid":0,"args":{"name":"gopt sim: GRAPH"}},
- *     {"name":"thread_name","ph":"M","pid":0,"tid":T,"args":{"name":"device 0"}},  one per track
- *     {"name":"mm1","cat":"kernel","ph":"X","ts":12.5,"dur":3.25,"pid":0,"tid":0,"args":{...}},
- *     ...], "displayTimeUnit":"ns", "otherData":{...}}
- * Tracks (tid): device d is d; link src->dst is ndev + src*ndev + dst, named
- * "link src->dst" (only links that carried something get a name). Times in
- * microseconds. A fused kernel is named after its first member, "+k" more.
+ *     {"name":"process_name","ph":"M","pid":1,"tid":1,"args":{"name":"gopt sim: GRAPH"}},
+ *     {"name":"thread_name","ph":"M","pid":1,"tid":T,"args":{"name":"device 0"}},  one per track
+ *     {"name":"mm1","cat":"kernel","ph":"X","ts":12.50025,"dur":3.250,"pid":1,"tid":1,"args":{...}},
+ *     ...], "displayTimeUnit":"ns"}
+ * Tracks (tid): device d is d + 1; link src->dst is ndev + src*ndev + dst + 1, named
+ * "link src->dst" (only links that carried something get a name). pid and tid are never 0:
+ * Perfetto treats pid/tid 0 as the kernel's swapper.
+ *
+ * Times are in microseconds at nanosecond resolution, exact on every track: a slice's start and
+ * end are each rounded to the nanosecond, its duration is their difference, so a slice that
+ * starts when the previous one on its track ends starts exactly at that end. Perfetto reads
+ * numbers as doubles and truncates us * 1000 to integer nanoseconds, which can land one below the
+ * decimal; each start therefore carries a quarter nanosecond (...25) so that truncation and
+ * rounding both give the intended nanosecond, while a duration printed exactly can only lose one,
+ * never overlap the next slice (which Perfetto would mis-nest or drop).
  * Cost: O(N + transfers), one pass each.
  */
+#include <math.h>
 #include <string.h>
 
 #include "sim_internal.h"
+
+/* "ts" and "dur" of a slice from start_s to end_s (seconds): see the header. */
+static void put_span(gopt_buf *b, double start_s, double end_s) {
+    long long a = llround(start_s * 1e9), e = llround(end_s * 1e9), d = e > a ? e - a : 0;
+    gopt_buf_printf(b, "\"ts\":%lld.%03lld25,\"dur\":%lld.%03lld", a / 1000, a % 1000, d / 1000, d % 1000);
+}
 
 static void put_json_string(gopt_buf *b, const char *s) {
     gopt_buf_puts(b, "\"");
@@ -36,16 +51,16 @@ gopt_status gopt_sim_trace_json(const gopt_sim *sim, const gopt_decisions *d, co
         return gopt_error_set(err, GOPT_EINVAL, "sim trace: the scratch does not hold a finished run of these decisions");
     const gopt_frozen *f = sim->f;
     int nd = sim->ndev;
-    gopt_buf_puts(b, "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":");
+    gopt_buf_puts(b, "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":");
     char title[300];
     snprintf(title, sizeof title, "gopt sim: %s on %d devices", gopt_graph_name(sim->g), nd);
     put_json_string(b, title);
     gopt_buf_puts(b, "}}");
     for (int dd = 0; dd < nd; dd++)
         gopt_buf_printf(b,
-                        ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"device %d\"}}"
-                        ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
-                        dd, dd, dd, dd);
+                        ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"device %d\"}}"
+                        ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+                        dd + 1, dd, dd + 1, dd);
     /* name the links that carried something */
     uint8_t used[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];
     memset(used, 0, (size_t)nd * (size_t)nd);
@@ -53,10 +68,10 @@ gopt_status gopt_sim_trace_json(const gopt_sim *sim, const gopt_decisions *d, co
     for (int l = 0; l < nd * nd; l++)
         if (used[l])
             gopt_buf_printf(b,
-                            ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"link "
-                            "%d->%d\"}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{"
+                            ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"link "
+                            "%d->%d\"}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{"
                             "\"sort_index\":%d}}",
-                            nd + l, l / nd, l % nd, nd + l, nd + l);
+                            nd + l + 1, l / nd, l % nd, nd + l + 1, nd + l);
     for (int32_t i = 0; i < f->n; i++) {
         int32_t c = f->topo[i];
         if (s->nt[c].task != c) continue;
@@ -77,21 +92,19 @@ gopt_status gopt_sim_trace_json(const gopt_sim *sim, const gopt_decisions *d, co
             put_json_string(b, gopt_graph_node_name(sim->g, c));
         }
         const char *cls = gopt_op_class_name((gopt_op_class)f->op_class[c]);
-        gopt_buf_printf(b,
-                        ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.6f,\"dur\":%.6f,\"pid\":0,\"tid\":%d,\"args\":{\"priority\":%d,"
-                        "\"members\":%d,\"alloc_bytes\":%lld}}",
-                        k > 1 ? "fused" : (cls ? cls : "op"), s->nc[c].start * 1e6, x->dur * 1e6, d->device[c],
-                        prio, k, (long long)alloc);
+        gopt_buf_printf(b, ",\"cat\":\"%s\",\"ph\":\"X\",", k > 1 ? "fused" : (cls ? cls : "op"));
+        put_span(b, s->nc[c].start, s->nc[c].start + x->dur);
+        gopt_buf_printf(b, ",\"pid\":1,\"tid\":%d,\"args\":{\"priority\":%d,\"members\":%d,\"alloc_bytes\":%lld}}",
+                        d->device[c] + 1, prio, k, (long long)alloc);
     }
     for (int32_t i = 0; i < s->nxf; i++) {
         const sim_xfer *x = &s->xf[i];
         gopt_buf_puts(b, ",\n{\"name\":");
         put_json_string(b, gopt_graph_node_name(sim->g, x->node));
-        gopt_buf_printf(b,
-                        ",\"cat\":\"transfer\",\"ph\":\"X\",\"ts\":%.6f,\"dur\":%.6f,\"pid\":0,\"tid\":%d,\"args\":{\"bytes\":%.17g,"
-                        "\"src\":%d,\"dst\":%d}}",
-                        s->xtime[2 * (size_t)i] * 1e6, (s->xtime[2 * (size_t)i + 1] - s->xtime[2 * (size_t)i]) * 1e6,
-                        nd + x->src * nd + x->dst, x->bytes, x->src, x->dst);
+        gopt_buf_puts(b, ",\"cat\":\"transfer\",\"ph\":\"X\",");
+        put_span(b, s->xtime[2 * (size_t)i], s->xtime[2 * (size_t)i + 1]);
+        gopt_buf_printf(b, ",\"pid\":1,\"tid\":%d,\"args\":{\"bytes\":%.17g,\"src\":%d,\"dst\":%d}}",
+                        nd + x->src * nd + x->dst + 1, x->bytes, x->src, x->dst);
     }
     gopt_buf_puts(b, "\n],\"displayTimeUnit\":\"ns\"}\n");
     if (b->failed) return gopt_error_set(err, GOPT_ENOMEM, "sim trace: out of memory");

@@ -4,7 +4,8 @@
  * independently (a naive instant-by-instant list simulation, O(N^2) per
  * instant) on hundreds of random small graphs and decisions, invariants on
  * larger layered graphs, determinism (repeat, batch on 2 threads), the trace
- * file, and every rejection.
+ * file (parsed back, and held to the rules of Perfetto's JSON importer on the
+ * zoo graphs too), and every rejection.
  *
  * The unit profile makes times exact binary fractions: peak 1 FLOP/s, memory
  * bandwidth 1024 B/s, launch 0.5 s, links 1 s + bytes/1024 B/s. An op of
@@ -852,6 +853,76 @@ static void fuse_chains(gopt_rng *rng, const gopt_graph *g, gopt_decisions *d) {
     }
 }
 
+/* The rules Perfetto's JSON importer applies (trace_processor: importers/json), so that a trace
+ * that passes here opens there as written: pid and tid not 0 (pid 0 / tid 0 are the kernel's
+ * swapper, handled specially); ts and dur in microseconds, turned into integer nanoseconds by
+ * truncation (static_cast<int64_t>(us * 1000)); complete events ("X") of one thread must nest or
+ * not overlap, else the later one is mis-nested or dropped. Checked under truncation and under
+ * rounding to the nearest nanosecond (what other readers do). Returns the number of X events. */
+typedef struct {
+    int64_t ts, end;
+    int tid;
+} trace_slice;
+
+static int cmp_slice(const void *a, const void *b) {
+    const trace_slice *x = a, *y = b;
+    if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+    if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+    return (x->end > y->end) - (x->end < y->end);
+}
+
+static int check_trace_perfetto(json_t *ev) {
+    size_t n = json_array_size(ev), nx = 0;
+    trace_slice *sl = calloc(n + 1, sizeof *sl);
+    assert_non_null(sl);
+    for (int mode = 0; mode < 2; mode++) {
+        nx = 0;
+        for (size_t i = 0; i < n; i++) {
+            json_t *e = json_array_get(ev, i);
+            assert_true(json_is_integer(json_object_get(e, "pid")));
+            assert_true(json_is_integer(json_object_get(e, "tid")));
+            json_int_t pid = json_integer_value(json_object_get(e, "pid"));
+            json_int_t tid = json_integer_value(json_object_get(e, "tid"));
+            if (pid < 1 || tid < 1) print_error("trace event %zu: pid %lld tid %lld (0 is the swapper's)\n", i,
+                                                (long long)pid, (long long)tid);
+            assert_true(pid >= 1 && tid >= 1);
+            if (strcmp(json_string_value(json_object_get(e, "ph")), "X") != 0) continue;
+            double ts = json_number_value(json_object_get(e, "ts")), du = json_number_value(json_object_get(e, "dur"));
+            assert_true(ts >= 0 && du >= 0);
+            int64_t a = mode == 0 ? (int64_t)(ts * 1000) : llround(ts * 1000);
+            int64_t d = mode == 0 ? (int64_t)(du * 1000) : llround(du * 1000);
+            sl[nx++] = (trace_slice){a, a + d, (int)tid};
+        }
+        qsort(sl, nx, sizeof *sl, cmp_slice);
+        for (size_t i = 1; i < nx; i++) {
+            if (sl[i].tid != sl[i - 1].tid) continue;
+            if (sl[i].ts < sl[i - 1].end)
+                print_error("trace: tid %d: a slice at %lld ns starts before the one at %lld ns ends (%lld ns; %s)\n",
+                            sl[i].tid, (long long)sl[i].ts, (long long)sl[i - 1].ts, (long long)sl[i - 1].end,
+                            mode == 0 ? "truncated" : "rounded");
+            assert_true(sl[i].ts >= sl[i - 1].end);
+        }
+    }
+    free(sl);
+    return (int)nx;
+}
+
+/* Write the last run's trace to a file, read it back and apply check_trace_perfetto. */
+static void check_trace_file(const gopt_sim *sim, const gopt_decisions *d, const gopt_sim_scratch *s,
+                             const gopt_sim_result *r) {
+    char path[400];
+    snprintf(path, sizeof path, "%s/trace_check.json", tmpdir);
+    gopt_error err = {0};
+    assert_int_equal(gopt_sim_trace_write(sim, d, s, path, &err), GOPT_OK);
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) print_error("%s: line %d: %s\n", path, je.line, je.text);
+    assert_non_null(root);
+    assert_int_equal(check_trace_perfetto(json_object_get(root, "traceEvents")), r->tasks + r->transfers);
+    json_decref(root);
+    unlink(path);
+}
+
 /* Validate d, simulate it and check the invariants every run must satisfy (the zoo and random
  * graphs' tests share this). */
 static void run_checked(gopt_sim *sim, gopt_sim_scratch *s, const gopt_decisions *d, gopt_sim_result *r) {
@@ -1012,6 +1083,7 @@ static void test_invariants_zoo(void **state) {
             gopt_sim_result r;
             run_checked(sim, s, &d, &r);
             assert_true(r.transfers > 0);
+            if (k == 1) check_trace_file(sim, &d, s, &r);
         }
         free(cdev);
         gopt_decisions_destroy(&d);
@@ -1136,8 +1208,8 @@ static void test_trace(void **state) {
         if (strcmp(ph, "M") == 0) {
             const char *tn = json_string_value(json_object_get(json_object_get(e, "args"), "name"));
             if (strcmp(name, "thread_name") == 0 && strncmp(tn, "device ", 7) == 0) dev_names++;
-            if (strcmp(name, "thread_name") == 0 && strcmp(tn, "link 0->1") == 0 && tid == 2 + 1) link_names++;
-            if (strcmp(name, "thread_name") == 0 && strcmp(tn, "link 1->0") == 0 && tid == 2 + 2) link_names++;
+            if (strcmp(name, "thread_name") == 0 && strcmp(tn, "link 0->1") == 0 && tid == 2 + 1 + 1) link_names++;
+            if (strcmp(name, "thread_name") == 0 && strcmp(tn, "link 1->0") == 0 && tid == 2 + 2 + 1) link_names++;
             continue;
         }
         assert_string_equal(ph, "X");
@@ -1146,10 +1218,10 @@ static void test_trace(void **state) {
         const char *cat = json_string_value(json_object_get(e, "cat"));
         if (strcmp(cat, "transfer") == 0) {
             transfers++;
-            assert_true(tid >= 2);
+            assert_true(tid >= 3);
         } else {
             kernels++;
-            assert_true(tid == 0 || tid == 1);
+            assert_true(tid == 1 || tid == 2);
             if (strcmp(cat, "fused") == 0) {
                 fused++;
                 assert_string_equal(name, "l +1");
@@ -1162,7 +1234,8 @@ static void test_trace(void **state) {
     assert_int_equal(transfers, r.transfers);
     assert_int_equal(dev_names, 2);
     assert_int_equal(link_names, 2);
-    assert_true(fabs(last_end - r.step_time_s * 1e6) < 1e-3);
+    assert_true(fabs(last_end - r.step_time_s * 1e6) < 1e-3); /* nanosecond resolution */
+    assert_int_equal(check_trace_perfetto(ev), r.tasks + r.transfers);
     json_decref(root);
     gopt_decisions_destroy(&d);
     gopt_sim_scratch_free(s);
