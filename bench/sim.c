@@ -19,7 +19,8 @@
  * Targets (issue 5): < 20 ms per simulation of an 80,000-node graph on one core.
  *
  * Usage: bench_sim [--reps R] [--threads T] [--profile FILE] [--only gnmt|txl|dag] [--seed S]
- *                  [--placement random|single|blocks]
+ *                  [--placement random|single|blocks] [--graph FILE]
+ * (--graph: bench this GraphML file instead of the built-in graphs, e.g. a real graph of graphs/real/.)
  * (--placement: the issue's random placement by default; "single" puts everything on
  * device 0, "blocks" cuts the topological order into ndev ranges; both for comparison.)
  * Without --profile the shipped V100 DGX-1 datasheet profile (profiles/v100-dgx1-x8.json) is used. */
@@ -222,7 +223,7 @@ out:
 
 int main(int argc, char **argv) {
     int reps = 40, threads = 2;
-    const char *prof = NULL, *only = NULL;
+    const char *prof = NULL, *only = NULL, *gfile = NULL;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -231,9 +232,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--placement") && i + 1 < argc) placement = argv[++i];
+        else if (!strcmp(argv[i], "--graph") && i + 1 < argc) gfile = argv[++i];
         else {
             fprintf(stderr, "usage: bench_sim [--reps R] [--threads T] [--profile FILE] [--only gnmt|txl|dag] [--seed S]\n"
-                            "                 [--placement random|single|blocks]\n");
+                            "                 [--placement random|single|blocks] [--graph FILE]\n");
             return 2;
         }
     }
@@ -256,6 +258,19 @@ int main(int argc, char **argv) {
     printf("bench_sim: profile %s, %d devices, %s placement, median of %d runs, %d threads for the batch\n",
            gopt_profile_name(p), gopt_cost_num_devices(cm), placement, reps, threads);
     int rc = 0;
+    if (gfile) {
+        gopt_graph *g = NULL;
+        if (gopt_graph_load(gfile, &g, &err)) {
+            fprintf(stderr, "bench_sim: %s\n", err.msg);
+            rc = 2;
+        } else {
+            rc = bench_graph(gfile, g, cm, reps, threads, seed);
+            gopt_graph_free(g);
+        }
+        gopt_cost_free(cm);
+        gopt_profile_free(p);
+        return rc;
+    }
     struct {
         const char *key, *label, *family;
     } zoo[] = {{"gnmt", "gnmt-8 (zoo)", "gnmt"}, {"txl", "transformer_xl-8 (zoo)", "transformer_xl"}};
