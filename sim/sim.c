@@ -140,7 +140,33 @@ void gopt_sim_scratch_free(gopt_sim_scratch *s) {
     free(s->busy);
     free(s->dirty);
     free(s->dirty_list);
+    free(s->memlog);
     free(s);
+}
+
+gopt_status gopt_sim_scratch_record_memory(gopt_sim_scratch *s, int on, gopt_error *err) {
+    free(s->memlog);
+    s->memlog = NULL;
+    s->nmemlog = s->memlog_cap = 0;
+    if (!on) return GOPT_OK;
+    /* changes per run: an allocation per kernel and per transfer start, a free per in-edge of a
+     * kernel's end (unfused: each slot; fused: each distinct producer), per output nobody holds,
+     * and per transfer end (the sender's copy): at most 2N + 3E, plus the devices' starting
+     * values */
+    int64_t cap = 2 * (int64_t)s->n + 3 * (int64_t)s->m + s->ndev;
+    s->memlog = gopt_malloc((size_t)cap * sizeof *s->memlog, err);
+    if (!s->memlog) return GOPT_ENOMEM;
+    s->memlog_cap = cap;
+    return GOPT_OK;
+}
+
+int64_t gopt_sim_memory_samples(const gopt_sim_scratch *s) { return s->memlog ? s->nmemlog : 0; }
+
+void gopt_sim_memory_sample(const gopt_sim_scratch *s, int64_t i, double *t, int *device, int64_t *bytes) {
+    const sim_memrec *r = &s->memlog[i];
+    *t = r->t;
+    *device = r->dev;
+    *bytes = r->bytes;
 }
 
 gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out, gopt_error *err) {
@@ -406,12 +432,14 @@ gopt_status gopt_sim_run(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_
                          gopt_error *err) {
     if (s->sim != sim) return gopt_error_set(err, GOPT_EINVAL, "sim: scratch was created for another simulator");
     s->d = d;
+    s->nmemlog = 0;
     gopt_status st = prepare(sim, d, s, err);
     if (st != GOPT_OK) {
         s->ntasks = s->tasks_done = 0;
         s->nxf = 0;
         return st;
     }
+    for (int dd = 0; dd < sim->ndev; dd++) sim_mem_log(s, dd); /* the parameters, at time 0 */
     sim_event_loop(s);
     if (s->tasks_done != s->ntasks) {
         const gopt_frozen *f = sim->f;

@@ -129,6 +129,13 @@ typedef struct {
     int32_t spare;
 } sim_nc;
 
+/* One change of a device's memory: the bytes in use after it. */
+typedef struct {
+    double t;
+    int32_t dev, spare;
+    int64_t bytes;
+} sim_memrec;
+
 struct gopt_sim_scratch {
     const gopt_sim *sim;
     const gopt_decisions *d; /* the run in progress or the last one */
@@ -184,6 +191,9 @@ struct gopt_sim_scratch {
     double now;
     uint32_t instant; /* distinct event times so far: orders link queues like time does */
     int32_t ntasks, tasks_done;
+    /* memory recording (gopt_sim_scratch_record_memory): NULL when off */
+    sim_memrec *memlog;
+    int64_t nmemlog, memlog_cap;
 };
 
 /* resources.c: the device ready queue and the event loop (devices run tasks, links transfers) */
@@ -199,9 +209,17 @@ static inline void sim_mark_dirty(gopt_sim_scratch *s, int32_t r) {
     }
 }
 
+/* Device d's memory changed (or may have: frees subtract 0 when a holder remains); logged when
+ * recording is on. The cap is an upper bound on the changes of a run (sim.c). */
+static inline void sim_mem_log(gopt_sim_scratch *s, int d) {
+    if (__builtin_expect(s->memlog != NULL, 0) && s->nmemlog < s->memlog_cap)
+        s->memlog[s->nmemlog++] = (sim_memrec){s->now, d, 0, s->mem[d]};
+}
+
 static inline void sim_mem_add(gopt_sim_scratch *s, int d, int64_t b) {
     int64_t m = s->mem[d] += b;
     if (m > s->peak[d]) s->peak[d] = m;
+    sim_mem_log(s, d);
 }
 
 #endif

@@ -8,7 +8,9 @@
  *     ...], "displayTimeUnit":"ns"}
  * Tracks (tid): device d is d + 1; link src->dst is ndev + src*ndev + dst + 1, named
  * "link src->dst" (only links that carried something get a name). pid and tid are never 0:
- * Perfetto treats pid/tid 0 as the kernel's swapper.
+ * Perfetto treats pid/tid 0 as the kernel's swapper. When the scratch recorded memory
+ * (gopt_sim_scratch_record_memory), counter events ("ph":"C", "memory device D", args.bytes)
+ * follow, one per change of a device's bytes in use: Perfetto shows one counter track each.
  *
  * Times are in microseconds at nanosecond resolution, exact on every track: a slice's start and
  * end are each rounded to the nanosecond, its duration is their difference, so a slice that
@@ -17,17 +19,23 @@
  * decimal; each start therefore carries a quarter nanosecond (...25) so that truncation and
  * rounding both give the intended nanosecond, while a duration printed exactly can only lose one,
  * never overlap the next slice (which Perfetto would mis-nest or drop).
- * Cost: O(N + transfers), one pass each.
+ * Cost: O(N + transfers + memory changes), one pass each.
  */
 #include <math.h>
 #include <string.h>
 
 #include "sim_internal.h"
 
-/* "ts" and "dur" of a slice from start_s to end_s (seconds): see the header. */
+/* "ts" at time t_s (seconds), and "dur" of a slice from start_s to end_s: see the header. */
+static void put_ts(gopt_buf *b, double t_s) {
+    long long a = llround(t_s * 1e9);
+    gopt_buf_printf(b, "\"ts\":%lld.%03lld25", a / 1000, a % 1000);
+}
+
 static void put_span(gopt_buf *b, double start_s, double end_s) {
     long long a = llround(start_s * 1e9), e = llround(end_s * 1e9), d = e > a ? e - a : 0;
-    gopt_buf_printf(b, "\"ts\":%lld.%03lld25,\"dur\":%lld.%03lld", a / 1000, a % 1000, d / 1000, d % 1000);
+    put_ts(b, start_s);
+    gopt_buf_printf(b, ",\"dur\":%lld.%03lld", d / 1000, d % 1000);
 }
 
 static void put_json_string(gopt_buf *b, const char *s) {
@@ -105,6 +113,17 @@ gopt_status gopt_sim_trace_json(const gopt_sim *sim, const gopt_decisions *d, co
         put_span(b, s->xtime[2 * (size_t)i], s->xtime[2 * (size_t)i + 1]);
         gopt_buf_printf(b, ",\"pid\":1,\"tid\":%d,\"args\":{\"bytes\":%.17g,\"src\":%d,\"dst\":%d}}",
                         nd + x->src * nd + x->dst + 1, x->bytes, x->src, x->dst);
+    }
+    /* memory counters (when recorded): each device's bytes in use, at every change of value */
+    int64_t last[GOPT_SIM_MAX_DEVICES];
+    for (int dd = 0; dd < nd; dd++) last[dd] = -1;
+    for (int64_t i = 0; i < gopt_sim_memory_samples(s); i++) {
+        const sim_memrec *m = &s->memlog[i];
+        if (m->bytes == last[m->dev]) continue;
+        last[m->dev] = m->bytes;
+        gopt_buf_printf(b, ",\n{\"name\":\"memory device %d\",\"ph\":\"C\",", m->dev);
+        put_ts(b, m->t);
+        gopt_buf_printf(b, ",\"pid\":1,\"tid\":%d,\"args\":{\"bytes\":%lld}}", m->dev + 1, (long long)m->bytes);
     }
     gopt_buf_puts(b, "\n],\"displayTimeUnit\":\"ns\"}\n");
     if (b->failed) return gopt_error_set(err, GOPT_ENOMEM, "sim trace: out of memory");

@@ -886,7 +886,12 @@ static int check_trace_perfetto(json_t *ev) {
             if (pid < 1 || tid < 1) print_error("trace event %zu: pid %lld tid %lld (0 is the swapper's)\n", i,
                                                 (long long)pid, (long long)tid);
             assert_true(pid >= 1 && tid >= 1);
-            if (strcmp(json_string_value(json_object_get(e, "ph")), "X") != 0) continue;
+            const char *ph = json_string_value(json_object_get(e, "ph"));
+            if (strcmp(ph, "C") == 0) { /* a counter: numeric bytes */
+                assert_true(json_is_integer(json_object_get(json_object_get(e, "args"), "bytes")));
+                assert_true(json_number_value(json_object_get(e, "ts")) >= 0);
+            }
+            if (strcmp(ph, "X") != 0) continue;
             double ts = json_number_value(json_object_get(e, "ts")), du = json_number_value(json_object_get(e, "dur"));
             assert_true(ts >= 0 && du >= 0);
             int64_t a = mode == 0 ? (int64_t)(ts * 1000) : llround(ts * 1000);
@@ -905,6 +910,38 @@ static int check_trace_perfetto(json_t *ev) {
     }
     free(sl);
     return (int)nx;
+}
+
+/* The memory log of the last run (recording on): time never goes back, each device starts at
+ * its parameters at time 0 and ends there (every tensor freed), and its largest value is the
+ * run's peak. */
+static void check_memory_log(const gopt_sim_scratch *s, const gopt_sim_result *r) {
+    int64_t n = gopt_sim_memory_samples(s), first[GOPT_SIM_MAX_DEVICES], lastv[GOPT_SIM_MAX_DEVICES],
+            maxv[GOPT_SIM_MAX_DEVICES];
+    assert_true(n >= r->ndev);
+    double prev = 0;
+    for (int dd = 0; dd < r->ndev; dd++) first[dd] = -1;
+    for (int64_t i = 0; i < n; i++) {
+        double t;
+        int dv;
+        int64_t b;
+        gopt_sim_memory_sample(s, i, &t, &dv, &b);
+        assert_true(dv >= 0 && dv < r->ndev);
+        assert_true(t >= prev && t <= r->step_time_s);
+        assert_true(b >= 0);
+        prev = t;
+        if (first[dv] < 0) {
+            assert_true(t == 0);
+            first[dv] = maxv[dv] = b;
+        }
+        if (b > maxv[dv]) maxv[dv] = b;
+        lastv[dv] = b;
+    }
+    for (int dd = 0; dd < r->ndev; dd++) {
+        assert_true(first[dd] >= 0);
+        assert_int_equal(maxv[dd], r->peak_memory_bytes[dd]);
+        assert_int_equal(lastv[dd], first[dd]);
+    }
 }
 
 /* Write the last run's trace to a file, read it back and apply check_trace_perfetto. */
@@ -1083,7 +1120,16 @@ static void test_invariants_zoo(void **state) {
             gopt_sim_result r;
             run_checked(sim, s, &d, &r);
             assert_true(r.transfers > 0);
-            if (k == 1) check_trace_file(sim, &d, s, &r);
+            if (k == 1) { /* recording memory changes nothing else; its log agrees with the peaks */
+                gopt_sim_result r2;
+                assert_int_equal(gopt_sim_scratch_record_memory(s, 1, &err), GOPT_OK);
+                assert_int_equal(gopt_sim_run(sim, &d, &r2, s, &err), GOPT_OK);
+                assert_memory_equal(&r, &r2, sizeof r);
+                check_memory_log(s, &r2);
+                check_trace_file(sim, &d, s, &r2);
+                assert_int_equal(gopt_sim_scratch_record_memory(s, 0, &err), GOPT_OK);
+                assert_int_equal(gopt_sim_memory_samples(s), 0);
+            }
         }
         free(cdev);
         gopt_decisions_destroy(&d);
@@ -1188,7 +1234,9 @@ static void test_trace(void **state) {
     gopt_decisions_set_default(&d, gopt_graph_frozen(g));
     memcpy(d.device, dev, sizeof dev);
     memcpy(d.group, grp, sizeof grp);
+    assert_int_equal(gopt_sim_scratch_record_memory(s, 1, &err), GOPT_OK);
     assert_int_equal(gopt_sim_run(sim, &d, &r, s, &err), GOPT_OK);
+    check_memory_log(s, &r);
     assert_int_equal(gopt_sim_trace_write(sim, &d, s, path, &err), GOPT_OK);
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
@@ -1198,6 +1246,7 @@ static void test_trace(void **state) {
     assert_true(json_is_array(ev));
     int kernels = 0, transfers = 0, dev_names = 0, link_names = 0, fused = 0;
     double last_end = 0;
+    json_int_t mem_max[2] = {-1, -1};
     for (size_t i = 0; i < json_array_size(ev); i++) {
         json_t *e = json_array_get(ev, i);
         const char *ph = json_string_value(json_object_get(e, "ph"));
@@ -1210,6 +1259,13 @@ static void test_trace(void **state) {
             if (strcmp(name, "thread_name") == 0 && strncmp(tn, "device ", 7) == 0) dev_names++;
             if (strcmp(name, "thread_name") == 0 && strcmp(tn, "link 0->1") == 0 && tid == 2 + 1 + 1) link_names++;
             if (strcmp(name, "thread_name") == 0 && strcmp(tn, "link 1->0") == 0 && tid == 2 + 2 + 1) link_names++;
+            continue;
+        }
+        if (strcmp(ph, "C") == 0) { /* memory counter of device tid - 1 */
+            assert_true(tid == 1 || tid == 2);
+            assert_string_equal(name, tid == 1 ? "memory device 0" : "memory device 1");
+            json_int_t b = json_integer_value(json_object_get(json_object_get(e, "args"), "bytes"));
+            if (b > mem_max[tid - 1]) mem_max[tid - 1] = b;
             continue;
         }
         assert_string_equal(ph, "X");
@@ -1234,6 +1290,8 @@ static void test_trace(void **state) {
     assert_int_equal(transfers, r.transfers);
     assert_int_equal(dev_names, 2);
     assert_int_equal(link_names, 2);
+    assert_int_equal(mem_max[0], r.peak_memory_bytes[0]); /* the counters reach the peaks */
+    assert_int_equal(mem_max[1], r.peak_memory_bytes[1]);
     assert_true(fabs(last_end - r.step_time_s * 1e6) < 1e-3); /* nanosecond resolution */
     assert_int_equal(check_trace_perfetto(ev), r.tasks + r.transfers);
     json_decref(root);

@@ -17,7 +17,7 @@ static void sim_usage(FILE *f) {
                "  --decisions FILE  per-node device, priority and fusion group (docs/decisions.md); without it\n"
                "                    everything runs on device 0 in topological order, unfused\n"
                "  --trace OUT.json  write a Chrome trace-event file (open it in Perfetto or chrome://tracing):\n"
-               "                    one track per device and per link\n"
+               "                    one track per device and per link, and a memory counter per device\n"
                "  --json            one JSON object: step_time_s, oom, oom_device, oom_excess_bytes,\n"
                "                    peak_memory_bytes, capacity_bytes, busy_s, sent_bytes (one per device), ...\n\n"
                "Out of memory is a result, not an error: the exit code is 0 and oom is true.\n"
@@ -71,7 +71,8 @@ int cmd_sim(int argc, char **argv) {
         gopt_decisions_set_default(&d, gopt_graph_frozen(g));
     }
     gopt_sim_result r;
-    if (gopt_sim_run(sim, &d, &r, s, &err) || (trace && gopt_sim_trace_write(sim, &d, s, trace, &err))) {
+    if ((trace && gopt_sim_scratch_record_memory(s, 1, &err)) || gopt_sim_run(sim, &d, &r, s, &err) ||
+        (trace && gopt_sim_trace_write(sim, &d, s, trace, &err))) {
         rc = cli_report(&err);
         goto out;
     }

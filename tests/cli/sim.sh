@@ -45,7 +45,7 @@ grep -q '"name":"device 1"' "$TMP/t.json" && ok || fail "trace lacks device 1's 
 grep -q '"name":"link 0->1"' "$TMP/t.json" && ok || fail "trace lacks link 0->1's track"
 grep -q '"name":"mm1 +1","cat":"fused"' "$TMP/t.json" && ok || fail "trace lacks the fused kernel"
 if command -v python3 >/dev/null; then
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ev=d["traceEvents"]; assert all(e["ph"] in "XM" for e in ev); assert sum(e["ph"]=="X" for e in ev) > 13' "$TMP/t.json" && ok || fail "trace is not valid trace-event JSON"
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ev=d["traceEvents"]; assert all(e["ph"] in "XMC" for e in ev); assert sum(e["ph"]=="X" for e in ev) > 13; assert all(e["pid"] >= 1 and e["tid"] >= 1 for e in ev); assert {e["name"] for e in ev if e["ph"]=="C"} == {"memory device 0", "memory device 1"}' "$TMP/t.json" && ok || fail "trace is not valid trace-event JSON with a memory counter per device"
 fi
 # the same inputs give the same output, bit for bit
 "$GOPT" sim "$EX" --profile "$P" --devices 2 --decisions "$TMP/d.txt" --json >"$TMP/a"
