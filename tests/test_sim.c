@@ -674,16 +674,26 @@ static void random_decisions(gopt_rng *rng, const gopt_graph *g, int ndev, gopt_
     assert_int_equal(gopt_decisions_validate(d, g, ndev, &err), GOPT_OK);
 }
 
+/* Soak mode, for a long one-off run outside CI: GOPT_SIM_SOAK=K runs K times as many random
+ * cases, GOPT_SIM_SOAK_SEED=S draws them from another seed (defaults: 1 and 0, what ctest runs). */
+static int soak_factor(void) {
+    const char *e = getenv("GOPT_SIM_SOAK");
+    int k = e ? atoi(e) : 1;
+    return k >= 1 ? k : 1;
+}
+
 static void test_reference_random(void **state) {
     (void)state;
     gopt_rng rng;
-    gopt_rng_seed(&rng, 20261121);
+    const char *seed_env = getenv("GOPT_SIM_SOAK_SEED");
+    gopt_rng_seed(&rng, 20261121 + (seed_env ? strtoull(seed_env, NULL, 10) : 0));
+    const int soak = soak_factor();
     cluster cl[3];
     cluster_make(&cl[0], UNIT_PROFILE, 2, 1e6);
     cluster_make(&cl[1], UNIT_PROFILE, 3, 4096);
     cluster_make(&cl[2], ODD_PROFILE, 4, 1e6);
     int cases = 0, fused_cases = 0, with_transfers = 0, ooms = 0;
-    for (int it = 0; it < 600; it++) {
+    for (int it = 0; it < 600 * soak; it++) {
         int n = 2 + (int)gopt_rng_below(&rng, 13);
         gopt_graph *g = random_graph(&rng, n);
         const cluster *c = &cl[it % 3];
@@ -730,7 +740,7 @@ static void test_reference_random(void **state) {
     /* more than 32 devices: the transfer records are found by search, not by device mask */
     cluster wide;
     cluster_make(&wide, UNIT_PROFILE, 40, 1e6);
-    for (int it = 0; it < 150; it++) {
+    for (int it = 0; it < 150 * soak; it++) {
         int n = 4 + (int)gopt_rng_below(&rng, 11);
         gopt_graph *g = random_graph(&rng, n);
         gopt_sim *sim;
@@ -761,7 +771,7 @@ static void test_reference_random(void **state) {
     cluster tabc;
     cluster_make(&tabc, TABLE_PROFILE, 3, 1e6);
     assert_true(fabs(gopt_cost_transfer_time(tabc.cm, 0, 1, 1024) - 3.0) < 1e-9); /* the table, not 1 + 1024/1024 */
-    for (int it = 0; it < 150; it++) {
+    for (int it = 0; it < 150 * soak; it++) {
         int n = 3 + (int)gopt_rng_below(&rng, 10);
         gopt_graph *g = random_graph(&rng, n);
         gopt_sim *sim;
@@ -792,7 +802,7 @@ static void test_reference_random(void **state) {
     }
     cluster_free(&tabc);
     /* the random cases exercise what they should */
-    assert_int_equal(cases, 1200);
+    assert_int_equal(cases, 1200 * soak);
     assert_true(fused_cases > 100);
     assert_true(with_transfers > 400);
     assert_true(ooms > 10);
