@@ -169,9 +169,22 @@ void gopt_sim_memory_sample(const gopt_sim_scratch *s, int64_t i, double *t, int
     *bytes = r->bytes;
 }
 
+/* Zeroed memory in whole cache lines of its own: the scratches of a batch's threads write their
+ * small arrays (busy flags, dirty lists, per-device sums) on every event, and must not share a
+ * line with each other's (false sharing). */
+static void *alloc_lines(size_t count, size_t size, gopt_error *err) {
+    size_t bytes = (count * size + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, bytes ? bytes : 64);
+    if (!p) {
+        gopt_error_set(err, GOPT_ENOMEM, "sim: out of memory (%zu bytes)", bytes);
+        return NULL;
+    }
+    return memset(p, 0, bytes ? bytes : 64);
+}
+
 gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out, gopt_error *err) {
     *out = NULL;
-    gopt_sim_scratch *s = gopt_calloc(1, sizeof *s, err);
+    gopt_sim_scratch *s = alloc_lines(1, sizeof *s, err);
     if (!s) return GOPT_ENOMEM;
     s->sim = sim;
     s->n = sim->f->n;
@@ -180,13 +193,11 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
     s->nres = s->ndev + s->ndev * s->ndev;
     size_t n = (size_t)s->n + 1, m = (size_t)s->m + 1, nd = (size_t)s->ndev, nr = (size_t)s->nres;
     int ok = 1;
-#define ALLOC(field, count) ok &= (s->field = gopt_calloc((count), sizeof *s->field, err)) != NULL
+#define ALLOC(field, count) ok &= (s->field = alloc_lines((count), sizeof *s->field, err)) != NULL
     ALLOC(nt, n);
     ALLOC(tp, n);
     ALLOC(th, n);
-    s->nc = aligned_alloc(64, n * sizeof *s->nc); /* one node per cache line */
-    if (s->nc) memset(s->nc, 0, n * sizeof *s->nc);
-    else ok = 0, gopt_error_set(err, GOPT_ENOMEM, "sim: out of memory (%zu bytes)", n * sizeof *s->nc);
+    ALLOC(nc, n); /* one node per cache line */
     ALLOC(grp_rep, n);
     ALLOC(mem_list, n);
     ALLOC(plist, 2 * n);
@@ -217,8 +228,7 @@ gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out,
         ev_len += lv_len;
         if (lv_len == 8) break;
     }
-    s->evt = aligned_alloc(64, ((ev_len * sizeof(double)) + 63) & ~(size_t)63);
-    if (!s->evt) ok = 0, gopt_error_set(err, GOPT_ENOMEM, "sim: out of memory (%zu bytes)", ev_len * sizeof(double));
+    ok &= (s->evt = alloc_lines(ev_len, sizeof(double), err)) != NULL;
     s->ev_len = (int32_t)ev_len;
     if (!ok) {
         gopt_sim_scratch_free(s);
