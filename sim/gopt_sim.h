@@ -56,6 +56,7 @@ typedef struct {
     double step_time_s;                                 /* makespan: the last task or transfer end */
     double busy_s[GOPT_SIM_MAX_DEVICES];                /* sum of kernel times run on each device */
     int64_t peak_memory_bytes[GOPT_SIM_MAX_DEVICES];    /* parameters included */
+    double peak_time_s[GOPT_SIM_MAX_DEVICES];           /* when each device first reached its peak */
     double capacity_bytes[GOPT_SIM_MAX_DEVICES];        /* from the cost model */
     double sent_bytes[GOPT_SIM_MAX_DEVICES];            /* bytes sent by each device over its links */
     double transferred_bytes;                           /* sum over all transfers */

@@ -401,6 +401,7 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
         s->rq[off] = (sim_rq_item){UINT64_MAX, -1, 0}; /* sentinel */
         off += dcount[dd] + 1;
         s->peak[dd] = s->mem[dd];
+        s->peak_t[dd] = 0;
         s->busy_s[dd] = 0;
         s->sent[dd] = 0;
         s->dstamp[dd] = -1;
@@ -474,6 +475,7 @@ gopt_status gopt_sim_run(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_
     for (int dd = 0; dd < sim->ndev; dd++) {
         res->busy_s[dd] = s->busy_s[dd];
         res->peak_memory_bytes[dd] = s->peak[dd];
+        res->peak_time_s[dd] = s->peak_t[dd];
         res->capacity_bytes[dd] = sim->capacity[dd];
         res->sent_bytes[dd] = s->sent[dd];
         double excess = (double)s->peak[dd] - sim->capacity[dd];

@@ -185,6 +185,7 @@ struct gopt_sim_scratch {
     int32_t dcnt[GOPT_SIM_MAX_DEVICES], dpos[GOPT_SIM_MAX_DEVICES];
     int64_t mem[GOPT_SIM_MAX_DEVICES];
     int64_t peak[GOPT_SIM_MAX_DEVICES];
+    double peak_t[GOPT_SIM_MAX_DEVICES]; /* when peak[d] was first reached */
     double busy_s[GOPT_SIM_MAX_DEVICES];
     double sent[GOPT_SIM_MAX_DEVICES];
     double total_bytes;
@@ -218,7 +219,10 @@ static inline void sim_mem_log(gopt_sim_scratch *s, int d) {
 
 static inline void sim_mem_add(gopt_sim_scratch *s, int d, int64_t b) {
     int64_t m = s->mem[d] += b;
-    if (m > s->peak[d]) s->peak[d] = m;
+    if (m > s->peak[d]) {
+        s->peak[d] = m;
+        s->peak_t[d] = s->now;
+    }
     sim_mem_log(s, d);
 }
 

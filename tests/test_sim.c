@@ -409,6 +409,7 @@ typedef struct {
     double step, bytes;
     double busy[GOPT_SIM_MAX_DEVICES];
     int64_t peak[GOPT_SIM_MAX_DEVICES];
+    double peak_t[GOPT_SIM_MAX_DEVICES]; /* when the peak was first reached */
     int ntasks, nxfer;
     double start[64];
 } ref_result;
@@ -513,7 +514,10 @@ static void ref_dispatch(ref_state *R, double t, ref_result *out) {
         }
     for (int D = 0; D < R->nd; D++) {
         int64_t m = ref_memory(R, D);
-        if (m > out->peak[D]) out->peak[D] = m;
+        if (m > out->peak[D]) {
+            out->peak[D] = m;
+            out->peak_t[D] = t;
+        }
     }
 }
 
@@ -715,7 +719,8 @@ static void test_reference_random(void **state) {
                       r.transferred_bytes != want.bytes;
             for (int v = 0; v < n; v++) bad |= gopt_sim_node_start(s, v) != want.start[v];
             for (int dd = 0; dd < nd; dd++)
-                bad |= r.busy_s[dd] != want.busy[dd] || r.peak_memory_bytes[dd] != want.peak[dd];
+                bad |= r.busy_s[dd] != want.busy[dd] || r.peak_memory_bytes[dd] != want.peak[dd] ||
+                       r.peak_time_s[dd] != want.peak_t[dd];
             if (bad) {
                 print_error("case %d.%d: n=%d ndev=%d: step %.17g vs ref %.17g, tasks %d/%d, transfers %d/%d\n", it, rep,
                             n, nd, r.step_time_s, want.step, r.tasks, want.ntasks, r.transfers, want.nxfer);
@@ -723,8 +728,9 @@ static void test_reference_random(void **state) {
                     print_error("  node %d dev %d prio %d group %d: start %.17g vs %.17g\n", v, d.device[v],
                                 d.priority[v], d.group[v], gopt_sim_node_start(s, v), want.start[v]);
                 for (int dd = 0; dd < nd; dd++)
-                    print_error("  device %d: peak %lld vs %lld, busy %.17g vs %.17g\n", dd,
-                                (long long)r.peak_memory_bytes[dd], (long long)want.peak[dd], r.busy_s[dd], want.busy[dd]);
+                    print_error("  device %d: peak %lld vs %lld at %.17g vs %.17g, busy %.17g vs %.17g\n", dd,
+                                (long long)r.peak_memory_bytes[dd], (long long)want.peak[dd], r.peak_time_s[dd],
+                                want.peak_t[dd], r.busy_s[dd], want.busy[dd]);
             }
             assert_false(bad);
             cases++;
@@ -760,6 +766,7 @@ static void test_reference_random(void **state) {
         assert_true(r.step_time_s == want.step);
         assert_int_equal(r.transfers, want.nxfer);
         for (int dd = 0; dd < 40; dd++) assert_true(r.peak_memory_bytes[dd] == want.peak[dd]);
+        for (int dd = 0; dd < 40; dd++) assert_true(r.peak_time_s[dd] == want.peak_t[dd]);
         for (int v = 0; v < n; v++) assert_true(gopt_sim_node_start(s, v) == want.start[v]);
         gopt_decisions_destroy(&d);
         gopt_sim_scratch_free(s);
@@ -789,6 +796,7 @@ static void test_reference_random(void **state) {
         assert_true(r.step_time_s == want.step);
         assert_int_equal(r.transfers, want.nxfer);
         for (int dd = 0; dd < 3; dd++) assert_true(r.peak_memory_bytes[dd] == want.peak[dd]);
+        for (int dd = 0; dd < 3; dd++) assert_true(r.peak_time_s[dd] == want.peak_t[dd]);
         for (int v = 0; v < n; v++) assert_true(gopt_sim_node_start(s, v) == want.start[v]);
         for (int i = 0; i < r.transfers; i++) {
             gopt_sim_transfer t;
@@ -928,6 +936,7 @@ static int check_trace_perfetto(json_t *ev) {
 static void check_memory_log(const gopt_sim_scratch *s, const gopt_sim_result *r) {
     int64_t n = gopt_sim_memory_samples(s), first[GOPT_SIM_MAX_DEVICES], lastv[GOPT_SIM_MAX_DEVICES],
             maxv[GOPT_SIM_MAX_DEVICES];
+    double tmax[GOPT_SIM_MAX_DEVICES] = {0};
     assert_true(n >= r->ndev);
     double prev = 0;
     for (int dd = 0; dd < r->ndev; dd++) first[dd] = -1;
@@ -943,13 +952,18 @@ static void check_memory_log(const gopt_sim_scratch *s, const gopt_sim_result *r
         if (first[dv] < 0) {
             assert_true(t == 0);
             first[dv] = maxv[dv] = b;
+            tmax[dv] = t;
         }
-        if (b > maxv[dv]) maxv[dv] = b;
+        if (b > maxv[dv]) {
+            maxv[dv] = b;
+            tmax[dv] = t;
+        }
         lastv[dv] = b;
     }
     for (int dd = 0; dd < r->ndev; dd++) {
         assert_true(first[dd] >= 0);
         assert_int_equal(maxv[dd], r->peak_memory_bytes[dd]);
+        assert_true(tmax[dd] == r->peak_time_s[dd]); /* first reached then */
         assert_int_equal(lastv[dd], first[dd]);
     }
 }

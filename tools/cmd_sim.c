@@ -19,7 +19,8 @@ static void sim_usage(FILE *f) {
                "  --trace OUT.json  write a Chrome trace-event file (open it in Perfetto or chrome://tracing):\n"
                "                    one track per device and per link, and a memory counter per device\n"
                "  --json            one JSON object: step_time_s, oom, oom_device, oom_excess_bytes,\n"
-               "                    peak_memory_bytes, capacity_bytes, busy_s, sent_bytes (one per device), ...\n\n"
+               "                    peak_memory_bytes, peak_time_s, capacity_bytes, busy_s, sent_bytes (one per\n"
+               "                    device), ...\n\n"
                "Out of memory is a result, not an error: the exit code is 0 and oom is true.\n"
                "Semantics (readiness, priorities, link queues, memory): docs/simulator.md.\n");
 }
@@ -77,8 +78,8 @@ int cmd_sim(int argc, char **argv) {
         goto out;
     }
     if (json) {
-        json_t *o = json_object(), *peak = json_array(), *cap = json_array(), *busy = json_array(),
-               *sent = json_array();
+        json_t *o = json_object(), *peak = json_array(), *peak_t = json_array(), *cap = json_array(),
+               *busy = json_array(), *sent = json_array();
         json_object_set_new(o, "graph", json_string(gopt_graph_name(g)));
         json_object_set_new(o, "profile", json_string(gopt_profile_name(p)));
         json_object_set_new(o, "devices", json_integer(nd));
@@ -89,11 +90,13 @@ int cmd_sim(int argc, char **argv) {
         json_object_set_new(o, "oom_excess_bytes", json_real(r.oom_excess_bytes));
         for (int i = 0; i < nd; i++) {
             json_array_append_new(peak, json_integer((json_int_t)r.peak_memory_bytes[i]));
+            json_array_append_new(peak_t, json_real(r.peak_time_s[i]));
             json_array_append_new(cap, json_real(r.capacity_bytes[i]));
             json_array_append_new(busy, json_real(r.busy_s[i]));
             json_array_append_new(sent, json_real(r.sent_bytes[i]));
         }
         json_object_set_new(o, "peak_memory_bytes", peak);
+        json_object_set_new(o, "peak_time_s", peak_t);
         json_object_set_new(o, "capacity_bytes", cap);
         json_object_set_new(o, "busy_s", busy);
         json_object_set_new(o, "sent_bytes", sent);
@@ -111,13 +114,15 @@ int cmd_sim(int argc, char **argv) {
            gopt_graph_num_nodes(g), nd, nd == 1 ? "" : "s", gopt_profile_name(p), dfile ? dfile : "default");
     printf("step time   %.6f ms\n", r.step_time_s * 1e3);
     printf("kernels     %d\ntransfers   %d (%.0f bytes)\n", r.tasks, r.transfers, r.transferred_bytes);
-    printf("%-8s %14s %8s %16s %16s %16s\n", "device", "busy (ms)", "util", "peak (bytes)", "capacity", "sent (bytes)");
+    printf("%-8s %14s %8s %16s %14s %16s %16s\n", "device", "busy (ms)", "util", "peak (bytes)", "peak at (ms)",
+           "capacity", "sent (bytes)");
     for (int i = 0; i < nd; i++)
-        printf("%-8d %14.6f %7.1f%% %16lld %16.0f %16.0f\n", i, r.busy_s[i] * 1e3,
+        printf("%-8d %14.6f %7.1f%% %16lld %14.6f %16.0f %16.0f\n", i, r.busy_s[i] * 1e3,
                r.step_time_s > 0 ? 100.0 * r.busy_s[i] / r.step_time_s : 0.0, (long long)r.peak_memory_bytes[i],
-               r.capacity_bytes[i], r.sent_bytes[i]);
+               r.peak_time_s[i] * 1e3, r.capacity_bytes[i], r.sent_bytes[i]);
     if (r.oom)
-        printf("OUT OF MEMORY: device %d exceeds its capacity by %.0f bytes\n", r.oom_device, r.oom_excess_bytes);
+        printf("OUT OF MEMORY: device %d exceeds its capacity by %.0f bytes (its peak is first reached at %.6f ms)\n",
+               r.oom_device, r.oom_excess_bytes, r.peak_time_s[r.oom_device] * 1e3);
     else
         printf("memory      fits on every device\n");
     if (trace) printf("trace       %s\n", trace);

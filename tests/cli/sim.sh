@@ -7,6 +7,7 @@ expect_out "Usage: gopt sim GRAPH --profile P"
 # default decisions: everything on device 0, no transfers
 expect_rc 0 "$GOPT" sim "$EX" --profile "$P" --devices 2
 expect_out "step time"
+expect_out "peak at (ms)"
 expect_out "transfers   0"
 expect_out "fits on every device"
 expect_rc 0 "$GOPT" sim "$EX" --profile "$P" --devices 2 --json
@@ -14,6 +15,8 @@ for k in '"step_time_s": ' '"oom": false' '"peak_memory_bytes": \[' '"busy_s"' '
 # one entry per device in peak_memory_bytes
 n=$(awk '/"peak_memory_bytes"/{f=1;next} f&&/\]/{exit} f{c++} END{print c+0}' "$TMP/out")
 [ "$n" = 2 ] && ok || fail "peak_memory_bytes has $n entries, want 2"
+n=$(awk '/"peak_time_s"/{f=1;next} f&&/\]/{exit} f{c++} END{print c+0}' "$TMP/out")
+[ "$n" = 2 ] && ok || fail "peak_time_s has $n entries, want 2"
 # a decisions file: layer 1 on device 1, mm1+relu1 fused
 cat >"$TMP/d.txt" <<'D'
 gopt-decisions 1
@@ -58,6 +61,7 @@ expect_out '"oom": true'
 expect_out '"oom_device": 0'
 expect_rc 0 "$GOPT" sim "$EX" --profile "$TMP/small.json" --devices 2
 expect_out "OUT OF MEMORY: device 0 exceeds its capacity by"
+expect_out "its peak is first reached at"
 # bad inputs: exit 2 with a message naming the file, the node and the value; no trace written
 sed 's/^update\/w2\t1/update\/w2\t0/' "$TMP/d.txt" >"$TMP/coloc.txt"
 expect_rc 2 "$GOPT" sim "$EX" --profile "$P" --devices 2 --decisions "$TMP/coloc.txt" --trace "$TMP/no.json"
