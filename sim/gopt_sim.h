@@ -109,11 +109,11 @@ typedef struct {
 int32_t gopt_sim_num_transfers(const gopt_sim_scratch *s);
 void gopt_sim_transfer_get(const gopt_sim_scratch *s, int32_t i, gopt_sim_transfer *out);
 
-/* Memory over time: with recording on, each run of s logs every change of a device's memory
- * (time, device, bytes in use after it), starting with each device's parameters at time 0; the
- * largest value logged for a device is its peak. Off by default (a run then pays one predictable
- * branch per change); on costs about 24 bytes per entry, at most 2N + 3E + devices entries per run
- * (N nodes, E edges), allocated here. */
+/* Memory over time: with recording on, each run of s logs a device's bytes in use (time, device,
+ * bytes) after every kernel start and end and every transfer start and end that touches it,
+ * starting with each device's parameters at time 0; the largest value logged for a device is its
+ * peak. Off by default (a run then pays one predictable branch per event); on costs 24 bytes per
+ * entry, at most 2N + 2E + devices entries per run (N nodes, E edges), allocated here. */
 gopt_status gopt_sim_scratch_record_memory(gopt_sim_scratch *s, int on, gopt_error *err);
 int64_t gopt_sim_memory_samples(const gopt_sim_scratch *s); /* entries of the last run (0: off) */
 void gopt_sim_memory_sample(const gopt_sim_scratch *s, int64_t i, double *t, int *device, int64_t *bytes);

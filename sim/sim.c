@@ -149,11 +149,9 @@ gopt_status gopt_sim_scratch_record_memory(gopt_sim_scratch *s, int on, gopt_err
     s->memlog = NULL;
     s->nmemlog = s->memlog_cap = 0;
     if (!on) return GOPT_OK;
-    /* changes per run: an allocation per kernel and per transfer start, a free per in-edge of a
-     * kernel's end (unfused: each slot; fused: each distinct producer), per output nobody holds,
-     * and per transfer end (the sender's copy): at most 2N + 3E, plus the devices' starting
-     * values */
-    int64_t cap = 2 * (int64_t)s->n + 3 * (int64_t)s->m + s->ndev;
+    /* entries per run: the devices' starting values, then one per kernel start and end (at most
+     * N each) and per transfer start and end (at most E each, one transfer per edge at most) */
+    int64_t cap = 2 * (int64_t)s->n + 2 * (int64_t)s->m + s->ndev;
     s->memlog = gopt_malloc((size_t)cap * sizeof *s->memlog, err);
     if (!s->memlog) return GOPT_ENOMEM;
     s->memlog_cap = cap;
@@ -173,13 +171,13 @@ void gopt_sim_memory_sample(const gopt_sim_scratch *s, int64_t i, double *t, int
  * small arrays (busy flags, dirty lists, per-device sums) on every event, and must not share a
  * line with each other's (false sharing). */
 static void *alloc_lines(size_t count, size_t size, gopt_error *err) {
-    size_t bytes = (count * size + 63) & ~(size_t)63;
-    void *p = aligned_alloc(64, bytes ? bytes : 64);
+    size_t want = count * size, bytes = want ? (want + 63) & ~(size_t)63 : 64;
+    void *p = aligned_alloc(64, bytes);
     if (!p) {
         gopt_error_set(err, GOPT_ENOMEM, "sim: out of memory (%zu bytes)", bytes);
         return NULL;
     }
-    return memset(p, 0, bytes ? bytes : 64);
+    return memset(p, 0, bytes);
 }
 
 gopt_status gopt_sim_scratch_create(const gopt_sim *sim, gopt_sim_scratch **out, gopt_error *err) {

@@ -210,8 +210,9 @@ static inline void sim_mark_dirty(gopt_sim_scratch *s, int32_t r) {
     }
 }
 
-/* Device d's memory changed (or may have: frees subtract 0 when a holder remains); logged when
- * recording is on. The cap is an upper bound on the changes of a run (sim.c). */
+/* Log device d's bytes in use when recording is on: after each allocation (sim_mem_add) and
+ * once after each kernel end and transfer end (their frees; a free subtracts 0 while a holder
+ * remains). The cap is an upper bound on the entries of a run (sim.c). */
 static inline void sim_mem_log(gopt_sim_scratch *s, int d) {
     if (__builtin_expect(s->memlog != NULL, 0) && s->nmemlog < s->memlog_cap)
         s->memlog[s->nmemlog++] = (sim_memrec){s->now, d, 0, s->mem[d]};
