@@ -19,6 +19,13 @@
  *              no instants, nothing recorded): what any event simulation of these rules
  *              costs, for scale. Its step time is printed beside the simulator's (they differ
  *              by the fusion and the simultaneous-event rules only).
+ *   lean       the same rules written for speed rather than generality, a second yardstick:
+ *              multi-edges merged once per graph, a consumer's readiness state in 24 bytes,
+ *              arrival times computed when a copy is queued (FIFO links), the next event
+ *              chosen from 64 per-resource slots under 8 block minima; at most 8 devices,
+ *              links by latency + bandwidth; ties at one instant by resource slot (device d:
+ *              d*ndev+d, link s->d: s*ndev+d), not by event sequence, so its step time can
+ *              differ from the minimal scheduler's in the last digits.
  *   batch      K = 16 decision sets: a sequential loop vs gopt_sim_run_batch on
  *              --threads threads (default 2); speed-up target >= 1.8x on 2 cores;
  *              the batch results are checked equal to the sequential ones.
@@ -166,6 +173,38 @@ typedef struct {
     double now;
 } mini_sim;
 
+/* A device's ready heap (smallest key first) with a sentinel item after its last: the same
+ * heap for both schedulers below. */
+static inline void rq_push(mini_ready *h, int32_t *len, mini_ready it) {
+    int32_t i = (*len)++;
+    while (i > 0 && h[(i - 1) >> 1].key > it.key) {
+        h[i] = h[(i - 1) >> 1];
+        i = (i - 1) >> 1;
+    }
+    h[i] = it;
+    h[*len] = (mini_ready){UINT64_MAX, -1, 0};
+}
+
+/* Removes and returns the top's node (the heap is not empty): the hole walks down along the
+ * smaller children (the sentinel stands in for a missing second child), then the last item
+ * moves up into it. */
+static inline int32_t rq_pop(mini_ready *h, int32_t *len) {
+    int32_t top = h[0].v, n = --*len, i = 0, c;
+    mini_ready last = h[n];
+    h[n] = (mini_ready){UINT64_MAX, -1, 0};
+    while ((c = 2 * i + 1) < n) {
+        c += h[c + 1].key < h[c].key;
+        h[i] = h[c];
+        i = c;
+    }
+    while (i > 0 && h[(i - 1) >> 1].key > last.key) {
+        h[i] = h[(i - 1) >> 1];
+        i = (i - 1) >> 1;
+    }
+    h[i] = last;
+    return top;
+}
+
 static int mini_before(const mini_event *a, const mini_event *b) { return a->t < b->t || (a->t == b->t && a->seq < b->seq); }
 
 static void mini_event_push(mini_sim *s, double t, int32_t r) {
@@ -192,15 +231,7 @@ static mini_event mini_event_pop(mini_sim *s) {
 
 static void mini_offer_device(mini_sim *s, int d) {
     if (s->busy[d] || s->rq_len[d] == 0) return;
-    mini_ready *h = s->rq + s->rq_off[d];
-    int32_t v = h[0].v, n = --s->rq_len[d], i = 0;
-    mini_ready last = h[n];
-    for (int32_t c; (c = 2 * i + 1) < n; i = c) {
-        if (c + 1 < n && h[c + 1].key < h[c].key) c++;
-        if (last.key <= h[c].key) break;
-        h[i] = h[c];
-    }
-    h[i] = last;
+    int32_t v = rq_pop(s->rq + s->rq_off[d], &s->rq_len[d]);
     s->busy[d] = 1;
     s->item[d] = v;
     mini_event_push(s, s->now + s->dur[v], d);
@@ -217,13 +248,7 @@ static void mini_offer_link(mini_sim *s, int32_t l) {
 
 static void mini_ready_push(mini_sim *s, int32_t w) {
     int d = s->dev[w];
-    mini_ready *h = s->rq + s->rq_off[d], it = {s->key[w], w, 0};
-    int32_t i = s->rq_len[d]++;
-    while (i > 0 && h[(i - 1) >> 1].key > it.key) {
-        h[i] = h[(i - 1) >> 1];
-        i = (i - 1) >> 1;
-    }
-    h[i] = it;
+    rq_push(s->rq + s->rq_off[d], &s->rq_len[d], (mini_ready){s->key[w], w, 0});
 }
 
 /* Producer v's tensor is present for consumer w (once per pair: multi-edges count once). */
@@ -268,7 +293,7 @@ static int mini_init(mini_sim *s, const gopt_frozen *f, const gopt_costmodel *cm
     s->item = calloc(nr, sizeof *s->item);
     s->key = calloc(n, sizeof *s->key);
     s->dur = calloc(n, sizeof *s->dur);
-    s->rq = calloc(n, sizeof *s->rq);
+    s->rq = calloc(n + (size_t)nd, sizeof *s->rq); /* each device's heap and its sentinel */
     s->lq = calloc(n * (size_t)(nd > 1 ? nd - 1 : 1), sizeof *s->lq);
     s->lq_head = calloc((size_t)nd * nd, sizeof *s->lq_head);
     s->lq_tail = calloc((size_t)nd * nd, sizeof *s->lq_tail);
@@ -312,8 +337,9 @@ static double mini_run(mini_sim *s, const gopt_decisions *d) {
     for (int k = 0, off = 0; k < nd; k++) {
         s->rq_off[k] = off;
         s->rq_len[k] = 0;
+        s->rq[off] = (mini_ready){UINT64_MAX, -1, 0};
         s->dstamp[k] = -1;
-        off += count[k];
+        off += count[k] + 1;
     }
     for (int l = 0, off = 0; l < nd * nd; l++) {
         s->lq_head[l] = s->lq_tail[l] = off;
@@ -366,6 +392,212 @@ static double mini_run(mini_sim *s, const gopt_decisions *d) {
     return s->now;
 }
 
+/* ---- the lean scheduler (see the header): the minimal one's rules without its generality --- */
+typedef struct {
+    uint64_t key; /* as the minimal scheduler's */
+    double dur;
+    int32_t pend, dev;
+} lean_node; /* everything a consumer's readiness and start read, in 24 bytes */
+
+typedef struct {
+    double arr; /* arrival time, known when queued: the link is FIFO */
+    int32_t v, spare;
+} lean_xfer;
+
+enum { LEAN_MAX_DEV = 8 }; /* the event slots below: ndev^2 <= 64 */
+
+typedef struct {
+    const double *time;
+    const int32_t *rank;
+    int nd;
+    int32_t n, *optr, *odst, *nin; /* successors without multi-edges (built once per graph) */
+    double *obytes;                /* the largest edge of each (producer, consumer) pair */
+    lean_node *nodes;
+    mini_ready *rq;
+    int32_t rq_off[LEAN_MAX_DEV], rq_len[LEAN_MAX_DEV], item[LEAN_MAX_DEV];
+    lean_xfer *lq;
+    int32_t lq_head[LEAN_MAX_DEV * LEAN_MAX_DEV], lq_tail[LEAN_MAX_DEV * LEAN_MAX_DEV];
+    double lfree[LEAN_MAX_DEV * LEAN_MAX_DEV], lat[LEAN_MAX_DEV * LEAN_MAX_DEV], ibw[LEAN_MAX_DEV * LEAN_MAX_DEV];
+    /* the next event of each resource by slot (device d: slot d*nd+d, link s->d: s*nd+d; +inf
+     * when idle), and the minimum of each block of 8 */
+    double ev[64], ev1[8];
+    int32_t dstamp[LEAN_MAX_DEV];
+    double dbytes[LEAN_MAX_DEV];
+} lean_sim;
+
+static inline double lean_min8(const double *x) {
+    double a = x[0] < x[1] ? x[0] : x[1], b = x[2] < x[3] ? x[2] : x[3];
+    double c = x[4] < x[5] ? x[4] : x[5], d = x[6] < x[7] ? x[6] : x[7];
+    a = a < b ? a : b;
+    c = c < d ? c : d;
+    return a < c ? a : c;
+}
+
+static inline uint32_t lean_eq8(const double *x, double m) {
+    uint32_t k = 0;
+    for (int i = 0; i < 8; i++) k |= (uint32_t)(x[i] == m) << i;
+    return k;
+}
+
+static inline void lean_set(lean_sim *s, int k, double t) {
+    s->ev[k] = t;
+    s->ev1[k >> 3] = lean_min8(s->ev + (k & ~7));
+}
+
+static void lean_free(lean_sim *s) {
+    free(s->optr);
+    free(s->odst);
+    free(s->obytes);
+    free(s->nin);
+    free(s->nodes);
+    free(s->rq);
+    free(s->lq);
+}
+
+static int lean_init(lean_sim *s, const gopt_frozen *f, const gopt_costmodel *cm, const gopt_cost_table *t) {
+    int nd = gopt_cost_num_devices(cm);
+    size_t n = (size_t)f->n + 1;
+    memset(s, 0, sizeof *s);
+    if (nd > LEAN_MAX_DEV) return -1;
+    s->time = t->time;
+    s->rank = f->rank;
+    s->nd = nd;
+    s->n = f->n;
+    s->optr = calloc(n, sizeof *s->optr);
+    s->odst = calloc((size_t)f->m + 1, sizeof *s->odst);
+    s->obytes = calloc((size_t)f->m + 1, sizeof *s->obytes);
+    s->nin = calloc(n, sizeof *s->nin);
+    s->nodes = calloc(n, sizeof *s->nodes);
+    s->rq = calloc(n + (size_t)nd, sizeof *s->rq);
+    s->lq = calloc(n * (size_t)nd, sizeof *s->lq);
+    int32_t *slot = calloc(n, sizeof *slot); /* consumer w's slot among the current producer's */
+    if (!s->optr || !s->odst || !s->obytes || !s->nin || !s->nodes || !s->rq || !s->lq || !slot) {
+        free(slot);
+        return -1;
+    }
+    int32_t m = 0;
+    for (int32_t v = 0; v < f->n; v++) {
+        s->optr[v] = m;
+        for (int32_t k = f->out_ptr[v]; k < f->out_ptr[v + 1]; k++) {
+            int32_t w = f->out_dst[k];
+            double b = f->edge_bytes[f->out_eid[k]];
+            int32_t j = slot[w];
+            if (j >= s->optr[v] && j < m && s->odst[j] == w) { /* a multi-edge: keep the largest */
+                if (b > s->obytes[j]) s->obytes[j] = b;
+                continue;
+            }
+            slot[w] = m;
+            s->odst[m] = w;
+            s->obytes[m++] = b;
+            s->nin[w]++;
+        }
+    }
+    s->optr[f->n] = m;
+    free(slot);
+    for (int a = 0; a < nd; a++)
+        for (int b = 0; b < nd; b++) {
+            double bw = 1;
+            if (a != b && !gopt_cost_link_linear(cm, a, b, &s->lat[a * nd + b], &bw)) return -2;
+            s->ibw[a * nd + b] = 1.0 / bw;
+        }
+    return 0;
+}
+
+/* Device d is idle at `now`: start its best ready task, or leave it idle. */
+static inline void lean_offer(lean_sim *s, int d, double now) {
+    int k = d * s->nd + d;
+    if (s->rq_len[d] == 0) {
+        lean_set(s, k, HUGE_VAL);
+        return;
+    }
+    mini_ready *h = s->rq + s->rq_off[d];
+    int32_t v = rq_pop(h, &s->rq_len[d]);
+    if (s->rq_len[d] > 0) __builtin_prefetch(&s->nodes[h[0].v]);
+    __builtin_prefetch(s->odst + s->optr[v]);
+    s->item[d] = v;
+    lean_set(s, k, now + s->nodes[v].dur);
+}
+
+/* One run; returns the step time. */
+static double lean_run(lean_sim *s, const gopt_decisions *d) {
+    const int nd = s->nd;
+    int32_t count[LEAN_MAX_DEV] = {0};
+    lean_node *nodes = s->nodes;
+    for (int32_t v = 0; v < s->n; v++) {
+        int dv = d->device[v];
+        uint32_t up = (uint32_t)d->priority[v] ^ 0x80000000u;
+        nodes[v] = (lean_node){((uint64_t)(~up) << 32) | (uint32_t)s->rank[v], s->time[(size_t)v * nd + dv], s->nin[v], dv};
+        count[dv]++;
+    }
+    for (int k = 0, off = 0; k < nd; k++) {
+        s->rq_off[k] = off;
+        s->rq_len[k] = 0;
+        s->rq[off] = (mini_ready){UINT64_MAX, -1, 0};
+        s->dstamp[k] = -1;
+        off += count[k] + 1;
+    }
+    for (int l = 0, off = 0; l < nd * nd; l++) {
+        s->lq_head[l] = s->lq_tail[l] = off;
+        s->lfree[l] = 0;
+        if (l / nd != l % nd) off += count[l / nd];
+    }
+    for (int k = 0; k < 64; k++) s->ev[k] = HUGE_VAL;
+    for (int k = 0; k < 8; k++) s->ev1[k] = HUGE_VAL;
+    for (int32_t v = 0; v < s->n; v++)
+        if (s->nin[v] == 0) rq_push(s->rq + s->rq_off[nodes[v].dev], &s->rq_len[nodes[v].dev], (mini_ready){nodes[v].key, v, 0});
+    for (int k = 0; k < nd; k++) lean_offer(s, k, 0);
+    const int32_t *optr = s->optr, *odst = s->odst;
+    const double *obytes = s->obytes;
+    double now = 0;
+    for (;;) {
+        double m = lean_min8(s->ev1);
+        if (m == HUGE_VAL) break;
+        now = m;
+        int b = __builtin_ctz(lean_eq8(s->ev1, m));
+        int k = 8 * b + __builtin_ctz(lean_eq8(s->ev + 8 * b, m)); /* ties: the lowest slot */
+        int src = k / nd, dst = k % nd;
+        if (src == dst) { /* a kernel ends: local consumers, one transfer per receiving device */
+            int32_t v = s->item[src];
+            uint32_t mask = 0;
+            for (int32_t e = optr[v], ee = optr[v + 1]; e < ee; e++) {
+                lean_node *y = &nodes[odst[e]];
+                int D = y->dev;
+                if (D == src) {
+                    if (--y->pend == 0) rq_push(s->rq + s->rq_off[src], &s->rq_len[src], (mini_ready){y->key, odst[e], 0});
+                    continue;
+                }
+                double by = obytes[e];
+                if (s->dstamp[D] != v) {
+                    s->dstamp[D] = v;
+                    s->dbytes[D] = by;
+                    mask |= 1u << D;
+                } else if (by > s->dbytes[D]) {
+                    s->dbytes[D] = by;
+                }
+            }
+            for (; mask; mask &= mask - 1) {
+                int D = __builtin_ctz(mask), l = src * nd + D;
+                double st = s->lfree[l] > now ? s->lfree[l] : now;
+                double arr = st + s->lat[l] + s->dbytes[D] * s->ibw[l];
+                s->lfree[l] = arr;
+                if (s->lq_head[l] == s->lq_tail[l]) lean_set(s, l, arr);
+                s->lq[s->lq_tail[l]++] = (lean_xfer){arr, v, 0};
+            }
+            lean_offer(s, src, now);
+        } else { /* a copy arrives: its consumers on the receiving device (v's edges again) */
+            int32_t h = s->lq_head[k]++, v = s->lq[h].v;
+            lean_set(s, k, h + 1 < s->lq_tail[k] ? s->lq[h + 1].arr : HUGE_VAL);
+            for (int32_t e = optr[v], ee = optr[v + 1]; e < ee; e++) {
+                lean_node *y = &nodes[odst[e]];
+                if (y->dev != dst || --y->pend) continue;
+                rq_push(s->rq + s->rq_off[dst], &s->rq_len[dst], (mini_ready){y->key, odst[e], 0});
+                if (s->ev[dst * nd + dst] == HUGE_VAL) lean_offer(s, dst, now);
+            }
+        }
+    }
+    return now;
+}
+
 static int bench_graph(const char *label, gopt_graph *g, const gopt_costmodel *cm, int reps, int threads, uint64_t seed) {
     gopt_error err = {0};
     const gopt_frozen *f = gopt_graph_frozen(g);
@@ -379,13 +611,16 @@ static int bench_graph(const char *label, gopt_graph *g, const gopt_costmodel *c
     double *ts = calloc((size_t)reps, sizeof *ts), *tb = calloc((size_t)reps, sizeof *tb);
     double *tm = calloc((size_t)reps, sizeof *tm), mini_step = 0;
     mini_sim mini;
-    int mini_ok = 0;
+    lean_sim lean;
+    int mini_ok = 0, lean_ok = 0;
+    double *tl = calloc((size_t)reps, sizeof *tl), lean_step = 0;
     double *tq = calloc((size_t)reps + 3, sizeof *tq), *tp = calloc((size_t)reps + 3, sizeof *tp);
     double cq = 0, cp = 0;
     int32_t *coloc_dev = calloc((size_t)f->n_coloc + 1, sizeof *coloc_dev);
     int rc = 1, nds = 0;
     memset(&mini, 0, sizeof mini);
-    if (!seq || !bat || !fin || !ts || !tb || !tm || !tq || !tp || !coloc_dev) goto out;
+    memset(&lean, 0, sizeof lean);
+    if (!seq || !bat || !fin || !ts || !tb || !tm || !tl || !tq || !tp || !coloc_dev) goto out;
     double t0 = gopt_now_seconds();
     if (gopt_sim_create(g, cm, &sim, &err)) goto fail;
     double t_create = gopt_now_seconds() - t0;
@@ -403,6 +638,8 @@ static int bench_graph(const char *label, gopt_graph *g, const gopt_costmodel *c
     /* the minimal scheduler: links given by latency + bandwidth only (else not run) */
     mini_ok = mini_init(&mini, f, cm, gopt_sim_cost_table(sim)) == 0;
     if (mini_ok) mini_run(&mini, &ds[0]);
+    lean_ok = lean_init(&lean, f, cm, gopt_sim_cost_table(sim)) == 0;
+    if (lean_ok) lean_run(&lean, &ds[0]);
     gopt_sim_result r;
     /* warm-up */
     if (gopt_sim_run(sim, &ds[0], &r, sc[0], &err)) goto fail;
@@ -423,6 +660,11 @@ static int bench_graph(const char *label, gopt_graph *g, const gopt_costmodel *c
         double a = cpu_now();
         mini_step = mini_run(&mini, &ds[i % K]);
         tm[i] = cpu_now() - a;
+    }
+    for (int i = 0; lean_ok && i < reps; i++) {
+        double a = cpu_now();
+        lean_step = lean_run(&lean, &ds[i % K]);
+        tl[i] = cpu_now() - a;
     }
     /* batch: sequential loop vs threads, alternating, reps/4 rounds (at least 3) */
     int rounds = reps / 4 < 3 ? 3 : reps / 4;
@@ -458,6 +700,14 @@ static int bench_graph(const char *label, gopt_graph *g, const gopt_costmodel *c
     } else {
         printf("  minimal scheduler     n/a (a link has a measured copy table)\n");
     }
+    if (lean_ok) {
+        double ml = median(tl, reps);
+        printf("  lean scheduler        %8.3f ms   [best %.3f]   %.2fx the bare pass; sim/lean %.2fx; step %.3f ms "
+               "simulated (no fusion)\n",
+               ml * 1e3, minimum(tl, reps) * 1e3, ml / mb, ms / ml, lean_step * 1e3);
+    } else {
+        printf("  lean scheduler        n/a (more than %d devices, or a link has a measured copy table)\n", LEAN_MAX_DEV);
+    }
     printf("  per 80k nodes         %8.3f ms   target < 20 ms: %s\n", ms * 80000.0 / f->n * 1e3,
            ms * 80000.0 / f->n < 20e-3 ? "MET" : "MISSED");
     printf("  batch of %d           %8.2f ms sequential, %.2f ms on %d threads: speed-up %.2fx (target >= 1.8x on 2: %s); "
@@ -483,6 +733,8 @@ out:
     free(tb);
     free(tm);
     mini_free(&mini);
+    lean_free(&lean);
+    free(tl);
     free(tq);
     free(tp);
     free(coloc_dev);
