@@ -205,6 +205,30 @@ static inline int32_t rq_pop(mini_ready *h, int32_t *len) {
     return top;
 }
 
+/* The ready key of node v: higher priority first, then lower topological rank (smallest key runs
+ * first). */
+static inline uint64_t ready_key(int32_t priority, int32_t rank) {
+    uint32_t up = (uint32_t)priority ^ 0x80000000u;
+    return ((uint64_t)(~up) << 32) | (uint32_t)rank;
+}
+
+/* Carve the per-device ready heaps (count[k] items and a sentinel each) and the per-link queues
+ * (a link from s carries at most one copy per node on s) for one run of either scheduler. */
+static void carve_queues(int nd, const int32_t *count, mini_ready *rq, int32_t *rq_off, int32_t *rq_len,
+                         int32_t *dstamp, int32_t *lq_head, int32_t *lq_tail) {
+    for (int k = 0, off = 0; k < nd; k++) {
+        rq_off[k] = off;
+        rq_len[k] = 0;
+        rq[off] = (mini_ready){UINT64_MAX, -1, 0};
+        dstamp[k] = -1;
+        off += count[k] + 1;
+    }
+    for (int l = 0, off = 0; l < nd * nd; l++) {
+        lq_head[l] = lq_tail[l] = off;
+        if (l / nd != l % nd) off += count[l / nd];
+    }
+}
+
 static int mini_before(const mini_event *a, const mini_event *b) { return a->t < b->t || (a->t == b->t && a->seq < b->seq); }
 
 static void mini_event_push(mini_sim *s, double t, int32_t r) {
@@ -326,25 +350,14 @@ static double mini_run(mini_sim *s, const gopt_decisions *d) {
     int32_t count[GOPT_SIM_MAX_DEVICES] = {0};
     for (int32_t v = 0; v < f->n; v++) {
         int dv = d->device[v];
-        uint32_t up = (uint32_t)d->priority[v] ^ 0x80000000u;
         s->dev[v] = dv;
         s->pend[v] = s->nin[v];
         s->lastp[v] = -1;
-        s->key[v] = ((uint64_t)(~up) << 32) | (uint32_t)f->rank[v];
+        s->key[v] = ready_key(d->priority[v], f->rank[v]);
         s->dur[v] = s->time[(size_t)v * nd + dv];
         count[dv]++;
     }
-    for (int k = 0, off = 0; k < nd; k++) {
-        s->rq_off[k] = off;
-        s->rq_len[k] = 0;
-        s->rq[off] = (mini_ready){UINT64_MAX, -1, 0};
-        s->dstamp[k] = -1;
-        off += count[k] + 1;
-    }
-    for (int l = 0, off = 0; l < nd * nd; l++) {
-        s->lq_head[l] = s->lq_tail[l] = off;
-        if (l / nd != l % nd) off += count[l / nd];
-    }
+    carve_queues(nd, count, s->rq, s->rq_off, s->rq_len, s->dstamp, s->lq_head, s->lq_tail);
     memset(s->busy, 0, (size_t)(nd + nd * nd));
     s->nh = 0;
     s->seq = 0;
@@ -525,22 +538,11 @@ static double lean_run(lean_sim *s, const gopt_decisions *d) {
     lean_node *nodes = s->nodes;
     for (int32_t v = 0; v < s->n; v++) {
         int dv = d->device[v];
-        uint32_t up = (uint32_t)d->priority[v] ^ 0x80000000u;
-        nodes[v] = (lean_node){((uint64_t)(~up) << 32) | (uint32_t)s->rank[v], s->time[(size_t)v * nd + dv], s->nin[v], dv};
+        nodes[v] = (lean_node){ready_key(d->priority[v], s->rank[v]), s->time[(size_t)v * nd + dv], s->nin[v], dv};
         count[dv]++;
     }
-    for (int k = 0, off = 0; k < nd; k++) {
-        s->rq_off[k] = off;
-        s->rq_len[k] = 0;
-        s->rq[off] = (mini_ready){UINT64_MAX, -1, 0};
-        s->dstamp[k] = -1;
-        off += count[k] + 1;
-    }
-    for (int l = 0, off = 0; l < nd * nd; l++) {
-        s->lq_head[l] = s->lq_tail[l] = off;
-        s->lfree[l] = 0;
-        if (l / nd != l % nd) off += count[l / nd];
-    }
+    carve_queues(nd, count, s->rq, s->rq_off, s->rq_len, s->dstamp, s->lq_head, s->lq_tail);
+    for (int l = 0; l < nd * nd; l++) s->lfree[l] = 0;
     for (int k = 0; k < 64; k++) s->ev[k] = HUGE_VAL;
     for (int k = 0; k < 8; k++) s->ev1[k] = HUGE_VAL;
     for (int32_t v = 0; v < s->n; v++)
