@@ -3,7 +3,8 @@
 # not root). Installs only what is missing; does nothing when all is present.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config libigraph-dev libgsl-dev libopenblas-dev zlib1g-dev
-      libcmocka-dev libjansson-dev libmetis-dev)
+      libcmocka-dev libjansson-dev libmetis-dev libprotobuf-c-dev protobuf-c-compiler
+      libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
