@@ -37,6 +37,7 @@
 #include "gopt_common.h"
 #include "gopt_cost.h"
 #include "gopt_decisions.h"
+#include "gopt_dist.h"
 #include "gopt_graph.h"
 #include "gopt_policy.h"
 #include "gopt_sim.h"
@@ -135,6 +136,17 @@ typedef struct {
     int backward_calls;     /* network backwards this step */
     double seconds;         /* wall time */
 } gopt_trainer_stats;
+
+/* Data-parallel training (docs/trainer.md): every rank of d creates the same
+ * trainer (same options, graphs and policy) and calls gopt_trainer_step in
+ * lockstep; the step's graphs and samples are shared out, and every rank ends
+ * each step with the parameters, RNG, schedule and bests one process would
+ * have (bit for bit), so any rank's checkpoint is the run's. d is borrowed;
+ * NULL (the default) is one process. Call before the first step. */
+void gopt_trainer_set_dist(gopt_trainer *t, gopt_dist *d);
+/* FNV-1a hash of the parameters, step, RNG, references and bests: equal on
+ * every rank of a consistent data-parallel run. */
+uint64_t gopt_trainer_fingerprint(const gopt_trainer *t);
 
 /* One training step (imitation while step < imitate_steps, else PPO). */
 gopt_status gopt_trainer_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err);

@@ -135,9 +135,9 @@ gopt_status gopt_trainer_create(gopt_trainer **out, gopt_policy *policy, const g
     t->dec = gopt_calloc((size_t)o->samples, sizeof *t->dec, err);
     t->res = gopt_calloc((size_t)o->samples, sizeof *t->res, err);
     t->sym = gopt_malloc(sizeof(int32_t) * TR_MAX_SYM * GOPT_POLICY_MAX_DEVICES, err);
-    if (!t->sel || !t->adv || !t->dec || !t->res || !t->sym) {
+    if (!t->sel || !t->adv || !t->dec || !t->res || !t->sym || (st = tr_dist_create(t, err))) {
         gopt_trainer_free(t);
-        return GOPT_ENOMEM;
+        return st ? st : GOPT_ENOMEM;
     }
     *out = t;
     return GOPT_OK;
@@ -175,6 +175,7 @@ void gopt_trainer_free(gopt_trainer *t) {
         for (int k = 0; k < t->o.samples; k++) gopt_decisions_destroy(&t->dec[k]);
     free(t->dec);
     free(t->res);
+    tr_dist_free(t);
     free(t);
 }
 
