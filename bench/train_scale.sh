@@ -5,7 +5,11 @@
 # prints graph-steps per hour of each (graphs trained per hour of training
 # steps, from rank 0's metrics: setup and reference computation excluded),
 # the medians, and the scaling efficiency median(N) / (N x median(1)).
-# It also checks that the N-rank checkpoint equals the 1-process one.
+# It also prints the CPU time (user + system, every rank, setup included) of
+# each run: on a machine whose cores are busy with other work the ranks
+# cannot all run at once, and the CPU time shows whether sharing a step out
+# costs extra work. It checks that the N-rank checkpoint equals the
+# 1-process one.
 #
 #   bench/train_scale.sh [GOPT] [--ranks N] [--repeat R] [--graphs G] [--nodes V] [--steps S]
 #                        [--per-step B] [--samples K]
@@ -49,13 +53,15 @@ median() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{a[NR] = $1} END {print (N
 echo "train_scale: $G synthetic graphs of $V nodes, $B graphs per step, K = $K, $S steps; 1 process vs $N ranks"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 one="" many="" same=yes
+TIMEFORMAT='%U %S'
+cpu() { awk '{printf "%.1f", $1 + $2}' "$1"; } # user + system seconds of the timed command and its children
 for r in $(seq 1 "$R"); do
-  "$GOPT" "${RUN[@]}" -o "$TMP/one.ckpt" >/dev/null 2>"$TMP/err" || { cat "$TMP/err"; exit 1; }
-  mpirun --oversubscribe -np "$N" "$GOPT" "${RUN[@]}" -o "$TMP/many.ckpt" >/dev/null 2>"$TMP/err" ||
-    { cat "$TMP/err"; exit 1; }
+  { time "$GOPT" "${RUN[@]}" -o "$TMP/one.ckpt" >/dev/null 2>"$TMP/err"; } 2>"$TMP/t1" || { cat "$TMP/err"; exit 1; }
+  { time mpirun --oversubscribe -np "$N" "$GOPT" "${RUN[@]}" -o "$TMP/many.ckpt" >/dev/null 2>"$TMP/err"; } \
+    2>"$TMP/tn" || { cat "$TMP/err"; exit 1; }
   a=$(gph "$TMP/one.ckpt.metrics.jsonl") b=$(gph "$TMP/many.ckpt.metrics.jsonl")
   cmp -s "$TMP/one.ckpt" "$TMP/many.ckpt" && cmp -s "$TMP/one.ckpt.state" "$TMP/many.ckpt.state" || same=no
-  echo "run $r: 1 process $a graph-steps/h, $N ranks $b graph-steps/h"
+  echo "run $r: 1 process $a graph-steps/h ($(cpu "$TMP/t1") CPU s), $N ranks $b graph-steps/h ($(cpu "$TMP/tn") CPU s)"
   one="$one $a" many="$many $b"
 done
 m1=$(echo "$one" | median) mn=$(echo "$many" | median)

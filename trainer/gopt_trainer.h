@@ -13,9 +13,13 @@
  * backward, Adam. A non-finite loss or gradient skips the update and is
  * counted in the step's stats (never applied silently).
  *
- * A step with graphs_per_step > 1 accumulates every graph's gradient before
- * each Adam step. Graphs are visited in a shuffled order (reshuffled each pass
- * from the trainer's RNG), switching every `switch_every` steps.
+ * A step with graphs_per_step B > 1 sums the B graphs' gradients (each
+ * computed on its own, added in the step's graph order) before each Adam
+ * step, and each graph samples from its own stream split from the trainer's
+ * RNG (B = 1: the trainer's RNG itself). Graphs are visited in a shuffled
+ * order (reshuffled each pass from the trainer's RNG), switching every
+ * `switch_every` steps. Under MPI the B graphs and their samples are shared
+ * out to the ranks with the same result (gopt_trainer_set_dist).
  *
  * Determinism: every random draw comes from the trainer's RNG; the simulator
  * batch is deterministic whatever the thread count. The trainer state (step,

@@ -15,6 +15,13 @@
  *
  * A non-finite loss or gradient norm skips the epoch's update (gradients
  * zeroed, Adam untouched) and is counted in stats->skipped.
+ *
+ * Data-parallel (shard.c): a rank rolls out the slots (graphs of the step)
+ * it works on and simulates its share of their samples; gathers give every
+ * rank every sample's result and every slot's statistics, which every rank
+ * turns into rewards, advantages, stats and bests in slot order; each slot's
+ * leader computes the slot's gradient alone, and tr_grad_reduce adds the
+ * slots' gradients in slot order. One process runs the same code.
  */
 #include <math.h>
 #include <stdlib.h>
