@@ -886,9 +886,12 @@ static void *rank_main(void *arg) {
     gopt_error err = {0};
     env e;
     env_init(&e, 2, j->o, 5);
-    three_graphs(&e);
     j->st = gopt_dist_custom(&d, j->rank, j->size, thread_gather, ctx, &err);
-    if (!j->st) gopt_trainer_set_dist(e.tr, d);
+    if (!j->st) { /* communicator first: each rank computes every N-th graph's reference, then they are shared */
+        gopt_trainer_set_dist(e.tr, d);
+        three_graphs(&e);
+        j->st = gopt_trainer_share_references(e.tr, &err);
+    }
     for (int s = 0; s < j->steps && !j->st; s++) {
         gopt_trainer_stats st;
         j->st = gopt_trainer_step(e.tr, &st, &err);
@@ -1016,6 +1019,21 @@ static void test_dist(void **state) {
     assert_int_equal(gopt_dist_custom(&d, 2, 2, thread_gather, NULL, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "rank 2 of 2"));
     assert_int_equal(gopt_dist_custom(&d, 0, 1, NULL, NULL, &err), GOPT_EINVAL);
+    /* rank 0 of 2: the references wait for gopt_trainer_share_references, and a step refuses to run before */
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.samples = 4;
+    env e;
+    env_init(&e, 2, &o, 5);
+    assert_int_equal(gopt_dist_custom(&d, 0, 2, thread_gather, NULL, &err), GOPT_OK);
+    gopt_trainer_set_dist(e.tr, d);
+    add_graph(&e, fan_graph("fan3", 3));
+    assert_true(gopt_trainer_reference(e.tr, 0, NULL) == 0);
+    gopt_trainer_stats st;
+    assert_int_equal(gopt_trainer_step(e.tr, &st, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "'fan3' has no reference yet"));
+    env_free(&e);
+    gopt_dist_free(d);
     thread_world w;
     assert_int_equal(pthread_barrier_init(&w.bar, NULL, 3), 0);
     comm_job jobs[3];

@@ -278,6 +278,17 @@ static void progress(const gopt_trainer_stats *st, long steps, double gps, int t
                 tty ? "   " : "\n");
 }
 
+static void print_reference(const train_args *ta, const gopt_trainer *tr, int i) {
+    if (ta->quiet) return;
+    const char *m;
+    double ref = gopt_trainer_reference(tr, i, &m);
+    double rs = 0;
+    int rl = gopt_trainer_target_relabel(tr, i, &rs);
+    fprintf(stderr, "%s: reference %.6g ms (%s)%s", ta->files[i], ref * 1e3, m,
+            rl == 0 ? "\n" : rl > 0 ? "; target relabelled" : "; relabelled target slower, kept as is");
+    if (rl) fprintf(stderr, " (%.6g ms)\n", rs * 1e3);
+}
+
 static int run(train_args *ta, const char *verb, const char *init) {
     gopt_error err = {0};
     gopt_profile *prof = NULL;
@@ -310,19 +321,18 @@ static int run(train_args *ta, const char *verb, const char *init) {
     for (int i = 0; i < ta->nfiles; i++) {
         gopt_graph *g = NULL;
         if (gopt_graph_load(ta->files[i], &g, &err)) goto fail;
-        if (!ta->quiet) fprintf(stderr, "%s: %d nodes, computing the reference...\n", ta->files[i], gopt_graph_num_nodes(g));
+        if (!ta->quiet && ranks == 1)
+            fprintf(stderr, "%s: %d nodes, computing the reference...\n", ta->files[i], gopt_graph_num_nodes(g));
         if (gopt_trainer_add_graph(tr, g, 0, &err)) {
             gopt_error_prefix(&err, "%s", ta->files[i]);
             goto fail;
         }
-        const char *m;
-        double ref = gopt_trainer_reference(tr, i, &m);
-        double rs = 0;
-        int rl = gopt_trainer_target_relabel(tr, i, &rs);
-        if (!ta->quiet)
-            fprintf(stderr, "%s: reference %.6g ms (%s)%s", ta->files[i], ref * 1e3, m,
-                    rl == 0 ? "\n" : rl > 0 ? "; target relabelled" : "; relabelled target slower, kept as is");
-        if (!ta->quiet && rl) fprintf(stderr, " (%.6g ms)\n", rs * 1e3);
+        if (ranks == 1) print_reference(ta, tr, i);
+    }
+    if (ranks > 1) { /* each rank computes the references of every N-th graph, then they are shared */
+        if (!ta->quiet) fprintf(stderr, "%d graphs: computing the references on %d ranks...\n", ta->nfiles, ranks);
+        if (gopt_trainer_share_references(tr, &err)) goto fail;
+        for (int i = 0; i < ta->nfiles; i++) print_reference(ta, tr, i);
     }
     if (ta->resume) {
         /* rank 0 first: it may finish an interrupted commit (rename) the others then read */

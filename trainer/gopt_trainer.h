@@ -99,6 +99,13 @@ void gopt_trainer_free(gopt_trainer *t);
  * ref_step_s > 0 it is used instead and no baseline runs (imitation then has
  * no target for this graph). */
 gopt_status gopt_trainer_add_graph(gopt_trainer *t, gopt_graph *g, double ref_step_s, gopt_error *err);
+/* Data-parallel (a communicator of N > 1 ranks set before the graphs are
+ * added): gopt_trainer_add_graph leaves the references to this collective,
+ * which computes graph i's on rank i mod N and gives every rank every graph's
+ * reference, baselines' results and imitation target (what each rank would
+ * have computed). A rank's failure is every rank's error. No-op otherwise.
+ * Steps and gopt_trainer_load need it done. */
+gopt_status gopt_trainer_share_references(gopt_trainer *t, gopt_error *err);
 int gopt_trainer_num_graphs(const gopt_trainer *t);
 const gopt_graph *gopt_trainer_graph(const gopt_trainer *t, int i);
 /* Reference step time and the method that gave it ("given" when passed in). */

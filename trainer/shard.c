@@ -77,6 +77,10 @@ void gopt_trainer_set_dist(gopt_trainer *t, gopt_dist *d) { t->dp->dist = d; }
 
 gopt_status tr_dist_begin(gopt_trainer *t, int B, int split_rng, gopt_error *err) {
     struct tr_dist *dp = t->dp;
+    for (int i = 0; i < t->ng; i++)
+        if (t->graphs[i].ref_pending)
+            return gopt_error_set(err, GOPT_EINVAL, "trainer: graph '%s' has no reference yet (call "
+                                  "gopt_trainer_share_references after adding the graphs)", gopt_graph_name(t->graphs[i].g));
     int N = gopt_dist_size(dp->dist);
     tr_shard_of(B, t->o.samples, N, gopt_dist_rank(dp->dist), &dp->sh);
     if (!dp->counts && !(dp->counts = gopt_calloc((size_t)N, sizeof *dp->counts, err))) return GOPT_ENOMEM;
@@ -249,6 +253,92 @@ gopt_status tr_share_bests(gopt_trainer *t, const int *improved, gopt_error *err
         p += 3 * n;
     }
     free(buf);
+    return st;
+}
+
+/* What a graph's reference computation produced, as it travels between ranks
+ * (followed by the imitation target: device, priority, group, n each). */
+typedef struct {
+    double ref, relabel_step;
+    double base_step[TR_MAX_BASE];
+    int32_t nbase, has_ref_dec, relabel, n;
+    char ref_method[64];
+    char base_name[TR_MAX_BASE][32];
+} ref_rec;
+
+static size_t ref_bytes(const tr_graph *G) { /* a multiple of 8: the next record's doubles stay aligned */
+    return (sizeof(ref_rec) + 3 * sizeof(int32_t) * (size_t)G->fz->n + 7) & ~(size_t)7;
+}
+
+gopt_status gopt_trainer_share_references(gopt_trainer *t, gopt_error *err) {
+    struct tr_dist *dp = t->dp;
+    const int N = gopt_dist_size(dp->dist), me = gopt_dist_rank(dp->dist);
+    gopt_status st = GOPT_OK;
+    int failed = 0, any = 0;
+    for (int i = me; i < t->ng && !failed; i += N)
+        if (t->graphs[i].ref_pending) {
+            failed = (st = tr_compute_reference(t, i, err)) != GOPT_OK;
+            t->graphs[i].ref_pending = failed;
+        }
+    if (gopt_dist_any(dp->dist, failed, &any, failed ? NULL : err)) return failed ? st : GOPT_EIO;
+    if (any)
+        return failed ? st : gopt_error_set(err, GOPT_EINVAL, "trainer: another rank failed computing a reference");
+    if (N == 1) return GOPT_OK;
+    if (!dp->counts && !(dp->counts = gopt_calloc((size_t)N, sizeof *dp->counts, err))) return GOPT_ENOMEM;
+    /* in rounds of N graphs (one per rank): graph j*N + r comes from rank r */
+    for (int j0 = 0; j0 < t->ng && !st; j0 += N) {
+        size_t total = 0;
+        for (int r = 0; r < N; r++) {
+            dp->counts[r] = j0 + r < t->ng ? ref_bytes(&t->graphs[j0 + r]) : 0;
+            total += dp->counts[r];
+        }
+        char *buf = calloc(1, total + dp->counts[me] + 1);
+        if (!buf) return gopt_error_set(err, GOPT_ENOMEM, "trainer: out of memory sharing references");
+        char *send = buf + total;
+        if (j0 + me < t->ng) {
+            const tr_graph *G = &t->graphs[j0 + me];
+            ref_rec *rec = (ref_rec *)send;
+            rec->ref = G->ref;
+            rec->relabel_step = G->relabel_step;
+            memcpy(rec->base_step, G->base_step, sizeof rec->base_step);
+            rec->nbase = G->nbase;
+            rec->has_ref_dec = G->has_ref_dec;
+            rec->relabel = G->relabel;
+            rec->n = G->fz->n;
+            memcpy(rec->ref_method, G->ref_method, sizeof rec->ref_method);
+            memcpy(rec->base_name, G->base_name, sizeof rec->base_name);
+            int32_t *d = (int32_t *)(rec + 1);
+            if (G->has_ref_dec) {
+                memcpy(d, G->ref_dec.device, sizeof(int32_t) * (size_t)rec->n);
+                memcpy(d + rec->n, G->ref_dec.priority, sizeof(int32_t) * (size_t)rec->n);
+                memcpy(d + 2 * rec->n, G->ref_dec.group, sizeof(int32_t) * (size_t)rec->n);
+            }
+        }
+        st = gopt_dist_allgatherv(dp->dist, send, dp->counts[me], buf, dp->counts, err);
+        size_t off = 0;
+        for (int r = 0; r < N && j0 + r < t->ng && !st; off += dp->counts[r], r++) {
+            tr_graph *G = &t->graphs[j0 + r];
+            const ref_rec *rec = (const ref_rec *)(buf + off);
+            if (r == me) continue;
+            G->ref = rec->ref;
+            G->relabel_step = rec->relabel_step;
+            memcpy(G->base_step, rec->base_step, sizeof rec->base_step);
+            G->nbase = rec->nbase;
+            G->relabel = rec->relabel;
+            memcpy(G->ref_method, rec->ref_method, sizeof rec->ref_method);
+            memcpy(G->base_name, rec->base_name, sizeof rec->base_name);
+            if (rec->has_ref_dec) {
+                const int32_t *d = (const int32_t *)(rec + 1);
+                if ((st = decisions_fit(&G->ref_dec, rec->n, err))) break;
+                memcpy(G->ref_dec.device, d, sizeof(int32_t) * (size_t)rec->n);
+                memcpy(G->ref_dec.priority, d + rec->n, sizeof(int32_t) * (size_t)rec->n);
+                memcpy(G->ref_dec.group, d + 2 * rec->n, sizeof(int32_t) * (size_t)rec->n);
+                G->has_ref_dec = 1;
+            }
+            G->ref_pending = 0;
+        }
+        free(buf);
+    }
     return st;
 }
 

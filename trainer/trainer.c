@@ -470,6 +470,8 @@ gopt_status gopt_trainer_add_graph(gopt_trainer *t, gopt_graph *g, double ref_st
     if (ref_step_s > 0) {
         G->ref = ref_step_s;
         strcpy(G->ref_method, "given");
+    } else if (gopt_dist_size(t->dp->dist) > 1) {
+        G->ref_pending = 1; /* one rank computes it: gopt_trainer_share_references */
     } else if ((st = compute_reference(t, G, err))) {
         goto fail;
     }
@@ -481,6 +483,10 @@ gopt_status gopt_trainer_add_graph(gopt_trainer *t, gopt_graph *g, double ref_st
 fail:
     graph_destroy(G);
     return st;
+}
+
+gopt_status tr_compute_reference(gopt_trainer *t, int i, gopt_error *err) {
+    return compute_reference(t, &t->graphs[i], err);
 }
 
 int gopt_trainer_num_graphs(const gopt_trainer *t) { return t->ng; }

@@ -31,6 +31,7 @@ typedef struct {
     int relabel;            /* gopt_trainer_target_relabel: 0, 1 relabelled, -1 relabelled was slower */
     double relabel_step;    /* step of the relabelled target (s), 0 when not simulated */
     double target_rel;      /* step of the imitation targets / ref (0: not yet simulated) */
+    int ref_pending;        /* reference not computed yet (data-parallel: gopt_trainer_share_references) */
     double best;            /* best step time found (s), +inf before any */
     gopt_decisions best_dec;
     int has_best;
@@ -113,6 +114,8 @@ struct tr_dist {
     size_t *counts;        /* (N) */
 };
 
+/* Compute graph i's reference (the baselines; trainer.c). */
+gopt_status tr_compute_reference(gopt_trainer *t, int i, gopt_error *err);
 /* Allocate t->dp (called by gopt_trainer_create). */
 gopt_status tr_dist_create(gopt_trainer *t, gopt_error *err);
 void tr_dist_free(gopt_trainer *t);

@@ -75,6 +75,19 @@ expect_rc 0 "$GOPT" $RUN --steps $END --graphs-per-step 2 -o "$TMP/u.ckpt"
 same "$TMP/u.ckpt" "$TMP/k.ckpt"
 [ "$(wc -l <"$TMP/k.ckpt.metrics.jsonl")" -eq "$END" ] && ok || fail "resumed metrics should have $END lines"
 
+# SIGTERM to mpirun: every rank stops before the same step, rank 0 writes the checkpoint of that step
+$MPIRUN -np 2 "$GOPT" $RUN --steps 100000 --graphs-per-step 2 -o "$TMP/t.ckpt" >/dev/null 2>"$TMP/t.err" &
+MP=$!
+for i in $(seq 1 600); do
+  [ -s "$TMP/t.ckpt.metrics.jsonl" ] && [ "$(wc -l <"$TMP/t.ckpt.metrics.jsonl")" -ge 3 ] && break
+  sleep 0.05
+done
+kill -TERM "$MP"
+wait "$MP" && fail "mpirun exited 0 after SIGTERM" || ok
+grep -q "continue with --resume" "$TMP/t.err" && ok || fail "no interruption message"
+[ "$(state_step "$TMP/t.ckpt")" = "$(wc -l <"$TMP/t.ckpt.metrics.jsonl" | tr -d ' ')" ] && ok ||
+  fail "the checkpoint's step differs from the metrics written"
+
 # a rank that fails ends the job with the error
 expect_rc 2 $MPIRUN -np 2 "$GOPT" $RUN --steps $END --graphs-per-step 2 -o "$TMP/k.ckpt" --resume --epochs 3
 expect_err "option epochs"
