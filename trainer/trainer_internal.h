@@ -5,7 +5,6 @@
 #ifndef GOPT_TRAINER_INTERNAL_H
 #define GOPT_TRAINER_INTERNAL_H
 
-#include "gopt_dist.h"
 #include "gopt_trainer.h"
 
 #define TR_MAX_WIDTH 16 /* widest action space (devices, levels) */
