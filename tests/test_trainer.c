@@ -839,8 +839,14 @@ static void test_shard_partition(void **state) {
 }
 
 #define MAX_RANKS 4
+/* Ranks as threads. Only one rank computes at a time (it holds `run` except
+ * inside a gather): the ranks of a real run are processes, while threads
+ * share the process's state of the libraries under the trainer (Debian's
+ * METIS draws from the C library's srand/rand, so concurrent references
+ * partitioned differently: a 1-in-10 failure before this lock). */
 typedef struct {
     pthread_barrier_t bar;
+    pthread_mutex_t run;
     const void *send[MAX_RANKS];
     size_t bytes[MAX_RANKS];
 } thread_world;
@@ -854,6 +860,7 @@ static gopt_status thread_gather(void *ctx, const void *send, size_t bytes, void
     int r = (int)(intptr_t)((void **)ctx)[1], n = (int)(intptr_t)((void **)ctx)[2];
     w->send[r] = send;
     w->bytes[r] = bytes;
+    pthread_mutex_unlock(&w->run);
     pthread_barrier_wait(&w->bar);
     size_t off = 0;
     for (int q = 0; q < n; q++) {
@@ -861,6 +868,7 @@ static gopt_status thread_gather(void *ctx, const void *send, size_t bytes, void
         off += w->bytes[q];
     }
     pthread_barrier_wait(&w->bar);
+    pthread_mutex_lock(&w->run);
     return GOPT_OK;
 }
 
@@ -885,6 +893,7 @@ static void *rank_main(void *arg) {
     gopt_dist *d = NULL;
     gopt_error err = {0};
     env e;
+    pthread_mutex_lock(&j->w->run);
     env_init(&e, 2, j->o, 5);
     j->st = gopt_dist_custom(&d, j->rank, j->size, thread_gather, ctx, &err);
     if (!j->st) { /* communicator first: each rank computes every N-th graph's reference, then they are shared */
@@ -902,6 +911,7 @@ static void *rank_main(void *arg) {
     j->fp = gopt_trainer_fingerprint(e.tr);
     gopt_dist_free(d);
     env_free(&e);
+    pthread_mutex_unlock(&j->w->run);
     return NULL;
 }
 
@@ -946,6 +956,7 @@ static void test_data_parallel_equals_one_process(void **state) {
         env_free(&e);
         thread_world w;
         assert_int_equal(pthread_barrier_init(&w.bar, NULL, (unsigned)N), 0);
+        assert_int_equal(pthread_mutex_init(&w.run, NULL), 0);
         rank_job jobs[MAX_RANKS];
         pthread_t th[MAX_RANKS];
         for (int r = 0; r < N; r++) {
@@ -955,6 +966,7 @@ static void test_data_parallel_equals_one_process(void **state) {
         }
         for (int r = 0; r < N; r++) assert_int_equal(pthread_join(th[r], NULL), 0);
         pthread_barrier_destroy(&w.bar);
+        pthread_mutex_destroy(&w.run);
         for (int r = 0; r < N; r++) {
             char st[320];
             assert_int_equal(jobs[r].st, GOPT_OK);
@@ -983,6 +995,7 @@ static void *comm_main(void *arg) {
     void *ctx[3] = {j->w, (void *)(intptr_t)j->rank, (void *)(intptr_t)3};
     gopt_dist *d = NULL;
     gopt_error err = {0};
+    pthread_mutex_lock(&j->w->run);
     j->st = gopt_dist_custom(&d, j->rank, 3, thread_gather, ctx, &err);
     j->rank_ok = gopt_dist_rank(d) == j->rank && gopt_dist_size(d) == 3;
     if (!j->st) j->st = gopt_dist_any(d, j->rank == 2, &j->any, &err);
@@ -992,6 +1005,7 @@ static void *comm_main(void *arg) {
     if (!j->st) j->check = gopt_dist_check_same(d, j->rank == 2 ? 7u : 5u, "thing", &err);
     snprintf(j->msg, sizeof j->msg, "%s", err.msg);
     gopt_dist_free(d);
+    pthread_mutex_unlock(&j->w->run);
     return NULL;
 }
 
@@ -1036,6 +1050,7 @@ static void test_dist(void **state) {
     gopt_dist_free(d);
     thread_world w;
     assert_int_equal(pthread_barrier_init(&w.bar, NULL, 3), 0);
+    assert_int_equal(pthread_mutex_init(&w.run, NULL), 0);
     comm_job jobs[3];
     pthread_t th[3];
     for (int r = 0; r < 3; r++) {
@@ -1046,6 +1061,7 @@ static void test_dist(void **state) {
     }
     for (int r = 0; r < 3; r++) assert_int_equal(pthread_join(th[r], NULL), 0);
     pthread_barrier_destroy(&w.bar);
+    pthread_mutex_destroy(&w.run);
     for (int r = 0; r < 3; r++) {
         assert_int_equal(jobs[r].st, GOPT_OK);
         assert_true(jobs[r].rank_ok);
