@@ -1,7 +1,8 @@
 /* shard.c: data-parallel steps. How a step's graphs (slots) and samples are
  * dealt to the ranks (tr_shard_of, see trainer_internal.h), the gathers of
  * per-sample results and per-slot statistics, the per-slot gradients summed
- * in slot order, and the best decisions shared by every rank.
+ * in slot order, the best decisions shared by every rank, and the graphs'
+ * references computed on rank i mod N and shared (gopt_trainer_share_references).
  *
  * Invariant (bit-identity): whatever the number of ranks, every rank ends a
  * step with the same parameters as one process: the sampling streams are the
