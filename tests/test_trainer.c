@@ -26,8 +26,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include "gopt_trainer.h"
 #include "gopt_zoo.h"
+#include "trainer_internal.h" /* tr_shard_of */
 
 static gopt_profile *make_profile2(int ndev, double mem, double peak1) {
     return test_profile_uniform(ndev, mem, peak1, "test_trainer");
@@ -803,6 +806,272 @@ static void test_canonical_devices(void **state) {
     gopt_profile_free(prof);
 }
 
+/* ---- data-parallel steps: ranks as threads over a gather in rank order ---------------- */
+
+/* The share-out covers every slot and sample once, in rank order, and every
+ * slot has one leader that works on it. */
+static void test_shard_partition(void **state) {
+    (void)state;
+    for (int B = 1; B <= 9; B++)
+        for (int K = 1; K <= 7; K++)
+            for (int N = 1; N <= 9; N++) {
+                int next_lo = 0, next_l = 0, lead_of[16] = {0};
+                for (int r = 0; r < N; r++) {
+                    tr_shard sh;
+                    tr_shard_of(B, K, N, r, &sh);
+                    assert_int_equal(sh.lo, next_lo); /* samples: contiguous, in rank order */
+                    assert_true(sh.hi >= sh.lo);
+                    next_lo = sh.hi;
+                    if (sh.l1 > sh.l0) { /* led slots: contiguous, in rank order, worked on */
+                        assert_int_equal(sh.l0, next_l);
+                        next_l = sh.l1;
+                        assert_true(sh.l0 >= sh.s0 && sh.l1 <= sh.s1);
+                    }
+                    for (int b = sh.l0; b < sh.l1; b++) lead_of[b]++;
+                    if (sh.hi > sh.lo) assert_true(sh.lo >= sh.s0 * K && sh.hi <= sh.s1 * K);
+                    assert_true(sh.s1 > sh.s0);
+                    if (B >= N) assert_true(sh.l0 == sh.s0 && sh.l1 == sh.s1);
+                }
+                assert_int_equal(next_lo, B * K);
+                assert_int_equal(next_l, B);
+                for (int b = 0; b < B; b++) assert_int_equal(lead_of[b], 1);
+            }
+}
+
+#define MAX_RANKS 4
+/* Ranks as threads. Only one rank computes at a time (it holds `run` except
+ * inside a gather): the ranks of a real run are processes, while threads
+ * share the process's state of the libraries under the trainer (Debian's
+ * METIS draws from the C library's srand/rand, so concurrent references
+ * partitioned differently: a 1-in-10 failure before this lock). */
+typedef struct {
+    pthread_barrier_t bar;
+    pthread_mutex_t run;
+    const void *send[MAX_RANKS];
+    size_t bytes[MAX_RANKS];
+} thread_world;
+
+/* Each rank posts its block, then copies every block in rank order. */
+static gopt_status thread_gather(void *ctx, const void *send, size_t bytes, void *recv, const size_t *counts,
+                                 gopt_error *err) {
+    (void)counts;
+    (void)err;
+    thread_world *w = ((void **)ctx)[0];
+    int r = (int)(intptr_t)((void **)ctx)[1], n = (int)(intptr_t)((void **)ctx)[2];
+    w->send[r] = send;
+    w->bytes[r] = bytes;
+    pthread_mutex_unlock(&w->run);
+    pthread_barrier_wait(&w->bar);
+    size_t off = 0;
+    for (int q = 0; q < n; q++) {
+        if (w->bytes[q]) memcpy((char *)recv + off, w->send[q], w->bytes[q]);
+        off += w->bytes[q];
+    }
+    pthread_barrier_wait(&w->bar);
+    pthread_mutex_lock(&w->run);
+    return GOPT_OK;
+}
+
+typedef struct {
+    thread_world *w;
+    int rank, size, steps;
+    const gopt_trainer_options *o;
+    char path[300];
+    gopt_status st;
+    uint64_t fp;
+} rank_job;
+
+static void three_graphs(env *e) {
+    add_graph(e, fan_graph("fan3", 3));
+    add_graph(e, fan_graph("fan4", 4));
+    add_graph(e, fan_graph("fan5", 5));
+}
+
+static void *rank_main(void *arg) {
+    rank_job *j = arg;
+    void *ctx[3] = {j->w, (void *)(intptr_t)j->rank, (void *)(intptr_t)j->size};
+    gopt_dist *d = NULL;
+    gopt_error err = {0};
+    env e;
+    pthread_mutex_lock(&j->w->run);
+    env_init(&e, 2, j->o, 5);
+    j->st = gopt_dist_custom(&d, j->rank, j->size, thread_gather, ctx, &err);
+    if (!j->st) { /* communicator first: each rank computes every N-th graph's reference, then they are shared */
+        gopt_trainer_set_dist(e.tr, d);
+        three_graphs(&e);
+        j->st = gopt_trainer_share_references(e.tr, &err);
+    }
+    for (int s = 0; s < j->steps && !j->st; s++) {
+        gopt_trainer_stats st;
+        j->st = gopt_trainer_step(e.tr, &st, &err);
+    }
+    if (!j->st) j->st = gopt_dist_check_same(d, gopt_trainer_fingerprint(e.tr), "state", &err);
+    if (!j->st) j->st = gopt_trainer_save(e.tr, j->path, &err);
+    if (j->st) fprintf(stderr, "rank %d: %s\n", j->rank, err.msg);
+    j->fp = gopt_trainer_fingerprint(e.tr);
+    gopt_dist_free(d);
+    env_free(&e);
+    pthread_mutex_unlock(&j->w->run);
+    return NULL;
+}
+
+static void assert_same_files(const char *a, const char *b) {
+    size_t la, lb;
+    char *x = read_file(a, &la), *y = read_file(b, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(x, y, la);
+    free(x);
+    free(y);
+}
+
+/* N ranks (threads) end with the checkpoint one process writes, every rank
+ * alike: graphs shared out (B >= N), samples of a graph shared out (B < N),
+ * both backward paths. */
+static void test_data_parallel_equals_one_process(void **state) {
+    (void)state;
+    char dir[] = "/tmp/gopt_test_trainer_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    static const int cases[][3] = {{1, 2, 0}, {2, 2, 0}, {2, 3, 0}, {3, 2, 1}, {3, 4, 0}}; /* B, N, rounds */
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        gopt_trainer_options o;
+        gopt_trainer_options_default(&o);
+        o.samples = 5;
+        o.epochs = 2;
+        o.imitate_steps = 1;
+        o.sim_threads = 1;
+        o.seed = 3;
+        o.graphs_per_step = cases[c][0];
+        o.backward_rounds = cases[c][2];
+        const int N = cases[c][1], steps = 4;
+        char one[300], one_state[320];
+        snprintf(one, sizeof one, "%s/one%zu.ckpt", dir, c);
+        snprintf(one_state, sizeof one_state, "%s.state", one);
+        env e;
+        env_init(&e, 2, &o, 5);
+        three_graphs(&e);
+        run_steps(&e, steps);
+        gopt_error err = {0};
+        assert_int_equal(gopt_trainer_save(e.tr, one, &err), GOPT_OK);
+        uint64_t fp = gopt_trainer_fingerprint(e.tr);
+        env_free(&e);
+        thread_world w;
+        assert_int_equal(pthread_barrier_init(&w.bar, NULL, (unsigned)N), 0);
+        assert_int_equal(pthread_mutex_init(&w.run, NULL), 0);
+        rank_job jobs[MAX_RANKS];
+        pthread_t th[MAX_RANKS];
+        for (int r = 0; r < N; r++) {
+            jobs[r] = (rank_job){&w, r, N, steps, &o, {0}, GOPT_OK, 0};
+            snprintf(jobs[r].path, sizeof jobs[r].path, "%s/r%zu_%d.ckpt", dir, c, r);
+            assert_int_equal(pthread_create(&th[r], NULL, rank_main, &jobs[r]), 0);
+        }
+        for (int r = 0; r < N; r++) assert_int_equal(pthread_join(th[r], NULL), 0);
+        pthread_barrier_destroy(&w.bar);
+        pthread_mutex_destroy(&w.run);
+        for (int r = 0; r < N; r++) {
+            char st[320];
+            assert_int_equal(jobs[r].st, GOPT_OK);
+            assert_true(jobs[r].fp == fp);
+            assert_same_files(one, jobs[r].path);
+            snprintf(st, sizeof st, "%s.state", jobs[r].path);
+            assert_same_files(one_state, st);
+        }
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+typedef struct {
+    thread_world *w;
+    int rank, rank_ok;
+    gopt_status st, check;
+    char msg[GOPT_ERROR_MSG_MAX];
+    int any;
+    char got[8];
+} comm_job;
+
+static void *comm_main(void *arg) {
+    comm_job *j = arg; /* no cmocka asserts off the main thread: results are checked there */
+    void *ctx[3] = {j->w, (void *)(intptr_t)j->rank, (void *)(intptr_t)3};
+    gopt_dist *d = NULL;
+    gopt_error err = {0};
+    pthread_mutex_lock(&j->w->run);
+    j->st = gopt_dist_custom(&d, j->rank, 3, thread_gather, ctx, &err);
+    j->rank_ok = gopt_dist_rank(d) == j->rank && gopt_dist_size(d) == 3;
+    if (!j->st) j->st = gopt_dist_any(d, j->rank == 2, &j->any, &err);
+    snprintf(j->got, sizeof j->got, "%s", j->rank == 1 ? "bcast" : "");
+    if (!j->st) j->st = gopt_dist_bcast(d, j->got, sizeof j->got, 1, &err);
+    /* rank 2 disagrees */
+    if (!j->st) j->check = gopt_dist_check_same(d, j->rank == 2 ? 7u : 5u, "thing", &err);
+    snprintf(j->msg, sizeof j->msg, "%s", err.msg);
+    gopt_dist_free(d);
+    pthread_mutex_unlock(&j->w->run);
+    return NULL;
+}
+
+/* The communicator: one process, refused arguments, any / bcast / check over threads. */
+static void test_dist(void **state) {
+    (void)state;
+    gopt_error err = {0};
+    gopt_dist *d = NULL;
+    if (!gopt_dist_launched()) { /* a plain process: one rank, the gather is a copy */
+        assert_int_equal(gopt_dist_init(&d, &err), GOPT_OK);
+        assert_int_equal(gopt_dist_rank(d), 0);
+        assert_int_equal(gopt_dist_size(d), 1);
+        double x[2] = {1.5, -2}, y[2] = {0, 0};
+        size_t counts[1] = {sizeof x};
+        assert_int_equal(gopt_dist_allgatherv(d, x, sizeof x, y, counts, &err), GOPT_OK);
+        assert_memory_equal(x, y, sizeof x);
+        int any = 0;
+        assert_int_equal(gopt_dist_any(d, 1, &any, &err), GOPT_OK);
+        assert_int_equal(any, 1);
+        assert_int_equal(gopt_dist_check_same(d, 42, "x", &err), GOPT_OK);
+        gopt_dist_free(d);
+    }
+    assert_int_equal(gopt_dist_rank(NULL), 0);
+    assert_int_equal(gopt_dist_size(NULL), 1);
+    assert_int_equal(gopt_dist_custom(&d, 2, 2, thread_gather, NULL, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "rank 2 of 2"));
+    assert_int_equal(gopt_dist_custom(&d, 0, 1, NULL, NULL, &err), GOPT_EINVAL);
+    /* rank 0 of 2: the references wait for gopt_trainer_share_references, and a step refuses to run before */
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.samples = 4;
+    env e;
+    env_init(&e, 2, &o, 5);
+    assert_int_equal(gopt_dist_custom(&d, 0, 2, thread_gather, NULL, &err), GOPT_OK);
+    gopt_trainer_set_dist(e.tr, d);
+    add_graph(&e, fan_graph("fan3", 3));
+    assert_true(gopt_trainer_reference(e.tr, 0, NULL) == 0);
+    gopt_trainer_stats st;
+    assert_int_equal(gopt_trainer_step(e.tr, &st, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "'fan3' has no reference yet"));
+    env_free(&e);
+    gopt_dist_free(d);
+    thread_world w;
+    assert_int_equal(pthread_barrier_init(&w.bar, NULL, 3), 0);
+    assert_int_equal(pthread_mutex_init(&w.run, NULL), 0);
+    comm_job jobs[3];
+    pthread_t th[3];
+    for (int r = 0; r < 3; r++) {
+        memset(&jobs[r], 0, sizeof jobs[r]);
+        jobs[r].w = &w;
+        jobs[r].rank = r;
+        assert_int_equal(pthread_create(&th[r], NULL, comm_main, &jobs[r]), 0);
+    }
+    for (int r = 0; r < 3; r++) assert_int_equal(pthread_join(th[r], NULL), 0);
+    pthread_barrier_destroy(&w.bar);
+    pthread_mutex_destroy(&w.run);
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(jobs[r].st, GOPT_OK);
+        assert_true(jobs[r].rank_ok);
+        assert_int_equal(jobs[r].any, 1);
+        assert_string_equal(jobs[r].got, "bcast");
+        assert_int_equal(jobs[r].check, GOPT_EINVAL);
+        assert_non_null(strstr(jobs[r].msg, "rank 2's thing"));
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ppo_finds_known_placement),
@@ -815,6 +1084,9 @@ int main(void) {
         cmocka_unit_test(test_go_decide),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_canonical_devices),
+        cmocka_unit_test(test_shard_partition),
+        cmocka_unit_test(test_data_parallel_equals_one_process),
+        cmocka_unit_test(test_dist),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,9 @@
  * optional imitation warm start, PPO steps with a progress line on a
  * terminal, metrics as JSON lines, checkpoints every few minutes and at the
  * end (and on SIGINT/SIGTERM), `--resume` continuing bit for bit.
+ * Under mpirun every rank runs this runner in lockstep (gopt_dist): the steps
+ * are shared out by the trainer, rank 0 alone prints, writes the metrics and
+ * the checkpoints; a failing rank ends the whole job (MPI_Abort).
  * `gopt plot` is in cmd_plot.c. docs/trainer.md.
  */
 #include <dirent.h>
@@ -62,7 +65,10 @@ static void train_usage(FILE *f) {
                "                  --steps S -o CKPT [--resume] [options]\n\n"
                "Train the GO policy with PPO on the simulator over many graphs (reward -sqrt(step/reference),\n"
                "reference = best baseline per graph). Every argument after --graphs that is not an option is a\n"
-               "graph file or a directory of *.graphml[.gz] files (sorted by name).\n");
+               "graph file or a directory of *.graphml[.gz] files (sorted by name).\n"
+               "Data-parallel: mpirun -np N gopt train ... shares each step's graphs (--graphs-per-step) and\n"
+               "samples out to N ranks and gives the checkpoint one process would (docs/trainer.md)%s.\n",
+               gopt_dist_built_with_mpi() ? "" : "; this build has no MPI");
     common_options_help(f);
     fprintf(f, "Network (new runs; defaults from the policy library):\n"
                "  --hidden D  --sage-layers L  --attn-layers L  --heads H  --segment S\n"
@@ -272,16 +278,31 @@ static void progress(const gopt_trainer_stats *st, long steps, double gps, int t
                 tty ? "   " : "\n");
 }
 
+static void print_reference(const train_args *ta, const gopt_trainer *tr, int i) {
+    if (ta->quiet) return;
+    const char *m;
+    double ref = gopt_trainer_reference(tr, i, &m);
+    double rs = 0;
+    int rl = gopt_trainer_target_relabel(tr, i, &rs);
+    fprintf(stderr, "%s: reference %.6g ms (%s)%s", ta->files[i], ref * 1e3, m,
+            rl == 0 ? "\n" : rl > 0 ? "; target relabelled" : "; relabelled target slower, kept as is");
+    if (rl) fprintf(stderr, " (%.6g ms)\n", rs * 1e3);
+}
+
 static int run(train_args *ta, const char *verb, const char *init) {
     gopt_error err = {0};
     gopt_profile *prof = NULL;
     gopt_costmodel *cm = NULL;
     gopt_policy *pol = NULL;
     gopt_trainer *tr = NULL;
+    gopt_dist *dist = NULL;
     FILE *mf = NULL;
     char *mpath = NULL;
     int rc = 0;
-    if ((rc = cli_open_cluster(verb, ta->prof, ta->ndev, &prof, &cm))) return rc;
+    if (gopt_dist_init(&dist, &err)) return cli_report(&err);
+    const int root = gopt_dist_rank(dist) == 0, ranks = gopt_dist_size(dist);
+    if (!root) ta->quiet = 1; /* rank 0 alone prints, and writes the metrics and checkpoints */
+    if ((rc = cli_open_cluster(verb, ta->prof, ta->ndev, &prof, &cm))) goto give_up;
     /* the policy: resumed (loaded below by the trainer), initialised from a
      * trained checkpoint, or fresh */
     if (init) {
@@ -294,25 +315,31 @@ static int run(train_args *ta, const char *verb, const char *init) {
         goto fail;
     }
     if (gopt_trainer_create(&tr, pol, cm, &ta->o, &err)) goto fail;
+    gopt_trainer_set_dist(tr, dist);
+    if (root && ranks > 1 && !ta->quiet)
+        fprintf(stderr, "%s: %d ranks, %d graph(s) per step\n", verb, ranks, ta->o.graphs_per_step);
     for (int i = 0; i < ta->nfiles; i++) {
         gopt_graph *g = NULL;
         if (gopt_graph_load(ta->files[i], &g, &err)) goto fail;
-        if (!ta->quiet) fprintf(stderr, "%s: %d nodes, computing the reference...\n", ta->files[i], gopt_graph_num_nodes(g));
+        if (!ta->quiet && ranks == 1)
+            fprintf(stderr, "%s: %d nodes, computing the reference...\n", ta->files[i], gopt_graph_num_nodes(g));
         if (gopt_trainer_add_graph(tr, g, 0, &err)) {
             gopt_error_prefix(&err, "%s", ta->files[i]);
             goto fail;
         }
-        const char *m;
-        double ref = gopt_trainer_reference(tr, i, &m);
-        double rs = 0;
-        int rl = gopt_trainer_target_relabel(tr, i, &rs);
-        if (!ta->quiet)
-            fprintf(stderr, "%s: reference %.6g ms (%s)%s", ta->files[i], ref * 1e3, m,
-                    rl == 0 ? "\n" : rl > 0 ? "; target relabelled" : "; relabelled target slower, kept as is");
-        if (!ta->quiet && rl) fprintf(stderr, " (%.6g ms)\n", rs * 1e3);
+        if (ranks == 1) print_reference(ta, tr, i);
+    }
+    if (ranks > 1) { /* each rank computes the references of every N-th graph, then they are shared */
+        if (!ta->quiet) fprintf(stderr, "%d graphs: computing the references on %d ranks...\n", ta->nfiles, ranks);
+        if (gopt_trainer_share_references(tr, &err)) goto fail;
+        for (int i = 0; i < ta->nfiles; i++) print_reference(ta, tr, i);
     }
     if (ta->resume) {
-        if (gopt_trainer_load(tr, ta->outp, &err)) goto fail;
+        /* rank 0 first: it may finish an interrupted commit (rename) the others then read */
+        int any = 0;
+        if (root && gopt_trainer_load(tr, ta->outp, &err)) goto fail;
+        if (gopt_dist_any(dist, 0, &any, &err)) goto fail;
+        if (!root && gopt_trainer_load(tr, ta->outp, &err)) goto fail;
         if (!ta->quiet)
             fprintf(stderr, "resumed %s at step %lld\n", ta->outp, (long long)gopt_trainer_steps_done(tr));
     }
@@ -327,7 +354,7 @@ static int run(train_args *ta, const char *verb, const char *init) {
         snprintf(mpath, ml, "%s.metrics.jsonl", ta->outp);
         metrics = mpath;
     }
-    if (metrics) {
+    if (metrics && root) {
         if (ta->resume && trim_metrics(metrics, gopt_trainer_steps_done(tr), &err)) goto fail;
         mf = fopen(metrics, ta->resume ? "a" : "w");
         if (!mf) {
@@ -348,6 +375,7 @@ static int run(train_args *ta, const char *verb, const char *init) {
     /* shrink after the zero-shot evaluation (which stays the pre-trained policy's); a resumed run's
      * parameters already descend from the shrunk ones */
     if (ta->shrink < 1 && !ta->resume) gopt_policy_shrink(pol, (float)ta->shrink);
+    if (gopt_dist_check_same(dist, gopt_trainer_fingerprint(tr), "policy and trainer state", &err)) goto fail;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -357,29 +385,37 @@ static int run(train_args *ta, const char *verb, const char *init) {
     double t0 = gopt_now_seconds(), last_ckpt = t0;
     int64_t done0 = gopt_trainer_steps_done(tr);
     long graphs_done = 0;
-    while (gopt_trainer_steps_done(tr) < ta->steps && !g_stop) {
+    while (gopt_trainer_steps_done(tr) < ta->steps) {
+        int stop = g_stop; /* every rank stops before the same step */
+        if (ranks > 1 && gopt_dist_any(dist, g_stop, &stop, &err)) goto fail;
+        if (stop) {
+            g_stop = 1;
+            break;
+        }
         gopt_trainer_stats st;
         if (gopt_trainer_step(tr, &st, &err)) goto fail;
         graphs_done += st.graphs;
         double now = gopt_now_seconds(), gps = graphs_done / (now - t0 > 1e-9 ? now - t0 : 1e-9);
         if (mf) write_metrics(mf, tr, &st, now - t0, gps);
-        if (st.skipped) fprintf(stderr, "%sstep %lld: %d update(s) skipped: non-finite loss or gradient\n", tty ? "\n" : "",
+        if (st.skipped && root) fprintf(stderr, "%sstep %lld: %d update(s) skipped: non-finite loss or gradient\n", tty ? "\n" : "",
                                 (long long)st.step, st.skipped);
         if (!ta->quiet && (tty || (st.step + 1) % 10 == 0 || st.step + 1 == ta->steps || st.step == done0))
             progress(&st, ta->steps, gps, tty);
-        if (ta->outp && ta->ckpt_every > 0 && now - last_ckpt >= ta->ckpt_every) {
+        if (root && ta->outp && ta->ckpt_every > 0 && now - last_ckpt >= ta->ckpt_every) {
             if (gopt_trainer_save(tr, ta->outp, &err)) goto fail;
             last_ckpt = now;
         }
     }
     if (tty) fprintf(stderr, "\n");
-    if (ta->outp && gopt_trainer_save(tr, ta->outp, &err)) goto fail;
+    if (gopt_dist_check_same(dist, gopt_trainer_fingerprint(tr), "policy and trainer state", &err)) goto fail;
+    if (root && ta->outp && gopt_trainer_save(tr, ta->outp, &err)) goto fail;
     if (g_stop) {
-        fprintf(stderr, "%s: interrupted at step %lld; checkpoint %s written (continue with --resume)\n", verb,
+        if (root) fprintf(stderr, "%s: interrupted at step %lld; checkpoint %s written (continue with --resume)\n", verb,
                 (long long)gopt_trainer_steps_done(tr), ta->outp);
         rc = 130;
         goto out;
     }
+    if (!root) goto out; /* the summary is rank 0's */
     /* summary: greedy decisions of the final policy, best found, reference */
     printf("%-28s %8s %12s %12s %12s %12s  %s\n", "graph", "nodes", "reference_ms", "go_greedy_ms", "go_best_ms",
            "best/ref", "reference method");
@@ -430,6 +466,8 @@ static int run(train_args *ta, const char *verb, const char *init) {
     goto out;
 fail:
     rc = cli_report(&err);
+give_up:
+    if (ranks > 1) gopt_dist_abort(dist, rc); /* the other ranks would wait for this one forever */
 out:
     if (mf) fclose(mf);
     free(mpath);
@@ -437,6 +475,7 @@ out:
     gopt_policy_free(pol);
     gopt_cost_free(cm);
     gopt_profile_free(prof);
+    gopt_dist_free(dist);
     return rc;
 }
 

@@ -13,9 +13,13 @@
  * backward, Adam. A non-finite loss or gradient skips the update and is
  * counted in the step's stats (never applied silently).
  *
- * A step with graphs_per_step > 1 accumulates every graph's gradient before
- * each Adam step. Graphs are visited in a shuffled order (reshuffled each pass
- * from the trainer's RNG), switching every `switch_every` steps.
+ * A step with graphs_per_step B > 1 sums the B graphs' gradients (each
+ * computed on its own, added in the step's graph order) before each Adam
+ * step, and each graph samples from its own stream split from the trainer's
+ * RNG (B = 1: the trainer's RNG itself). Graphs are visited in a shuffled
+ * order (reshuffled each pass from the trainer's RNG), switching every
+ * `switch_every` steps. Under MPI the B graphs and their samples are shared
+ * out to the ranks with the same result (gopt_trainer_set_dist).
  *
  * Determinism: every random draw comes from the trainer's RNG; the simulator
  * batch is deterministic whatever the thread count. The trainer state (step,
@@ -37,6 +41,7 @@
 #include "gopt_common.h"
 #include "gopt_cost.h"
 #include "gopt_decisions.h"
+#include "gopt_dist.h"
 #include "gopt_graph.h"
 #include "gopt_policy.h"
 #include "gopt_sim.h"
@@ -94,6 +99,13 @@ void gopt_trainer_free(gopt_trainer *t);
  * ref_step_s > 0 it is used instead and no baseline runs (imitation then has
  * no target for this graph). */
 gopt_status gopt_trainer_add_graph(gopt_trainer *t, gopt_graph *g, double ref_step_s, gopt_error *err);
+/* Data-parallel (a communicator of N > 1 ranks set before the graphs are
+ * added): gopt_trainer_add_graph leaves the references to this collective,
+ * which computes graph i's on rank i mod N and gives every rank every graph's
+ * reference, baselines' results and imitation target (what each rank would
+ * have computed). A rank's failure is every rank's error. No-op otherwise.
+ * Steps and gopt_trainer_load need it done. */
+gopt_status gopt_trainer_share_references(gopt_trainer *t, gopt_error *err);
 int gopt_trainer_num_graphs(const gopt_trainer *t);
 const gopt_graph *gopt_trainer_graph(const gopt_trainer *t, int i);
 /* Reference step time and the method that gave it ("given" when passed in). */
@@ -135,6 +147,17 @@ typedef struct {
     int backward_calls;     /* network backwards this step */
     double seconds;         /* wall time */
 } gopt_trainer_stats;
+
+/* Data-parallel training (docs/trainer.md): every rank of d creates the same
+ * trainer (same options, graphs and policy) and calls gopt_trainer_step in
+ * lockstep; the step's graphs and samples are shared out, and every rank ends
+ * each step with the parameters, RNG, schedule and bests one process would
+ * have (bit for bit), so any rank's checkpoint is the run's. d is borrowed;
+ * NULL (the default) is one process. Call before the first step. */
+void gopt_trainer_set_dist(gopt_trainer *t, gopt_dist *d);
+/* FNV-1a hash of the parameters, step, RNG, references and bests: equal on
+ * every rank of a consistent data-parallel run. */
+uint64_t gopt_trainer_fingerprint(const gopt_trainer *t);
 
 /* One training step (imitation while step < imitate_steps, else PPO). */
 gopt_status gopt_trainer_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err);

@@ -15,6 +15,13 @@
  *
  * A non-finite loss or gradient norm skips the epoch's update (gradients
  * zeroed, Adam untouched) and is counted in stats->skipped.
+ *
+ * Data-parallel (shard.c): a rank rolls out the slots (graphs of the step)
+ * it works on and simulates its share of their samples; gathers give every
+ * rank every sample's result and every slot's statistics, which every rank
+ * turns into rewards, advantages, stats and bests in slot order; each slot's
+ * leader computes the slot's gradient alone, and tr_grad_reduce adds the
+ * slots' gradients in slot order. One process runs the same code.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -99,9 +106,12 @@ static gopt_status batched_backward(gopt_trainer *t, int b, const float *went, i
     return gopt_policy_backward_batch(t->pol, t->o.samples, as, t->w_k, went, err);
 }
 
-/* Sample K solutions of the selected graph in slot b, simulate and reward
- * them, fill t->adv and the stats. */
-static gopt_status rollout(gopt_trainer *t, int b, gopt_trainer_stats *st, double *ent_sum, gopt_error *err) {
+/* Sample K solutions of slot b from the slot's stream; the slot's leader
+ * keeps their log-probabilities and *ent, the slot's mean entropy per
+ * decision. Simulate this rank's samples k0..k1-1 into vals (step time, or
+ * -1 when OOM or rejected) and keep the best one's decisions. */
+static gopt_status rollout(gopt_trainer *t, int b, int lead, int k0, int k1, double *vals, double *ent,
+                           gopt_error *err) {
     tr_graph *G = &t->graphs[t->sel[b]];
     const int32_t n = G->fz->n;
     const int K = t->o.samples;
@@ -111,50 +121,81 @@ static gopt_status rollout(gopt_trainer *t, int b, gopt_trainer_stats *st, doubl
     if ((s = tr_decisions_for(t, n, err))) return s;
     for (int k = 0; k < K; k++) {
         gopt_policy_actions a = tr_actions(t, b, k);
-        if ((s = gopt_policy_sample(t->pol, &t->rng, &a, err))) return s;
+        if ((s = gopt_policy_sample(t->pol, tr_slot_rng(t, b), &a, err))) return s;
         float *olp = t->old_logp + ((size_t)b * K + (size_t)k) * 3 * N;
-        if ((s = gopt_policy_logprob(t->pol, &a, olp, k == 0 ? t->ent : NULL, NULL, NULL, err))) return s;
-        if ((s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, &a, &t->dec[k], t->group, err))) return s;
+        if (lead && (s = gopt_policy_logprob(t->pol, &a, olp, k == 0 ? t->ent : NULL, NULL, NULL, err))) return s;
+        if (k >= k0 && k < k1 &&
+            (s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, &a, &t->dec[k - k0], t->group, err)))
+            return s;
     }
-    double es = 0;
-    for (int task = 0; task < GOPT_TASK_COUNT; task++)
-        for (int32_t v = 0; v < n; v++)
-            if (row_learned(t, G, task, v)) es += t->ent[(size_t)task * n + v];
-    *ent_sum += es / (G->rows ? G->rows : 1);
-    int ok[GOPT_TRAINER_MAX_SAMPLES];
-    if ((s = tr_simulate(t, G, K, ok, err))) return s;
-    double rew[GOPT_TRAINER_MAX_SAMPLES], mean = 0, var = 0, sum_step = 0, best = INFINITY;
-    int valid = 0;
-    for (int k = 0; k < K; k++) {
-        if (!ok[k] || t->res[k].oom || !(t->res[k].step_time_s > 0) || !isfinite(t->res[k].step_time_s)) {
-            rew[k] = t->o.invalid_reward;
-            st->invalid++;
-        } else {
-            double step = t->res[k].step_time_s;
-            rew[k] = -sqrt(step / G->ref);
-            sum_step += step;
-            valid++;
-            if (step < best) best = step;
-            tr_note_best(G, &t->dec[k], step);
+    if (lead) {
+        double es = 0;
+        for (int task = 0; task < GOPT_TASK_COUNT; task++)
+            for (int32_t v = 0; v < n; v++)
+                if (row_learned(t, G, task, v)) es += t->ent[(size_t)task * n + v];
+        *ent = es / (G->rows ? G->rows : 1);
+    }
+    int ok[GOPT_TRAINER_MAX_SAMPLES], best = -1;
+    if (k1 > k0 && (s = tr_simulate(t, G, k1 - k0, ok, err))) return s;
+    for (int i = 0; i < k1 - k0; i++) {
+        double step = t->res[i].step_time_s;
+        int valid = ok[i] && !t->res[i].oom && step > 0 && isfinite(step);
+        vals[i] = valid ? step : -1.0;
+        if (valid && (best < 0 || step < vals[best])) best = i;
+    }
+    return best >= 0 ? tr_keep_slot_best(t, b, &t->dec[best], err) : GOPT_OK;
+}
+
+/* Every slot's rewards, advantages (normalised over its K samples),
+ * statistics and bests, in slot order, from every sample's result (vals,
+ * B*K) and every slot's entropy (ents, B): the same on every rank. */
+static gopt_status finish_rollouts(gopt_trainer *t, const double *vals, const double *ents, gopt_trainer_stats *st,
+                                   gopt_error *err) {
+    const int K = t->o.samples;
+    int improved[256]; /* graphs_per_step <= 256 */
+    for (int b = 0; b < t->nsel; b++) {
+        tr_graph *G = &t->graphs[t->sel[b]];
+        double rew[GOPT_TRAINER_MAX_SAMPLES], mean = 0, var = 0, sum_step = 0, best = INFINITY;
+        int valid = 0, kb = -1;
+        for (int k = 0; k < K; k++) {
+            double step = vals[(size_t)b * K + k];
+            if (step < 0) {
+                rew[k] = t->o.invalid_reward;
+                st->invalid++;
+            } else {
+                rew[k] = -sqrt(step / G->ref);
+                sum_step += step;
+                valid++;
+                if (step < best) {
+                    best = step;
+                    kb = k;
+                }
+            }
+            mean += rew[k];
         }
-        mean += rew[k];
+        mean /= K;
+        for (int k = 0; k < K; k++) var += (rew[k] - mean) * (rew[k] - mean);
+        double sd = sqrt(var / K);
+        for (int k = 0; k < K; k++) t->adv[(size_t)b * K + k] = sd > 1e-9 ? (float)((rew[k] - mean) / sd) : 0.0f;
+        st->reward_mean += mean;
+        if (valid) {
+            st->mean_step_s += sum_step / valid;
+            st->mean_rel += sum_step / valid / G->ref;
+            st->best_rel += best / G->ref;
+            if (best < st->best_step_s || st->best_step_s == 0) st->best_step_s = best;
+        } else {
+            st->best_rel += INFINITY;
+            st->mean_rel += INFINITY;
+        }
+        improved[b] = -1;
+        if (kb >= 0 && best < G->best) { /* what tr_note_best does sample by sample */
+            G->best = best;
+            improved[b] = kb;
+        }
+        st->best_so_far_rel += G->best / G->ref;
+        st->entropy += ents[b];
     }
-    mean /= K;
-    for (int k = 0; k < K; k++) var += (rew[k] - mean) * (rew[k] - mean);
-    double sd = sqrt(var / K);
-    for (int k = 0; k < K; k++) t->adv[(size_t)b * K + k] = sd > 1e-9 ? (float)((rew[k] - mean) / sd) : 0.0f;
-    st->reward_mean += mean;
-    if (valid) {
-        st->mean_step_s += sum_step / valid;
-        st->mean_rel += sum_step / valid / G->ref;
-        st->best_rel += best / G->ref;
-        if (best < st->best_step_s || st->best_step_s == 0) st->best_step_s = best;
-    } else {
-        st->best_rel += INFINITY;
-        st->mean_rel += INFINITY;
-    }
-    st->best_so_far_rel += G->best / G->ref;
-    return GOPT_OK;
+    return tr_share_bests(t, improved, err);
 }
 
 /* Per-decision weights of every sample for the current forward of slot b;
@@ -233,12 +274,27 @@ static gopt_status apply_update(gopt_trainer *t, double loss, float lr, gopt_tra
 
 gopt_status tr_ppo_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err) {
     gopt_status s;
-    double ent_sum = 0;
+    const int B = t->nsel, K = t->o.samples;
+    if ((s = tr_dist_begin(t, B, 1, err))) return s;
+    const tr_shard sh = t->dp->sh;
+    const int nled = sh.l1 - sh.l0, nsim = sh.hi - sh.lo;
+    /* this rank's sample values and entropies, everyone's, and the epochs' per-slot (loss, calls) */
+    double *vloc = malloc(sizeof(double) * ((size_t)nsim + 3 * (size_t)nled + (size_t)B * K + 3 * (size_t)B + 1));
+    if (!vloc) return gopt_error_set(err, GOPT_ENOMEM, "trainer: out of memory");
+    double *eloc = vloc + nsim, *rloc = eloc + nled, *vall = rloc + 2 * nled, *eall = vall + (size_t)B * K,
+           *rall = eall + B;
     st->best_step_s = 0;
-    for (int b = 0; b < t->nsel; b++)
-        if ((s = rollout(t, b, st, &ent_sum, err))) return s;
-    const double B = t->nsel;
-    st->entropy = ent_sum / B;
+    for (int b = sh.s0; b < sh.s1; b++) {
+        int lo = b * K > sh.lo ? b * K : sh.lo, hi = (b + 1) * K < sh.hi ? (b + 1) * K : sh.hi;
+        int lead = b >= sh.l0 && b < sh.l1;
+        if ((s = rollout(t, b, lead, lo - b * K, hi - b * K, vloc + (lo - sh.lo), lead ? &eloc[b - sh.l0] : NULL,
+                         err)))
+            goto out;
+    }
+    if ((s = tr_gather_samples(t, vloc, vall, err)) || (s = tr_gather_slots(t, 1, eloc, eall, err)) ||
+        (s = finish_rollouts(t, vall, eall, st, err)))
+        goto out;
+    st->entropy /= B;
     st->reward_mean /= B;
     st->mean_step_s /= B;
     st->mean_rel /= B;
@@ -246,23 +302,34 @@ gopt_status tr_ppo_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err
     st->best_so_far_rel /= B;
     if (st->best_step_s == 0) st->best_step_s = INFINITY;
     for (int e = 0; e < t->o.epochs; e++) {
-        gopt_policy_zero_grad(t->pol);
-        double loss = 0;
-        for (int b = 0; b < t->nsel; b++) {
+        for (int b = sh.l0; b < sh.l1; b++) {
             tr_graph *G = &t->graphs[t->sel[b]];
-            /* with one graph the first epoch reuses the rollout's forward */
-            if (e > 0 || t->nsel > 1)
-                if ((s = gopt_policy_forward(t->pol, G->fz, G->feat, t->ndev, NULL, err))) return s;
-            if ((s = ppo_weights(t, b, &loss, err))) return s;
-            if (!isfinite(loss)) break;
-            if ((s = t->o.backward_rounds ? merged_backward(t, G, b, t->rent, &st->backward_calls, err)
-                                          : batched_backward(t, b, t->rent, &st->backward_calls, err)))
-                return s;
+            double L = 0;
+            int calls = 0;
+            gopt_policy_zero_grad(t->pol);
+            /* a rank leading one slot reuses its rollout's forward in the first epoch */
+            if (e > 0 || nled > 1)
+                if ((s = gopt_policy_forward(t->pol, G->fz, G->feat, t->ndev, NULL, err))) goto out;
+            if ((s = ppo_weights(t, b, &L, err))) goto out;
+            if (isfinite(L) && (s = t->o.backward_rounds ? merged_backward(t, G, b, t->rent, &calls, err)
+                                                         : batched_backward(t, b, t->rent, &calls, err)))
+                goto out;
+            if ((s = tr_grad_stash(t, b, err))) goto out;
+            rloc[2 * (b - sh.l0)] = L;
+            rloc[2 * (b - sh.l0) + 1] = calls;
+        }
+        if ((s = tr_gather_slots(t, 2, rloc, rall, err)) || (s = tr_grad_reduce(t, err))) goto out;
+        double loss = 0;
+        for (int b = 0; b < B; b++) {
+            loss += rall[2 * b];
+            st->backward_calls += (int)rall[2 * b + 1];
         }
         st->loss = loss;
-        if ((s = apply_update(t, loss, t->o.adam.lr, st, err))) return s;
+        if ((s = apply_update(t, loss, t->o.adam.lr, st, err))) goto out;
     }
-    return GOPT_OK;
+out:
+    free(vloc);
+    return s;
 }
 
 /* Imitation target of the reference decisions: device; priority rank cut
@@ -330,31 +397,42 @@ static void imitation_targets(gopt_trainer *t, tr_graph *G, gopt_policy_actions 
     }
 }
 
+#define IMIT_REC 8 /* per slot: used, target_rel, accuracy (3), loss / M, entropy / M, backward calls */
+
 gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err) {
     gopt_status s;
     st->imitation = 1;
-    gopt_policy_zero_grad(t->pol);
-    double loss = 0, ent = 0;
-    int used = 0;
-    for (int b = 0; b < t->nsel; b++) {
+    const int B = t->nsel;
+    if ((s = tr_dist_begin(t, B, 0, err))) return s;
+    const tr_shard sh = t->dp->sh;
+    const int nled = sh.l1 - sh.l0;
+    double *rloc = calloc((size_t)(nled + B) * IMIT_REC + 1, sizeof(double)), *rall = rloc + (size_t)nled * IMIT_REC;
+    if (!rloc) return gopt_error_set(err, GOPT_ENOMEM, "trainer: out of memory");
+    for (int b = sh.l0; b < sh.l1; b++) {
         tr_graph *G = &t->graphs[t->sel[b]];
-        if (!G->has_ref_dec) continue;
+        double *rec = rloc + (size_t)(b - sh.l0) * IMIT_REC;
+        gopt_policy_zero_grad(t->pol);
+        if (!G->has_ref_dec) {
+            if ((s = tr_grad_stash(t, b, err))) goto out;
+            continue;
+        }
         const int32_t n = G->fz->n;
         const size_t T3 = 3 * (size_t)n;
-        if ((s = gopt_policy_forward(t->pol, G->fz, G->feat, t->ndev, NULL, err))) return s;
+        if ((s = gopt_policy_forward(t->pol, G->fz, G->feat, t->ndev, NULL, err))) goto out;
         gopt_policy_actions a = tr_actions(t, b, 0);
         imitation_targets(t, G, &a);
         if (G->target_rel == 0) { /* once per graph: what the targets themselves achieve */
-            if ((s = tr_decisions_for(t, n, err))) return s;
-            if ((s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, &a, &t->dec[0], t->group, err))) return s;
+            if ((s = tr_decisions_for(t, n, err))) goto out;
+            if ((s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, &a, &t->dec[0], t->group, err))) goto out;
             int ok = 1;
-            if ((s = tr_simulate(t, G, 1, &ok, err))) return s;
+            if ((s = tr_simulate(t, G, 1, &ok, err))) goto out;
             G->target_rel = ok && !t->res[0].oom ? t->res[0].step_time_s / G->ref : INFINITY;
         }
-        st->target_rel += G->target_rel;
+        rec[0] = 1;
+        rec[1] = G->target_rel;
         { /* greedy accuracy against the targets, per task */
             gopt_policy_actions gr = tr_actions(t, b, 1 < t->o.samples ? 1 : 0);
-            if ((s = gopt_policy_greedy(t->pol, &gr, err))) return s;
+            if ((s = gopt_policy_greedy(t->pol, &gr, err))) goto out;
             for (int task = 0; task < GOPT_TASK_COUNT; task++) {
                 int32_t hit = 0, rows = 0;
                 for (int32_t v = 0; v < n; v++)
@@ -362,10 +440,10 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
                         rows++;
                         hit += act_of(&gr, task)[v] == act_of(&a, task)[v];
                     }
-                st->imitate_acc[task] += rows ? (double)hit / rows : 0;
+                rec[2 + task] = rows ? (double)hit / rows : 0;
             }
         }
-        if ((s = gopt_policy_logprob(t->pol, &a, t->logp, t->ent, NULL, NULL, err))) return s;
+        if ((s = gopt_policy_logprob(t->pol, &a, t->logp, t->ent, NULL, NULL, err))) goto out;
         const float w = -1.0f / (float)(G->rows ? G->rows : 1);
         memset(t->rw, 0, sizeof(float) * T3);
         double L = 0, es = 0;
@@ -377,20 +455,39 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
                     L -= t->logp[i];
                     es += t->ent[i];
                 }
-        loss += L / (G->rows ? G->rows : 1);
-        ent += es / (G->rows ? G->rows : 1);
-        used++;
-        if (!isfinite(loss)) break;
-        if ((s = gopt_policy_backward(t->pol, &a, t->rw, NULL, err))) return s;
-        st->backward_calls++;
-        st->best_so_far_rel += G->best / G->ref;
+        rec[5] = L / (G->rows ? G->rows : 1);
+        rec[6] = es / (G->rows ? G->rows : 1);
+        if (isfinite(rec[5])) {
+            if ((s = gopt_policy_backward(t->pol, &a, t->rw, NULL, err))) goto out;
+            rec[7] = 1;
+        }
+        if ((s = tr_grad_stash(t, b, err))) goto out;
     }
-    if (!used) return GOPT_OK;
+    if ((s = tr_gather_slots(t, IMIT_REC, rloc, rall, err))) goto out;
+    double loss = 0, ent = 0;
+    int used = 0;
+    for (int b = 0; b < B; b++) { /* in slot order, as one process would add them */
+        const double *rec = rall + (size_t)b * IMIT_REC;
+        if (!rec[0]) continue;
+        const tr_graph *G = &t->graphs[t->sel[b]];
+        st->target_rel += rec[1];
+        for (int task = 0; task < GOPT_TASK_COUNT; task++) st->imitate_acc[task] += rec[2 + task];
+        loss += rec[5];
+        ent += rec[6];
+        st->backward_calls += (int)rec[7];
+        st->best_so_far_rel += G->best / G->ref;
+        used++;
+    }
+    if (!used) goto out;
+    if ((s = tr_grad_reduce(t, err))) goto out;
     st->loss = loss;
     st->entropy = ent / used;
     st->best_so_far_rel /= used;
     st->target_rel /= used;
     for (int task = 0; task < GOPT_TASK_COUNT; task++) st->imitate_acc[task] /= used;
     st->best_step_s = INFINITY;
-    return apply_update(t, loss, t->o.imitate_lr, st, err);
+    s = apply_update(t, loss, t->o.imitate_lr, st, err);
+out:
+    free(rloc);
+    return s;
 }

@@ -135,9 +135,9 @@ gopt_status gopt_trainer_create(gopt_trainer **out, gopt_policy *policy, const g
     t->dec = gopt_calloc((size_t)o->samples, sizeof *t->dec, err);
     t->res = gopt_calloc((size_t)o->samples, sizeof *t->res, err);
     t->sym = gopt_malloc(sizeof(int32_t) * TR_MAX_SYM * GOPT_POLICY_MAX_DEVICES, err);
-    if (!t->sel || !t->adv || !t->dec || !t->res || !t->sym) {
+    if (!t->sel || !t->adv || !t->dec || !t->res || !t->sym || (st = tr_dist_create(t, err))) {
         gopt_trainer_free(t);
-        return GOPT_ENOMEM;
+        return st ? st : GOPT_ENOMEM;
     }
     *out = t;
     return GOPT_OK;
@@ -175,6 +175,7 @@ void gopt_trainer_free(gopt_trainer *t) {
         for (int k = 0; k < t->o.samples; k++) gopt_decisions_destroy(&t->dec[k]);
     free(t->dec);
     free(t->res);
+    tr_dist_free(t);
     free(t);
 }
 
@@ -469,6 +470,8 @@ gopt_status gopt_trainer_add_graph(gopt_trainer *t, gopt_graph *g, double ref_st
     if (ref_step_s > 0) {
         G->ref = ref_step_s;
         strcpy(G->ref_method, "given");
+    } else if (gopt_dist_size(t->dp->dist) > 1) {
+        G->ref_pending = 1; /* one rank computes it: gopt_trainer_share_references */
     } else if ((st = compute_reference(t, G, err))) {
         goto fail;
     }
@@ -480,6 +483,10 @@ gopt_status gopt_trainer_add_graph(gopt_trainer *t, gopt_graph *g, double ref_st
 fail:
     graph_destroy(G);
     return st;
+}
+
+gopt_status tr_compute_reference(gopt_trainer *t, int i, gopt_error *err) {
+    return compute_reference(t, &t->graphs[i], err);
 }
 
 int gopt_trainer_num_graphs(const gopt_trainer *t) { return t->ng; }

@@ -30,6 +30,7 @@ typedef struct {
     int relabel;            /* gopt_trainer_target_relabel: 0, 1 relabelled, -1 relabelled was slower */
     double relabel_step;    /* step of the relabelled target (s), 0 when not simulated */
     double target_rel;      /* step of the imitation targets / ref (0: not yet simulated) */
+    int ref_pending;        /* reference not computed yet (data-parallel: gopt_trainer_share_references) */
     double best;            /* best step time found (s), +inf before any */
     gopt_decisions best_dec;
     int has_best;
@@ -67,6 +68,7 @@ struct gopt_trainer {
     int dec_n;          /* n the decisions are sized for */
     gopt_sim_result *res; /* (K) */
     int32_t *sym;       /* (TR_MAX_SYM, GOPT_POLICY_MAX_DEVICES) device symmetries of a graph (scratch) */
+    struct tr_dist *dp; /* data-parallel state (shard.c) */
 };
 
 /* Actions of sample k of batch slot b. */
@@ -82,6 +84,58 @@ gopt_status tr_simulate(gopt_trainer *t, tr_graph *G, int k, int *ok, gopt_error
 void tr_note_best(tr_graph *G, const gopt_decisions *d, double step);
 /* Advance the schedule (fills t->sel). */
 void tr_schedule_next(gopt_trainer *t);
+
+/* ---- data-parallel steps (shard.c) ------------------------------------------
+ * A step's B graphs ("slots") and their B*K samples (global index b*K + k)
+ * are dealt to the N ranks: with B >= N rank r works on the contiguous slots
+ * [r*B/N, (r+1)*B/N) and all their samples; with B < N the ranks
+ * floor(r*B/N) == b share slot b: each simulates a contiguous part of its K
+ * samples and the first of them (the slot's leader) does the network work.
+ * Every rank ends up with every sample's result, every slot's statistics and
+ * the same gradient: per-slot gradients summed in slot order, whatever N. */
+typedef struct {
+    int s0, s1; /* slots this rank works on */
+    int lo, hi; /* global samples it simulates */
+    int l0, l1; /* slots it leads (network work, contributes their gradients and statistics) */
+} tr_shard;
+void tr_shard_of(int B, int K, int N, int r, tr_shard *sh);
+
+struct tr_dist {
+    gopt_dist *dist;       /* borrowed; NULL: one process */
+    tr_shard sh;           /* this rank's share of the current step */
+    gopt_rng *rng;         /* (graphs_per_step) sampling streams of the step's slots (B > 1) */
+    gopt_decisions *best;  /* (graphs_per_step) best of the samples this rank simulated, per slot */
+    size_t P;              /* policy parameters */
+    float *gloc;           /* (led slots, P) gradients to gather (N > 1); one process: scratch (P) */
+    size_t cap_g;
+    float *gall, *gacc;    /* a chunk of every slot's gradient; the ordered sum (P) */
+    size_t cap_all;
+    size_t *counts;        /* (N) */
+};
+
+/* Compute graph i's reference (the baselines; trainer.c). */
+gopt_status tr_compute_reference(gopt_trainer *t, int i, gopt_error *err);
+/* Allocate t->dp (called by gopt_trainer_create). */
+gopt_status tr_dist_create(gopt_trainer *t, gopt_error *err);
+void tr_dist_free(gopt_trainer *t);
+/* Fill t->dp->sh for a step of B slots; split the slots' sampling streams. */
+gopt_status tr_dist_begin(gopt_trainer *t, int B, int split_rng, gopt_error *err);
+/* The sampling stream of slot b. */
+gopt_rng *tr_slot_rng(gopt_trainer *t, int b);
+/* Every rank's samples: mine = this rank's [lo, hi) values, all = (B*K). */
+gopt_status tr_gather_samples(gopt_trainer *t, const double *mine, double *all, gopt_error *err);
+/* S doubles per slot from each slot's leader: mine = (l1-l0, S), all = (B, S). */
+gopt_status tr_gather_slots(gopt_trainer *t, int S, const double *mine, double *all, gopt_error *err);
+/* Keep the policy's current gradient as led slot b's (call in slot order). */
+gopt_status tr_grad_stash(gopt_trainer *t, int b, gopt_error *err);
+/* The policy's gradient becomes the sum of every slot's, in slot order. */
+gopt_status tr_grad_reduce(gopt_trainer *t, gopt_error *err);
+/* Keep the local best sample k of slot b (decisions d) for tr_share_bests. */
+gopt_status tr_keep_slot_best(gopt_trainer *t, int b, const gopt_decisions *d, gopt_error *err);
+/* Slots whose best sample improved their graph's best (improved[b] = k or
+ * -1, in slot order): the decisions travel from the rank that simulated them
+ * to every rank's best_dec. */
+gopt_status tr_share_bests(gopt_trainer *t, const int *improved, gopt_error *err);
 
 gopt_status tr_ppo_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err);
 gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err);
