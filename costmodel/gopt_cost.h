@@ -66,6 +66,12 @@ double gopt_cost_op_time(const gopt_costmodel *cm, int d, const gopt_cost_op *op
  * gopt_cost_transfer_time. */
 double gopt_cost_table_lookup(const gopt_costmodel *cm, int d, gopt_table_kind kind, const double *x);
 
+/* The GEMM dimensions of a node from its first output shape ("AxBxC;...") and its FLOPs: m = the
+ * product of the leading dims, n = the last dim, k = flops / (2 m n), at least 1. The cost model
+ * reads a gemm node this way and the runtime runs a gemm (and a convolution, as an implicit GEMM)
+ * of these sizes. Returns 0 (and zeros) when the shape is absent or malformed. */
+int gopt_cost_gemm_dims(const char *shape, double flops, double *m, double *n, double *k);
+
 /* Per-graph preparation, done once and reused for every simulation of that graph: */
 typedef struct {
     int n, ndev;
