@@ -361,6 +361,7 @@ static void *device_main(void *arg) {
         while (c->hlen[dv] == 0 && c->done < p->ntasks && !c->failed) pthread_cond_wait(&c->dcond[dv], &c->mu);
         if (c->hlen[dv] == 0) break;
         int32_t t = heap_pop(c, dv);
+        tl->ran_on[t] = dv;
         for (int32_t j = p->mem_ptr[t]; j < p->mem_ptr[t + 1]; j++) {
             int32_t v = p->mem[j];
             if (p->ext[v]) c->obuf[v] = arena_get(c, dv, p->osize[v]);
@@ -399,7 +400,10 @@ static void *device_main(void *arg) {
                 c->ar[dv].live -= p->osize[v];
             }
             for (int32_t k = p->lc_ptr[v]; k < p->lc_ptr[v + 1]; k++)
-                if (--c->pending[p->lc[k]] == 0) heap_push(c, dv, p->lc[k]);
+                if (--c->pending[p->lc[k]] == 0) {
+                    tl->tready[p->lc[k]] = now_s(c);
+                    heap_push(c, dv, p->lc[k]);
+                }
             for (int32_t x = p->xo_ptr[v]; x < p->xo_ptr[v + 1]; x++) {
                 int l = p->xf_src[x] * c->nd + p->xf_dst[x];
                 c->lq[c->lq_tail[l]++] = x;
@@ -448,6 +452,7 @@ static void *link_main(void *arg) {
         mem_log(c, src, t_end, -2 - 2 * x);
         for (int32_t k = p->xc_ptr[x]; k < p->xc_ptr[x + 1]; k++)
             if (--c->pending[p->xc[k]] == 0) {
+                tl->tready[p->xc[k]] = now_s(c);
                 heap_push(c, dst, p->xc[k]);
                 pthread_cond_signal(&c->dcond[dst]);
             }
@@ -679,6 +684,8 @@ gopt_status rt_cpu_step(rt_cpu *c, rt_timeline *tl, gopt_error *err) {
     for (int32_t t = 0; t < p->ntasks; t++) {
         c->pending[t] = p->pending0[t];
         tl->tstart[t] = tl->tend[t] = -1;
+        tl->tready[t] = 0;
+        tl->ran_on[t] = -1;
     }
     for (int32_t x = 0; x < p->nxf; x++) {
         c->xhold[x] = p->xc_ptr[x + 1] - p->xc_ptr[x];

@@ -101,6 +101,10 @@ gopt_status gopt_rt_run(gopt_runtime *rt, const gopt_decisions *d, const gopt_rt
  * shares its group's); -1 for a node that did not run. */
 double gopt_rt_node_start(const gopt_runtime *rt, int32_t v);
 double gopt_rt_node_end(const gopt_runtime *rt, int32_t v);
+/* When the node's kernel became ready (its last input arrived on its device; 0 when it waits for
+ * nothing), and the device that ran it (the worker thread or GPU), -1 when it did not run. */
+double gopt_rt_node_ready(const gopt_runtime *rt, int32_t v);
+int gopt_rt_node_device(const gopt_runtime *rt, int32_t v);
 int32_t gopt_rt_num_transfers(const gopt_runtime *rt);
 void gopt_rt_transfer_get(const gopt_runtime *rt, int32_t i, gopt_sim_transfer *out);
 /* Trace-event JSON in the simulator's format (gopt_trace_timeline_json), atomically to path. */

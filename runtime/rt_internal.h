@@ -45,6 +45,8 @@ void rt_plan_destroy(rt_plan *p);
  * busy time and memory peaks, and the memory log (every change of a device's bytes in use). */
 typedef struct {
     double *tstart, *tend; /* (ntasks) */
+    double *tready;        /* (ntasks) when its last input arrived (0: none to wait for) */
+    int32_t *ran_on;       /* (ntasks) the device (thread, GPU) that ran it */
     double *xstart, *xend; /* (nxf) */
     double *tcpu, *xcpu;   /* (ntasks), (nxf): the thread CPU time of each kernel and copy */
     double step_s;

@@ -90,12 +90,14 @@ static gopt_status replay_cpu_clock(const rt_plan *p, rt_timeline *tl, gopt_erro
         double s;
         if (id >= 0) {
             int32_t t = id, d = p->dev[t];
-            s = dev_free[d];
+            double r = 0;
             for (int32_t k = p->in_ptr[t]; k < p->in_ptr[t + 1]; k++) {
                 int32_t x = p->in_xf[k];
                 double ready = x >= 0 ? tl->xend[x] : tl->tend[p->task[p->in_node[k]]];
-                if (ready > s) s = ready;
+                if (ready > r) r = ready;
             }
+            tl->tready[t] = r;
+            s = dev_free[d] > r ? dev_free[d] : r;
             tl->tstart[t] = s;
             tl->tend[t] = dev_free[d] = s + tl->tcpu[t];
             tl->busy_s[d] += tl->tcpu[t];
@@ -153,6 +155,8 @@ static void free_timelines(gopt_runtime *rt) {
         free(rt->tl[i].xstart);
         free(rt->tl[i].xend);
         free(rt->tl[i].tcpu);
+        free(rt->tl[i].tready);
+        free(rt->tl[i].ran_on);
         free(rt->tl[i].xcpu);
         free(rt->tl[i].memlog);
     }
@@ -187,9 +191,11 @@ static gopt_status alloc_timelines(gopt_runtime *rt, int count, gopt_error *err)
         tl->xstart = gopt_malloc(x1 * sizeof(double), err);
         tl->xend = gopt_malloc(x1 * sizeof(double), err);
         tl->tcpu = gopt_calloc(t1, sizeof(double), err);
+        tl->tready = gopt_calloc(t1, sizeof(double), err);
+        tl->ran_on = gopt_calloc(t1, sizeof(int32_t), err);
         tl->xcpu = gopt_calloc(x1, sizeof(double), err);
         tl->memlog = gopt_malloc(mcap * sizeof *tl->memlog, err);
-        if (!tl->tstart || !tl->tend || !tl->xstart || !tl->xend || !tl->tcpu || !tl->xcpu || !tl->memlog) return GOPT_ENOMEM;
+        if (!tl->tstart || !tl->tend || !tl->xstart || !tl->xend || !tl->tcpu || !tl->tready || !tl->ran_on || !tl->xcpu || !tl->memlog) return GOPT_ENOMEM;
     }
     return GOPT_OK;
 }
@@ -340,6 +346,16 @@ double gopt_rt_node_start(const gopt_runtime *rt, int32_t v) {
 double gopt_rt_node_end(const gopt_runtime *rt, int32_t v) {
     if (rt->med < 0 || v < 0 || v >= rt->plan.n) return -1;
     return rt->tl[rt->med].tend[rt->plan.task[v]];
+}
+
+double gopt_rt_node_ready(const gopt_runtime *rt, int32_t v) {
+    if (rt->med < 0 || v < 0 || v >= rt->plan.n) return -1;
+    return rt->tl[rt->med].tready[rt->plan.task[v]];
+}
+
+int gopt_rt_node_device(const gopt_runtime *rt, int32_t v) {
+    if (rt->med < 0 || v < 0 || v >= rt->plan.n) return -1;
+    return rt->tl[rt->med].ran_on[rt->plan.task[v]];
 }
 
 int32_t gopt_rt_num_transfers(const gopt_runtime *rt) { return rt->med < 0 ? 0 : rt->plan.nxf; }
