@@ -48,13 +48,17 @@ void rt_conv(int64_t m, int64_t n, int64_t k, rt_span src, const float *b, float
     }
 }
 
-/* acc[0..len) += in[(o + j) mod n] */
-static void add_cyclic(float *restrict acc, const float *restrict in, int64_t n, int64_t o, int64_t len) {
+/* dst[0..len) = (add ? dst + : ) in[(o + j) mod n] */
+static void put_cyclic(float *restrict dst, const float *restrict in, int64_t n, int64_t o, int64_t len, int add) {
     int64_t pos = o % n, j = 0;
     while (j < len) {
         int64_t run = n - pos < len - j ? n - pos : len - j;
         const float *s = in + pos;
-        for (int64_t i = 0; i < run; i++) acc[j + i] += s[i];
+        float *d = dst + j;
+        if (add)
+            for (int64_t i = 0; i < run; i++) d[i] += s[i];
+        else
+            for (int64_t i = 0; i < run; i++) d[i] = s[i];
         j += run;
         pos = 0;
     }
@@ -62,6 +66,45 @@ static void add_cyclic(float *restrict acc, const float *restrict in, int64_t n,
 
 #define RT_BLOCK 2048
 
+/* The usual block: one to three inputs that each cover it without wrapping, summed in one pass
+ * (as the calibrator's `c = a + b`); 0 when the block is not of that kind. */
+static int fused_block(float *restrict dst, int add, const rt_span *in, int nin, int64_t total, int64_t o,
+                       int64_t len) {
+    const float *p[3];
+    int k = 0;
+    for (int i = 0; i < nin; i++) {
+        int64_t n = in[i].floats;
+        if (n <= 0 || !in[i].p) continue;
+        int64_t lim = n > total ? n : total;
+        if (o >= lim) continue;
+        if (k == 3 || o + len > n || lim - o < len) return 0; /* wraps or ends inside: general path */
+        p[k++] = in[i].p + o;
+    }
+    const float *restrict a = k > 0 ? p[0] : NULL, *restrict b = k > 1 ? p[1] : NULL, *restrict c = k > 2 ? p[2] : NULL;
+    if (add) { /* into the reduction */
+        for (int64_t j = 0; j < len; j++) dst[j] += (k > 0 ? a[j] : 0) + (k > 1 ? b[j] : 0) + (k > 2 ? c[j] : 0);
+        return 1;
+    }
+    switch (k) {
+    case 0:
+        memset(dst, 0, (size_t)len * sizeof(float));
+        break;
+    case 1:
+        memcpy(dst, a, (size_t)len * sizeof(float));
+        break;
+    case 2:
+        for (int64_t j = 0; j < len; j++) dst[j] = a[j] + b[j];
+        break;
+    default:
+        for (int64_t j = 0; j < len; j++) dst[j] = a[j] + b[j] + c[j];
+        break;
+    }
+    return 1;
+}
+
+/* Blocks of RT_BLOCK floats: a block inside one output is computed in place (the first input
+ * sets it, the others add: one write of the output, as `c = a + b` does); a block across two
+ * outputs goes through a buffer; past the outputs' end the inputs add into the reduction. */
 float rt_memory_kernel(const rt_span *in, int nin, const rt_span *out, int nout) {
     int64_t total = 0, span = 0;
     for (int i = 0; i < nout; i++) total += out[i].floats;
@@ -73,16 +116,37 @@ float rt_memory_kernel(const rt_span *in, int nin, const rt_span *out, int nout)
     int64_t opos = 0; /* position in out[oi] */
     for (int64_t o = 0; o < span; o += RT_BLOCK) {
         int64_t len = span - o < RT_BLOCK ? span - o : RT_BLOCK;
-        float *dst = o >= total ? red : acc; /* past the outputs: straight into the reduction */
-        if (dst == acc)
-            for (int64_t j = 0; j < len; j++) acc[j] = 0;
+        float *dst = red;
+        int direct = 0;
+        if (o < total) {
+            while (opos >= out[oi].floats) {
+                oi++;
+                opos = 0;
+            }
+            direct = o + len <= total && opos + len <= out[oi].floats;
+            dst = direct ? out[oi].p + opos : acc;
+        }
+        int first = dst != red;
+        if ((direct || dst == red) && fused_block(dst, dst == red, in, nin, total, o, len)) {
+            opos += direct ? len : 0;
+            continue;
+        }
         for (int i = 0; i < nin; i++) {
             int64_t n = in[i].floats;
             if (n <= 0 || !in[i].p) continue;
             int64_t lim = n > total ? n : total; /* past both its end and the outputs': done */
             if (o >= lim) continue;
-            add_cyclic(dst, in[i].p, n, o, lim - o < len ? lim - o : len);
+            int64_t l = lim - o < len ? lim - o : len;
+            put_cyclic(dst, in[i].p, n, o, l, !first);
+            if (first && l < len) memset(dst + l, 0, (size_t)(len - l) * sizeof(float));
+            first = 0;
         }
+        if (first) memset(dst, 0, (size_t)len * sizeof(float)); /* no input: the output is still written */
+        if (direct) {
+            opos += len;
+            continue;
+        }
+        if (dst == red) continue;
         int64_t j = 0;
         while (j < len && o + j < total) { /* write the block into the outputs it covers */
             while (opos >= out[oi].floats) {
@@ -94,8 +158,7 @@ float rt_memory_kernel(const rt_span *in, int nin, const rt_span *out, int nout)
             opos += run;
             j += run;
         }
-        if (dst == acc)
-            for (; j < len; j++) red[j] += acc[j];
+        for (; j < len; j++) red[j] += acc[j];
     }
     for (int j = 0; j < RT_BLOCK; j++) sink += red[j];
     return sink;
