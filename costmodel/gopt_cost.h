@@ -11,7 +11,9 @@
  *                         attribute (m = product of the first output's
  *                         leading dims, n = its last dim, k = flops/(2mn));
  *                         roofline when no shape or no table
- *   conv                  CONV table at the node's flops; else roofline
+ *   conv                  CONV table at the node's flops; without one, the
+ *                         GEMM table at the implicit GEMM's (m, n, k) from
+ *                         the shape (as for gemm); else roofline
  *   elementwise, data_movement  ELEMENTWISE table at bytes read + written
  *   reduction             REDUCTION table at bytes read
  *   other                 roofline
