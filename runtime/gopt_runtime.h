@@ -120,4 +120,23 @@ typedef struct {
 } gopt_rt_eval_ctx;
 double gopt_rt_evaluate(void *ctx, const gopt_decisions *d, int *oom);
 
+/* ---- fidelity: the simulator against the runtime (validate.c) ----------------------------- */
+typedef struct {
+    double sim_s;  /* the simulator's step (the cost model rt was created with) */
+    double real_s; /* the measured median step */
+    double error;  /* (sim - real) / real */
+    double spread; /* of the measured steps */
+    int oom;       /* either evaluator reported out of memory */
+} gopt_rt_fidelity_row;
+
+/* Simulate and run each of the k decision sets ds (options o) into rows. Stops at the first
+ * failure (its status; the rows before it are filled). */
+gopt_status gopt_rt_fidelity(gopt_runtime *rt, const gopt_decisions *ds, int k, const gopt_rt_options *o,
+                             gopt_rt_fidelity_row *rows, gopt_error *err);
+/* Spearman's rank correlation of x and y (n pairs; ties get their average rank); NaN when n < 2
+ * or either side is constant. */
+double gopt_rt_spearman(const double *x, const double *y, int n);
+/* The q-quantile (0..1) of n values, linear between order statistics; NaN when n == 0. */
+double gopt_rt_quantile(const double *v, int n, double q);
+
 #endif /* GOPT_RUNTIME_H */

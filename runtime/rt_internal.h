@@ -77,6 +77,9 @@ gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, const int32_t 
 void rt_cuda_free(rt_cuda *c);
 gopt_status rt_cuda_step(rt_cuda *c, rt_timeline *tl, gopt_error *err);
 
+/* The simulator the runtime keeps (runtime.c), on decisions d. */
+gopt_status rt_sim_run(gopt_runtime *rt, const gopt_decisions *d, gopt_sim_result *res, gopt_error *err);
+
 /* ---- CPU kernels (kernels.c) ------------------------------------------------------------- */
 /* A tensor's bytes as a kernel sees them (p may be NULL when floats is 0). */
 typedef struct {

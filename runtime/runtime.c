@@ -177,6 +177,10 @@ void gopt_rt_free(gopt_runtime *rt) {
 
 int gopt_rt_num_devices(const gopt_runtime *rt) { return rt->nd; }
 
+gopt_status rt_sim_run(gopt_runtime *rt, const gopt_decisions *d, gopt_sim_result *res, gopt_error *err) {
+    return gopt_sim_run(rt->sim, d, res, rt->scr, err);
+}
+
 static gopt_status alloc_timelines(gopt_runtime *rt, int count, gopt_error *err) {
     const rt_plan *p = &rt->plan;
     rt->tl = gopt_calloc((size_t)count, sizeof *rt->tl, err);
