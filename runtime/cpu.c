@@ -227,47 +227,9 @@ static int node_inputs(const rt_cpu *c, int32_t v, int32_t t, int dv, rt_span *i
     return nin;
 }
 
-/* Operands of a gemm or conv node: the largest input as A (conv: the im2col source), the next
- * as B, the node's own output as C, each when large enough, else a region of the workspace.
- * Returns the workspace floats this needs (ws may be NULL to ask only that). */
 static int64_t gemm_operands(const rt_cpu *c, int32_t v, const rt_span *ins, int nin, rt_span out, float *ws,
                              const float **A, const float **B, float **C, float **col) {
-    int64_t m = c->dims[v][0], n = c->dims[v][1], k = c->dims[v][2], off = 0;
-    int i0 = -1, i1 = -1;
-    for (int i = 0; i < nin; i++) {
-        if (i0 < 0 || ins[i].floats > ins[i0].floats) {
-            i1 = i0;
-            i0 = i;
-        } else if (i1 < 0 || ins[i].floats > ins[i1].floats) {
-            i1 = i;
-        }
-    }
-    int conv = c->kind[v] == RT_K_CONV;
-    if (conv) {
-        *A = NULL; /* the conv reads ins[i0] whatever its size */
-    } else if (i0 >= 0 && ins[i0].floats >= m * k) {
-        *A = ins[i0].p;
-    } else {
-        *A = ws ? ws + off : NULL;
-        off += m * k;
-    }
-    if (i1 >= 0 && ins[i1].floats >= k * n) {
-        *B = ins[i1].p;
-    } else {
-        *B = ws ? ws + off : NULL;
-        off += k * n;
-    }
-    if (out.floats >= m * n) {
-        *C = out.p;
-    } else {
-        *C = ws ? ws + off : NULL;
-        off += m * n;
-    }
-    if (conv) {
-        *col = ws ? ws + off : NULL;
-        off += rt_conv_block_rows(m, k) * k;
-    }
-    return off;
+    return rt_gemm_operands(c->dims[v], c->kind[v] == RT_K_CONV, ins, nin, out, ws, A, B, C, col);
 }
 
 static rt_span own_output(const rt_cpu *c, int32_t v) {

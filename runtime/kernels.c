@@ -20,6 +20,46 @@ void rt_gemm(const rt_gemm_args *g) {
                 g->b, (int)g->n, 0.0f, g->c, (int)g->n);
 }
 
+int64_t rt_gemm_operands(const int64_t dims[3], int conv, const rt_span *ins, int nin, rt_span out, float *ws,
+                         const float **A, const float **B, float **C, float **col) {
+    int64_t m = dims[0], n = dims[1], k = dims[2], off = 0;
+    int i0 = -1, i1 = -1;
+    for (int i = 0; i < nin; i++) {
+        if (i0 < 0 || ins[i].floats > ins[i0].floats) {
+            i1 = i0;
+            i0 = i;
+        } else if (i1 < 0 || ins[i].floats > ins[i1].floats) {
+            i1 = i;
+        }
+    }
+    *col = NULL;
+    if (conv) {
+        *A = i0 >= 0 ? ins[i0].p : NULL; /* the im2col source, whatever its size */
+    } else if (i0 >= 0 && ins[i0].floats >= m * k) {
+        *A = ins[i0].p;
+    } else {
+        *A = ws ? ws + off : NULL;
+        off += m * k;
+    }
+    if (i1 >= 0 && ins[i1].floats >= k * n) {
+        *B = ins[i1].p;
+    } else {
+        *B = ws ? ws + off : NULL;
+        off += k * n;
+    }
+    if (out.floats >= m * n) {
+        *C = out.p;
+    } else {
+        *C = ws ? ws + off : NULL;
+        off += m * n;
+    }
+    if (conv) {
+        *col = ws ? ws + off : NULL;
+        off += rt_conv_block_rows(m, k) * k;
+    }
+    return off;
+}
+
 int64_t rt_conv_block_rows(int64_t m, int64_t k) {
     int64_t r = (256 * 1024) / (k > 0 ? k : 1);
     if (r < 1) r = 1;

@@ -69,8 +69,7 @@ gopt_status rt_cpu_step(rt_cpu *c, rt_timeline *tl, gopt_error *err);
 double rt_cpu_workspace_bytes(const rt_cpu *c);
 
 /* The CUDA backend (cuda.cu, or cuda_none.c in a build without the toolkit): runs one step of p
- * with each device's kernels issued in `order` (task indices by device, in the order the
- * simulator ran them). GOPT_EUNSUP without a GPU or without CUDA in this build. */
+ * issuing the tasks in `order` (task indices, in the order the simulator started them). GOPT_EUNSUP without a GPU or without CUDA in this build. */
 typedef struct rt_cuda rt_cuda;
 gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, const int32_t *order, rt_cuda **out,
                            gopt_error *err);
@@ -94,6 +93,13 @@ typedef struct {
     float *c;
 } rt_gemm_args;
 void rt_gemm(const rt_gemm_args *g);
+/* Operands of a gemm (or, conv != 0, a convolution) of dims (m, n, k) among a node's inputs: the
+ * largest input as A (a convolution's im2col source, whatever its size), the next as B, the
+ * node's output as C, each when large enough, else a region of the workspace ws (col: the im2col
+ * block). Returns the workspace floats this needs; ws may be NULL to ask only that. Pure pointer
+ * arithmetic: the CUDA backend uses it on device pointers. */
+int64_t rt_gemm_operands(const int64_t dims[3], int conv, const rt_span *ins, int nin, rt_span out, float *ws,
+                         const float **A, const float **B, float **C, float **col);
 /* Convolution as an implicit GEMM of (m, n, k): im2col of `src` (k/taps runs of contiguous
  * floats per row, taps = 9 when k is a multiple of 9, else 1) into `col` in blocks of
  * `block_rows` rows, each block times B into its rows of C. col holds block_rows * k floats. */

@@ -209,7 +209,8 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The simulator's order of each device's tasks (task indices by device, by simulated start). */
+/* The simulator's order of the tasks: by simulated start (a topological order; on each device the
+ * order its priorities give under the simulated timing). */
 static gopt_status sim_order(gopt_runtime *rt, const gopt_decisions *d, int32_t *order, gopt_error *err) {
     gopt_sim_result r;
     gopt_status st = gopt_sim_run(rt->sim, d, &r, rt->scr, err);
@@ -218,7 +219,7 @@ static gopt_status sim_order(gopt_runtime *rt, const gopt_decisions *d, int32_t 
     double *key = gopt_malloc(((size_t)p->ntasks + 1) * 2 * sizeof(double), err);
     if (!key) return GOPT_ENOMEM;
     for (int32_t t = 0; t < p->ntasks; t++) {
-        key[2 * t] = p->dev[t] * 1e6 + gopt_sim_node_start(rt->scr, p->rep[t]); /* device, then start */
+        key[2 * t] = gopt_sim_node_start(rt->scr, p->rep[t]);
         key[2 * t + 1] = t;
     }
     qsort(key, (size_t)p->ntasks, 2 * sizeof(double), cmp_double);
