@@ -54,9 +54,12 @@ int gopt_rt_backend_parse(const char *s);              /* -1 when unknown */
  * dependencies (each device runs its kernels in the order it really ran them, each link its
  * copies; a kernel starts when its device is free and its inputs have arrived): the step the
  * hardware gave, without the time the threads spent descheduled. It is robust on a machine
- * shared with other jobs; memory stalls and bandwidth contention still count. */
-typedef enum { GOPT_RT_CLOCK_WALL = 0, GOPT_RT_CLOCK_CPU, GOPT_RT_CLOCK_COUNT } gopt_rt_clock;
-const char *gopt_rt_clock_name(gopt_rt_clock c); /* "wall", "cpu" */
+ * shared with other jobs; memory stalls and bandwidth contention still count. CPU_MIN: the same
+ * composition (along the median CPU-clock step's order) with each kernel's and copy's least CPU
+ * time over the timed steps: the uncontended step, measured the way the CPU calibrator measures
+ * its kernels (other jobs only add time, so the fastest repetition is the machine's own). */
+typedef enum { GOPT_RT_CLOCK_WALL = 0, GOPT_RT_CLOCK_CPU, GOPT_RT_CLOCK_CPU_MIN, GOPT_RT_CLOCK_COUNT } gopt_rt_clock;
+const char *gopt_rt_clock_name(gopt_rt_clock c); /* "wall", "cpu", "cpu-min" */
 int gopt_rt_clock_parse(const char *s);           /* -1 when unknown */
 
 typedef struct {
@@ -73,8 +76,8 @@ typedef struct {
 typedef struct {
     gopt_sim_result res;   /* of the median repetition (its step is step_median_s) */
     int reps;
-    double step_median_s;
-    double step_min_s, step_max_s;
+    double step_median_s;  /* cpu-min clock: the step composed of each kernel's fastest repetition */
+    double step_min_s, step_max_s; /* over the timed repetitions (cpu-min: their cpu-clock steps) */
     double spread;         /* (max - min) / median over the timed repetitions */
     double steps_s[64];    /* the first min(reps, 64) timed steps, in order */
     double setup_s;        /* wall time of the setup (allocation, first touch) */

@@ -108,8 +108,10 @@ static void put_cyclic(float *restrict dst, const float *restrict in, int64_t n,
 
 /* The usual block: one to three inputs that each cover it without wrapping, summed in one pass
  * (as the calibrator's `c = a + b`); 0 when the block is not of that kind. */
-static int fused_block(float *restrict dst, int add, const rt_span *in, int nin, int64_t total, int64_t o,
-                       int64_t len) {
+#define RT_TILED 4 /* small inputs (a broadcast scalar, a bias) repeated into a tile, the first few */
+
+static int fused_block(float *restrict dst, int add, const rt_span *in, int nin, const float *const *tile,
+                       int64_t total, int64_t o, int64_t len) {
     const float *p[3];
     int k = 0;
     for (int i = 0; i < nin; i++) {
@@ -117,8 +119,13 @@ static int fused_block(float *restrict dst, int add, const rt_span *in, int nin,
         if (n <= 0 || !in[i].p) continue;
         int64_t lim = n > total ? n : total;
         if (o >= lim) continue;
-        if (k == 3 || o + len > n || lim - o < len) return 0; /* wraps or ends inside: general path */
-        p[k++] = in[i].p + o;
+        if (k == 3 || lim - o < len) return 0; /* ends inside the block: the general path */
+        if (i < RT_TILED && tile[i]) {
+            p[k++] = tile[i] + o % n; /* the tile holds RT_BLOCK + n floats of the cycle */
+        } else {
+            if (o + len > n) return 0; /* wraps: the general path */
+            p[k++] = in[i].p + o;
+        }
     }
     const float *restrict a = k > 0 ? p[0] : NULL, *restrict b = k > 1 ? p[1] : NULL, *restrict c = k > 2 ? p[2] : NULL;
     if (add) { /* into the reduction */
@@ -152,6 +159,14 @@ float rt_memory_kernel(const rt_span *in, int nin, const rt_span *out, int nout)
     for (int i = 0; i < nin; i++)
         if (in[i].floats > span) span = in[i].floats;
     float acc[RT_BLOCK], red[RT_BLOCK] = {0}, sink = 0; /* red: the reduction, by lane (vectorizes) */
+    float tiles[RT_TILED][2 * RT_BLOCK];
+    const float *tile[RT_TILED] = {NULL};
+    for (int i = 0; i < nin && i < RT_TILED; i++) {
+        int64_t n = in[i].floats;
+        if (n <= 0 || n > RT_BLOCK || !in[i].p || n >= span) continue;
+        for (int64_t j = 0; j < RT_BLOCK + n; j++) tiles[i][j] = in[i].p[j % n];
+        tile[i] = tiles[i];
+    }
     int oi = 0;
     int64_t opos = 0; /* position in out[oi] */
     for (int64_t o = 0; o < span; o += RT_BLOCK) {
@@ -167,7 +182,7 @@ float rt_memory_kernel(const rt_span *in, int nin, const rt_span *out, int nout)
             dst = direct ? out[oi].p + opos : acc;
         }
         int first = dst != red;
-        if ((direct || dst == red) && fused_block(dst, dst == red, in, nin, total, o, len)) {
+        if ((direct || dst == red) && fused_block(dst, dst == red, in, nin, tile, total, o, len)) {
             opos += direct ? len : 0;
             continue;
         }

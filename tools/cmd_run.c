@@ -13,7 +13,7 @@
 static void run_usage(FILE *f) {
     fprintf(f,
             "Usage: gopt run GRAPH --decisions D --backend cpu|cuda --profile P [--devices N] [--reps R]\n"
-            "                [--warmup W] [--clock wall|cpu] [--no-pin] [--json] [--trace OUT.json]\n\n"
+            "                [--warmup W] [--clock wall|cpu|cpu-min] [--no-pin] [--json] [--trace OUT.json]\n\n"
             "Execute one training step of GRAPH for real under decisions D and measure it: every node on its\n"
             "device (cpu: a worker thread pinned to a core, with its own memory arena; cuda: a GPU), each\n"
             "device running its ready kernels in the decisions' priority order, fused groups as one kernel,\n"
@@ -25,6 +25,8 @@ static void run_usage(FILE *f) {
             "  --clock cpu    (cpu backend) compose the step from each kernel's and copy's thread CPU time\n"
             "                 along the run's real order and dependencies: robust on a machine shared\n"
             "                 with other jobs (descheduled time left out); default wall, the real clock\n"
+            "  --clock cpu-min  the same with each kernel's and copy's fastest of the R steps: the\n"
+            "                 uncontended step, as the CPU calibrator measures kernels\n"
             "  --trace FILE   the median step as a Chrome trace-event file, in the simulator's format\n"
             "  --json         one JSON object: step_time_s (median), steps_s, spread, busy_s,\n"
             "                 peak_memory_bytes, ..., sim_step_time_s\n\n"
@@ -58,7 +60,7 @@ int cmd_run(int argc, char **argv) {
     int be = gopt_rt_backend_parse(backend);
     if (be < 0) return cli_usage_error(a.verb, "--backend '%s': expected cpu or cuda", backend);
     int ck = gopt_rt_clock_parse(clock);
-    if (ck < 0) return cli_usage_error(a.verb, "--clock '%s': expected wall or cpu", clock);
+    if (ck < 0) return cli_usage_error(a.verb, "--clock '%s': expected wall, cpu or cpu-min", clock);
     if (!prof) return cli_usage_error(a.verb, "missing --profile P (the devices, and the simulator's prediction)");
     gopt_error err = {0};
     gopt_graph *g = NULL;

@@ -1,5 +1,5 @@
 /* cmd_validate.c: `gopt validate GRAPH... --methods LIST --profile P --backend cpu|cuda
- * [--devices N] [--reps R] [--warmup W] [--clock wall|cpu] [--seed S] [--json]`: the simulator's
+ * [--devices N] [--reps R] [--warmup W] [--clock wall|cpu|cpu-min] [--seed S] [--json]`: the simulator's
  * fidelity on this machine. For each graph and method: the method's decisions (made against the
  * simulator on profile P), the simulated step, the measured step (the runtime) and the error
  * (sim - real) / real; then the median and p90 of |error| over every row and, per graph,
@@ -19,7 +19,7 @@
 static void validate_usage(FILE *f) {
     fprintf(f,
             "Usage: gopt validate GRAPH... --methods LIST --profile P --backend cpu|cuda [--devices N]\n"
-            "                     [--reps R] [--warmup W] [--clock wall|cpu] [--seed S] [--json]\n\n"
+            "                     [--reps R] [--warmup W] [--clock wall|cpu|cpu-min] [--seed S] [--json]\n\n"
             "How far the simulator is from a real run. For each graph and method (a method or combination\n"
             "of gopt optimize --list; comma-separated, at least 2), the method decides against the simulator\n"
             "on profile P, then the step is simulated and run for real (gopt run: W warm-up steps, default 1,\n"
@@ -28,7 +28,8 @@ static void validate_usage(FILE *f) {
             "the Spearman rank correlation of the methods' simulated and measured orderings.\n"
             "Use a profile calibrated on this machine (gopt profile calibrate --backend cpu).\n"
             "  --clock cpu   compose measured steps from thread CPU times (robust on a shared machine;\n"
-            "                gopt run --help); default wall\n"
+            "                gopt run --help); cpu-min: from each kernel's fastest of the R steps;\n"
+            "                default wall\n"
             "  --json        {profile, backend, clock, rows: [{graph, method, sim_step_s, real_step_s,\n"
             "                error, spread, oom}], graphs: [{graph, spearman}], median_abs_error,\n"
             "                p90_abs_error}\n"
@@ -70,7 +71,7 @@ int cmd_validate(int argc, char **argv) {
     if (!backend) return cli_usage_error(a.verb, "missing --backend cpu|cuda");
     int be = gopt_rt_backend_parse(backend), ck = gopt_rt_clock_parse(clock);
     if (be < 0) return cli_usage_error(a.verb, "--backend '%s': expected cpu or cuda", backend);
-    if (ck < 0) return cli_usage_error(a.verb, "--clock '%s': expected wall or cpu", clock);
+    if (ck < 0) return cli_usage_error(a.verb, "--clock '%s': expected wall, cpu or cpu-min", clock);
     /* the methods, each checked against the registry before anything runs */
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);

@@ -78,7 +78,7 @@ expect_err "devices"
 expect_rc 2 "$GOPT" run "$EX" --decisions "$TMP/d.txt" --backend tpu --profile "$P"
 expect_err "expected cpu or cuda"
 expect_rc 2 "$GOPT" run "$EX" --decisions "$TMP/d.txt" --backend cpu --profile "$P" --clock sundial
-expect_err "expected wall or cpu"
+expect_err "expected wall, cpu or cpu-min"
 expect_rc 2 "$GOPT" run "$EX" --decisions "$TMP/d.txt" --backend cpu --profile "$P" --reps 0
 expect_rc 2 "$GOPT" run "$EX" --backend cpu --profile "$P"
 expect_err "missing --decisions"
