@@ -1,5 +1,5 @@
 # gopt run: a real step on this machine's CPUs, text and JSON, the trace, OOM, CUDA without a GPU
-# (exit 3), and every bad input (exit 2).
+# (exit 3), and every bad input (exit 2); gopt validate's table and its bad inputs.
 . "$(dirname "$0")/lib.bash"
 EX="$SRC/graphs/examples/mlp_train.graphml"
 P="$SRC/profiles/cpu-epyc-2core-measured.json"
@@ -92,4 +92,22 @@ expect_rc 2 "$GOPT" run "$EX" --decisions "$TMP/missing.txt" --backend cpu --pro
 expect_err "missing.txt"
 expect_rc 2 "$GOPT" run "$EX" --decisions "$TMP/d.txt" --backend cpu --profile "$P" --bogus
 expect_err "unknown option '--bogus'"
+# gopt validate: the table, the summary, and its bad inputs (exit 2)
+expect_rc 0 "$GOPT" validate "$EX" --methods single,heft+cp,msct+cp+xla --profile "$P" --backend cpu --reps 1 --clock cpu-min
+expect_out "mlp_train  *single "
+expect_out "mlp_train  *msct+cp+xla "
+expect_out "rank correlation (Spearman)"
+expect_out "|sim - real| / real over 3 rows: median"
+expect_rc 0 "$GOPT" validate "$EX" --methods single,heft+cp --profile "$P" --backend cpu --reps 1 --json
+for k in '"rows": \[' '"median_abs_error"' '"p90_abs_error"' '"spearman"' '"real_step_s"'; do expect_out "$k"; done
+expect_rc 2 "$GOPT" validate "$EX" --methods single,nosuch --profile "$P" --backend cpu
+expect_err "nosuch"
+expect_rc 2 "$GOPT" validate "$EX" --methods single --profile "$P" --backend cpu
+expect_err "at least 2 methods"
+expect_rc 2 "$GOPT" validate "$EX" --profile "$P" --backend cpu
+expect_err "missing --methods"
+expect_rc 2 "$GOPT" validate "$EX" --methods single,heft --profile "$P" --backend cpu --devices 9
+expect_rc 2 "$GOPT" validate "$TMP/missing.graphml" --methods single,heft --profile "$P" --backend cpu
+expect_err "missing.graphml"
+expect_rc 2 "$GOPT" validate "$EX" --methods single,heft --profile "$P" --backend gpu
 finish
