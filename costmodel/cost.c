@@ -143,6 +143,12 @@ double gopt_cost_op_time(const gopt_costmodel *cm, int d, const gopt_cost_op *op
     }
     case GOPT_OP_CLASS_CONV: {
         double v = fp32 && op->flops > 0 ? gopt_cost_table_lookup(cm, d, GOPT_TABLE_CONV, &op->flops) : -1;
+        if (v <= 0 && fp32 && op->m > 0 && op->n > 0 && op->k > 0) {
+            /* no convolution table (CPU profiles): the implicit GEMM a convolution is (im2col +
+             * sgemm), at its measured GEMM speed; peak FLOPs would be 2-3x optimistic */
+            double x[3] = {op->m, op->n, op->k};
+            v = gopt_cost_table_lookup(cm, d, GOPT_TABLE_GEMM, x);
+        }
         c = v > 0 ? v : roof;
         t = launch + c;
         break;
@@ -206,6 +212,14 @@ static int parse_mn(const char *shape, double *m, double *n) {
     return 1;
 }
 
+int gopt_cost_gemm_dims(const char *shape, double flops, double *m, double *n, double *k) {
+    *k = 0;
+    if (!parse_mn(shape, m, n)) return 0;
+    *k = flops / (2 * *m * *n);
+    if (*k < 1) *k = 1;
+    return 1;
+}
+
 gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g, gopt_cost_table *t, gopt_error *err) {
     memset(t, 0, sizeof *t);
     const gopt_frozen *f = gopt_graph_frozen(g);
@@ -236,10 +250,8 @@ gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g,
         for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) op.bytes += f->edge_bytes[f->in_eid[e]];
         int dt = gopt_dtype_parse(a.dtype);
         op.dtype = dt < 0 ? GOPT_DTYPE_FP32 : (gopt_dtype)dt;
-        if (op.cls == GOPT_OP_CLASS_GEMM && parse_mn(a.shape, &op.m, &op.n)) {
-            op.k = op.flops / (2 * op.m * op.n);
-            if (op.k < 1) op.k = 1;
-        }
+        if (op.cls == GOPT_OP_CLASS_GEMM || op.cls == GOPT_OP_CLASS_CONV)
+            gopt_cost_gemm_dims(a.shape, op.flops, &op.m, &op.n, &op.k);
         for (int d = 0; d < nd; d++)
             t->time[(size_t)v * nd + d] = gopt_cost_op_time(cm, d, &op, &t->compute[(size_t)v * nd + d]);
     }

@@ -11,7 +11,9 @@
  *                         attribute (m = product of the first output's
  *                         leading dims, n = its last dim, k = flops/(2mn));
  *                         roofline when no shape or no table
- *   conv                  CONV table at the node's flops; else roofline
+ *   conv                  CONV table at the node's flops; without one, the
+ *                         GEMM table at the implicit GEMM's (m, n, k) from
+ *                         the shape (as for gemm); else roofline
  *   elementwise, data_movement  ELEMENTWISE table at bytes read + written
  *   reduction             REDUCTION table at bytes read
  *   other                 roofline
@@ -65,6 +67,12 @@ double gopt_cost_op_time(const gopt_costmodel *cm, int d, const gopt_cost_op *op
  * when the device has no such table. COPY tables are per link: use
  * gopt_cost_transfer_time. */
 double gopt_cost_table_lookup(const gopt_costmodel *cm, int d, gopt_table_kind kind, const double *x);
+
+/* The GEMM dimensions of a node from its first output shape ("AxBxC;...") and its FLOPs: m = the
+ * product of the leading dims, n = the last dim, k = flops / (2 m n), at least 1. The cost model
+ * reads a gemm node this way and the runtime runs a gemm (and a convolution, as an implicit GEMM)
+ * of these sizes. Returns 0 (and zeros) when the shape is absent or malformed. */
+int gopt_cost_gemm_dims(const char *shape, double flops, double *m, double *n, double *k);
 
 /* Per-graph preparation, done once and reused for every simulation of that graph: */
 typedef struct {

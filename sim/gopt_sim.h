@@ -118,6 +118,45 @@ gopt_status gopt_sim_scratch_record_memory(gopt_sim_scratch *s, int on, gopt_err
 int64_t gopt_sim_memory_samples(const gopt_sim_scratch *s); /* entries of the last run (0: off) */
 void gopt_sim_memory_sample(const gopt_sim_scratch *s, int64_t i, double *t, int *device, int64_t *bytes);
 
+/* ---- traces: one writer for every evaluator's timeline ------------------------ */
+/* One kernel of a timeline: a node or a fused group named by its representative (its member
+ * first in topological order). */
+typedef struct {
+    int32_t node;        /* representative */
+    int32_t members;     /* 1 unfused, >= 2 a fused group */
+    int32_t device;
+    int32_t priority;    /* the largest of its members' */
+    int64_t alloc_bytes; /* what its start allocated */
+    double start, end;   /* seconds from the step's start */
+} gopt_trace_kernel;
+
+/* Bytes in use on a device from time t on. */
+typedef struct {
+    double t;
+    int32_t device, spare;
+    int64_t bytes;
+} gopt_trace_memory;
+
+typedef struct {
+    const char *title; /* the process name shown, e.g. "gopt sim: mlp on 2 devices" */
+    int ndev;
+    int32_t nkernels;
+    const gopt_trace_kernel *kernels; /* written in this order */
+    int32_t ntransfers;
+    const gopt_sim_transfer *transfers;
+    int64_t nmemory; /* 0: no memory counters */
+    const gopt_trace_memory *memory;
+} gopt_trace_timeline;
+
+/* Chrome trace-event JSON of a timeline of graph g (format: sim/trace.c, docs/simulator.md): one
+ * track per device and per used link, a memory counter per device when memory samples are given.
+ * The simulator's and the runtime's traces both come from here, so they open side by side. */
+gopt_status gopt_trace_timeline_json(const gopt_graph *g, const gopt_trace_timeline *tl, gopt_buf *b,
+                                     gopt_error *err);
+/* The same, written atomically to path (gzip when it ends in .gz). */
+gopt_status gopt_trace_timeline_write(const gopt_graph *g, const gopt_trace_timeline *tl, const char *path,
+                                      gopt_error *err);
+
 /* Chrome trace-event JSON of the last run of s (one track per device and per
  * used link; times in microseconds; with memory recording on, a memory counter
  * per device), to a buffer or atomically to a file. */

@@ -1,4 +1,5 @@
-/* trace.c: the last run of a scratch as Chrome trace-event JSON.
+/* trace.c: a timeline (the simulator's last run, or a runtime's measured step) as Chrome
+ * trace-event JSON: one writer for both evaluators.
  *
  * Format (the trace-event format that chrome://tracing and Perfetto read):
  *   {"traceEvents":[
@@ -22,6 +23,7 @@
  * Cost: O(N + transfers + memory changes), one pass each.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim_internal.h"
@@ -53,16 +55,14 @@ static void put_json_string(gopt_buf *b, const char *s) {
     gopt_buf_puts(b, "\"");
 }
 
-gopt_status gopt_sim_trace_json(const gopt_sim *sim, const gopt_decisions *d, const gopt_sim_scratch *s, gopt_buf *b,
-                                gopt_error *err) {
-    if (s->sim != sim || s->d != d || s->tasks_done != s->ntasks)
-        return gopt_error_set(err, GOPT_EINVAL, "sim trace: the scratch does not hold a finished run of these decisions");
-    const gopt_frozen *f = sim->f;
-    int nd = sim->ndev;
+gopt_status gopt_trace_timeline_json(const gopt_graph *g, const gopt_trace_timeline *tl, gopt_buf *b,
+                                     gopt_error *err) {
+    const gopt_frozen *f = gopt_graph_frozen(g);
+    int nd = tl->ndev;
+    if (!f || nd < 1 || nd > GOPT_SIM_MAX_DEVICES)
+        return gopt_error_set(err, GOPT_EINVAL, "trace: %d devices or an unfinalized graph", nd);
     gopt_buf_puts(b, "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":");
-    char title[300];
-    snprintf(title, sizeof title, "gopt sim: %s on %d devices", gopt_graph_name(sim->g), nd);
-    put_json_string(b, title);
+    put_json_string(b, tl->title ? tl->title : "gopt");
     gopt_buf_puts(b, "}}");
     for (int dd = 0; dd < nd; dd++)
         gopt_buf_printf(b,
@@ -72,7 +72,7 @@ gopt_status gopt_sim_trace_json(const gopt_sim *sim, const gopt_decisions *d, co
     /* name the links that carried something */
     uint8_t used[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];
     memset(used, 0, (size_t)nd * (size_t)nd);
-    for (int32_t i = 0; i < s->nxf; i++) used[s->xf[i].src * nd + s->xf[i].dst] = 1;
+    for (int32_t i = 0; i < tl->ntransfers; i++) used[tl->transfers[i].src * nd + tl->transfers[i].dst] = 1;
     for (int l = 0; l < nd * nd; l++)
         if (used[l])
             gopt_buf_printf(b,
@@ -80,6 +80,73 @@ gopt_status gopt_sim_trace_json(const gopt_sim *sim, const gopt_decisions *d, co
                             "%d->%d\"}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{"
                             "\"sort_index\":%d}}",
                             nd + l + 1, l / nd, l % nd, nd + l + 1, nd + l);
+    for (int32_t i = 0; i < tl->nkernels; i++) {
+        const gopt_trace_kernel *x = &tl->kernels[i];
+        int32_t c = x->node, k = x->members;
+        gopt_buf_puts(b, ",\n{\"name\":");
+        if (k > 1) {
+            char nm[600];
+            snprintf(nm, sizeof nm, "%s +%d", gopt_graph_node_name(g, c), k - 1);
+            put_json_string(b, nm);
+        } else {
+            put_json_string(b, gopt_graph_node_name(g, c));
+        }
+        const char *cls = gopt_op_class_name((gopt_op_class)f->op_class[c]);
+        gopt_buf_printf(b, ",\"cat\":\"%s\",\"ph\":\"X\",", k > 1 ? "fused" : (cls ? cls : "op"));
+        put_span(b, x->start, x->end);
+        gopt_buf_printf(b, ",\"pid\":1,\"tid\":%d,\"args\":{\"priority\":%d,\"members\":%d,\"alloc_bytes\":%lld}}",
+                        x->device + 1, x->priority, k, (long long)x->alloc_bytes);
+    }
+    for (int32_t i = 0; i < tl->ntransfers; i++) {
+        const gopt_sim_transfer *x = &tl->transfers[i];
+        gopt_buf_puts(b, ",\n{\"name\":");
+        put_json_string(b, gopt_graph_node_name(g, x->node));
+        gopt_buf_puts(b, ",\"cat\":\"transfer\",\"ph\":\"X\",");
+        put_span(b, x->start, x->end);
+        gopt_buf_printf(b, ",\"pid\":1,\"tid\":%d,\"args\":{\"bytes\":%.17g,\"src\":%d,\"dst\":%d}}",
+                        nd + x->src * nd + x->dst + 1, x->bytes, x->src, x->dst);
+    }
+    /* memory counters (when given): each device's bytes in use, at every change of value */
+    int64_t last[GOPT_SIM_MAX_DEVICES];
+    for (int dd = 0; dd < nd; dd++) last[dd] = -1;
+    for (int64_t i = 0; i < tl->nmemory; i++) {
+        const gopt_trace_memory *m = &tl->memory[i];
+        if (m->bytes == last[m->device]) continue;
+        last[m->device] = m->bytes;
+        gopt_buf_printf(b, ",\n{\"name\":\"memory device %d\",\"ph\":\"C\",", m->device);
+        put_ts(b, m->t);
+        gopt_buf_printf(b, ",\"pid\":1,\"tid\":%d,\"args\":{\"bytes\":%lld}}", m->device + 1, (long long)m->bytes);
+    }
+    gopt_buf_puts(b, "\n],\"displayTimeUnit\":\"ns\"}\n");
+    if (b->failed) return gopt_error_set(err, GOPT_ENOMEM, "trace: out of memory");
+    return GOPT_OK;
+}
+
+gopt_status gopt_trace_timeline_write(const gopt_graph *g, const gopt_trace_timeline *tl, const char *path,
+                                      gopt_error *err) {
+    gopt_buf b;
+    gopt_buf_init(&b);
+    gopt_status st = gopt_trace_timeline_json(g, tl, &b, err);
+    if (st == GOPT_OK) st = gopt_file_write_atomic(path, b.data, b.len, gopt_path_is_gz(path) ? 6 : 0, err);
+    gopt_buf_destroy(&b);
+    return st;
+}
+
+/* The simulator's last run as a timeline (kernels in topological order of their representatives,
+ * transfers in record order, the memory log when recorded). */
+gopt_status gopt_sim_trace_json(const gopt_sim *sim, const gopt_decisions *d, const gopt_sim_scratch *s, gopt_buf *b,
+                                gopt_error *err) {
+    if (s->sim != sim || s->d != d || s->tasks_done != s->ntasks)
+        return gopt_error_set(err, GOPT_EINVAL, "sim trace: the scratch does not hold a finished run of these decisions");
+    const gopt_frozen *f = sim->f;
+    int nd = sim->ndev;
+    int64_t nmem = gopt_sim_memory_samples(s);
+    gopt_trace_kernel *ks = gopt_malloc(((size_t)s->ntasks + 1) * sizeof *ks, err);
+    gopt_sim_transfer *xs = gopt_malloc(((size_t)s->nxf + 1) * sizeof *xs, err);
+    gopt_trace_memory *ms = gopt_malloc(((size_t)nmem + 1) * sizeof *ms, err);
+    gopt_status st = GOPT_ENOMEM;
+    if (!ks || !xs || !ms) goto out;
+    int32_t nk = 0;
     for (int32_t i = 0; i < f->n; i++) {
         int32_t c = f->topo[i];
         if (s->nt[c].task != c) continue;
@@ -91,43 +158,22 @@ gopt_status gopt_sim_trace_json(const gopt_sim *sim, const gopt_decisions *d, co
             if (s->nt[v].ext) alloc += s->nc[v].osize;
             if (d->priority[v] > prio) prio = d->priority[v];
         }
-        gopt_buf_puts(b, ",\n{\"name\":");
-        if (k > 1) {
-            char nm[600];
-            snprintf(nm, sizeof nm, "%s +%d", gopt_graph_node_name(sim->g, c), k - 1);
-            put_json_string(b, nm);
-        } else {
-            put_json_string(b, gopt_graph_node_name(sim->g, c));
-        }
-        const char *cls = gopt_op_class_name((gopt_op_class)f->op_class[c]);
-        gopt_buf_printf(b, ",\"cat\":\"%s\",\"ph\":\"X\",", k > 1 ? "fused" : (cls ? cls : "op"));
-        put_span(b, s->nc[c].start, s->nc[c].start + x->dur);
-        gopt_buf_printf(b, ",\"pid\":1,\"tid\":%d,\"args\":{\"priority\":%d,\"members\":%d,\"alloc_bytes\":%lld}}",
-                        d->device[c] + 1, prio, k, (long long)alloc);
+        ks[nk++] = (gopt_trace_kernel){c, k, d->device[c], prio, alloc, x->start, x->start + x->dur};
     }
-    for (int32_t i = 0; i < s->nxf; i++) {
-        const sim_xfer *x = &s->xf[i];
-        gopt_buf_puts(b, ",\n{\"name\":");
-        put_json_string(b, gopt_graph_node_name(sim->g, x->node));
-        gopt_buf_puts(b, ",\"cat\":\"transfer\",\"ph\":\"X\",");
-        put_span(b, s->xtime[2 * (size_t)i], s->xtime[2 * (size_t)i + 1]);
-        gopt_buf_printf(b, ",\"pid\":1,\"tid\":%d,\"args\":{\"bytes\":%.17g,\"src\":%d,\"dst\":%d}}",
-                        nd + x->src * nd + x->dst + 1, x->bytes, x->src, x->dst);
-    }
-    /* memory counters (when recorded): each device's bytes in use, at every change of value */
-    int64_t last[GOPT_SIM_MAX_DEVICES];
-    for (int dd = 0; dd < nd; dd++) last[dd] = -1;
-    for (int64_t i = 0; i < gopt_sim_memory_samples(s); i++) {
+    for (int32_t i = 0; i < s->nxf; i++) gopt_sim_transfer_get(s, i, &xs[i]);
+    for (int64_t i = 0; i < nmem; i++) {
         const sim_memrec *m = &s->memlog[i];
-        if (m->bytes == last[m->dev]) continue;
-        last[m->dev] = m->bytes;
-        gopt_buf_printf(b, ",\n{\"name\":\"memory device %d\",\"ph\":\"C\",", m->dev);
-        put_ts(b, m->t);
-        gopt_buf_printf(b, ",\"pid\":1,\"tid\":%d,\"args\":{\"bytes\":%lld}}", m->dev + 1, (long long)m->bytes);
+        ms[i] = (gopt_trace_memory){m->t, m->dev, 0, m->bytes};
     }
-    gopt_buf_puts(b, "\n],\"displayTimeUnit\":\"ns\"}\n");
-    if (b->failed) return gopt_error_set(err, GOPT_ENOMEM, "sim trace: out of memory");
-    return GOPT_OK;
+    char title[300];
+    snprintf(title, sizeof title, "gopt sim: %s on %d devices", gopt_graph_name(sim->g), nd);
+    gopt_trace_timeline tl = {title, nd, nk, ks, s->nxf, xs, nmem, ms};
+    st = gopt_trace_timeline_json(sim->g, &tl, b, err);
+out:
+    free(ks);
+    free(xs);
+    free(ms);
+    return st;
 }
 
 gopt_status gopt_sim_trace_write(const gopt_sim *sim, const gopt_decisions *d, const gopt_sim_scratch *s,

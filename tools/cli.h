@@ -72,6 +72,8 @@ int cmd_compare(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_finetune(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+int cmd_run(int argc, char **argv);      /* cmd_run.c */
+int cmd_validate(int argc, char **argv); /* cmd_validate.c */
 int graph_gen(int argc, char **argv); /* `gopt graph gen` (cmd_graph_gen.c) */
 
 #endif

@@ -20,6 +20,8 @@ static const verb VERBS[] = {
     {"compare", cmd_compare, "table of simulated step times: graphs x classical methods"},
     {"train", cmd_train, "train the GO policy with PPO on the simulator over many graphs (resumable)"},
     {"finetune", cmd_finetune, "fine-tune a trained GO policy on one graph"},
+    {"run", cmd_run, "execute a training step for real (CPU threads, CUDA GPUs) under decisions and measure it"},
+    {"validate", cmd_validate, "the simulator against real runs: step errors and rank correlation per method"},
     {"plot", cmd_plot, "draw learning curves (SVG) from training metrics"},
 };
 #define NVERBS (sizeof VERBS / sizeof VERBS[0])

@@ -1,0 +1,22 @@
+/* cuda_none.c: the CUDA backend's entry points in a build without the CUDA toolkit: every call
+ * says so (GOPT_EUNSUP), which `gopt run --backend cuda` turns into exit code 3. */
+#include "rt_internal.h"
+
+#ifndef GOPT_WITH_CUDA
+gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, const int32_t *order, rt_cuda **out,
+                           gopt_error *err) {
+    (void)g;
+    (void)p;
+    (void)order;
+    *out = NULL;
+    return gopt_error_set(err, GOPT_EUNSUP, "runtime: this build has no CUDA (the toolkit was not found at build time)");
+}
+
+void rt_cuda_free(rt_cuda *c) { (void)c; }
+
+gopt_status rt_cuda_step(rt_cuda *c, rt_timeline *tl, gopt_error *err) {
+    (void)c;
+    (void)tl;
+    return gopt_error_set(err, GOPT_EUNSUP, "runtime: this build has no CUDA");
+}
+#endif

@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+"""Measure PyTorch's real training step of a model the exporter knows, on this machine's CPU.
+
+The step is exactly the one tools/export_torch.py traces into graphs/real/MODEL.graphml.gz
+(the same model, inputs, loss, backward and optimizer update as tensor ops: export_torch's
+make_step), run eagerly on one CPU thread: W warm-up steps, then R timed ones. Printed: the
+median and spread of the wall-clock step, and the median and minimum of the thread CPU time
+(the runtime's `cpu` and `cpu-min` clocks measure the same way; on a machine shared with other
+jobs the CPU time is the steadier figure). Compare with
+    gopt sim graphs/real/MODEL.graphml.gz --profile P --devices 1
+and with gopt run of the same graph (docs/fidelity.md).
+
+Usage: /usr/bin/python3 tools/torch_step.py MODEL [--reps R] [--warmup W] [--threads T] [--json]
+       /usr/bin/python3 tools/torch_step.py --list
+Exit codes: 0 ok, 2 bad usage, 3 no torch on this machine.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", nargs="?", help="one of --list")
+    ap.add_argument("--reps", type=int, default=3, help="timed steps (default 3)")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed steps first (default 1)")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+    ap.add_argument("--json", action="store_true", help="one JSON object")
+    ap.add_argument("--list", action="store_true", help="list the models")
+    args = ap.parse_args(argv)
+    try:
+        import torch
+        import export_torch as ex
+    except ImportError as e:
+        print(f"torch_step.py: PyTorch is not available here ({e}); Debian 12: apt-get install python3-torch",
+              file=sys.stderr)
+        return 3
+    table = ex.models()
+    if args.list:
+        for k, v in table.items():
+            print(f"{k:14s} family {v[3]}, optimizer {v[4]}")
+        return 0
+    if args.model not in table:
+        ap.print_usage(sys.stderr)
+        print(f"torch_step.py: need a model ({', '.join(table)})", file=sys.stderr)
+        return 2
+    if args.reps < 1 or args.warmup < 0 or args.threads < 1:
+        print("torch_step.py: --reps >= 1, --warmup >= 0, --threads >= 1", file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    build, loss_fn, inputs, family, optim = table[args.model]
+    model = build()
+    model.train()
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    names = [n for n, _ in named]
+    params = [p.detach().requires_grad_(True) for _, p in named]
+    states = [torch.zeros_like(p) for p in params for _ in range(ex.OPTIMIZERS[optim])]
+    buffers = [b for _, b in model.named_buffers()]
+    step = ex.make_step(model, loss_fn, names, optim)
+    flat = params + states + buffers + list(inputs())
+    walls, cpus = [], []
+    for r in range(args.warmup + args.reps):
+        w0, c0 = time.perf_counter(), time.thread_time()
+        step(*flat)
+        w1, c1 = time.perf_counter(), time.thread_time()
+        if r >= args.warmup:
+            walls.append(w1 - w0)
+            cpus.append(c1 - c0)
+    med = statistics.median(walls)
+    out = {"model": args.model, "optimizer": optim, "threads": args.threads, "reps": args.reps,
+           "torch": torch.__version__, "wall_median_s": med, "wall_spread": (max(walls) - min(walls)) / med,
+           "cpu_median_s": statistics.median(cpus), "cpu_min_s": min(cpus), "walls_s": walls, "cpus_s": cpus}
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"{args.model}: PyTorch {torch.__version__} eager training step ({optim}) on {args.threads} thread(s): "
+              f"wall {1e3 * med:.1f} ms median of {args.reps} (spread {100 * out['wall_spread']:.0f}%), "
+              f"thread CPU {1e3 * out['cpu_median_s']:.1f} ms median, {1e3 * out['cpu_min_s']:.1f} ms min")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
