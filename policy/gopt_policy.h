@@ -49,6 +49,8 @@ typedef struct {
     int32_t fusion_levels; /* F: fusion levels (0 = not fused; fusion pass below) */
     int32_t memory_grad;   /* 0: memory states are gradient-stopped (Transformer-XL);
                               1: gradients also flow into the previous segment */
+    int32_t cond_hidden;   /* Hc: hidden width of the conditioned decoder's placement
+                              scorer (decisions already made -> logits); 0 = off */
 } gopt_policy_config;
 
 void gopt_policy_config_default(gopt_policy_config *cfg);
@@ -90,6 +92,22 @@ size_t gopt_policy_memory_bytes(const gopt_policy *p);
 gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const float *feat, int32_t ndev,
                                 const uint16_t *dev_mask, gopt_error *err);
 
+/* What the decoder reads besides the network: per-node predicted time
+ * node_time (n, seconds, >= 0; the committed compute of each device),
+ * per-node memory charge node_mem (n, bytes, >= 0) and per-device capacity
+ * dev_cap (ndev, bytes, > 0) under one memory model (the caller's: the
+ * policy does not know the simulator; gopt's `go` method passes the
+ * baselines' model). Any array may be NULL: no time means every node counts
+ * 1; no node_mem or dev_cap means no memory features and no memory masks.
+ * The arrays are NOT copied: they are read at every later decode, logprob
+ * and backward, so they must stay alive, and a caller may change the values
+ * (e.g. scale a capacity down) between decodes. They stay set for later
+ * forwards; a forward on a graph of another node count, or with dev_cap and
+ * another device count, is refused. n = 0 with NULL arrays clears them.
+ * Values that are negative or not finite are refused naming the index. */
+gopt_status gopt_policy_set_decoder_inputs(gopt_policy *p, int32_t n, int32_t ndev, const double *node_time,
+                                           const double *node_mem, const double *dev_cap, gopt_error *err);
+
 /* Per-node logits of the last forward for task t: (n, width) rows in node-id
  * order are copied into out; width = max_devices, sched_levels or
  * fusion_levels. Placement logits are the raw (unpooled, unmasked) ones. */
@@ -103,18 +121,25 @@ typedef struct {
     int32_t *fuse;
 } gopt_policy_actions;
 
-/* One-shot sample of every decision of the last forward (topological order,
- * one uniform draw per decision). */
+/* Sample every decision of the last forward, node by node in topological
+ * order, each conditioned on the decisions already made (the conditioned
+ * decoder, docs/policy.md): one uniform draw per decision. With memory
+ * inputs (gopt_policy_set_decoder_inputs) a unit's devices that it would
+ * overflow are masked whenever one device fits it. */
 gopt_status gopt_policy_sample(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *out, gopt_error *err);
-/* Argmax decoding (lowest index wins ties). */
+/* Argmax decoding, same order and masks (lowest index wins ties). */
 gopt_status gopt_policy_greedy(gopt_policy *p, gopt_policy_actions *out, gopt_error *err);
 
-/* Log-probability and entropy of the given actions under the last forward.
+/* Log-probability and entropy of the given actions under the last forward,
+ * teacher-forced: every conditioned term and memory mask is recomputed from
+ * the given actions by the rule the decoder uses, so this is exact for the
+ * decoder's distribution.
  * logp, ent: (GOPT_TASK_COUNT * n) or NULL, [t*n + v]. A colocation group's
  * placement term is carried by its first member in topological order; the
  * other members get 0. total_logp/total_ent (GOPT_TASK_COUNT + 1) or NULL:
  * per task, then the sum. An action out of range, on a masked device, or
- * splitting a colocation group is an error naming the node. */
+ * splitting a colocation group, or on a device its memory mask excludes, is
+ * an error naming the node. */
 gopt_status gopt_policy_logprob(gopt_policy *p, const gopt_policy_actions *a, float *logp, float *ent,
                                 double *total_logp, double *total_ent, gopt_error *err);
 
@@ -127,7 +152,9 @@ gopt_status gopt_policy_logprob(gopt_policy *p, const gopt_policy_actions *a, fl
 gopt_status gopt_policy_backward(gopt_policy *p, const gopt_policy_actions *a, const float *w_logp,
                                  const float *w_ent, gopt_error *err);
 /* The same for k action sets at once: J = sum_s sum_t sum_v w_logp[s*3n + t*n + v] * logp_t(v | a[s])
- * + sum_t sum_v w_ent[t*n+v] * ent_t(v); one network backward (it is linear in the logit gradients). */
+ * + sum_t sum_v w_ent[t*n+v] * ent_t(v | a[0]); the decoder's conditioned terms are replayed per
+ * action set (O(n ndev Hc) each), then ONE network backward (it is linear in the logit gradients
+ * and in the gradient of the scorer's node input). */
 gopt_status gopt_policy_backward_batch(gopt_policy *p, int k, const gopt_policy_actions *a, const float *w_logp,
                                        const float *w_ent, gopt_error *err);
 void gopt_policy_zero_grad(gopt_policy *p);

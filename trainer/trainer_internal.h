@@ -19,6 +19,8 @@ typedef struct {
     gopt_sim_scratch *scratch[TR_MAX_THREADS];
     float *feat;            /* (n, GOPT_POLICY_NFEAT) */
     int32_t *unit_first;    /* (n) first member (topological order) of v's colocation group, or v */
+    double *dec_in;         /* (2n + ndev) the decoder's inputs: node times, node memory, device
+                               capacities (gopt_go_decoder_inputs); built by the first tr_forward */
     int32_t rows;           /* learned decision rows: units (place) + n per other learned task */
     double ref;             /* reference step time (s) */
     char ref_method[64];
@@ -69,6 +71,8 @@ struct gopt_trainer {
     int32_t *sym;       /* (TR_MAX_SYM, GOPT_POLICY_MAX_DEVICES) device symmetries of a graph (scratch) */
 };
 
+/* The policy's forward on graph G with its decoder inputs (memory model) set. */
+gopt_status tr_forward(gopt_trainer *t, tr_graph *G, gopt_error *err);
 /* Actions of sample k of batch slot b. */
 gopt_policy_actions tr_actions(gopt_trainer *t, int b, int k);
 /* Make sure every scratch array fits n nodes. */
