@@ -346,16 +346,21 @@ static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err)
             if (Hc > 0) {
                 phi_features(p, &s, u, charge, phi);
                 const float *vh = A->vh_unit + (size_t)u * Hc;
+                float vb[POLICY_MAX_COND];
+                for (int k = 0; k < Hc; k++) vb[k] = vh[k] + p->P.cond_b[k];
                 for (int d = 0; d < nd; d++) {
                     if (!((mask >> d) & 1u)) continue;
                     const float *f = phi + (size_t)d * POLICY_NPHI;
                     float *h = th + (size_t)d * Hc, c = 0.0f;
-                    for (int k = 0; k < Hc; k++) {
-                        float pre = vh[k] + p->P.cond_b[k];
-                        for (int j = 0; j < POLICY_NPHI; j++) pre += f[j] * p->P.cond_u[j * Hc + k];
-                        h[k] = fast_tanh(pre);
-                        c += p->P.cond_w[k] * h[k];
+                    memcpy(h, vb, sizeof(float) * (size_t)Hc);
+                    for (int j = 0; j < POLICY_NPHI; j++) { /* most features are 0 (indicators, shares) */
+                        const float fj = f[j];
+                        if (fj == 0.0f) continue;
+                        const float *uj = p->P.cond_u + (size_t)j * Hc;
+                        for (int k = 0; k < Hc; k++) h[k] += fj * uj[k];
                     }
+                    for (int k = 0; k < Hc; k++) h[k] = fast_tanh(h[k]);
+                    for (int k = 0; k < Hc; k++) c += p->P.cond_w[k] * h[k];
                     z[d] += c;
                 }
             }
@@ -512,8 +517,7 @@ static gopt_status decode_backward_k(gopt_policy *p, int k, const gopt_policy_ac
     memset(B->dvh_unit, 0, sizeof(float) * (size_t)p->n_units * Hc);
     for (int s = 0; s < k; s++) {
         const float *wl = w_logp ? w_logp + (size_t)s * 3 * n : NULL, *we = s == 0 ? w_ent : NULL;
-        if (!wl && !we) continue;
-        replay_opts o = {0};
+        replay_opts o = {0}; /* replayed even without weights: it checks the memory masks */
         o.a = (gopt_policy_actions *)&a[s]; /* read only */
         o.wl = wl;
         o.we = we;
