@@ -110,7 +110,9 @@ gopt_status gopt_policy_set_decoder_inputs(gopt_policy *p, int32_t n, int32_t nd
 
 /* Per-node logits of the last forward for task t: (n, width) rows in node-id
  * order are copied into out; width = max_devices, sched_levels or
- * fusion_levels. Placement logits are the raw (unpooled, unmasked) ones. */
+ * fusion_levels. These are the unconditioned logits of the network's heads
+ * (placement: unpooled, unmasked); the decoder adds its conditioned terms
+ * while it decides. */
 gopt_status gopt_policy_logits(const gopt_policy *p, gopt_task t, float *out, gopt_error *err);
 
 /* Decisions for every node (node-id order). place: device 0..ndev-1, equal
