@@ -272,9 +272,10 @@ static void psi_features(const gopt_policy *p, const dec_state *s, int32_t v, in
     psi[4] = p->in_cap && p->in_mem ? (float)(s->mem[dv] / p->in_cap[dv]) : 0.0f;
 }
 
-/* Choose from a log-softmax row: one uniform when sampling, argmax (lowest
- * index on ties) when greedy. */
-static int choose(const float *lp, int w, uint32_t mask, gopt_rng *rng) {
+/* Choose from a row: one uniform over the log-softmax lp when sampling; when
+ * greedy, the argmax of the logits z (the most probable action; lowest index
+ * on ties), which needs no softmax. */
+static int choose(const float *lp, const float *z, int w, uint32_t mask, gopt_rng *rng) {
     int choice = -1;
     if (rng) {
         double r = gopt_rng_uniform(rng), cum = 0.0;
@@ -287,8 +288,8 @@ static int choose(const float *lp, int w, uint32_t mask, gopt_rng *rng) {
     } else {
         float best = -INFINITY;
         for (int j = 0; j < w; j++)
-            if (((mask >> j) & 1u) && (choice < 0 || lp[j] > best)) {
-                best = lp[j];
+            if (((mask >> j) & 1u) && (choice < 0 || z[j] > best)) {
+                best = z[j];
                 choice = j;
             }
     }
@@ -315,6 +316,7 @@ static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err)
     policy_bwd *B = &p->B;
     const int n = p->n, nd = p->ndev, W = p->width[GOPT_TASK_PLACE], Hc = p->cfg.cond_hidden, S = p->cfg.segment;
     const int has_mem = p->in_mem && p->in_cap;
+    const int need_lp = !o->decide || o->rng; /* greedy decoding needs no softmax */
     gopt_policy_actions *a = o->a;
     dec_state s;
     memset(&s, 0, sizeof s);
@@ -364,10 +366,11 @@ static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err)
                     z[d] += c;
                 }
             }
-            float ent = (float)gopt_logsoftmax_row(lp, z, W, mask);
+            float ent = need_lp ? (float)gopt_logsoftmax_row(lp, z, W, mask) : 0.0f;
             int x;
             if (o->decide) {
-                x = choose(lp, W, mask, o->rng);
+                x = choose(lp, z, W, mask, o->rng);
+                if (!need_lp) lp[x] = 0.0f;
             } else {
                 x = a->place[v];
                 if (!((mask >> x) & 1u))
@@ -422,9 +425,10 @@ static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err)
                 z[j] = zz;
             }
             const uint32_t mask = full_mask(w);
-            float ent = (float)gopt_logsoftmax_row(lp, z, w, mask);
+            float ent = need_lp ? (float)gopt_logsoftmax_row(lp, z, w, mask) : 0.0f;
             int32_t *act = action_array(a, t);
-            int x = o->decide ? choose(lp, w, mask, o->rng) : act[v];
+            int x = o->decide ? choose(lp, z, w, mask, o->rng) : act[v];
+            if (!need_lp) lp[x] = 0.0f;
             if (o->decide) act[v] = x;
             tl[t] += lp[x];
             te[t] += ent;
