@@ -38,8 +38,10 @@
 
 static uint32_t full_mask(int w) { return w >= 32 ? 0xffffffffu : (1u << w) - 1u; }
 
-/* tanh from the vectorizable exp; |x| clamped at 9, where tanh is 1 - 3e-8 */
+/* tanh from the vectorizable exp; |x| clamped at 9, where tanh is 1 - 3e-8;
+ * a NaN (non-finite parameters) passes through, never into the exp */
 static inline float fast_tanh(float x) {
+    if (x != x) return x;
     x = x > 9.0f ? 9.0f : x < -9.0f ? -9.0f : x;
     float e = gopt_fast_expf(2.0f * x);
     return (e - 1.0f) / (e + 1.0f);
