@@ -20,9 +20,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gopt_trainer.h"
 #include "gopt_zoo.h"
+
+/* CPU seconds of this process (all threads): on a loaded machine this says
+ * what the work costs when wall time is inflated by others. */
+static double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* 8 x V100-SXM2 (datasheet: 15.7 TFLOP/s fp32, 900 GB/s, 16 GB), NVLink-like uniform links. */
 static const char *PROFILE =
@@ -146,12 +155,13 @@ int main(int argc, char **argv) {
     printf("imitation warm start: %d steps in %.2f s (%.3f s/step)\n", o.imitate_steps, gopt_now_seconds() - t0,
            (gopt_now_seconds() - t0) / o.imitate_steps);
     t0 = gopt_now_seconds();
+    double c0 = cpu_seconds();
     CHECK(gopt_trainer_step(tr, &st, &err));
-    double t_step = gopt_now_seconds() - t0;
+    double t_step = gopt_now_seconds() - t0, c_step = cpu_seconds() - c0;
     double fb = t_fwd + t_bwd;
-    printf("PPO step (K=%d, %d epochs): %.2f s (target < 3 s for 10k nodes: %s); %d backward calls "
-           "(one per epoch, batched over the K samples), %d invalid samples\n",
-           K, E, t_step, t_step < 3.0 ? "met" : "NOT met", st.backward_calls, st.invalid);
+    printf("PPO step (K=%d, %d epochs): %.2f s (target < 3 s for 10k nodes: %s), cpu %.2f s (all threads); "
+           "%d backward calls (one per epoch, batched over the K samples), %d invalid samples\n",
+           K, E, t_step, t_step < 3.0 ? "met" : "NOT met", c_step, st.backward_calls, st.invalid);
     printf("  = %.1f forward+backward passes; the floor of %d forwards + %d backwards is %.2f s\n", t_step / fb, E + 1,
            E, (E + 1) * t_fwd + E * t_bwd);
     printf("  best sample %.4g ms = %.3fx reference, mean %.3fx\n", st.best_step_s * 1e3, st.best_rel, st.mean_rel);
@@ -167,11 +177,13 @@ int main(int argc, char **argv) {
         CHECK(gopt_trainer_add_graph(tr2, g2, ref, &err));
         gopt_trainer_stats st2;
         t0 = gopt_now_seconds();
+        double c2 = cpu_seconds();
         CHECK(gopt_trainer_step(tr2, &st2, &err));
         double t2 = gopt_now_seconds() - t0;
-        printf("  old path, one network backward per sample (--backward rounds): %.2f s, %d backward calls; "
-               "batched / per-sample %.2fx\n",
-               t2, st2.backward_calls, t_step / t2);
+        c2 = cpu_seconds() - c2;
+        printf("  old path, one network backward per sample (--backward rounds): %.2f s, cpu %.2f s, %d backward "
+               "calls; batched / per-sample %.2fx wall, %.2fx cpu\n",
+               t2, c2, st2.backward_calls, t_step / t2, c_step / c2);
         gopt_trainer_free(tr2);
     }
 
