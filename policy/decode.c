@@ -187,6 +187,9 @@ typedef struct {
     float *logp, *ent;     /* (3n) or NULL: per decision, node-id order */
     double *tl, *te;       /* (3) or NULL: totals per task */
     const float *wl, *we;  /* gradient weights (3n) or NULL; grad = 1 to accumulate */
+    gopt_policy_weight_fn wfn; /* or weights from the rows' log-probabilities (wl unused) */
+    void *wctx;
+    int set;               /* action set index passed to wfn */
     int grad;
 } replay_opts;
 
@@ -385,7 +388,8 @@ static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err)
             te[GOPT_TASK_PLACE] += ent;
             if (o->logp) o->logp[v] = lp[x];
             if (o->ent) o->ent[v] = ent;
-            float wl = o->wl ? o->wl[v] : 0.0f, we = o->we ? o->we[v] : 0.0f;
+            float wl = o->wfn ? o->wfn(o->wctx, o->set, GOPT_TASK_PLACE, v, lp[x]) : o->wl ? o->wl[v] : 0.0f;
+            float we = o->we ? o->we[v] : 0.0f;
             if (o->grad && (wl != 0.0f || we != 0.0f)) {
                 row_grad(dz, lp, W, mask, x, wl, we, ent);
                 float *dp = B->dpooled + (size_t)u * W;
@@ -436,7 +440,10 @@ static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err)
             te[t] += ent;
             if (o->logp) o->logp[(size_t)t * n + v] = lp[x];
             if (o->ent) o->ent[(size_t)t * n + v] = ent;
-            float wl = o->wl ? o->wl[(size_t)t * n + v] : 0.0f, we = o->we ? o->we[(size_t)t * n + v] : 0.0f;
+            float wl = o->wfn   ? o->wfn(o->wctx, o->set, t, v, lp[x])
+                       : o->wl ? o->wl[(size_t)t * n + v]
+                               : 0.0f;
+            float we = o->we ? o->we[(size_t)t * n + v] : 0.0f;
             if (o->grad && (wl != 0.0f || we != 0.0f)) {
                 row_grad(dz, lp, w, mask, x, wl, we, ent);
                 float *dl = B->dlogits[t] + (size_t)i * w;
@@ -479,6 +486,20 @@ gopt_status gopt_policy_sample(gopt_policy *p, gopt_rng *rng, gopt_policy_action
     return decide(p, rng, out, err);
 }
 
+gopt_status gopt_policy_sample_scored(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *out, float *logp,
+                                      float *ent, gopt_error *err) {
+    if (!rng) return gopt_error_set(err, GOPT_EINVAL, "policy sample: no RNG");
+    gopt_status st = need_forward(p, out, "sample", err);
+    if (st) return st;
+    replay_opts o = {0};
+    o.rng = rng;
+    o.decide = 1;
+    o.a = out;
+    o.logp = logp;
+    o.ent = ent;
+    return replay(p, &o, err);
+}
+
 gopt_status gopt_policy_greedy(gopt_policy *p, gopt_policy_actions *out, gopt_error *err) {
     return decide(p, NULL, out, err);
 }
@@ -511,7 +532,8 @@ gopt_status gopt_policy_logprob(gopt_policy *p, const gopt_policy_actions *a, fl
 /* Accumulate the logit (and scorer) gradients of k action sets (weights
  * (k, 3n) in w_logp; entropy weights w_ent ride on set 0's replay). */
 static gopt_status decode_backward_k(gopt_policy *p, int k, const gopt_policy_actions *a, const float *w_logp,
-                                     const float *w_ent, gopt_error *err) {
+                                     gopt_policy_weight_fn wfn, void *wctx, const float *w_ent, float *ent0,
+                                     gopt_error *err) {
     gopt_status st;
     for (int s = 0; s < k; s++)
         if ((st = policy_check_actions(p, &a[s], err))) return st;
@@ -527,6 +549,10 @@ static gopt_status decode_backward_k(gopt_policy *p, int k, const gopt_policy_ac
         o.a = (gopt_policy_actions *)&a[s]; /* read only */
         o.wl = wl;
         o.we = we;
+        o.wfn = wfn;
+        o.wctx = wctx;
+        o.set = s;
+        o.ent = s == 0 ? ent0 : NULL;
         o.grad = 1;
         if ((st = replay(p, &o, err))) return st;
     }
@@ -542,7 +568,7 @@ static gopt_status decode_backward_k(gopt_policy *p, int k, const gopt_policy_ac
 
 gopt_status policy_decode_backward(gopt_policy *p, const gopt_policy_actions *a, const float *w_logp,
                                    const float *w_ent, gopt_error *err) {
-    return decode_backward_k(p, 1, a, w_logp, w_ent, err);
+    return decode_backward_k(p, 1, a, w_logp, NULL, NULL, w_ent, NULL, err);
 }
 
 gopt_status gopt_policy_backward_batch(gopt_policy *p, int k, const gopt_policy_actions *a, const float *w_logp,
@@ -551,7 +577,19 @@ gopt_status gopt_policy_backward_batch(gopt_policy *p, int k, const gopt_policy_
     gopt_status st = need_forward(p, &a[0], "backward", err);
     if (st) return st;
     if ((st = gopt_policy_reserve(p, p->n, p->fz->m, 1, err))) return st;
-    if ((st = decode_backward_k(p, k, a, w_logp, w_ent, err))) return st;
+    if ((st = decode_backward_k(p, k, a, w_logp, NULL, NULL, w_ent, NULL, err))) return st;
+    policy_network_backward(p);
+    return GOPT_OK;
+}
+
+gopt_status gopt_policy_backward_batch_fn(gopt_policy *p, int k, const gopt_policy_actions *a,
+                                          gopt_policy_weight_fn wfn, void *ctx, const float *w_ent, float *ent0,
+                                          gopt_error *err) {
+    if (k < 1 || !a || !wfn) return gopt_error_set(err, GOPT_EINVAL, "policy backward batch: k = %d", k);
+    gopt_status st = need_forward(p, &a[0], "backward", err);
+    if (st) return st;
+    if ((st = gopt_policy_reserve(p, p->n, p->fz->m, 1, err))) return st;
+    if ((st = decode_backward_k(p, k, a, NULL, wfn, ctx, w_ent, ent0, err))) return st;
     policy_network_backward(p);
     return GOPT_OK;
 }

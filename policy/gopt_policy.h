@@ -129,6 +129,11 @@ typedef struct {
  * inputs (gopt_policy_set_decoder_inputs) a unit's devices that it would
  * overflow are masked whenever one device fits it. */
 gopt_status gopt_policy_sample(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *out, gopt_error *err);
+/* The same, also writing the log-probability and entropy of every sampled
+ * decision into logp and ent ((3n) or NULL, as gopt_policy_logprob), which
+ * saves the logprob replay. */
+gopt_status gopt_policy_sample_scored(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *out, float *logp,
+                                      float *ent, gopt_error *err);
 /* Argmax decoding, same order and masks (lowest index wins ties). */
 gopt_status gopt_policy_greedy(gopt_policy *p, gopt_policy_actions *out, gopt_error *err);
 
@@ -159,6 +164,15 @@ gopt_status gopt_policy_backward(gopt_policy *p, const gopt_policy_actions *a, c
  * and in the gradient of the scorer's node input). */
 gopt_status gopt_policy_backward_batch(gopt_policy *p, int k, const gopt_policy_actions *a, const float *w_logp,
                                        const float *w_ent, gopt_error *err);
+/* The same with each decision's weight computed from its own current log-probability during the
+ * replay: w = wfn(ctx, s, t, v, logp_t(v | a[s])) (only decisions that carry a term are asked: a
+ * colocation group's placement at its first member). For PPO, whose weight of a decision is a
+ * function of that decision's ratio, this saves the logprob replay before the backward. ent0 (3n)
+ * or NULL receives the entropies of set 0's decisions (as gopt_policy_logprob). */
+typedef float (*gopt_policy_weight_fn)(void *ctx, int set, int task, int32_t node, float logp);
+gopt_status gopt_policy_backward_batch_fn(gopt_policy *p, int k, const gopt_policy_actions *a,
+                                          gopt_policy_weight_fn wfn, void *ctx, const float *w_ent, float *ent0,
+                                          gopt_error *err);
 void gopt_policy_zero_grad(gopt_policy *p);
 
 /* ---- Adam ------------------------------------------------------------------ */

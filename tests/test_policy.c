@@ -1086,6 +1086,20 @@ static void test_small_sizes(void **state) {
 
 /* gopt_policy_backward_batch equals the sum of one backward per action set
  * (the network backward is linear in the logit gradients). */
+typedef struct {
+    const float *w;
+    int n, calls;
+    double sum0; /* log-probabilities handed over for set 0 */
+} wfn_ctx;
+
+/* The weight array's entry; sums the log-probabilities it is given for set 0. */
+static float lookup_weight(void *ctx, int set, int task, int32_t v, float logp) {
+    wfn_ctx *c = ctx;
+    c->calls++;
+    if (set == 0) c->sum0 += logp;
+    return c->w[(size_t)set * 3 * c->n + (size_t)task * c->n + v];
+}
+
 static void test_backward_batch(void **state) {
     (void)state;
     enum { N = 31, K = 3 };
@@ -1154,6 +1168,24 @@ static void test_backward_batch(void **state) {
     if (maxdiff > 1e-4 * maxabs) print_error("batch backward differs: max |diff| %g, max |grad| %g\n", maxdiff, maxabs);
     assert_true(maxdiff <= 1e-4 * maxabs);
     assert_int_equal(gopt_policy_backward_batch(p, 0, as, w, we, &err), GOPT_EINVAL);
+    /* weights from a callback during the replay: the same gradient, and the callback sees
+     * each decision's log-probability */
+    gopt_policy_zero_grad(p);
+    wfn_ctx wc = {w, N, 0, 0.0};
+    float ent0[3 * N], ent_lp[3 * N];
+    assert_int_equal(gopt_policy_backward_batch_fn(p, K, as, lookup_weight, &wc, we, ent0, &err), GOPT_OK);
+    double tl0[4];
+    assert_int_equal(gopt_policy_logprob(p, &as[0], NULL, ent_lp, tl0, NULL, &err), GOPT_OK);
+    assert_true(fabs(wc.sum0 - tl0[3]) <= 1e-4 * fabs(tl0[3]) + 1e-6); /* each decision's own logp */
+    assert_memory_equal(ent0, ent_lp, sizeof ent0);                     /* set 0's entropies */
+    for (int i = 0, off = 0; i < nt; i++) {
+        const char *name;
+        float *prm, *grd;
+        size_t cnt;
+        gopt_policy_tensor(p, i, &name, &prm, &grd, &cnt);
+        for (size_t j = 0; j < cnt; j++) assert_true(fabs((double)grd[j] - ref[off + j]) <= 1e-4 * maxabs);
+        off += (int)cnt;
+    }
     dec_inputs_free(&di);
     for (int k = 0; k < K; k++) free(ab[k].buf);
     free(ref);
@@ -1218,6 +1250,16 @@ static void test_conditioned_decoder(void **state) {
         assert_true(isfinite(tl[3]) && tl[3] < 0);
     }
     assert_true(bound > 0); /* the masks did exclude devices */
+    { /* a scored sample reports what logprob computes */
+        gopt_rng r1;
+        gopt_rng_seed(&r1, 77);
+        float ls[3 * N], es[3 * N], ll[3 * N], el[3 * N];
+        assert_int_equal(gopt_policy_sample_scored(p, &r1, &a1.a, ls, es, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_logprob(p, &a1.a, ll, el, NULL, NULL, &err), GOPT_OK);
+        assert_memory_equal(ls, ll, sizeof ls);
+        assert_memory_equal(es, el, sizeof es);
+        assert_int_equal(gopt_policy_sample_scored(p, NULL, &a1.a, ls, es, &err), GOPT_EINVAL);
+    }
     /* greedy: memory rule, and each row is the argmax given its earlier decisions.
      * A schedule or fusion action conditions nothing else: changing it moves its own row only. */
     assert_int_equal(gopt_policy_greedy(p, &a1.a, &err), GOPT_OK);

@@ -69,17 +69,6 @@ static gopt_status per_sample_backward(gopt_trainer *t, int b, const float *went
     return GOPT_OK;
 }
 
-/* One network backward for all K samples of slot b: the backward is linear
- * in the logit gradients, so the policy sums the K weighted action sets'
- * gradients first (gopt_policy_backward_batch). Weights t->w_k are (K, 3n),
- * zero on rows the trainer does not learn; entropy weights ride once. */
-static gopt_status batched_backward(gopt_trainer *t, int b, const float *went, int *calls, gopt_error *err) {
-    gopt_policy_actions as[GOPT_TRAINER_MAX_SAMPLES];
-    for (int k = 0; k < t->o.samples; k++) as[k] = tr_actions(t, b, k);
-    *calls += 1;
-    return gopt_policy_backward_batch(t->pol, t->o.samples, as, t->w_k, went, err);
-}
-
 /* Sample K solutions of the selected graph in slot b, simulate and reward
  * them, fill t->adv and the stats. */
 static gopt_status rollout(gopt_trainer *t, int b, gopt_trainer_stats *st, double *ent_sum, gopt_error *err) {
@@ -92,9 +81,8 @@ static gopt_status rollout(gopt_trainer *t, int b, gopt_trainer_stats *st, doubl
     if ((s = tr_decisions_for(t, n, err))) return s;
     for (int k = 0; k < K; k++) {
         gopt_policy_actions a = tr_actions(t, b, k);
-        if ((s = gopt_policy_sample(t->pol, &t->rng, &a, err))) return s;
         float *olp = t->old_logp + ((size_t)b * K + (size_t)k) * 3 * N;
-        if ((s = gopt_policy_logprob(t->pol, &a, olp, k == 0 ? t->ent : NULL, NULL, NULL, err))) return s;
+        if ((s = gopt_policy_sample_scored(t->pol, &t->rng, &a, olp, k == 0 ? t->ent : NULL, err))) return s;
         if ((s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, &a, &t->dec[k], t->group, err))) return s;
     }
     double es = 0;
@@ -138,6 +126,16 @@ static gopt_status rollout(gopt_trainer *t, int b, gopt_trainer_stats *st, doubl
     return GOPT_OK;
 }
 
+/* Entropy weights -beta/M on every learned row of slot b's graph (t->rent). */
+static void entropy_weights(gopt_trainer *t, tr_graph *G) {
+    const int32_t n = G->fz->n;
+    const float we = -(float)(t->o.entropy_coef / (G->rows ? G->rows : 1));
+    memset(t->rent, 0, sizeof(float) * 3 * (size_t)n);
+    for (int task = 0; task < GOPT_TASK_COUNT; task++)
+        for (int32_t v = 0; v < n; v++)
+            if (row_learned(t, G, task, v)) t->rent[(size_t)task * n + v] = we;
+}
+
 /* Per-decision weights of every sample for the current forward of slot b;
  * adds the graph's loss to *loss. */
 static gopt_status ppo_weights(gopt_trainer *t, int b, double *loss, gopt_error *err) {
@@ -170,17 +168,60 @@ static gopt_status ppo_weights(gopt_trainer *t, int b, double *loss, gopt_error 
             }
     }
     /* entropy bonus: weights -beta/M on every learned row */
-    const float we = -(float)(t->o.entropy_coef / (G->rows ? G->rows : 1));
-    memset(t->rent, 0, sizeof(float) * T3);
+    entropy_weights(t, G);
     double es = 0;
     for (int task = 0; task < GOPT_TASK_COUNT; task++)
         for (int32_t v = 0; v < n; v++)
-            if (row_learned(t, G, task, v)) {
-                t->rent[(size_t)task * n + v] = we;
-                es += t->ent[(size_t)task * n + v];
-            }
+            if (row_learned(t, G, task, v)) es += t->ent[(size_t)task * n + v];
     L -= t->o.entropy_coef * es / (G->rows ? G->rows : 1);
     *loss += L;
+    return GOPT_OK;
+}
+
+/* The batched path's PPO weights, computed inside the policy's backward
+ * replay from each decision's current log-probability (the same formulas as
+ * ppo_weights; one replay per sample instead of a logprob replay and a
+ * backward replay). */
+typedef struct {
+    gopt_trainer *t;
+    tr_graph *G;
+    int b;
+    double inv, L;
+} ppo_fused;
+
+static float ppo_weight(void *ctx, int k, int task, int32_t v, float logp) {
+    ppo_fused *c = ctx;
+    gopt_trainer *t = c->t;
+    if (!row_learned(t, c->G, task, v)) return 0.0f;
+    const int K = t->o.samples;
+    const float A = t->adv[(size_t)c->b * K + k];
+    if (A == 0.0f) return 0.0f;
+    const size_t i = (size_t)task * c->G->fz->n + v;
+    const float olp = t->old_logp[((size_t)c->b * K + (size_t)k) * 3 * (size_t)t->cap_n + i];
+    const float eps = t->o.clip_eps;
+    double r = exp((double)logp - (double)olp);
+    double rc = r < 1.0 - eps ? 1.0 - eps : r > 1.0 + eps ? 1.0 + eps : r;
+    double u = r * A, cl = rc * A;
+    c->L -= (u < cl ? u : cl) * c->inv;
+    int active = A > 0 ? r <= 1.0 + eps : r >= 1.0 - eps;
+    return active ? (float)(-A * r * c->inv) : 0.0f;
+}
+
+static gopt_status fused_backward(gopt_trainer *t, int b, double *loss, int *calls, gopt_error *err) {
+    tr_graph *G = &t->graphs[t->sel[b]];
+    const int32_t n = G->fz->n;
+    gopt_policy_actions as[GOPT_TRAINER_MAX_SAMPLES];
+    for (int k = 0; k < t->o.samples; k++) as[k] = tr_actions(t, b, k);
+    ppo_fused c = {t, G, b, 1.0 / ((double)t->o.samples * (G->rows ? G->rows : 1)), 0.0};
+    entropy_weights(t, G);
+    gopt_status s = gopt_policy_backward_batch_fn(t->pol, t->o.samples, as, ppo_weight, &c, t->rent, t->ent, err);
+    if (s) return s;
+    *calls += 1;
+    double es = 0;
+    for (int task = 0; task < GOPT_TASK_COUNT; task++)
+        for (int32_t v = 0; v < n; v++)
+            if (row_learned(t, G, task, v)) es += t->ent[(size_t)task * n + v];
+    *loss += c.L - t->o.entropy_coef * es / (G->rows ? G->rows : 1);
     return GOPT_OK;
 }
 
@@ -234,11 +275,14 @@ gopt_status tr_ppo_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err
             /* with one graph the first epoch reuses the rollout's forward */
             if (e > 0 || t->nsel > 1)
                 if ((s = tr_forward(t, G, err))) return s;
-            if ((s = ppo_weights(t, b, &loss, err))) return s;
-            if (!isfinite(loss)) break;
-            if ((s = t->o.backward_rounds ? per_sample_backward(t, b, t->rent, &st->backward_calls, err)
-                                          : batched_backward(t, b, t->rent, &st->backward_calls, err)))
-                return s;
+            if (t->o.backward_rounds) { /* the reference path: logprob replays, weights, K backwards */
+                if ((s = ppo_weights(t, b, &loss, err))) return s;
+                if (!isfinite(loss)) break;
+                if ((s = per_sample_backward(t, b, t->rent, &st->backward_calls, err))) return s;
+            } else { /* weights inside the one batched backward (a non-finite loss skips the update) */
+                if ((s = fused_backward(t, b, &loss, &st->backward_calls, err))) return s;
+                if (!isfinite(loss)) break;
+            }
         }
         st->loss = loss;
         if ((s = apply_update(t, loss, t->o.adam.lr, st, err))) return s;
