@@ -3,15 +3,17 @@
  *
  * Flow of one step: gopt_policy_features() builds the (n, GOPT_POLICY_NFEAT)
  * node features of a frozen graph; gopt_policy_forward() runs the network and
- * keeps every activation plus the per-task log-softmax; then any of
- * gopt_policy_sample / _greedy / _logprob read that state, and
+ * keeps every activation and the heads' logits; then any of
+ * gopt_policy_sample / _greedy / _logprob run the conditioned decoder over
+ * that state (node by node, on the decisions already made), and
  * gopt_policy_backward() accumulates the gradient of a weighted sum of
  * per-node log-probabilities and entropies into the parameter gradients.
  * gopt_policy_adam_step() applies them. Docs: docs/policy.md.
  *
  * The policy knows nothing of the simulator or the cost model: the caller
- * passes the device count, optional per-node device masks and the per-node
- * predicted time on the reference device.
+ * passes the device count, optional per-node device masks, the per-node
+ * predicted time on the reference device and, for the decoder, per-node
+ * memory charges and per-device capacities (gopt_policy_set_decoder_inputs).
  *
  * Every array indexed by node uses node ids (0..n-1) of the frozen graph.
  * Cost of a forward: O(n * D * (D + S)) flops per layer plus O(m * D) for
