@@ -1,8 +1,11 @@
 /* bench/policy.c: speed and memory of the GO policy network with the default
  * sizes, against OpenBLAS sgemm on a 1024^3 product measured in the same run.
  *
- * Prints: sgemm 1024^3 GFLOP/s; forward time over an 80,000-node graph
- * (target < 1.0 s); forward + backward over a 10,000-node graph (< 1.0 s);
+ * Prints: sgemm 1024^3 GFLOP/s; forward time over an 80,000-node graph,
+ * the conditioned decoder's greedy decode and sample on it (memory masks
+ * set, every device holding 1.1x its share), forward + greedy (target
+ * < 1.0 s) and the decode without the scorer (cond_hidden = 0) as the old
+ * path's reference; forward + sample + backward over a 10,000-node graph (< 1.0 s);
  * peak resident memory (getrusage maxrss, < 4 GB); achieved GFLOP/s of both
  * and the ratio to sgemm (target >= 0.5); and a bit-for-bit determinism check
  * (two forward+backward runs from the same seed give identical logits,
@@ -164,6 +167,7 @@ typedef struct {
     gopt_graph *g;
     const gopt_frozen *fz;
     float *feat, *pred, *wl, *we;
+    double *time, *mem, *cap; /* the conditioned decoder's inputs */
     int32_t *acts;
     gopt_policy_actions a;
     int ndev;
@@ -183,8 +187,17 @@ static void bench_graph_init(bench_graph *b, int n, uint64_t seed, int ndev) {
     b->a.place = b->acts;
     b->a.sched = b->acts + n;
     b->a.fuse = b->acts + 2 * n;
-    for (int v = 0; v < n; v++) /* a roofline-ish stand-in for the cost model */
+    b->time = malloc(sizeof(double) * (size_t)n);
+    b->mem = malloc(sizeof(double) * (size_t)n);
+    b->cap = malloc(sizeof(double) * (size_t)ndev);
+    double tot = 0;
+    for (int v = 0; v < n; v++) { /* a roofline-ish stand-in for the cost model */
         b->pred[v] = (float)(5e-6 + b->fz->flops[v] / 1e13 + b->fz->out_bytes[v] / 5e11);
+        b->time[v] = b->pred[v];
+        b->mem[v] = b->fz->param_bytes[v] + b->fz->out_bytes[v];
+        tot += b->mem[v];
+    }
+    for (int k = 0; k < ndev; k++) b->cap[k] = 1.1 * tot / ndev; /* tight: the memory masks bind */
     for (int i = 0; i < 3 * n; i++) {
         b->wl[i] = (i % 3 == 0 ? 1.0f : -0.5f) / n; /* PPO-like advantages */
         b->we[i] = 0.01f / n;
@@ -198,6 +211,9 @@ static void bench_graph_init(bench_graph *b, int n, uint64_t seed, int ndev) {
 static void bench_graph_free(bench_graph *b) {
     free(b->feat);
     free(b->pred);
+    free(b->time);
+    free(b->mem);
+    free(b->cap);
     free(b->wl);
     free(b->we);
     free(b->acts);
@@ -215,6 +231,11 @@ static uint64_t fnv(const void *data, size_t n, uint64_t h) {
     const unsigned char *p = data;
     for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
     return h;
+}
+
+static void set_inputs(gopt_policy *p, bench_graph *b) {
+    gopt_error err;
+    check(gopt_policy_set_decoder_inputs(p, b->fz->n, b->ndev, b->time, b->mem, b->cap, &err), &err);
 }
 
 /* forward + sample + backward from seed; returns a hash of logits, actions, grads */
@@ -283,6 +304,7 @@ int main(int argc, char **argv) {
     bench_graph_init(&bg, big, 11, 8);
     printf("graph: %d nodes, %d edges (generated + features in %.2f s)\n", bg.fz->n, bg.fz->m,
            gopt_now_seconds() - t0);
+    set_inputs(p, &bg);
     double best = 1e30, sum = 0, cpu_best = 1e30;
     for (int r = 0; r <= reps; r++) {
         double c = cpu_seconds(), t = gopt_now_seconds();
@@ -302,18 +324,57 @@ int main(int argc, char **argv) {
            ff / cpu_best / 1e9 / ref_cpu);
     gopt_rng rng;
     gopt_rng_seed(&rng, 5);
-    double ts = gopt_now_seconds();
-    check(gopt_policy_sample(p, &rng, &bg.a, &err), &err);
-    printf("sample %d nodes: %.3f s\n", bg.fz->n, gopt_now_seconds() - ts);
+    /* the conditioned decoder: greedy and sample, node by node, with memory masks */
+    double tg = 1e30, tsm = 1e30, cg = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double c = cpu_seconds(), t = gopt_now_seconds();
+        check(gopt_policy_greedy(p, &bg.a, &err), &err);
+        t = gopt_now_seconds() - t;
+        c = cpu_seconds() - c;
+        tg = t < tg ? t : tg;
+        cg = c < cg ? c : cg;
+        t = gopt_now_seconds();
+        check(gopt_policy_sample(p, &rng, &bg.a, &err), &err);
+        t = gopt_now_seconds() - t;
+        tsm = t < tsm ? t : tsm;
+    }
+    printf("decode %d nodes (conditioned, Hc=%d, memory masks): greedy %.3f s (cpu %.3f s), sample %.3f s\n",
+           bg.fz->n, cfg.cond_hidden, tg, cg, tsm);
+    printf("forward + greedy decode %d nodes: %.3f s (target < 1.0 s: %s); cpu %.3f s\n", bg.fz->n, best + tg,
+           best + tg < 1.0 ? "met" : "NOT met", cpu_best + cg);
     printf("peak memory after the %d-node forward: %.0f MB resident (maxrss; target < 4096 MB); policy holds %.0f MB\n",
            bg.fz->n, maxrss_mb(), gopt_policy_memory_bytes(p) / 1048576.0);
+    gopt_policy_free(p); /* the old path's policy below needs its own activations */
+    p = NULL;
+    {
+        /* the old path in the same run: the scorer off (cond_hidden = 0, memory masks kept) */
+        gopt_policy_config c0 = cfg;
+        c0.cond_hidden = 0;
+        gopt_policy *q = NULL;
+        check(gopt_policy_create(&q, &c0, 1, &err), &err);
+        set_inputs(q, &bg);
+        check(gopt_policy_forward(q, bg.fz, bg.feat, bg.ndev, NULL, &err), &err);
+        double tq = 1e30, cq = 1e30;
+        for (int r = 0; r < reps; r++) {
+            double c = cpu_seconds(), t = gopt_now_seconds();
+            check(gopt_policy_greedy(q, &bg.a, &err), &err);
+            t = gopt_now_seconds() - t;
+            c = cpu_seconds() - c;
+            tq = t < tq ? t : tq;
+            cq = c < cq ? c : cq;
+        }
+        printf("  greedy decode without the scorer (cond_hidden = 0): %.3f s (cpu %.3f s); conditioned / "
+               "unconditioned %.2fx wall, %.2fx cpu; decode share of forward + decode %.1f%% (cpu %.1f%%)\n",
+               tq, cq, tg / tq, cg / cq, 100.0 * tg / (best + tg), 100.0 * cg / (cpu_best + cg));
+        gopt_policy_free(q);
+    }
     bench_graph_free(&bg);
-    gopt_policy_free(p);
 
     /* ---- forward + backward over the small graph ---- */
     check(gopt_policy_create(&p, &cfg, 1, &err), &err);
     bench_graph sg;
     bench_graph_init(&sg, small, 12, 4);
+    set_inputs(p, &sg);
     printf("graph: %d nodes, %d edges\n", sg.fz->n, sg.fz->m);
     best = 1e30;
     sum = 0;

@@ -20,9 +20,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gopt_trainer.h"
 #include "gopt_zoo.h"
+
+/* CPU seconds of this process (all threads): on a loaded machine this says
+ * what the work costs when wall time is inflated by others. */
+static double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* 8 x V100-SXM2 (datasheet: 15.7 TFLOP/s fp32, 900 GB/s, 16 GB), NVLink-like uniform links. */
 static const char *PROFILE =
@@ -96,13 +105,32 @@ int main(int argc, char **argv) {
     float *w = calloc(3 * (size_t)n, sizeof(float));
     if (!feat || !buf || !w) return 1;
     CHECK(gopt_policy_features(fz, 8, NULL, feat, &err));
+    gopt_sim *sim = NULL;
+    gopt_sim_scratch *scr = NULL;
+    CHECK(gopt_sim_create(gopt_trainer_graph(tr, 0), cm, &sim, &err));
+    CHECK(gopt_sim_scratch_create(sim, &scr, &err));
+    /* the decoder's inputs as the trainer sets them (the baselines' memory model) */
+    double *din = malloc(sizeof(double) * (2 * (size_t)n + 8));
+    if (!din) return 1;
+    gopt_bl_problem bp = {0};
+    bp.graph = gopt_trainer_graph(tr, 0);
+    bp.cm = cm;
+    bp.cost = gopt_sim_cost_table(sim);
+    bp.ndev = 8;
+    gopt_go_decoder_inputs(&bp, din, din + n, din + 2 * (size_t)n);
+    CHECK(gopt_policy_set_decoder_inputs(pol, n, 8, din, din + n, din + 2 * (size_t)n, &err));
     t0 = gopt_now_seconds();
     CHECK(gopt_policy_forward(pol, fz, feat, 8, NULL, &err));
     double t_fwd = gopt_now_seconds() - t0;
     gopt_policy_actions a = {buf, buf + n, buf + 2 * (size_t)n};
     gopt_rng rng;
     gopt_rng_seed(&rng, 3);
+    t0 = gopt_now_seconds();
     CHECK(gopt_policy_sample(pol, &rng, &a, &err));
+    double t_sample = gopt_now_seconds() - t0;
+    t0 = gopt_now_seconds();
+    CHECK(gopt_policy_logprob(pol, &a, NULL, NULL, NULL, NULL, &err));
+    double t_logp = gopt_now_seconds() - t0;
     for (size_t i = 0; i < 3 * (size_t)n; i++) w[i] = -1e-4f;
     t0 = gopt_now_seconds();
     CHECK(gopt_policy_backward(pol, &a, w, NULL, &err));
@@ -112,14 +140,13 @@ int main(int argc, char **argv) {
     gopt_sim_result res;
     CHECK(gopt_decisions_init(&d, n, &err));
     CHECK(gopt_trainer_greedy(tr, 0, &d, &res, &err)); /* includes a forward */
-    gopt_sim *sim = NULL;
-    gopt_sim_scratch *scr = NULL;
-    CHECK(gopt_sim_create(gopt_trainer_graph(tr, 0), cm, &sim, &err));
-    CHECK(gopt_sim_scratch_create(sim, &scr, &err));
     t0 = gopt_now_seconds();
     CHECK(gopt_sim_run(sim, &d, &res, scr, &err));
     double t_sim = gopt_now_seconds() - t0;
-    printf("references: forward %.3f s, backward %.3f s, one simulation %.4f s\n", t_fwd, t_bwd, t_sim);
+    printf("references: forward %.3f s, backward %.3f s (its decoder replay included), one simulation %.4f s\n", t_fwd,
+           t_bwd, t_sim);
+    printf("conditioned decoder (Hc=%d, memory masks): one sample %.3f s, one teacher-forced logprob %.3f s\n",
+           pc.cond_hidden, t_sample, t_logp);
 
     /* warm start (imitation), then the timed PPO step */
     gopt_trainer_stats st;
@@ -128,15 +155,37 @@ int main(int argc, char **argv) {
     printf("imitation warm start: %d steps in %.2f s (%.3f s/step)\n", o.imitate_steps, gopt_now_seconds() - t0,
            (gopt_now_seconds() - t0) / o.imitate_steps);
     t0 = gopt_now_seconds();
+    double c0 = cpu_seconds();
     CHECK(gopt_trainer_step(tr, &st, &err));
-    double t_step = gopt_now_seconds() - t0;
+    double t_step = gopt_now_seconds() - t0, c_step = cpu_seconds() - c0;
     double fb = t_fwd + t_bwd;
-    printf("PPO step (K=%d, %d epochs): %.2f s (target < 3 s for 10k nodes: %s); %d backward calls "
-           "(one per epoch, batched over the K samples), %d invalid samples\n",
-           K, E, t_step, t_step < 3.0 ? "met" : "NOT met", st.backward_calls, st.invalid);
+    printf("PPO step (K=%d, %d epochs): %.2f s (target < 3 s for 10k nodes: %s), cpu %.2f s (all threads); "
+           "%d backward calls (one per epoch, batched over the K samples), %d invalid samples\n",
+           K, E, t_step, t_step < 3.0 ? "met" : "NOT met", c_step, st.backward_calls, st.invalid);
     printf("  = %.1f forward+backward passes; the floor of %d forwards + %d backwards is %.2f s\n", t_step / fb, E + 1,
            E, (E + 1) * t_fwd + E * t_bwd);
     printf("  best sample %.4g ms = %.3fx reference, mean %.3fx\n", st.best_step_s * 1e3, st.best_rel, st.mean_rel);
+    {
+        /* the old path in the same run: one network backward per sample (--backward rounds) */
+        gopt_trainer_options orr = o;
+        orr.imitate_steps = 0;
+        orr.backward_rounds = 1;
+        gopt_trainer *tr2 = NULL;
+        CHECK(gopt_trainer_create(&tr2, pol, cm, &orr, &err));
+        gopt_graph *g2 = synth(nodes, 1, "bench_a", &err);
+        if (!g2) CHECK(GOPT_EINVAL);
+        CHECK(gopt_trainer_add_graph(tr2, g2, ref, &err));
+        gopt_trainer_stats st2;
+        t0 = gopt_now_seconds();
+        double c2 = cpu_seconds();
+        CHECK(gopt_trainer_step(tr2, &st2, &err));
+        double t2 = gopt_now_seconds() - t0;
+        c2 = cpu_seconds() - c2;
+        printf("  old path, one network backward per sample (--backward rounds): %.2f s, cpu %.2f s, %d backward "
+               "calls; batched / per-sample %.2fx wall, %.2fx cpu\n",
+               t2, c2, st2.backward_calls, t_step / t2, c_step / c2);
+        gopt_trainer_free(tr2);
+    }
 
     /* fine-tuning on a held-out graph of the same size */
     gopt_trainer_options of = o;
@@ -179,5 +228,6 @@ int main(int argc, char **argv) {
     free(feat);
     free(buf);
     free(w);
+    free(din);
     return 0;
 }

@@ -1,16 +1,35 @@
-/* decode.c: from the heads' logits to decisions, log-probabilities and
- * entropies, and the gradient of their weighted sum with respect to the
- * logits.
+/* decode.c: the conditioned decoder: from the heads' logits and the
+ * decisions already made to decisions, log-probabilities, entropies, and
+ * the gradient of their weighted sum with respect to the logits and the
+ * decoder's own weights.
+ *
+ * The trunk (network.c) is computed once per forward and does not depend on
+ * any action. The decoder then visits the nodes in topological order and
+ * keeps a running state of what it decided: the device of every decided
+ * node, each device's committed compute (sum of node times) and memory, the
+ * devices of the previous segment's nodes and of the previous node.
  *
  * Placement is decided per unit: a colocation group is one unit (its
- * members' placement logits are averaged, its device mask is the AND of
- * theirs), every other node is its own unit. So a sample can never split a
- * group. The unit's log-probability and entropy are carried by its first
- * member in topological order. Devices >= ndev are masked. Scheduling and
- * fusion are per node over all P / F levels.
- * Sampling visits nodes in topological order and draws one uniform per
- * decision (placement only at a unit's first member): one RNG state gives
- * one answer. Cost O(n * (ndev + P + F)).
+ * members' unconditioned logits are averaged, its device mask is the AND of
+ * theirs), every other node is its own unit; the unit is decided at its
+ * first member in topological order, so no sample can split it, and its
+ * log-probability and entropy are carried by that member. For unit u and
+ * each allowed device d the scorer adds
+ *     c(u,d) = w . tanh(U phi(u,d) + mean_{v in u} V x_v + b)
+ * to the logit, with phi (POLICY_NPHI) computed from the decisions already
+ * made (phi_features below). With memory inputs, the devices whose
+ * committed memory plus the unit's charge exceed their capacity are masked
+ * whenever at least one allowed device fits the unit. Schedule and fusion
+ * logits of node v get psi(v, device of v) @ W_t (psi_features).
+ * A predecessor q counts as decided for unit u when q's unit was decided
+ * before u (its first member ranks before u's): the rule is a function of
+ * the graph, so decoding and the teacher-forced replay (logprob, backward:
+ * phi recomputed from the given actions) see the same state and masks, and
+ * logprob is exact for the decoder's distribution.
+ * Sampling draws one uniform per decision (placement only at a unit's first
+ * member) from the caller's gopt_rng: one RNG state gives one answer.
+ * Cost per pass: O(n (P + F) + m + units * ndev * Hc * NPHI); the backward
+ * replays one pass per action set, then ONE network backward.
  */
 #include <math.h>
 #include <string.h>
@@ -19,10 +38,49 @@
 
 static uint32_t full_mask(int w) { return w >= 32 ? 0xffffffffu : (1u << w) - 1u; }
 
+/* tanh from the vectorizable exp; |x| clamped at 9, where tanh is 1 - 3e-8;
+ * a NaN (non-finite parameters) passes through, never into the exp */
+static inline float fast_tanh(float x) {
+    if (x != x) return x;
+    x = x > 9.0f ? 9.0f : x < -9.0f ? -9.0f : x;
+    float e = gopt_fast_expf(2.0f * x);
+    return (e - 1.0f) / (e + 1.0f);
+}
+
+gopt_status gopt_policy_set_decoder_inputs(gopt_policy *p, int32_t n, int32_t ndev, const double *node_time,
+                                           const double *node_mem, const double *dev_cap, gopt_error *err) {
+    p->in_time = p->in_mem = p->in_cap = NULL;
+    p->in_n = p->in_ndev = 0;
+    if (n < 0 || (n == 0 && (node_time || node_mem)))
+        return gopt_error_set(err, GOPT_EINVAL, "policy decoder inputs: %d nodes", (int)n);
+    if (dev_cap && (ndev < 1 || ndev > p->cfg.max_devices))
+        return gopt_error_set(err, GOPT_EINVAL, "policy decoder inputs: ndev = %d is outside 1..%d", (int)ndev,
+                              (int)p->cfg.max_devices);
+    for (int32_t v = 0; node_time && v < n; v++)
+        if (!(node_time[v] >= 0) || !isfinite(node_time[v]))
+            return gopt_error_set(err, GOPT_EINVAL, "policy decoder inputs: time of node %d is %g", (int)v,
+                                  node_time[v]);
+    for (int32_t v = 0; node_mem && v < n; v++)
+        if (!(node_mem[v] >= 0) || !isfinite(node_mem[v]))
+            return gopt_error_set(err, GOPT_EINVAL, "policy decoder inputs: memory of node %d is %g bytes", (int)v,
+                                  node_mem[v]);
+    for (int32_t d = 0; dev_cap && d < ndev; d++)
+        if (!(dev_cap[d] > 0) || !isfinite(dev_cap[d]))
+            return gopt_error_set(err, GOPT_EINVAL, "policy decoder inputs: capacity of device %d is %g bytes",
+                                  (int)d, dev_cap[d]);
+    p->in_time = node_time;
+    p->in_mem = node_mem;
+    p->in_cap = dev_cap;
+    p->in_n = n;
+    p->in_ndev = dev_cap ? ndev : 0;
+    p->forwarded = 0; /* decisions of the last forward would see other inputs */
+    return GOPT_OK;
+}
+
 gopt_status policy_decode_prepare(gopt_policy *p, const uint16_t *dev_mask, gopt_error *err) {
     const gopt_frozen *fz = p->fz;
     policy_acts *A = &p->A;
-    const int n = p->n, W = p->width[GOPT_TASK_PLACE];
+    const int n = p->n, W = p->width[GOPT_TASK_PLACE], Hc = p->cfg.cond_hidden;
     const uint32_t full = full_mask(p->ndev);
     for (int i = 0; i < fz->n_coloc && i < n; i++) A->coloc_unit[i] = -1;
     int U = 0;
@@ -53,51 +111,38 @@ gopt_status policy_decode_prepare(gopt_policy *p, const uint16_t *dev_mask, gopt
         }
     }
     p->n_units = U;
-    /* pooled placement logits per unit */
+    /* members of each unit (CSR over units, ranks ascending) */
+    memset(A->unit_ptr, 0, sizeof(int32_t) * (size_t)(U + 1));
+    for (int u = 0; u < U; u++) A->unit_ptr[u + 1] = A->unit_ptr[u] + A->unit_size[u];
+    for (int u = 0; u < U; u++) A->dev_rank[u] = A->unit_ptr[u]; /* fill cursor (scratch) */
+    for (int i = 0; i < n; i++) A->unit_idx[A->dev_rank[A->unit_of[i]]++] = i;
+    /* pooled placement logits and scorer inputs per unit (means over members) */
     memset(A->pooled, 0, sizeof(float) * (size_t)U * W);
+    memset(A->vh_unit, 0, sizeof(float) * (size_t)U * Hc);
     const float *lg = A->head[GOPT_TASK_PLACE].logits;
     for (int i = 0; i < n; i++) {
-        float *d = A->pooled + (size_t)A->unit_of[i] * W;
+        const int u = A->unit_of[i];
+        float *d = A->pooled + (size_t)u * W;
         for (int j = 0; j < W; j++) d[j] += lg[(size_t)i * W + j];
+        float *e = A->vh_unit + (size_t)u * Hc;
+        for (int k = 0; k < Hc; k++) e[k] += A->vh[(size_t)i * Hc + k];
     }
     for (int u = 0; u < U; u++) {
         float inv = 1.0f / (float)A->unit_size[u];
-        float *d = A->pooled + (size_t)u * W;
-        for (int j = 0; j < W; j++) d[j] *= inv;
-        head_acts *h = &A->head[GOPT_TASK_PLACE];
-        h->ent[u] = (float)gopt_logsoftmax_row(h->logp + (size_t)u * W, d, W, A->unit_mask[u]);
+        for (int j = 0; j < W; j++) A->pooled[(size_t)u * W + j] *= inv;
+        for (int k = 0; k < Hc; k++) A->vh_unit[(size_t)u * Hc + k] *= inv;
     }
-    for (int t = GOPT_TASK_SCHED; t < GOPT_TASK_COUNT; t++) {
-        head_acts *h = &A->head[t];
-        const int w = p->width[t];
-        for (int i = 0; i < n; i++)
-            h->ent[i] = (float)gopt_logsoftmax_row(h->logp + (size_t)i * w, h->logits + (size_t)i * w, w, full_mask(w));
-    }
+    double T = 0;
+    for (int v = 0; v < n; v++) T += p->in_time ? p->in_time[v] : 1.0;
+    p->total_time = T > 0 ? T : 1.0;
     return GOPT_OK;
-}
-
-/* The row of task t for rank i (placement: the unit's row) and its mask. */
-static const float *task_row(const gopt_policy *p, int t, int i, uint32_t *mask, float *ent) {
-    const head_acts *h = &p->A.head[t];
-    int w = p->width[t];
-    int r = i;
-    if (t == GOPT_TASK_PLACE) {
-        r = p->A.unit_of[i];
-        *mask = p->A.unit_mask[r];
-    } else {
-        *mask = full_mask(w);
-    }
-    *ent = h->ent[r];
-    return h->logp + (size_t)r * w;
 }
 
 static int32_t *action_array(const gopt_policy_actions *a, int t) {
     return t == GOPT_TASK_PLACE ? a->place : (t == GOPT_TASK_SCHED ? a->sched : a->fuse);
 }
 
-static int is_unit_first(const gopt_policy *p, int i, int t) {
-    return t != GOPT_TASK_PLACE || p->A.unit_rep[p->A.unit_of[i]] == i;
-}
+static int is_unit_first(const gopt_policy *p, int i) { return p->A.unit_rep[p->A.unit_of[i]] == i; }
 
 static gopt_status need_forward(const gopt_policy *p, const gopt_policy_actions *a, const char *what,
                                 gopt_error *err) {
@@ -107,42 +152,333 @@ static gopt_status need_forward(const gopt_policy *p, const gopt_policy_actions 
     return GOPT_OK;
 }
 
-static gopt_status decide(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *out, gopt_error *err) {
-    gopt_status st = need_forward(p, out, rng ? "sample" : "greedy", err);
-    if (st) return st;
+/* Static checks of given actions (ranges, static masks, split groups);
+ * the memory masks are checked by the replay. */
+gopt_status policy_check_actions(const gopt_policy *p, const gopt_policy_actions *a, gopt_error *err) {
     const gopt_frozen *fz = p->fz;
     for (int i = 0; i < p->n; i++) {
         int v = fz->topo[i];
         for (int t = 0; t < GOPT_TASK_COUNT; t++) {
-            int32_t *act = action_array(out, t);
-            if (!is_unit_first(p, i, t)) {
-                act[v] = act[fz->topo[p->A.unit_rep[p->A.unit_of[i]]]];
-                continue;
-            }
-            uint32_t mask;
-            float ent;
-            const float *lp = task_row(p, t, i, &mask, &ent);
-            int w = p->width[t], choice = -1;
-            if (rng) {
-                double r = gopt_rng_uniform(rng), cum = 0.0;
-                for (int j = 0; j < w; j++) {
-                    if (!((mask >> j) & 1u)) continue;
-                    choice = j; /* the last allowed one absorbs rounding */
-                    cum += exp((double)lp[j]);
-                    if (r < cum) break;
-                }
-            } else {
-                float best = -INFINITY;
-                for (int j = 0; j < w; j++)
-                    if (((mask >> j) & 1u) && (choice < 0 || lp[j] > best)) {
-                        best = lp[j];
-                        choice = j;
-                    }
-            }
-            act[v] = choice;
+            int32_t x = action_array(a, t)[v];
+            int w = t == GOPT_TASK_PLACE ? p->ndev : p->width[t];
+            if (x < 0 || x >= w)
+                return gopt_error_set(err, GOPT_EINVAL, "policy: node %d: %s action %d is outside 0..%d", v,
+                                      gopt_task_name((gopt_task)t), (int)x, w - 1);
+        }
+        int x = a->place[v];
+        if (!((p->A.unit_mask[p->A.unit_of[i]] >> x) & 1u))
+            return gopt_error_set(err, GOPT_EINVAL, "policy: node %d: device %d is masked for it", v, x);
+        if (!is_unit_first(p, i)) {
+            int rv = fz->topo[p->A.unit_rep[p->A.unit_of[i]]];
+            if (a->place[rv] != x)
+                return gopt_error_set(err, GOPT_EINVAL,
+                                      "policy: node %d: device %d splits its colocation group (node %d is on %d)", v,
+                                      x, rv, (int)a->place[rv]);
         }
     }
     return GOPT_OK;
+}
+
+/* ---- the replay --------------------------------------------------------------------------- */
+typedef struct {
+    gopt_rng *rng;         /* decide: sample from it; NULL: greedy */
+    int decide;            /* 1: choose the actions (write a); 0: read them */
+    gopt_policy_actions *a;
+    float *logp, *ent;     /* (3n) or NULL: per decision, node-id order */
+    double *tl, *te;       /* (3) or NULL: totals per task */
+    const float *wl, *we;  /* gradient weights (3n) or NULL; grad = 1 to accumulate */
+    gopt_policy_weight_fn wfn; /* or weights from the rows' log-probabilities (wl unused) */
+    void *wctx;
+    int set;               /* action set index passed to wfn */
+    int grad;
+} replay_opts;
+
+typedef struct {
+    double load[GOPT_POLICY_MAX_DEVICES], mem[GOPT_POLICY_MAX_DEVICES];
+    int prev_cnt[GOPT_POLICY_MAX_DEVICES], cur_cnt[GOPT_POLICY_MAX_DEVICES];
+    int prev_total;
+    int prev_dev; /* device of the previous rank, -1 at rank 0 */
+    double load_sum;
+} dec_state;
+
+static double edge_weight(const gopt_frozen *fz, int32_t slot) { return fz->edge_bytes[fz->in_eid[slot]] + 1.0; }
+
+/* phi (ndev, NPHI) of unit u decided at rank i, for every device:
+ *   0 share of the unit's input bytes (from outside the unit) whose producer is decided and on d
+ *   1 the decided producer of the unit's largest input is on d
+ *   2 committed compute of d / fair share (total time / ndev)
+ *   3 the same minus its mean over devices (load imbalance)
+ *   4 committed memory of d / its capacity (0 without memory inputs)
+ *   5 1 when the unit would overflow d (0 without memory inputs)
+ *   6 share of the previous segment's nodes on d
+ *   7 the previous node (rank i - 1) is on d */
+static void phi_features(const gopt_policy *p, const dec_state *s, int u, double charge, float *phi) {
+    const gopt_frozen *fz = p->fz;
+    const policy_acts *A = &p->A;
+    const int nd = p->ndev;
+    double inb[GOPT_POLICY_MAX_DEVICES] = {0}, tot = 0, best = -1;
+    int best_dev = -1;
+    const int rep = A->unit_rep[u];
+    for (int32_t k = A->unit_ptr[u]; k < A->unit_ptr[u + 1]; k++) {
+        int32_t v = fz->topo[A->unit_idx[k]];
+        for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1]; e++) {
+            int32_t rq = fz->rank[fz->in_src[e]], uq = A->unit_of[rq];
+            if (uq == u) continue;
+            double w = edge_weight(fz, e);
+            tot += w;
+            if (A->unit_rep[uq] >= rep) continue; /* not decided yet */
+            int d = A->dev_rank[rq];
+            inb[d] += w;
+            if (w > best) {
+                best = w;
+                best_dev = d;
+            }
+        }
+    }
+    const double fair = p->total_time / nd, mean = s->load_sum / nd;
+    for (int d = 0; d < nd; d++) {
+        float *f = phi + (size_t)d * POLICY_NPHI;
+        f[0] = tot > 0 ? (float)(inb[d] / tot) : 0.0f;
+        f[1] = d == best_dev ? 1.0f : 0.0f;
+        f[2] = (float)(s->load[d] / fair);
+        f[3] = (float)((s->load[d] - mean) / fair);
+        f[4] = p->in_cap && p->in_mem ? (float)(s->mem[d] / p->in_cap[d]) : 0.0f;
+        f[5] = p->in_cap && p->in_mem && s->mem[d] + charge > p->in_cap[d] ? 1.0f : 0.0f;
+        f[6] = s->prev_total ? (float)s->prev_cnt[d] / (float)s->prev_total : 0.0f;
+        f[7] = d == s->prev_dev ? 1.0f : 0.0f;
+    }
+}
+
+/* psi (NPSI) of node v at rank i on its device dv:
+ *   0 share of v's input bytes produced on dv
+ *   1 the producer of v's largest input is on dv
+ *   2 the previous node (rank i - 1) is on dv
+ *   3 committed compute of dv minus the mean over devices, / fair share
+ *   4 committed memory of dv / its capacity (0 without memory inputs) */
+static void psi_features(const gopt_policy *p, const dec_state *s, int32_t v, int dv, float *psi) {
+    const gopt_frozen *fz = p->fz;
+    double same = 0, tot = 0, best = -1;
+    int best_dev = -1;
+    for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1]; e++) {
+        int d = p->A.dev_rank[fz->rank[fz->in_src[e]]];
+        double w = edge_weight(fz, e);
+        tot += w;
+        if (d == dv) same += w;
+        if (w > best) {
+            best = w;
+            best_dev = d;
+        }
+    }
+    const double fair = p->total_time / p->ndev;
+    psi[0] = tot > 0 ? (float)(same / tot) : 0.0f;
+    psi[1] = best_dev == dv ? 1.0f : 0.0f;
+    psi[2] = s->prev_dev == dv ? 1.0f : 0.0f;
+    psi[3] = (float)((s->load[dv] - s->load_sum / p->ndev) / fair);
+    psi[4] = p->in_cap && p->in_mem ? (float)(s->mem[dv] / p->in_cap[dv]) : 0.0f;
+}
+
+/* Choose from a row: one uniform over the log-softmax lp when sampling; when
+ * greedy, the argmax of the logits z (the most probable action; lowest index
+ * on ties), which needs no softmax. */
+static int choose(const float *lp, const float *z, int w, uint32_t mask, gopt_rng *rng) {
+    int choice = -1;
+    if (rng) {
+        double r = gopt_rng_uniform(rng), cum = 0.0;
+        for (int j = 0; j < w; j++) {
+            if (!((mask >> j) & 1u)) continue;
+            choice = j; /* the last allowed one absorbs rounding */
+            cum += exp((double)lp[j]);
+            if (r < cum) break;
+        }
+    } else {
+        float best = -INFINITY;
+        for (int j = 0; j < w; j++)
+            if (((mask >> j) & 1u) && (choice < 0 || z[j] > best)) {
+                best = z[j];
+                choice = j;
+            }
+    }
+    return choice;
+}
+
+/* dz_j = wl * (1[j = a] - p_j) + we * (-p_j (log p_j + H)) over allowed j. */
+static void row_grad(float *dz, const float *lp, int w, uint32_t mask, int a, float wl, float we, float ent) {
+    for (int j = 0; j < w; j++) {
+        dz[j] = 0.0f;
+        if (!((mask >> j) & 1u)) continue;
+        double pj = exp((double)lp[j]);
+        double g = wl * ((j == a ? 1.0 : 0.0) - pj) - we * pj * ((double)lp[j] + ent);
+        dz[j] = (float)g;
+    }
+}
+
+/* One pass over the nodes in topological order: decide (or read) every
+ * action with the conditioned logits; report log-probabilities and
+ * entropies; accumulate gradients when o->grad. */
+static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err) {
+    const gopt_frozen *fz = p->fz;
+    policy_acts *A = &p->A;
+    policy_bwd *B = &p->B;
+    const int n = p->n, nd = p->ndev, W = p->width[GOPT_TASK_PLACE], Hc = p->cfg.cond_hidden, S = p->cfg.segment;
+    const int has_mem = p->in_mem && p->in_cap;
+    const int need_lp = !o->decide || o->rng; /* greedy decoding needs no softmax */
+    gopt_policy_actions *a = o->a;
+    dec_state s;
+    memset(&s, 0, sizeof s);
+    s.prev_dev = -1;
+    float phi[GOPT_POLICY_MAX_DEVICES * POLICY_NPHI], th[GOPT_POLICY_MAX_DEVICES * POLICY_MAX_COND];
+    float z[32], lp[32], dz[32], psi[POLICY_NPSI];
+    if (o->logp) memset(o->logp, 0, sizeof(float) * 3 * (size_t)n);
+    if (o->ent) memset(o->ent, 0, sizeof(float) * 3 * (size_t)n);
+    double tl[GOPT_TASK_COUNT] = {0}, te[GOPT_TASK_COUNT] = {0};
+    for (int i = 0; i < n; i++) {
+        const int32_t v = fz->topo[i];
+        const int u = A->unit_of[i];
+        if (A->unit_rep[u] == i) { /* ---- placement of the unit ---- */
+            double t_u = 0, charge = 0;
+            for (int32_t k = A->unit_ptr[u]; k < A->unit_ptr[u + 1]; k++) {
+                int32_t m = fz->topo[A->unit_idx[k]];
+                t_u += p->in_time ? p->in_time[m] : 1.0;
+                if (has_mem) charge += p->in_mem[m];
+            }
+            uint32_t mask = A->unit_mask[u];
+            if (has_mem) { /* memory-safe by construction: keep the devices that fit, if any */
+                uint32_t fit = 0;
+                for (int d = 0; d < nd; d++)
+                    if (((mask >> d) & 1u) && s.mem[d] + charge <= p->in_cap[d] * (1.0 + 1e-9)) fit |= 1u << d;
+                if (fit) mask = fit;
+            }
+            const float *base = A->pooled + (size_t)u * W;
+            for (int d = 0; d < W; d++) z[d] = base[d];
+            if (Hc > 0) {
+                phi_features(p, &s, u, charge, phi);
+                const float *vh = A->vh_unit + (size_t)u * Hc;
+                float vb[POLICY_MAX_COND];
+                for (int k = 0; k < Hc; k++) vb[k] = vh[k] + p->P.cond_b[k];
+                for (int d = 0; d < nd; d++) {
+                    if (!((mask >> d) & 1u)) continue;
+                    const float *f = phi + (size_t)d * POLICY_NPHI;
+                    float *h = th + (size_t)d * Hc, c = 0.0f;
+                    memcpy(h, vb, sizeof(float) * (size_t)Hc);
+                    for (int j = 0; j < POLICY_NPHI; j++) { /* most features are 0 (indicators, shares) */
+                        const float fj = f[j];
+                        if (fj == 0.0f) continue;
+                        const float *uj = p->P.cond_u + (size_t)j * Hc;
+                        for (int k = 0; k < Hc; k++) h[k] += fj * uj[k];
+                    }
+                    for (int k = 0; k < Hc; k++) h[k] = fast_tanh(h[k]);
+                    for (int k = 0; k < Hc; k++) c += p->P.cond_w[k] * h[k];
+                    z[d] += c;
+                }
+            }
+            float ent = need_lp ? (float)gopt_logsoftmax_row(lp, z, W, mask) : 0.0f;
+            int x;
+            if (o->decide) {
+                x = choose(lp, z, W, mask, o->rng);
+                if (!need_lp) lp[x] = 0.0f;
+            } else {
+                x = a->place[v];
+                if (!((mask >> x) & 1u))
+                    return gopt_error_set(err, GOPT_EINVAL,
+                                          "policy: node %d: device %d is masked for it (its unit needs %.4g bytes; "
+                                          "device %d holds %.4g of %.4g)",
+                                          (int)v, x, charge, x, s.mem[x], has_mem ? p->in_cap[x] : 0.0);
+            }
+            tl[GOPT_TASK_PLACE] += lp[x];
+            te[GOPT_TASK_PLACE] += ent;
+            if (o->logp) o->logp[v] = lp[x];
+            if (o->ent) o->ent[v] = ent;
+            float wl = o->wfn ? o->wfn(o->wctx, o->set, GOPT_TASK_PLACE, v, lp[x]) : o->wl ? o->wl[v] : 0.0f;
+            float we = o->we ? o->we[v] : 0.0f;
+            if (o->grad && (wl != 0.0f || we != 0.0f)) {
+                row_grad(dz, lp, W, mask, x, wl, we, ent);
+                float *dp = B->dpooled + (size_t)u * W;
+                for (int d = 0; d < W; d++) dp[d] += dz[d];
+                if (Hc > 0) {
+                    float *dvh = B->dvh_unit + (size_t)u * Hc;
+                    for (int d = 0; d < nd; d++) {
+                        if (!((mask >> d) & 1u) || dz[d] == 0.0f) continue;
+                        const float *f = phi + (size_t)d * POLICY_NPHI, *h = th + (size_t)d * Hc;
+                        for (int k = 0; k < Hc; k++) {
+                            p->G.cond_w[k] += dz[d] * h[k];
+                            float dpre = dz[d] * p->P.cond_w[k] * (1.0f - h[k] * h[k]);
+                            p->G.cond_b[k] += dpre;
+                            dvh[k] += dpre;
+                            for (int j = 0; j < POLICY_NPHI; j++) p->G.cond_u[j * Hc + k] += dpre * f[j];
+                        }
+                    }
+                }
+            }
+            for (int32_t k = A->unit_ptr[u]; k < A->unit_ptr[u + 1]; k++) {
+                A->dev_rank[A->unit_idx[k]] = x;
+                if (o->decide) a->place[fz->topo[A->unit_idx[k]]] = x;
+            }
+            s.load[x] += t_u;
+            s.load_sum += t_u;
+            s.mem[x] += charge;
+        }
+        /* ---- schedule and fusion of node v on its device ---- */
+        const int dv = A->dev_rank[i];
+        if (Hc > 0) psi_features(p, &s, v, dv, psi);
+        for (int t = GOPT_TASK_SCHED; t < GOPT_TASK_COUNT; t++) {
+            const int w = p->width[t];
+            const float *base = A->head[t].logits + (size_t)i * w;
+            const float *wc = t == GOPT_TASK_SCHED ? p->P.cond_sched : p->P.cond_fuse;
+            for (int j = 0; j < w; j++) {
+                float zz = base[j];
+                if (Hc > 0)
+                    for (int m = 0; m < POLICY_NPSI; m++) zz += psi[m] * wc[m * w + j];
+                z[j] = zz;
+            }
+            const uint32_t mask = full_mask(w);
+            float ent = need_lp ? (float)gopt_logsoftmax_row(lp, z, w, mask) : 0.0f;
+            int32_t *act = action_array(a, t);
+            int x = o->decide ? choose(lp, z, w, mask, o->rng) : act[v];
+            if (!need_lp) lp[x] = 0.0f;
+            if (o->decide) act[v] = x;
+            tl[t] += lp[x];
+            te[t] += ent;
+            if (o->logp) o->logp[(size_t)t * n + v] = lp[x];
+            if (o->ent) o->ent[(size_t)t * n + v] = ent;
+            float wl = o->wfn   ? o->wfn(o->wctx, o->set, t, v, lp[x])
+                       : o->wl ? o->wl[(size_t)t * n + v]
+                               : 0.0f;
+            float we = o->we ? o->we[(size_t)t * n + v] : 0.0f;
+            if (o->grad && (wl != 0.0f || we != 0.0f)) {
+                row_grad(dz, lp, w, mask, x, wl, we, ent);
+                float *dl = B->dlogits[t] + (size_t)i * w;
+                for (int j = 0; j < w; j++) dl[j] += dz[j];
+                if (Hc > 0) {
+                    float *gc = t == GOPT_TASK_SCHED ? p->G.cond_sched : p->G.cond_fuse;
+                    for (int m = 0; m < POLICY_NPSI; m++)
+                        for (int j = 0; j < w; j++) gc[m * w + j] += psi[m] * dz[j];
+                }
+            }
+        }
+        /* ---- running state: segments and the previous node ---- */
+        s.cur_cnt[dv]++;
+        s.prev_dev = dv;
+        if ((i + 1) % S == 0) {
+            memcpy(s.prev_cnt, s.cur_cnt, sizeof s.prev_cnt);
+            memset(s.cur_cnt, 0, sizeof s.cur_cnt);
+            s.prev_total = S;
+        }
+    }
+    for (int t = 0; t < GOPT_TASK_COUNT; t++) {
+        if (o->tl) o->tl[t] = tl[t];
+        if (o->te) o->te[t] = te[t];
+    }
+    return GOPT_OK;
+}
+
+static gopt_status decide(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *out, gopt_error *err) {
+    gopt_status st = need_forward(p, out, rng ? "sample" : "greedy", err);
+    if (st) return st;
+    replay_opts o = {0};
+    o.rng = rng;
+    o.decide = 1;
+    o.a = out;
+    return replay(p, &o, err);
 }
 
 gopt_status gopt_policy_sample(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *out, gopt_error *err) {
@@ -150,35 +486,22 @@ gopt_status gopt_policy_sample(gopt_policy *p, gopt_rng *rng, gopt_policy_action
     return decide(p, rng, out, err);
 }
 
-gopt_status gopt_policy_greedy(gopt_policy *p, gopt_policy_actions *out, gopt_error *err) {
-    return decide(p, NULL, out, err);
+gopt_status gopt_policy_sample_scored(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *out, float *logp,
+                                      float *ent, gopt_error *err) {
+    if (!rng) return gopt_error_set(err, GOPT_EINVAL, "policy sample: no RNG");
+    gopt_status st = need_forward(p, out, "sample", err);
+    if (st) return st;
+    replay_opts o = {0};
+    o.rng = rng;
+    o.decide = 1;
+    o.a = out;
+    o.logp = logp;
+    o.ent = ent;
+    return replay(p, &o, err);
 }
 
-gopt_status policy_check_actions(const gopt_policy *p, const gopt_policy_actions *a, gopt_error *err) {
-    const gopt_frozen *fz = p->fz;
-    for (int i = 0; i < p->n; i++) {
-        int v = fz->topo[i];
-        for (int t = 0; t < GOPT_TASK_COUNT; t++) {
-            int32_t x = action_array(a, t)[v];
-            uint32_t mask;
-            float ent;
-            task_row(p, t, i, &mask, &ent);
-            int w = t == GOPT_TASK_PLACE ? p->ndev : p->width[t];
-            if (x < 0 || x >= w)
-                return gopt_error_set(err, GOPT_EINVAL, "policy: node %d: %s action %d is outside 0..%d", v,
-                                      gopt_task_name((gopt_task)t), (int)x, w - 1);
-            if (!((mask >> x) & 1u))
-                return gopt_error_set(err, GOPT_EINVAL, "policy: node %d: device %d is masked for it", v, (int)x);
-            if (!is_unit_first(p, i, t)) {
-                int rv = fz->topo[p->A.unit_rep[p->A.unit_of[i]]];
-                if (a->place[rv] != x)
-                    return gopt_error_set(err, GOPT_EINVAL,
-                                          "policy: node %d: device %d splits its colocation group (node %d is on %d)",
-                                          v, (int)x, rv, (int)a->place[rv]);
-            }
-        }
-    }
-    return GOPT_OK;
+gopt_status gopt_policy_greedy(gopt_policy *p, gopt_policy_actions *out, gopt_error *err) {
+    return decide(p, NULL, out, err);
 }
 
 gopt_status gopt_policy_logprob(gopt_policy *p, const gopt_policy_actions *a, float *logp, float *ent,
@@ -186,90 +509,66 @@ gopt_status gopt_policy_logprob(gopt_policy *p, const gopt_policy_actions *a, fl
     gopt_status st = need_forward(p, a, "logprob", err);
     if (st) return st;
     if ((st = policy_check_actions(p, a, err))) return st;
-    const int n = p->n;
-    double tl[GOPT_TASK_COUNT] = {0}, te[GOPT_TASK_COUNT] = {0};
-    for (int i = 0; i < n; i++) {
-        int v = p->fz->topo[i];
-        for (int t = 0; t < GOPT_TASK_COUNT; t++) {
-            float lpv = 0.0f, ev = 0.0f;
-            if (is_unit_first(p, i, t)) {
-                uint32_t mask;
-                const float *row = task_row(p, t, i, &mask, &ev);
-                lpv = row[action_array(a, t)[v]];
-            }
-            if (logp) logp[(size_t)t * n + v] = lpv;
-            if (ent) ent[(size_t)t * n + v] = ev;
-            tl[t] += lpv;
-            te[t] += ev;
-        }
+    double tl[GOPT_TASK_COUNT], te[GOPT_TASK_COUNT];
+    replay_opts o = {0};
+    o.a = (gopt_policy_actions *)a; /* read only: decide = 0 */
+    o.logp = logp;
+    o.ent = ent;
+    o.tl = tl;
+    o.te = te;
+    if ((st = replay(p, &o, err))) return st;
+    double sl = 0, se = 0;
+    for (int t = 0; t < GOPT_TASK_COUNT; t++) {
+        if (total_logp) total_logp[t] = tl[t];
+        if (total_ent) total_ent[t] = te[t];
+        sl += tl[t];
+        se += te[t];
     }
-    for (int t = 0; t <= GOPT_TASK_COUNT; t++) {
-        double sl = 0.0, se = 0.0;
-        if (t < GOPT_TASK_COUNT) {
-            sl = tl[t];
-            se = te[t];
-        } else {
-            for (int k = 0; k < GOPT_TASK_COUNT; k++) {
-                sl += tl[k];
-                se += te[k];
-            }
-        }
-        if (total_logp) total_logp[t] = sl;
-        if (total_ent) total_ent[t] = se;
-    }
+    if (total_logp) total_logp[GOPT_TASK_COUNT] = sl;
+    if (total_ent) total_ent[GOPT_TASK_COUNT] = se;
     return GOPT_OK;
 }
 
-/* dz_j += wl * (1[j = a] - p_j) + we * (-p_j (log p_j + H)) over allowed j. */
-static void row_grad(float *dz, const float *lp, int w, uint32_t mask, int a, float wl, float we, float ent) {
-    for (int j = 0; j < w; j++) {
-        if (!((mask >> j) & 1u)) continue;
-        double pj = exp((double)lp[j]);
-        double g = wl * ((j == a ? 1.0 : 0.0) - pj) - we * pj * ((double)lp[j] + ent);
-        dz[j] += (float)g;
-    }
-}
-
-/* Accumulate the logit gradients of k action sets (weights (k, 3n) in
- * w_logp, entropy weights w_ent for the whole batch) into B->dlogits. */
+/* Accumulate the logit (and scorer) gradients of k action sets (weights
+ * (k, 3n) in w_logp; entropy weights w_ent ride on set 0's replay). */
 static gopt_status decode_backward_k(gopt_policy *p, int k, const gopt_policy_actions *a, const float *w_logp,
-                                     const float *w_ent, gopt_error *err) {
+                                     gopt_policy_weight_fn wfn, void *wctx, const float *w_ent, float *ent0,
+                                     gopt_error *err) {
     gopt_status st;
     for (int s = 0; s < k; s++)
         if ((st = policy_check_actions(p, &a[s], err))) return st;
-    const int n = p->n, W = p->width[GOPT_TASK_PLACE];
+    const int n = p->n, W = p->width[GOPT_TASK_PLACE], Hc = p->cfg.cond_hidden;
+    policy_acts *A = &p->A;
     policy_bwd *B = &p->B;
     for (int t = 0; t < GOPT_TASK_COUNT; t++) memset(B->dlogits[t], 0, sizeof(float) * (size_t)n * p->width[t]);
     memset(B->dpooled, 0, sizeof(float) * (size_t)p->n_units * W);
-    for (int i = 0; i < n; i++) {
-        int v = p->fz->topo[i];
-        for (int t = 0; t < GOPT_TASK_COUNT; t++) {
-            if (!is_unit_first(p, i, t)) continue;
-            uint32_t mask;
-            float ent;
-            const float *lp = task_row(p, t, i, &mask, &ent);
-            float *dz = t == GOPT_TASK_PLACE ? B->dpooled + (size_t)p->A.unit_of[i] * W
-                                             : B->dlogits[t] + (size_t)i * p->width[t];
-            for (int s = 0; s < k; s++) {
-                float wl = w_logp ? w_logp[(size_t)s * 3 * n + (size_t)t * n + v] : 0.0f;
-                float we = (s == 0 && w_ent) ? w_ent[(size_t)t * n + v] : 0.0f;
-                if (wl == 0.0f && we == 0.0f) continue;
-                row_grad(dz, lp, p->width[t], mask, action_array(&a[s], t)[v], wl, we, ent);
-            }
-        }
+    memset(B->dvh_unit, 0, sizeof(float) * (size_t)p->n_units * Hc);
+    for (int s = 0; s < k; s++) {
+        const float *wl = w_logp ? w_logp + (size_t)s * 3 * n : NULL, *we = s == 0 ? w_ent : NULL;
+        replay_opts o = {0}; /* replayed even without weights: it checks the memory masks */
+        o.a = (gopt_policy_actions *)&a[s]; /* read only */
+        o.wl = wl;
+        o.we = we;
+        o.wfn = wfn;
+        o.wctx = wctx;
+        o.set = s;
+        o.ent = s == 0 ? ent0 : NULL;
+        o.grad = 1;
+        if ((st = replay(p, &o, err))) return st;
     }
-    /* pooled = mean of the members' logits */
+    /* pooled = mean of the members' logits (and scorer inputs) */
     for (int i = 0; i < n; i++) {
-        int u = p->A.unit_of[i];
-        float inv = 1.0f / (float)p->A.unit_size[u];
+        int u = A->unit_of[i];
+        float inv = 1.0f / (float)A->unit_size[u];
         for (int j = 0; j < W; j++) B->dlogits[GOPT_TASK_PLACE][(size_t)i * W + j] = B->dpooled[(size_t)u * W + j] * inv;
+        for (int j = 0; j < Hc; j++) B->dvh[(size_t)i * Hc + j] = B->dvh_unit[(size_t)u * Hc + j] * inv;
     }
     return GOPT_OK;
 }
 
 gopt_status policy_decode_backward(gopt_policy *p, const gopt_policy_actions *a, const float *w_logp,
                                    const float *w_ent, gopt_error *err) {
-    return decode_backward_k(p, 1, a, w_logp, w_ent, err);
+    return decode_backward_k(p, 1, a, w_logp, NULL, NULL, w_ent, NULL, err);
 }
 
 gopt_status gopt_policy_backward_batch(gopt_policy *p, int k, const gopt_policy_actions *a, const float *w_logp,
@@ -278,7 +577,19 @@ gopt_status gopt_policy_backward_batch(gopt_policy *p, int k, const gopt_policy_
     gopt_status st = need_forward(p, &a[0], "backward", err);
     if (st) return st;
     if ((st = gopt_policy_reserve(p, p->n, p->fz->m, 1, err))) return st;
-    if ((st = decode_backward_k(p, k, a, w_logp, w_ent, err))) return st;
+    if ((st = decode_backward_k(p, k, a, w_logp, NULL, NULL, w_ent, NULL, err))) return st;
+    policy_network_backward(p);
+    return GOPT_OK;
+}
+
+gopt_status gopt_policy_backward_batch_fn(gopt_policy *p, int k, const gopt_policy_actions *a,
+                                          gopt_policy_weight_fn wfn, void *ctx, const float *w_ent, float *ent0,
+                                          gopt_error *err) {
+    if (k < 1 || !a || !wfn) return gopt_error_set(err, GOPT_EINVAL, "policy backward batch: k = %d", k);
+    gopt_status st = need_forward(p, &a[0], "backward", err);
+    if (st) return st;
+    if ((st = gopt_policy_reserve(p, p->n, p->fz->m, 1, err))) return st;
+    if ((st = decode_backward_k(p, k, a, NULL, wfn, ctx, w_ent, ent0, err))) return st;
     policy_network_backward(p);
     return GOPT_OK;
 }

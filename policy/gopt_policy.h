@@ -3,15 +3,17 @@
  *
  * Flow of one step: gopt_policy_features() builds the (n, GOPT_POLICY_NFEAT)
  * node features of a frozen graph; gopt_policy_forward() runs the network and
- * keeps every activation plus the per-task log-softmax; then any of
- * gopt_policy_sample / _greedy / _logprob read that state, and
+ * keeps every activation and the heads' logits; then any of
+ * gopt_policy_sample / _greedy / _logprob run the conditioned decoder over
+ * that state (node by node, on the decisions already made), and
  * gopt_policy_backward() accumulates the gradient of a weighted sum of
  * per-node log-probabilities and entropies into the parameter gradients.
  * gopt_policy_adam_step() applies them. Docs: docs/policy.md.
  *
  * The policy knows nothing of the simulator or the cost model: the caller
- * passes the device count, optional per-node device masks and the per-node
- * predicted time on the reference device.
+ * passes the device count, optional per-node device masks, the per-node
+ * predicted time on the reference device and, for the decoder, per-node
+ * memory charges and per-device capacities (gopt_policy_set_decoder_inputs).
  *
  * Every array indexed by node uses node ids (0..n-1) of the frozen graph.
  * Cost of a forward: O(n * D * (D + S)) flops per layer plus O(m * D) for
@@ -49,6 +51,8 @@ typedef struct {
     int32_t fusion_levels; /* F: fusion levels (0 = not fused; fusion pass below) */
     int32_t memory_grad;   /* 0: memory states are gradient-stopped (Transformer-XL);
                               1: gradients also flow into the previous segment */
+    int32_t cond_hidden;   /* Hc: hidden width of the conditioned decoder's placement
+                              scorer (decisions already made -> logits); 0 = off */
 } gopt_policy_config;
 
 void gopt_policy_config_default(gopt_policy_config *cfg);
@@ -90,9 +94,27 @@ size_t gopt_policy_memory_bytes(const gopt_policy *p);
 gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const float *feat, int32_t ndev,
                                 const uint16_t *dev_mask, gopt_error *err);
 
+/* What the decoder reads besides the network: per-node predicted time
+ * node_time (n, seconds, >= 0; the committed compute of each device),
+ * per-node memory charge node_mem (n, bytes, >= 0) and per-device capacity
+ * dev_cap (ndev, bytes, > 0) under one memory model (the caller's: the
+ * policy does not know the simulator; gopt's `go` method passes the
+ * baselines' model). Any array may be NULL: no time means every node counts
+ * 1; no node_mem or dev_cap means no memory features and no memory masks.
+ * The arrays are NOT copied: they are read at every later decode, logprob
+ * and backward, so they must stay alive, and a caller may change the values
+ * (e.g. scale a capacity down) between decodes. They stay set for later
+ * forwards; a forward on a graph of another node count, or with dev_cap and
+ * another device count, is refused. n = 0 with NULL arrays clears them.
+ * Values that are negative or not finite are refused naming the index. */
+gopt_status gopt_policy_set_decoder_inputs(gopt_policy *p, int32_t n, int32_t ndev, const double *node_time,
+                                           const double *node_mem, const double *dev_cap, gopt_error *err);
+
 /* Per-node logits of the last forward for task t: (n, width) rows in node-id
  * order are copied into out; width = max_devices, sched_levels or
- * fusion_levels. Placement logits are the raw (unpooled, unmasked) ones. */
+ * fusion_levels. These are the unconditioned logits of the network's heads
+ * (placement: unpooled, unmasked); the decoder adds its conditioned terms
+ * while it decides. */
 gopt_status gopt_policy_logits(const gopt_policy *p, gopt_task t, float *out, gopt_error *err);
 
 /* Decisions for every node (node-id order). place: device 0..ndev-1, equal
@@ -103,18 +125,30 @@ typedef struct {
     int32_t *fuse;
 } gopt_policy_actions;
 
-/* One-shot sample of every decision of the last forward (topological order,
- * one uniform draw per decision). */
+/* Sample every decision of the last forward, node by node in topological
+ * order, each conditioned on the decisions already made (the conditioned
+ * decoder, docs/policy.md): one uniform draw per decision. With memory
+ * inputs (gopt_policy_set_decoder_inputs) a unit's devices that it would
+ * overflow are masked whenever one device fits it. */
 gopt_status gopt_policy_sample(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *out, gopt_error *err);
-/* Argmax decoding (lowest index wins ties). */
+/* The same, also writing the log-probability and entropy of every sampled
+ * decision into logp and ent ((3n) or NULL, as gopt_policy_logprob), which
+ * saves the logprob replay. */
+gopt_status gopt_policy_sample_scored(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *out, float *logp,
+                                      float *ent, gopt_error *err);
+/* Argmax decoding, same order and masks (lowest index wins ties). */
 gopt_status gopt_policy_greedy(gopt_policy *p, gopt_policy_actions *out, gopt_error *err);
 
-/* Log-probability and entropy of the given actions under the last forward.
+/* Log-probability and entropy of the given actions under the last forward,
+ * teacher-forced: every conditioned term and memory mask is recomputed from
+ * the given actions by the rule the decoder uses, so this is exact for the
+ * decoder's distribution.
  * logp, ent: (GOPT_TASK_COUNT * n) or NULL, [t*n + v]. A colocation group's
  * placement term is carried by its first member in topological order; the
  * other members get 0. total_logp/total_ent (GOPT_TASK_COUNT + 1) or NULL:
  * per task, then the sum. An action out of range, on a masked device, or
- * splitting a colocation group is an error naming the node. */
+ * splitting a colocation group, or on a device its memory mask excludes, is
+ * an error naming the node. */
 gopt_status gopt_policy_logprob(gopt_policy *p, const gopt_policy_actions *a, float *logp, float *ent,
                                 double *total_logp, double *total_ent, gopt_error *err);
 
@@ -127,9 +161,20 @@ gopt_status gopt_policy_logprob(gopt_policy *p, const gopt_policy_actions *a, fl
 gopt_status gopt_policy_backward(gopt_policy *p, const gopt_policy_actions *a, const float *w_logp,
                                  const float *w_ent, gopt_error *err);
 /* The same for k action sets at once: J = sum_s sum_t sum_v w_logp[s*3n + t*n + v] * logp_t(v | a[s])
- * + sum_t sum_v w_ent[t*n+v] * ent_t(v); one network backward (it is linear in the logit gradients). */
+ * + sum_t sum_v w_ent[t*n+v] * ent_t(v | a[0]); the decoder's conditioned terms are replayed per
+ * action set (O(n ndev Hc) each), then ONE network backward (it is linear in the logit gradients
+ * and in the gradient of the scorer's node input). */
 gopt_status gopt_policy_backward_batch(gopt_policy *p, int k, const gopt_policy_actions *a, const float *w_logp,
                                        const float *w_ent, gopt_error *err);
+/* The same with each decision's weight computed from its own current log-probability during the
+ * replay: w = wfn(ctx, s, t, v, logp_t(v | a[s])) (only decisions that carry a term are asked: a
+ * colocation group's placement at its first member). For PPO, whose weight of a decision is a
+ * function of that decision's ratio, this saves the logprob replay before the backward. ent0 (3n)
+ * or NULL receives the entropies of set 0's decisions (as gopt_policy_logprob). */
+typedef float (*gopt_policy_weight_fn)(void *ctx, int set, int task, int32_t node, float logp);
+gopt_status gopt_policy_backward_batch_fn(gopt_policy *p, int k, const gopt_policy_actions *a,
+                                          gopt_policy_weight_fn wfn, void *ctx, const float *w_ent, float *ent0,
+                                          gopt_error *err);
 void gopt_policy_zero_grad(gopt_policy *p);
 
 /* ---- Adam ------------------------------------------------------------------ */

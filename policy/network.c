@@ -41,6 +41,7 @@ void gopt_policy_config_default(gopt_policy_config *c) {
     c->sched_levels = 8;
     c->fusion_levels = 4;
     c->memory_grad = 0;
+    c->cond_hidden = 8;
 }
 
 static gopt_status check_range(const char *field, int32_t v, int32_t lo, int32_t hi, gopt_error *err) {
@@ -65,6 +66,7 @@ gopt_status gopt_policy_config_check(const gopt_policy_config *c, gopt_error *er
     if ((st = check_range("sched_levels", c->sched_levels, 1, 32, err))) return st;
     if ((st = check_range("fusion_levels", c->fusion_levels, 1, 32, err))) return st;
     if ((st = check_range("memory_grad", c->memory_grad, 0, 1, err))) return st;
+    if ((st = check_range("cond_hidden", c->cond_hidden, 0, POLICY_MAX_COND, err))) return st;
     return GOPT_OK;
 }
 
@@ -139,6 +141,15 @@ static size_t layout(gopt_policy *p) {
         T(head[t].w, D * (size_t)p->width[t], 1, "head_%s.w", tn);
         T(head[t].b, (size_t)p->width[t], 0, "head_%s.b", tn);
     }
+    if (c->cond_hidden > 0) {
+        const size_t Hc = (size_t)c->cond_hidden;
+        T(cond_u, (size_t)POLICY_NPHI * Hc, 1, "cond.u");
+        T(cond_v, D * Hc, 1, "cond.v");
+        T(cond_b, Hc, 0, "cond.b");
+        T(cond_w, Hc, 1, "cond.w");
+        T(cond_sched, (size_t)POLICY_NPSI * (size_t)p->width[GOPT_TASK_SCHED], 1, "cond.sched");
+        T(cond_fuse, (size_t)POLICY_NPSI * (size_t)p->width[GOPT_TASK_FUSE], 1, "cond.fuse");
+    }
 #undef T
     return lc.off;
 }
@@ -180,6 +191,15 @@ static void init_params(gopt_policy *p, uint64_t seed) {
     for (int t = 0; t < GOPT_TASK_COUNT; t++) {
         fill_const(P->head[t].ln_w, D, 1.0f);
         fill_normal(P->head[t].w, (size_t)D * p->width[t], 0.1 / sqrt(D), &rng);
+    }
+    /* the conditioned decoder last, so the draws above do not depend on it; its
+     * output weight is small but non-zero (a zero one would stop every other
+     * scorer gradient at the first step) */
+    if (c->cond_hidden > 0) {
+        const int Hc = c->cond_hidden;
+        fill_normal(P->cond_u, (size_t)POLICY_NPHI * Hc, 1.0 / sqrt((double)POLICY_NPHI), &rng);
+        fill_normal(P->cond_v, (size_t)D * Hc, 0.3 / sqrt(D), &rng);
+        fill_normal(P->cond_w, (size_t)Hc, 0.3 / sqrt(Hc), &rng);
     }
 }
 
@@ -318,15 +338,18 @@ static void carve_acts(gopt_policy *p, carver *cv, size_t N, size_t M) {
         h->mean = CARVE_F(cv, N);
         h->rstd = CARVE_F(cv, N);
         h->logits = CARVE_F(cv, N * p->width[t]);
-        h->logp = CARVE_F(cv, N * p->width[t]);
-        h->ent = CARVE_F(cv, N);
     }
     A->unit_of = CARVE_I(cv, N);
     A->unit_rep = CARVE_I(cv, N);
     A->unit_size = CARVE_I(cv, N);
     A->unit_mask = (uint32_t *)carve(cv, sizeof(uint32_t) * N);
     A->coloc_unit = CARVE_I(cv, N);
+    A->unit_ptr = CARVE_I(cv, N + 1);
+    A->unit_idx = CARVE_I(cv, N);
     A->pooled = CARVE_F(cv, N * p->width[GOPT_TASK_PLACE]);
+    A->vh = CARVE_F(cv, N * (size_t)c->cond_hidden);
+    A->vh_unit = CARVE_F(cv, N * (size_t)c->cond_hidden);
+    A->dev_rank = CARVE_I(cv, N);
     p->seg_scratch_fwd = CARVE_F(cv, GOPT_SEGATTN_SCRATCH(S, H));
 }
 
@@ -344,6 +367,8 @@ static void carve_bwd(gopt_policy *p, carver *cv, size_t N) {
     B->dcat = CARVE_F(cv, N * 5 * D);
     for (int t = 0; t < GOPT_TASK_COUNT; t++) B->dlogits[t] = CARVE_F(cv, N * p->width[t]);
     B->dpooled = CARVE_F(cv, N * p->width[GOPT_TASK_PLACE]);
+    B->dvh = CARVE_F(cv, N * (size_t)c->cond_hidden);
+    B->dvh_unit = CARVE_F(cv, N * (size_t)c->cond_hidden);
     B->dg = CARVE_F(cv, D);
     B->dms = CARVE_F(cv, D);
     B->dmb = CARVE_F(cv, D);
@@ -435,6 +460,16 @@ gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const flo
     if (p->frozen_x1[0] && fz->n != p->frozen_n)
         return gopt_error_set(err, GOPT_EINVAL, "policy forward: memory frozen for %d nodes, graph has %d",
                               (int)p->frozen_n, (int)fz->n);
+    if ((p->in_time || p->in_mem) && p->in_n != fz->n)
+        return gopt_error_set(err, GOPT_EINVAL,
+                              "policy forward: decoder inputs were set for %d nodes, graph has %d "
+                              "(gopt_policy_set_decoder_inputs)",
+                              (int)p->in_n, (int)fz->n);
+    if (p->in_cap && p->in_ndev != ndev)
+        return gopt_error_set(err, GOPT_EINVAL,
+                              "policy forward: device capacities were set for %d devices, asked for %d "
+                              "(gopt_policy_set_decoder_inputs)",
+                              (int)p->in_ndev, (int)ndev);
     gopt_status st = gopt_policy_reserve(p, fz->n, fz->m, 0, err);
     if (st) return st;
     const int n = fz->n, D = c->hidden;
@@ -488,6 +523,10 @@ gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const flo
             gopt_layernorm_forward(ha->x, ha->mean, ha->rstd, h, hp->ln_w, hp->ln_b, NULL, NULL, n, D);
             gopt_linear_forward(ha->logits, ha->x, hp->w, hp->b, NULL, n, D, p->width[t]);
             flops += 2.0 * n * D * p->width[t];
+            if (t == GOPT_TASK_PLACE && c->cond_hidden > 0) { /* the scorer's node input */
+                gopt_linear_forward(A->vh, ha->x, p->P.cond_v, NULL, NULL, n, D, c->cond_hidden);
+                flops += 2.0 * n * D * c->cond_hidden;
+            }
         }
     }
     p->fwd_flops = flops;
@@ -572,6 +611,8 @@ void policy_network_backward(gopt_policy *p) {
             memset(B->dtmp, 0, sizeof(float) * nd);
             gopt_linear_backward(B->dtmp, p->G.head[t].w, p->G.head[t].b, B->dlogits[t], ha->x, p->P.head[t].w, n, D,
                                  p->width[t]);
+            if (t == GOPT_TASK_PLACE && c->cond_hidden > 0)
+                gopt_linear_backward(B->dtmp, p->G.cond_v, NULL, B->dvh, ha->x, p->P.cond_v, n, D, c->cond_hidden);
             gopt_layernorm_backward(dcur, p->G.head[t].ln_w, p->G.head[t].ln_b, NULL, NULL, B->dtmp, A->attn[k].out,
                                     p->P.head[t].ln_w, NULL, ha->mean, ha->rstd, n, D);
         }

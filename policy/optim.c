@@ -4,9 +4,10 @@
  * Checkpoint file (then gzip-compressed as a whole, written atomically):
  *   "GOPTPOL" NUL          8 bytes magic
  *   u32 version            CKPT_VERSION
- *   i32 config[10]         hidden, sage_layers, attn_layers, heads, segment,
+ *   i32 config[11]         hidden, sage_layers, attn_layers, heads, segment,
  *                          ffn_mult, max_devices, sched_levels, fusion_levels,
- *                          memory_grad
+ *                          memory_grad, cond_hidden (version 2: the
+ *                          conditioned decoder; version 1 files are refused)
  *   u32 nfeat              GOPT_POLICY_NFEAT (feature layout)
  *   u64 nparams, u64 adam_t
  *   f32 params[nparams], m[nparams], v[nparams]
@@ -22,8 +23,8 @@
 #include "policy_net.h"
 
 #define CKPT_MAGIC "GOPTPOL"
-#define CKPT_VERSION 1u
-#define CKPT_NCFG 10
+#define CKPT_VERSION 2u
+#define CKPT_NCFG 11
 #define CKPT_HEADER (8 + 4 + 4 * CKPT_NCFG + 4 + 8 + 8)
 
 void gopt_adam_config_default(gopt_adam_config *c) {
@@ -85,6 +86,7 @@ static void cfg_to_array(const gopt_policy_config *c, int32_t a[CKPT_NCFG]) {
     a[7] = c->sched_levels;
     a[8] = c->fusion_levels;
     a[9] = c->memory_grad;
+    a[10] = c->cond_hidden;
 }
 static void cfg_from_array(gopt_policy_config *c, const int32_t a[CKPT_NCFG]) {
     c->hidden = a[0];
@@ -97,9 +99,11 @@ static void cfg_from_array(gopt_policy_config *c, const int32_t a[CKPT_NCFG]) {
     c->sched_levels = a[7];
     c->fusion_levels = a[8];
     c->memory_grad = a[9];
+    c->cond_hidden = a[10];
 }
 static const char *cfg_names[CKPT_NCFG] = {"hidden",   "sage_layers", "attn_layers",  "heads",        "segment",
-                                           "ffn_mult", "max_devices", "sched_levels", "fusion_levels", "memory_grad"};
+                                           "ffn_mult", "max_devices", "sched_levels", "fusion_levels", "memory_grad",
+                                           "cond_hidden"};
 
 gopt_status gopt_policy_save(const gopt_policy *p, const char *path, gopt_error *err) {
     size_t fb = sizeof(float) * p->nparams;
@@ -156,8 +160,11 @@ static gopt_status read_checkpoint(const char *path, gopt_policy **out, gopt_err
     memcpy(&np, q, 8), q += 8;
     memcpy(&at, q, 8), q += 8;
     if (ver != CKPT_VERSION) {
-        st = gopt_error_set(err, GOPT_EFORMAT, "%s: checkpoint version %u, this build reads version %u", path, ver,
-                            CKPT_VERSION);
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: checkpoint version %u, this build reads version %u%s", path, ver,
+                            CKPT_VERSION,
+                            ver == 1 ? " (version 1 was written before the conditioned decoder: retrain it, "
+                                       "trainer/checkpoints/README.md)"
+                                     : "");
         goto out;
     }
     if (nfeat != GOPT_POLICY_NFEAT) {

@@ -19,6 +19,9 @@
 #define POLICY_MAX_ATTN_ALL (POLICY_MAX_ATTN + GOPT_TASK_COUNT)
 #define POLICY_MAX_TENSORS 256
 #define POLICY_NAME_MAX 48
+#define POLICY_MAX_COND 64 /* largest cond_hidden */
+#define POLICY_NPHI 8      /* features phi(unit, device) of the conditioned placement scorer (decode.c) */
+#define POLICY_NPSI 5      /* features psi(node, its device) of the schedule and fusion terms (decode.c) */
 
 typedef struct {
     float *w;    /* (5D, D) */
@@ -54,6 +57,13 @@ typedef struct {
     sage_params sage[POLICY_MAX_SAGE];
     attn_params attn[POLICY_MAX_ATTN_ALL]; /* trunk layers, then one per task */
     head_params head[GOPT_TASK_COUNT];
+    /* conditioned decoder (absent when cond_hidden = 0) */
+    float *cond_u;     /* (NPHI, Hc) decision features -> scorer hidden */
+    float *cond_v;     /* (D, Hc) placement head input -> scorer hidden */
+    float *cond_b;     /* (Hc) */
+    float *cond_w;     /* (Hc) scorer hidden -> logit */
+    float *cond_sched; /* (NPSI, P) */
+    float *cond_fuse;  /* (NPSI, F) */
 } policy_params;
 
 typedef struct {
@@ -87,9 +97,7 @@ typedef struct {
 typedef struct {
     float *x;          /* (N, D) */
     float *mean, *rstd; /* (N) */
-    float *logits;     /* (N, A_t) */
-    float *logp;       /* (N, A_t) log-softmax; placement: per unit row */
-    float *ent;        /* (N) entropy per row (placement: per unit) */
+    float *logits;     /* (N, A_t) the unconditioned logits */
 } head_acts;
 
 typedef struct {
@@ -106,7 +114,11 @@ typedef struct {
     int32_t *unit_size;  /* (N) */
     uint32_t *unit_mask; /* (N) allowed devices */
     int32_t *coloc_unit; /* (N) scratch: colocation group -> unit */
+    int32_t *unit_ptr, *unit_idx; /* (N+1), (N): CSR of each unit's member ranks */
     float *pooled;       /* (N, maxdev) pooled placement logits per unit */
+    float *vh;           /* (N, Hc) LN'd placement head input @ cond_v, per rank */
+    float *vh_unit;      /* (N, Hc) its mean over each unit's members */
+    int32_t *dev_rank;   /* (N) decoder scratch: device of each rank once decided */
 } policy_acts;
 
 typedef struct {
@@ -117,6 +129,7 @@ typedef struct {
     float *dcat;                  /* (N, 5D) */
     float *dlogits[GOPT_TASK_COUNT]; /* (N, A_t) */
     float *dpooled;               /* (N, maxdev) */
+    float *dvh, *dvh_unit;        /* (N, Hc) per rank, per unit */
     float *dg;                    /* (D) */
     float *dms, *dmb;             /* (D) */
     float *seg_scratch;           /* GOPT_SEGATTN_SCRATCH(S, H) */
@@ -145,6 +158,11 @@ struct gopt_policy {
     float *frozen_qkv[POLICY_MAX_ATTN_ALL]; /* (N, 3D) */
     int32_t frozen_n;
 
+    /* decoder inputs (gopt_policy_set_decoder_inputs; caller-owned, may be NULL) */
+    const double *in_time, *in_mem, *in_cap;
+    int32_t in_n, in_ndev;
+    double total_time; /* sum of node times of the last forward's graph (n when no times) */
+
     /* state of the last forward */
     const gopt_frozen *fz;
     int32_t n, ndev, n_units;
@@ -152,7 +170,7 @@ struct gopt_policy {
     double fwd_flops, bwd_flops;
 };
 
-/* decode.c: build the placement units and every head's log-softmax (end of forward). */
+/* decode.c: build the placement units, pool their logits and scorer inputs (end of forward). */
 gopt_status policy_decode_prepare(gopt_policy *p, const uint16_t *dev_mask, gopt_error *err);
 /* decode.c: dlogits (and dpooled) of J for the given actions; checks them. */
 gopt_status policy_decode_backward(gopt_policy *p, const gopt_policy_actions *a, const float *w_logp,

@@ -117,7 +117,19 @@ static void fd_check(const char *name, loss_fn f, void *ctx, float *x, const flo
         x[im] = x0[im];
         fd = (lp - lm) / (2 * h);
         /* rounding of a whole network's loss is ~2.5e-7 relative: the floor */
+        double hs = h;
         if (fabs(fd - g[im]) > 3 * rtol * (fabs(fd) + fabs(g[im])) + 4e-7 * (fabs(lp) + fabs(lm)) / h + 1e-5) {
+            /* a relu or max kink within the step: once more at half the step (a wrong
+             * gradient fails at both) */
+            hs = h / 2;
+            x[im] = x0[im] + (float)hs;
+            lp = f(ctx);
+            x[im] = x0[im] - (float)hs;
+            lm = f(ctx);
+            x[im] = x0[im];
+            fd = (lp - lm) / (2 * hs);
+        }
+        if (fabs(fd - g[im]) > 3 * rtol * (fabs(fd) + fabs(g[im])) + 4e-7 * (fabs(lp) + fabs(lm)) / hs + 1e-5) {
             print_error("%s[%zu]: fd %.8g analytic %.8g\n", name, im, fd, (double)g[im]);
             fail();
         }
@@ -415,6 +427,63 @@ static void actions_alloc(actions_buf *b, int n) {
     b->a.fuse = b->buf + 2 * n;
 }
 
+/* ---- the conditioned decoder's inputs ------------------------------------------------------ */
+typedef struct {
+    double *time, *mem, *cap;
+} dec_inputs;
+
+/* Random node times and charges; every device holds slack x its share of the total charge. */
+static void dec_inputs_make(dec_inputs *d, const gopt_frozen *fz, int ndev, double slack, uint64_t seed) {
+    gopt_rng rng;
+    gopt_rng_seed(&rng, seed);
+    d->time = malloc(sizeof(double) * (size_t)fz->n);
+    d->mem = malloc(sizeof(double) * (size_t)fz->n);
+    d->cap = malloc(sizeof(double) * GOPT_POLICY_MAX_DEVICES);
+    double tot = 0;
+    for (int v = 0; v < fz->n; v++) {
+        d->time[v] = 1e-4 * (0.1 + gopt_rng_uniform(&rng));
+        d->mem[v] = 1.0 + 99.0 * gopt_rng_uniform(&rng);
+        tot += d->mem[v];
+    }
+    for (int k = 0; k < GOPT_POLICY_MAX_DEVICES; k++) d->cap[k] = slack * tot / ndev * (1.0 + 0.1 * (k % 2));
+}
+static void dec_inputs_free(dec_inputs *d) {
+    free(d->time);
+    free(d->mem);
+    free(d->cap);
+}
+
+/* The memory rule, re-implemented: units (colocation groups) in topological
+ * order of their first member; when some allowed device fits the unit's
+ * charge, the chosen one must fit. Returns how many units had a device
+ * excluded by memory (the masks bound). */
+static int check_memory_rule(const gopt_frozen *fz, const gopt_policy_actions *a, const uint16_t *mask, int ndev,
+                             const dec_inputs *d) {
+    double used[GOPT_POLICY_MAX_DEVICES] = {0};
+    int *done = calloc((size_t)fz->n + 1, sizeof(int)), bound = 0;
+    for (int i = 0; i < fz->n; i++) {
+        int v = fz->topo[i], cg = fz->coloc[v];
+        if (cg >= 0 && done[cg]) continue;
+        if (cg >= 0) done[cg] = 1;
+        double charge = 0;
+        uint32_t allowed = (1u << ndev) - 1u;
+        for (int w = 0; w < fz->n; w++)
+            if (w == v || (cg >= 0 && fz->coloc[w] == cg)) {
+                charge += d->mem[w];
+                if (mask) allowed &= mask[w];
+            }
+        uint32_t fit = 0;
+        for (int k = 0; k < ndev; k++)
+            if (((allowed >> k) & 1u) && used[k] + charge <= d->cap[k]) fit |= 1u << k;
+        int x = a->place[v];
+        if (fit) assert_true((fit >> x) & 1u);
+        if (fit && fit != allowed) bound++;
+        used[x] += charge;
+    }
+    free(done);
+    return bound;
+}
+
 /* memory_grad = 1: the exact gradient of the forward. memory_grad = 0
  * (stop-gradient): the exact gradient of the forward whose memory states are
  * frozen at the point of linearisation (gopt_policy_debug_freeze_memory). */
@@ -442,12 +511,19 @@ static void grad_network(int memory_grad) {
         size_t cnt;
         gopt_policy_tensor(p, i, &nm, &w, NULL, &cnt);
         if (strstr(nm, "relpos") || strstr(nm, ".b") || strstr(nm, "head_")) fill_rand(w, cnt, &rng, 0.3f);
+        if (strncmp(nm, "cond.", 5) == 0) fill_rand(w, cnt, &rng, 0.3f); /* the scorer matters */
     }
+    /* the conditioned decoder with memory masks that bind (every device
+     * holds 1.05-1.16x its share of the charges) */
+    dec_inputs di;
+    dec_inputs_make(&di, fz, 3, 1.05, 17);
+    assert_int_equal(gopt_policy_set_decoder_inputs(p, N, 3, di.time, di.mem, di.cap, &err), GOPT_OK);
     assert_int_equal(gopt_policy_forward(p, fz, feat, 3, mask, &err), GOPT_OK);
     actions_buf ab;
     actions_alloc(&ab, N);
     gopt_rng_seed(&rng, 5);
     assert_int_equal(gopt_policy_sample(p, &rng, &ab.a, &err), GOPT_OK);
+    assert_true(check_memory_rule(fz, &ab.a, mask, 3, &di) > 0);
     float wl[3 * N], we[3 * N], lp[3 * N], en[3 * N];
     fill_rand(wl, 3 * N, &rng, 1.0f);
     fill_rand(we, 3 * N, &rng, 1.0f);
@@ -492,6 +568,7 @@ static void grad_network(int memory_grad) {
         cf.memory_grad = 1;
         gopt_policy *q = NULL;
         assert_int_equal(gopt_policy_create(&q, &cf, 42, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_set_decoder_inputs(q, N, 3, di.time, di.mem, di.cap, &err), GOPT_OK);
         size_t np = gopt_policy_num_params(p);
         float *pw, *qw, *pg, *qg;
         gopt_policy_tensor(p, 0, NULL, &pw, &pg, NULL);
@@ -523,6 +600,7 @@ static void grad_network(int memory_grad) {
         gopt_policy_free(q);
     }
     free(ab.buf);
+    dec_inputs_free(&di);
     gopt_policy_free(p);
     gopt_graph_free(g);
 }
@@ -582,7 +660,7 @@ static void test_decode(void **state) {
         assert_true(fabs(s - tl[3]) < 1e-3);
         assert_int_equal(gopt_policy_greedy(p, &a2.a, &err), GOPT_OK);
         assert_int_equal(gopt_policy_logprob(p, &a2.a, NULL, NULL, gl, NULL, &err), GOPT_OK);
-        assert_true(gl[3] >= tl[3] - 1e-9); /* argmax maximises the (factorised) log-probability */
+        (void)gl; /* greedy is the argmax of each row given its own earlier decisions (test_conditioned_decoder) */
     }
     /* errors: out of range, masked, split group, no forward */
     assert_int_equal(gopt_policy_forward(p, fz, feat, 4, mask, &err), GOPT_OK);
@@ -796,7 +874,12 @@ static void test_checkpoint(void **state) {
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
     assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "version 99"));
+    /* a checkpoint of before the conditioned decoder (version 1) is refused saying so */
     raw[8] = 1;
+    assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
+    assert_non_null(strstr(err.msg, "before the conditioned decoder"));
+    raw[8] = 2;
     /* bad magic, bad config */
     raw[0] = 'X';
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 0, &err), GOPT_OK);
@@ -806,17 +889,17 @@ static void test_checkpoint(void **state) {
     /* a checkpoint of the 64-feature layout (before the absolute layer
      * features) is refused naming both counts, not misread */
     uint32_t nf;
-    memcpy(&nf, raw + 12 + 4 * 10, 4);
+    memcpy(&nf, raw + 12 + 4 * 11, 4);
     assert_int_equal(nf, GOPT_POLICY_NFEAT);
     nf = 64;
-    memcpy(raw + 12 + 4 * 10, &nf, 4);
+    memcpy(raw + 12 + 4 * 11, &nf, 4);
     uint32_t crc = (uint32_t)crc32(0L, (const unsigned char *)raw, (uInt)(len - 4));
     memcpy(raw + len - 4, &crc, 4);
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
     assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "64 features per node, this build has 80"));
     nf = GOPT_POLICY_NFEAT;
-    memcpy(raw + 12 + 4 * 10, &nf, 4);
+    memcpy(raw + 12 + 4 * 11, &nf, 4);
     int32_t heads = 3; /* does not divide hidden = 8 */
     memcpy(raw + 12 + 3 * 4, &heads, 4);
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
@@ -1003,6 +1086,20 @@ static void test_small_sizes(void **state) {
 
 /* gopt_policy_backward_batch equals the sum of one backward per action set
  * (the network backward is linear in the logit gradients). */
+typedef struct {
+    const float *w;
+    int n, calls;
+    double sum0; /* log-probabilities handed over for set 0 */
+} wfn_ctx;
+
+/* The weight array's entry; sums the log-probabilities it is given for set 0. */
+static float lookup_weight(void *ctx, int set, int task, int32_t v, float logp) {
+    wfn_ctx *c = ctx;
+    c->calls++;
+    if (set == 0) c->sum0 += logp;
+    return c->w[(size_t)set * 3 * c->n + (size_t)task * c->n + v];
+}
+
 static void test_backward_batch(void **state) {
     (void)state;
     enum { N = 31, K = 3 };
@@ -1014,6 +1111,9 @@ static void test_backward_batch(void **state) {
     assert_int_equal(gopt_policy_create(&p, &c, 3, &err), GOPT_OK);
     float *feat = malloc(sizeof(float) * N * GOPT_POLICY_NFEAT);
     assert_int_equal(gopt_policy_features(fz, 4, NULL, feat, &err), GOPT_OK);
+    dec_inputs di; /* conditioned replays with binding memory masks */
+    dec_inputs_make(&di, fz, 4, 1.05, 3);
+    assert_int_equal(gopt_policy_set_decoder_inputs(p, N, 4, di.time, di.mem, di.cap, &err), GOPT_OK);
     assert_int_equal(gopt_policy_forward(p, fz, feat, 4, NULL, &err), GOPT_OK);
     gopt_rng rng;
     gopt_rng_seed(&rng, 5);
@@ -1068,10 +1168,202 @@ static void test_backward_batch(void **state) {
     if (maxdiff > 1e-4 * maxabs) print_error("batch backward differs: max |diff| %g, max |grad| %g\n", maxdiff, maxabs);
     assert_true(maxdiff <= 1e-4 * maxabs);
     assert_int_equal(gopt_policy_backward_batch(p, 0, as, w, we, &err), GOPT_EINVAL);
+    /* weights from a callback during the replay: the same gradient, and the callback sees
+     * each decision's log-probability */
+    gopt_policy_zero_grad(p);
+    wfn_ctx wc = {w, N, 0, 0.0};
+    float ent0[3 * N], ent_lp[3 * N];
+    assert_int_equal(gopt_policy_backward_batch_fn(p, K, as, lookup_weight, &wc, we, ent0, &err), GOPT_OK);
+    double tl0[4];
+    assert_int_equal(gopt_policy_logprob(p, &as[0], NULL, ent_lp, tl0, NULL, &err), GOPT_OK);
+    assert_true(fabs(wc.sum0 - tl0[3]) <= 1e-4 * fabs(tl0[3]) + 1e-6); /* each decision's own logp */
+    assert_memory_equal(ent0, ent_lp, sizeof ent0);                     /* set 0's entropies */
+    for (int i = 0, off = 0; i < nt; i++) {
+        const char *name;
+        float *prm, *grd;
+        size_t cnt;
+        gopt_policy_tensor(p, i, &name, &prm, &grd, &cnt);
+        for (size_t j = 0; j < cnt; j++) assert_true(fabs((double)grd[j] - ref[off + j]) <= 1e-4 * maxabs);
+        off += (int)cnt;
+    }
+    dec_inputs_free(&di);
     for (int k = 0; k < K; k++) free(ab[k].buf);
     free(ref);
     free(w);
     free(we);
+    free(feat);
+    gopt_policy_free(p);
+    gopt_graph_free(g);
+}
+
+/* ---- the conditioned decoder --------------------------------------------------------------- */
+static double row_logp(gopt_policy *p, const gopt_policy_actions *a, int n, int t, int v) {
+    float *lp = malloc(sizeof(float) * 3 * (size_t)n);
+    gopt_error err = {0};
+    assert_int_equal(gopt_policy_logprob(p, a, lp, NULL, NULL, NULL, &err), GOPT_OK);
+    double x = lp[(size_t)t * n + v];
+    free(lp);
+    return x;
+}
+
+static void test_conditioned_decoder(void **state) {
+    (void)state;
+    enum { N = 41, NDEV = 4 };
+    gopt_graph *g = make_graph(N, 21, 4);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    assert_true(fz->n_coloc > 0);
+    gopt_error err = {0};
+    gopt_policy_config c = tiny_config();
+    assert_true(c.cond_hidden > 0);
+    gopt_policy *p = NULL;
+    assert_int_equal(gopt_policy_create(&p, &c, 5, &err), GOPT_OK);
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 8);
+    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
+        const char *nm;
+        float *w;
+        size_t cnt;
+        gopt_policy_tensor(p, i, &nm, &w, NULL, &cnt);
+        if (strncmp(nm, "cond.", 5) == 0) fill_rand(w, cnt, &rng, 1.0f);
+    }
+    float *feat = malloc(sizeof(float) * N * GOPT_POLICY_NFEAT);
+    assert_int_equal(gopt_policy_features(fz, NDEV, NULL, feat, &err), GOPT_OK);
+    dec_inputs di;
+    dec_inputs_make(&di, fz, NDEV, 1.02, 9);
+    assert_int_equal(gopt_policy_set_decoder_inputs(p, N, NDEV, di.time, di.mem, di.cap, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, NULL, &err), GOPT_OK);
+    actions_buf a1, a2;
+    actions_alloc(&a1, N);
+    actions_alloc(&a2, N);
+    /* deterministic for a seed; every sampled action is allowed by the masks logprob uses */
+    int bound = 0;
+    for (int s = 0; s < 20; s++) {
+        gopt_rng r1, r2;
+        gopt_rng_seed(&r1, 300 + s);
+        gopt_rng_seed(&r2, 300 + s);
+        assert_int_equal(gopt_policy_sample(p, &r1, &a1.a, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_sample(p, &r2, &a2.a, &err), GOPT_OK);
+        assert_memory_equal(a1.buf, a2.buf, sizeof(int32_t) * 3 * N);
+        bound += check_memory_rule(fz, &a1.a, NULL, NDEV, &di);
+        double tl[4];
+        assert_int_equal(gopt_policy_logprob(p, &a1.a, NULL, NULL, tl, NULL, &err), GOPT_OK);
+        assert_true(isfinite(tl[3]) && tl[3] < 0);
+    }
+    assert_true(bound > 0); /* the masks did exclude devices */
+    { /* a scored sample reports what logprob computes */
+        gopt_rng r1;
+        gopt_rng_seed(&r1, 77);
+        float ls[3 * N], es[3 * N], ll[3 * N], el[3 * N];
+        assert_int_equal(gopt_policy_sample_scored(p, &r1, &a1.a, ls, es, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_logprob(p, &a1.a, ll, el, NULL, NULL, &err), GOPT_OK);
+        assert_memory_equal(ls, ll, sizeof ls);
+        assert_memory_equal(es, el, sizeof es);
+        assert_int_equal(gopt_policy_sample_scored(p, NULL, &a1.a, ls, es, &err), GOPT_EINVAL);
+    }
+    /* greedy: memory rule, and each row is the argmax given its earlier decisions.
+     * A schedule or fusion action conditions nothing else: changing it moves its own row only. */
+    assert_int_equal(gopt_policy_greedy(p, &a1.a, &err), GOPT_OK);
+    check_memory_rule(fz, &a1.a, NULL, NDEV, &di);
+    for (int v = 0; v < N; v += 5)
+        for (int t = GOPT_TASK_SCHED; t < GOPT_TASK_COUNT; t++) {
+            int32_t *act = t == GOPT_TASK_SCHED ? a1.a.sched : a1.a.fuse;
+            double best = row_logp(p, &a1.a, N, t, v);
+            int keep = act[v], w = t == GOPT_TASK_SCHED ? c.sched_levels : c.fusion_levels;
+            for (int j = 0; j < w; j++) {
+                act[v] = j;
+                assert_true(row_logp(p, &a1.a, N, t, v) <= best + 1e-6);
+            }
+            act[v] = keep;
+        }
+    /* the last unit's device: no allowed alternative scores higher */
+    int vlast = fz->topo[N - 1];
+    while (fz->coloc[vlast] >= 0) vlast = fz->topo[fz->rank[vlast] - 1];
+    {
+        double best = row_logp(p, &a1.a, N, GOPT_TASK_PLACE, vlast);
+        int keep = a1.a.place[vlast];
+        for (int d = 0; d < NDEV; d++) {
+            a1.a.place[vlast] = d;
+            float lp[3 * N];
+            if (gopt_policy_logprob(p, &a1.a, lp, NULL, NULL, NULL, &err) == GOPT_OK)
+                assert_true(lp[vlast] <= best + 1e-6);
+            else
+                assert_non_null(strstr(err.msg, "masked")); /* a device memory excludes */
+        }
+        a1.a.place[vlast] = keep;
+    }
+    /* a device memory excludes is refused by logprob and backward, naming the node:
+     * device 0 holds less than any node needs, so the first unit cannot go there */
+    {
+        for (int k = 0; k < NDEV; k++) di.cap[k] = 1e9;
+        di.cap[0] = 0.5;
+        int v0 = fz->topo[0];
+        memcpy(a2.buf, a1.buf, sizeof(int32_t) * 3 * N);
+        for (int v = 0; v < N; v++)
+            if (v == v0 || (fz->coloc[v0] >= 0 && fz->coloc[v] == fz->coloc[v0])) a2.a.place[v] = 0;
+        assert_int_equal(gopt_policy_logprob(p, &a2.a, NULL, NULL, NULL, NULL, &err), GOPT_EINVAL);
+        assert_non_null(strstr(err.msg, "masked"));
+        char want[32];
+        snprintf(want, sizeof want, "node %d:", v0);
+        assert_non_null(strstr(err.msg, want));
+        assert_int_equal(gopt_policy_backward(p, &a2.a, NULL, NULL, &err), GOPT_EINVAL);
+        for (int v = 0; v < N; v++) a2.a.place[v] = 1;
+        assert_int_equal(gopt_policy_logprob(p, &a2.a, NULL, NULL, NULL, NULL, &err), GOPT_OK);
+    }
+    /* the decoder is conditioned: with no memory limits, moving the first node
+     * changes the placement row of later nodes */
+    for (int k = 0; k < NDEV; k++) di.cap[k] = 1e12;
+    assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_greedy(p, &a1.a, &err), GOPT_OK);
+    float l1[3 * N], l2[3 * N];
+    assert_int_equal(gopt_policy_logprob(p, &a1.a, l1, NULL, NULL, NULL, &err), GOPT_OK);
+    memcpy(a2.buf, a1.buf, sizeof(int32_t) * 3 * N);
+    int v0 = fz->topo[0];
+    assert_true(fz->coloc[v0] < 0);
+    a2.a.place[v0] = (a1.a.place[v0] + 1) % NDEV;
+    assert_int_equal(gopt_policy_logprob(p, &a2.a, l2, NULL, NULL, NULL, &err), GOPT_OK);
+    int changed = 0;
+    for (int i = 1; i < N; i++) changed += l1[fz->topo[i]] != l2[fz->topo[i]];
+    assert_true(changed > 0);
+    /* without the scorer (cond_hidden = 0): no cond tensors, the memory masks stay */
+    gopt_policy_config c0 = c;
+    c0.cond_hidden = 0;
+    gopt_policy *q = NULL;
+    assert_int_equal(gopt_policy_create(&q, &c0, 5, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_num_tensors(q), gopt_policy_num_tensors(p) - 6);
+    dec_inputs_free(&di);
+    dec_inputs_make(&di, fz, NDEV, 1.02, 9);
+    assert_int_equal(gopt_policy_set_decoder_inputs(q, N, NDEV, di.time, di.mem, di.cap, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_forward(q, fz, feat, NDEV, NULL, &err), GOPT_OK);
+    gopt_rng_seed(&rng, 4);
+    assert_int_equal(gopt_policy_sample(q, &rng, &a1.a, &err), GOPT_OK);
+    check_memory_rule(fz, &a1.a, NULL, NDEV, &di);
+    assert_int_equal(gopt_policy_logprob(q, &a1.a, NULL, NULL, NULL, NULL, &err), GOPT_OK);
+    /* refusals: bad values name the index; another graph size or device count */
+    di.mem[7] = -1;
+    assert_int_equal(gopt_policy_set_decoder_inputs(q, N, NDEV, di.time, di.mem, di.cap, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "memory of node 7"));
+    di.mem[7] = 1;
+    di.time[3] = NAN;
+    assert_int_equal(gopt_policy_set_decoder_inputs(q, N, NDEV, di.time, di.mem, di.cap, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "time of node 3"));
+    di.time[3] = 0;
+    di.cap[2] = 0;
+    assert_int_equal(gopt_policy_set_decoder_inputs(q, N, NDEV, di.time, di.mem, di.cap, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "capacity of device 2"));
+    di.cap[2] = 1;
+    assert_int_equal(gopt_policy_set_decoder_inputs(q, N, 17, NULL, NULL, di.cap, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_policy_set_decoder_inputs(q, N - 1, NDEV, di.time, di.mem, di.cap, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_forward(q, fz, feat, NDEV, NULL, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "decoder inputs"));
+    assert_int_equal(gopt_policy_set_decoder_inputs(q, N, 3, di.time, di.mem, di.cap, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_forward(q, fz, feat, NDEV, NULL, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "capacities"));
+    assert_int_equal(gopt_policy_set_decoder_inputs(q, 0, 0, NULL, NULL, NULL, &err), GOPT_OK); /* cleared */
+    assert_int_equal(gopt_policy_forward(q, fz, feat, NDEV, NULL, &err), GOPT_OK);
+    gopt_policy_free(q);
+    dec_inputs_free(&di);
+    free(a1.buf);
+    free(a2.buf);
     free(feat);
     gopt_policy_free(p);
     gopt_graph_free(g);
@@ -1152,6 +1444,7 @@ int main(void) {
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_fusion),          cmocka_unit_test(test_example_graph),
         cmocka_unit_test(test_small_sizes),     cmocka_unit_test(test_zoo_and_real_graphs), cmocka_unit_test(test_backward_batch),
+        cmocka_unit_test(test_conditioned_decoder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -321,6 +321,49 @@ static void test_graphs_per_step(void **state) {
     env_free(&e);
 }
 
+/* ---- the batched PPO backward (weights inside the replay) equals the per-sample path ------- */
+static void test_batched_equals_rounds(void **state) {
+    (void)state;
+    env e[2];
+    double loss[2];
+    for (int r = 0; r < 2; r++) {
+        gopt_trainer_options o;
+        gopt_trainer_options_default(&o);
+        o.samples = 6;
+        o.epochs = 3;
+        o.sim_threads = 1;
+        o.backward_rounds = r;
+        env_init(&e[r], 3, &o, 4);
+        add_graph(&e[r], fan_graph("fan7", 7));
+        gopt_trainer_stats st;
+        gopt_error err = {0};
+        for (int s = 0; s < 2; s++) assert_int_equal(gopt_trainer_step(e[r].tr, &st, &err), GOPT_OK);
+        assert_int_equal(st.backward_calls, r ? 6 * 3 : 3);
+        loss[r] = st.loss;
+    }
+    assert_true(fabs(loss[0] - loss[1]) <= 1e-4 * (fabs(loss[1]) + 1e-3));
+    float *p0, *p1;
+    gopt_policy_tensor(e[0].pol, 0, NULL, &p0, NULL, NULL);
+    gopt_policy_tensor(e[1].pol, 0, NULL, &p1, NULL, NULL);
+    double dd = 0, nn = 0, moved = 0;
+    gopt_policy *fresh = NULL;
+    gopt_policy_config c;
+    tiny_config(&c, 3);
+    assert_int_equal(gopt_policy_create(&fresh, &c, 4, NULL), GOPT_OK);
+    float *pf;
+    gopt_policy_tensor(fresh, 0, NULL, &pf, NULL, NULL);
+    for (size_t i = 0; i < gopt_policy_num_params(e[0].pol); i++) {
+        dd += (p0[i] - p1[i]) * (double)(p0[i] - p1[i]);
+        moved += (p1[i] - pf[i]) * (double)(p1[i] - pf[i]);
+        nn += (double)p1[i] * p1[i];
+    }
+    assert_true(moved > 0);             /* the steps changed the policy */
+    assert_true(dd <= 1e-6 * moved);    /* both paths moved it alike */
+    gopt_policy_free(fresh);
+    env_free(&e[0]);
+    env_free(&e[1]);
+}
+
 /* ---- a non-finite loss is detected, the update skipped and reported ---------------- */
 static void test_nan_update_skipped(void **state) {
     (void)state;
@@ -614,6 +657,166 @@ static void test_go_decide(void **state) {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
+}
+
+/* ---- the go method is memory-safe by construction ---------------------------------------------
+ * Six 1 GB parameters, each read by a GEMM, on four devices of 3.5 GB: a
+ * classical placer fits them. A policy biased towards device 0 (as a policy
+ * that learned single-device placements is) overflows it when its decoder is
+ * not given the memory model; `go` masks the devices a unit would overflow and
+ * fits. The repair step: with an evaluator stricter than the model (out of
+ * memory above 60% of a device), `go` decodes again with the overflowing
+ * device's capacity scaled down until the evaluator is satisfied. */
+typedef struct {
+    const gopt_frozen *fz;
+    double limit;
+} strict_eval;
+
+static double strict_evaluate(void *ctx, const gopt_decisions *d, int *oom) {
+    strict_eval *c = ctx;
+    double used[8] = {0};
+    for (int32_t v = 0; v < c->fz->n; v++) used[d->device[v]] += c->fz->param_bytes[v];
+    *oom = 0;
+    for (int k = 0; k < 8; k++)
+        if (used[k] > c->limit && (!*oom || used[k] > used[*oom - 1])) *oom = 1 + k;
+    return 1e-3;
+}
+
+static void test_go_memory_safe(void **state) {
+    (void)state;
+    enum { NDEV = 4, NPAR = 6 };
+    char dir[256], path[300];
+    assert_int_equal(test_tmpdir_make(dir, sizeof dir, "go_mem"), 0);
+    snprintf(path, sizeof path, "%s/p.ckpt", dir);
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.samples = 4;
+    o.sim_threads = 1;
+    env e;
+    env_init(&e, NDEV, &o, 3);
+    add_graph(&e, fan_graph("fan4", 4));
+    for (int i = 0; i < gopt_policy_num_tensors(e.pol); i++) {
+        const char *nm;
+        float *w;
+        gopt_policy_tensor(e.pol, i, &nm, &w, NULL, NULL);
+        if (strcmp(nm, "head_place.b") == 0) w[0] = 8.0f; /* everything on device 0 */
+    }
+    gopt_error err = {0};
+    assert_int_equal(gopt_trainer_save(e.tr, path, &err), GOPT_OK);
+    /* the problem: 3.5 GB devices */
+    gopt_profile *prof = make_profile(NDEV, 3.5e9);
+    gopt_costmodel *cm = NULL;
+    assert_int_equal(gopt_cost_create(prof, NDEV, &cm, NULL), GOPT_OK);
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, "params", "test", NULL), GOPT_OK);
+    int32_t sink = -1, ids[2 * NPAR];
+    char nm[32];
+    for (int i = 0; i < NPAR; i++) {
+        snprintf(nm, sizeof nm, "w%d", i);
+        gopt_node_attrs a = {0};
+        a.name = nm;
+        a.op = "Variable";
+        a.cls = GOPT_OP_CLASS_PARAM;
+        a.out_bytes = 1e9;
+        a.param_bytes = 1e9;
+        a.layer = -1;
+        assert_int_equal(gopt_graph_add_node(g, &a, &ids[i], NULL), GOPT_OK);
+        snprintf(nm, sizeof nm, "mm%d", i);
+        ids[NPAR + i] = add(g, nm, GOPT_OP_CLASS_GEMM, 1e9, 1e3);
+        assert_int_equal(gopt_graph_add_edge(g, ids[i], ids[NPAR + i], 1e3, NULL), GOPT_OK);
+    }
+    sink = add(g, "sink", GOPT_OP_CLASS_ELEMENTWISE, 1e3, 16);
+    for (int i = 0; i < NPAR; i++) assert_int_equal(gopt_graph_add_edge(g, ids[NPAR + i], sink, 1e3, NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_finalize(g, &err), GOPT_OK);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    gopt_sim *sim = NULL;
+    gopt_sim_scratch *scr = NULL;
+    assert_int_equal(gopt_sim_create(g, cm, &sim, &err), GOPT_OK);
+    assert_int_equal(gopt_sim_scratch_create(sim, &scr, &err), GOPT_OK);
+    gopt_bl_sim_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.sim = sim;
+    ctx.scratch = scr;
+    gopt_bl_problem p = {0};
+    p.graph = g;
+    p.cm = cm;
+    p.cost = gopt_sim_cost_table(sim);
+    p.ndev = NDEV;
+    p.evaluate = gopt_bl_sim_evaluate;
+    p.eval_ctx = &ctx;
+    p.last_peak = gopt_bl_sim_last_peak;
+    /* a classical method fits */
+    gopt_bl_registry reg;
+    gopt_bl_registry_init(&reg);
+    gopt_bl_combo combo;
+    assert_int_equal(gopt_bl_combo_parse(&reg, "heft", &combo, &err), GOPT_OK);
+    gopt_decisions dc = {0};
+    assert_int_equal(gopt_bl_combo_decide(&reg, &combo, &p, &dc, &err), GOPT_OK);
+    int oom = 0;
+    gopt_bl_sim_evaluate(&ctx, &dc, &oom);
+    assert_int_equal(oom, 0);
+    /* the policy's decoder without the memory model overflows device 0 */
+    gopt_policy *pol = NULL;
+    assert_int_equal(gopt_policy_load(&pol, path, &err), GOPT_OK);
+    int32_t n = fz->n;
+    float *feat = malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NFEAT);
+    int32_t *buf = malloc(sizeof(int32_t) * 3 * (size_t)n), *grp = malloc(sizeof(int32_t) * (size_t)n);
+    gopt_policy_actions a = {buf, buf + n, buf + 2 * n};
+    assert_int_equal(gopt_policy_features(fz, NDEV, NULL, feat, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_forward(pol, fz, feat, NDEV, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_greedy(pol, &a, &err), GOPT_OK);
+    gopt_decisions du = {0};
+    assert_int_equal(gopt_decisions_init(&du, n, NULL), GOPT_OK);
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, &a, &du, grp, &err), GOPT_OK);
+    assert_int_equal(gopt_bl_memory_check(&p, &du, &err), GOPT_EUNSUP);
+    gopt_bl_sim_evaluate(&ctx, &du, &oom);
+    assert_int_equal(oom, 1);
+    /* go: masked by the memory model, fits */
+    gopt_go_options go = {path, 0, 1};
+    gopt_decisions d = {0};
+    assert_int_equal(gopt_decisions_init(&d, n, NULL), GOPT_OK);
+    for (int k = 0; k <= 8; k += 8) {
+        go.samples = k;
+        assert_int_equal(gopt_go_decide(&go, &p, &d, &err), GOPT_OK);
+        gopt_bl_sim_evaluate(&ctx, &d, &oom);
+        assert_int_equal(oom, 0);
+        assert_int_equal(gopt_bl_memory_check(&p, &d, &err), GOPT_OK);
+    }
+    /* the repair step: an evaluator stricter than the model */
+    strict_eval se = {fz, 0.6 * 3.5e9};
+    gopt_bl_problem q = p;
+    q.evaluate = strict_evaluate;
+    q.eval_ctx = &se;
+    q.last_peak = NULL;
+    go.samples = 0;
+    assert_int_equal(gopt_go_decide(&go, &q, &d, &err), GOPT_OK);
+    strict_evaluate(&se, &d, &oom);
+    assert_int_equal(oom, 0);
+    /* the first decode alone would not do: the masks let device 0 take 3 GB */
+    double *din = malloc(sizeof(double) * (2 * (size_t)n + NDEV));
+    gopt_go_decoder_inputs(&p, din, din + n, din + 2 * n);
+    assert_int_equal(gopt_policy_set_decoder_inputs(pol, n, NDEV, din, din + n, din + 2 * n, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_forward(pol, fz, feat, NDEV, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_greedy(pol, &a, &err), GOPT_OK);
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, &a, &du, grp, &err), GOPT_OK);
+    assert_int_equal(gopt_bl_memory_check(&p, &du, &err), GOPT_OK);
+    strict_evaluate(&se, &du, &oom);
+    assert_int_equal(oom, 1);
+    free(din);
+    gopt_decisions_destroy(&dc);
+    gopt_decisions_destroy(&du);
+    gopt_decisions_destroy(&d);
+    free(feat);
+    free(buf);
+    free(grp);
+    gopt_policy_free(pol);
+    gopt_sim_scratch_free(scr);
+    gopt_sim_free(sim);
+    gopt_graph_free(g);
+    gopt_cost_free(cm);
+    gopt_profile_free(prof);
+    env_free(&e);
+    assert_int_equal(test_tmpdir_remove(dir), 0);
 }
 
 /* ---- option and task refusals ----------------------------------------------------------- */
@@ -1077,11 +1280,13 @@ int main(void) {
         cmocka_unit_test(test_ppo_finds_known_placement),
         cmocka_unit_test(test_resume_equals_uninterrupted),
         cmocka_unit_test(test_graphs_per_step),
+        cmocka_unit_test(test_batched_equals_rounds),
         cmocka_unit_test(test_nan_update_skipped),
         cmocka_unit_test(test_imitation_lowers_loss),
         cmocka_unit_test(test_actions_to_decisions),
         cmocka_unit_test(test_fusion_groups),
         cmocka_unit_test(test_go_decide),
+        cmocka_unit_test(test_go_memory_safe),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_canonical_devices),
         cmocka_unit_test(test_shard_partition),

@@ -3,7 +3,20 @@
  * the best of the greedy ones and K samples as judged by the problem's
  * evaluator (the simulator when wired in). Tasks the checkpoint was not
  * trained for get the defaults (device 0, topological priority, no fusion).
- * Cost: one forward plus K + 1 evaluations.
+ *
+ * Memory: the decoder gets the baselines' memory model (per-node charges,
+ * per-device capacities) and masks the devices a unit would overflow. That
+ * model leaves out tensor lifetimes and received copies, so the evaluator
+ * may still report out of memory; then the repair step, part of GO's
+ * decoder, decodes again (the trunk's forward is reused) with each
+ * overflowing device's capacity scaled by (what the decoder's model counts
+ * on it / the evaluator's peak) x 0.95, or, without peaks, capped at 75% of
+ * what the model counts (all devices x0.75 when the evaluator cannot tell
+ * which): the rule gopt_bl_combo_decide applies to the classical placers.
+ * GOPT_GO_REPAIRS rounds at most; the best candidate over every round is
+ * returned (one that fits beats any that does not). No classical method's
+ * answer is ever substituted.
+ * Cost: one forward plus (K + 1) decodes and evaluations per round.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -21,14 +34,49 @@ const char *gopt_trainer_default_checkpoint(void) {
 #endif
 }
 
+void gopt_go_decoder_inputs(const gopt_bl_problem *p, double *node_time, double *node_mem, double *dev_cap) {
+    const gopt_frozen *fz = gopt_graph_frozen(p->graph);
+    for (int32_t v = 0; v < fz->n; v++) {
+        node_time[v] = p->cost->time[(size_t)v * p->cost->ndev];
+        node_mem[v] = gopt_bl_node_memory(p, v);
+    }
+    for (int k = 0; k < p->ndev; k++) dev_cap[k] = gopt_bl_device_capacity(p, k);
+}
+
+/* Tighten the decoder's capacities after decisions d ran out of memory
+ * (oom: the evaluator's flag); the rule of the file's header. */
+static void repair_caps(const gopt_bl_problem *p, const gopt_decisions *d, int oom, const double *node_mem,
+                        double *cap) {
+    double used[GOPT_POLICY_MAX_DEVICES] = {0}, peak[GOPT_POLICY_MAX_DEVICES];
+    for (int32_t v = 0; v < d->n; v++) used[d->device[v]] += node_mem[v];
+    int fixed = 0;
+    if (p->last_peak && p->last_peak(p->eval_ctx, peak))
+        for (int k = 0; k < p->ndev; k++) {
+            double phys = gopt_cost_device_memory(p->cm, k);
+            if (peak[k] <= phys || used[k] <= 0) continue;
+            double c = 0.95 * phys * used[k] / peak[k];
+            cap[k] = c < cap[k] ? c : 0.95 * cap[k];
+            fixed = 1;
+        }
+    if (!fixed && oom > 0 && oom <= p->ndev) {
+        int k = oom - 1;
+        double c = 0.75 * (used[k] > 0 ? used[k] : cap[k]);
+        cap[k] = c < cap[k] ? c : 0.75 * cap[k];
+        fixed = 1;
+    }
+    if (!fixed)
+        for (int k = 0; k < p->ndev; k++) cap[k] *= 0.75;
+}
+
 gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     const char *path = o && o->checkpoint ? o->checkpoint : gopt_trainer_default_checkpoint();
     const gopt_frozen *fz = gopt_graph_frozen(p->graph);
     const int32_t n = fz->n;
     gopt_policy *pol = NULL;
     float *feat = NULL, *pred = NULL;
+    double *ntime = NULL, *nmem = NULL, *cap = NULL;
     int32_t *buf = NULL, *group = NULL;
-    gopt_decisions cand = {0};
+    gopt_decisions cand = {0}, rbest = {0};
     unsigned tasks = GOPT_TASKS_ALL;
     gopt_status st;
     if ((st = gopt_policy_load(&pol, path, err)) || (st = gopt_trainer_checkpoint_tasks(path, &tasks, err))) {
@@ -43,46 +91,70 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     size_t N = (size_t)(n ? n : 1);
     feat = gopt_malloc(sizeof(float) * N * GOPT_POLICY_NFEAT, err);
     pred = gopt_malloc(sizeof(float) * N, err);
+    ntime = gopt_malloc(sizeof(double) * N, err);
+    nmem = gopt_malloc(sizeof(double) * N, err);
+    cap = gopt_malloc(sizeof(double) * (size_t)p->ndev, err);
     buf = gopt_malloc(sizeof(int32_t) * 3 * N, err);
     group = gopt_malloc(sizeof(int32_t) * N, err);
-    if (!feat || !pred || !buf || !group) {
+    if (!feat || !pred || !ntime || !nmem || !cap || !buf || !group) {
         st = GOPT_ENOMEM;
         goto out;
     }
-    for (int32_t v = 0; v < n; v++) pred[v] = (float)p->cost->time[(size_t)v * p->cost->ndev];
+    gopt_go_decoder_inputs(p, ntime, nmem, cap);
+    for (int32_t v = 0; v < n; v++) pred[v] = (float)ntime[v];
     if ((st = gopt_policy_features(fz, p->ndev, pred, feat, err))) goto out;
+    if ((st = gopt_policy_set_decoder_inputs(pol, n, p->ndev, ntime, nmem, cap, err))) goto out;
     if ((st = gopt_policy_forward(pol, fz, feat, p->ndev, NULL, err))) goto out;
-    if ((st = gopt_decisions_init(&cand, n, err))) goto out;
+    if ((st = gopt_decisions_init(&cand, n, err)) || (st = gopt_decisions_init(&rbest, n, err))) goto out;
     gopt_policy_actions a = {buf, buf + N, buf + 2 * N};
     gopt_rng rng;
     gopt_rng_seed(&rng, o ? o->seed : 1);
-    int K = o ? o->samples : 0;
+    const int K = o ? o->samples : 0;
     double best = INFINITY;
-    int best_oom = 1;
-    for (int k = 0; k <= K; k++) {
-        st = k == 0 ? gopt_policy_greedy(pol, &a, err) : gopt_policy_sample(pol, &rng, &a, err);
-        if (st) goto out;
-        if ((st = gopt_trainer_actions_to_decisions(fz, tasks, &a, &cand, group, err))) goto out;
-        if (K == 0) {
-            gopt_decisions_copy(d, &cand);
-            break;
+    int best_oom = 1, have = 0;
+    for (int round = 0; round <= GOPT_GO_REPAIRS; round++) {
+        /* the caps live in `cap`, which the policy reads at every decode */
+        double rb = INFINITY;
+        int rb_oom = 1, rb_flag = 0, have_round = 0;
+        for (int k = 0; k <= K; k++) {
+            st = k == 0 ? gopt_policy_greedy(pol, &a, err) : gopt_policy_sample(pol, &rng, &a, err);
+            if (st) goto out;
+            if ((st = gopt_trainer_actions_to_decisions(fz, tasks, &a, &cand, group, err))) goto out;
+            if (round == 0 && k == 0) gopt_decisions_copy(d, &cand); /* the answer if nothing is valid */
+            if (gopt_decisions_validate(&cand, p->graph, p->ndev, NULL)) continue;
+            int oom = 0;
+            double s = gopt_bl_evaluate(p, &cand, &oom);
+            if (!(s >= 0) || !isfinite(s)) continue;
+            /* a fitting solution beats any OOM one; then the shorter step */
+            if (!have_round || (rb_oom && !oom) || ((oom != 0) == rb_oom && s < rb)) {
+                rb = s;
+                rb_oom = oom != 0;
+                rb_flag = oom;
+                have_round = 1;
+                gopt_decisions_copy(&rbest, &cand);
+            }
         }
-        if (gopt_decisions_validate(&cand, p->graph, p->ndev, NULL)) continue;
-        int oom = 0;
-        double s = gopt_bl_evaluate(p, &cand, &oom);
-        if (!(s >= 0) || !isfinite(s)) continue;
-        /* a fitting solution beats any OOM one; then the shorter step */
-        if ((best_oom && !oom) || (oom == best_oom && s < best)) {
-            best = s;
-            best_oom = oom;
-            gopt_decisions_copy(d, &cand);
+        if (!have_round) break;
+        if (!have || (best_oom && !rb_oom) || (rb_oom == best_oom && rb < best)) {
+            best = rb;
+            best_oom = rb_oom;
+            have = 1;
+            gopt_decisions_copy(d, &rbest);
         }
+        if (!rb_oom || round == GOPT_GO_REPAIRS) break;
+        /* repair: the evaluator's peaks of the round's best (evaluated last unless K > 0) */
+        if (K > 0) (void)gopt_bl_evaluate(p, &rbest, &rb_flag);
+        repair_caps(p, &rbest, rb_flag, nmem, cap);
     }
 out:
     gopt_decisions_destroy(&cand);
+    gopt_decisions_destroy(&rbest);
     gopt_policy_free(pol);
     free(feat);
     free(pred);
+    free(ntime);
+    free(nmem);
+    free(cap);
     free(buf);
     free(group);
     return st;

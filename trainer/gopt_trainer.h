@@ -224,13 +224,24 @@ typedef struct {
     uint64_t seed;          /* sampling seed */
 } gopt_go_options;
 
+#define GOPT_GO_REPAIRS 6
+
 /* The checkpoint that ships with the project (compiled-in source path,
  * overridden by the environment variable GOPT_CHECKPOINT). */
 const char *gopt_trainer_default_checkpoint(void);
 
+/* What the policy's decoder reads for problem p (gopt_policy_set_decoder_inputs):
+ * node_time (n) the cost model's time of each op on device 0 (the features'
+ * predicted time), node_mem (n) gopt_bl_node_memory, dev_cap (p->ndev)
+ * gopt_bl_device_capacity: the memory model every classical placer fits. */
+void gopt_go_decoder_inputs(const gopt_bl_problem *p, double *node_time, double *node_mem, double *dev_cap);
+
 /* Decide everything for problem p with the policy in o->checkpoint (the
  * tasks it was not trained for get defaults); candidates are judged by
- * p's evaluator. */
+ * p's evaluator. The decoder masks devices a unit would overflow under the
+ * baselines' memory model; when the evaluator still reports out of memory,
+ * the repair step decodes again with the overflowing devices' capacities
+ * scaled down (GOPT_GO_REPAIRS rounds at most, docs/trainer.md). */
 gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err);
 
 #endif /* GOPT_TRAINER_H */

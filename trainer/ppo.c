@@ -8,10 +8,12 @@
  * with M the number of learned decisions of the graph (a colocation group's
  * placement counts once). dL/dlogp_new = -A_k r / (K M) where the unclipped
  * term is the minimum, else 0: these are the per-node weights handed to
- * gopt_policy_backward. The K samples' weights of a row are merged per
- * distinct action, so one backward call serves every sample that chose the
- * same action (the network backward is linear in the logit gradients); the
- * number of calls is the largest number of distinct actions in one row.
+ * gopt_policy_backward_batch, which replays the conditioned decoder once per
+ * sample (teacher-forced: the entropy term is sample 0's, the rows' logits
+ * depend on the sample's earlier decisions) and then runs ONE network
+ * backward for all K (it is linear in the logit gradients). The forward
+ * sets the decoder's inputs first (tr_forward: node times, the baselines'
+ * memory model), so samples are memory-masked as at inference.
  *
  * A non-finite loss or gradient norm skips the epoch's update (gradients
  * zeroed, Adam untouched) and is counted in stats->skipped.
@@ -29,6 +31,24 @@
 
 #include "trainer_internal.h"
 
+gopt_status tr_forward(gopt_trainer *t, tr_graph *G, gopt_error *err) {
+    const int32_t n = G->fz->n;
+    if (!G->dec_in) {
+        G->dec_in = gopt_malloc(sizeof(double) * (2 * (size_t)n + (size_t)t->ndev), err);
+        if (!G->dec_in) return GOPT_ENOMEM;
+        gopt_bl_problem bp = {0};
+        bp.graph = G->g;
+        bp.cm = t->cm;
+        bp.cost = gopt_sim_cost_table(G->sim);
+        bp.ndev = t->ndev;
+        gopt_go_decoder_inputs(&bp, G->dec_in, G->dec_in + n, G->dec_in + 2 * (size_t)n);
+    }
+    gopt_status s = gopt_policy_set_decoder_inputs(t->pol, n, t->ndev, G->dec_in, G->dec_in + n,
+                                                   G->dec_in + 2 * (size_t)n, err);
+    if (s) return s;
+    return gopt_policy_forward(t->pol, G->fz, G->feat, t->ndev, NULL, err);
+}
+
 static int task_on(const gopt_trainer *t, int task) { return (t->o.tasks & GOPT_TASK_BIT(task)) != 0; }
 
 static int row_learned(const gopt_trainer *t, const tr_graph *G, int task, int32_t v) {
@@ -39,71 +59,21 @@ static int32_t *act_of(gopt_policy_actions *a, int task) {
     return task == GOPT_TASK_PLACE ? a->place : task == GOPT_TASK_SCHED ? a->sched : a->fuse;
 }
 
-/* --backward rounds: merge t->w_k (K rows of per-decision weights) into
- * rounds of (action, weight) arrays and run one backward per round; entropy
- * weights ride on round 0. Returns the number of backward calls in *calls. */
-static gopt_status merged_backward(gopt_trainer *t, tr_graph *G, int b, const float *went, int *calls,
-                                   gopt_error *err) {
-    const int32_t n = G->fz->n;
-    const size_t N = (size_t)t->cap_n, T3 = 3 * (size_t)n;
-    const int K = t->o.samples;
-    int rounds = 1;
-    gopt_policy_actions a0 = tr_actions(t, b, 0);
-    /* default: every round uses sample 0's actions with weight 0 */
-    for (int r = 0; r < TR_MAX_WIDTH; r++) {
-        int32_t *ra = t->ract + (size_t)r * 3 * N;
-        memcpy(ra, a0.place, sizeof(int32_t) * (size_t)n);
-        memcpy(ra + N, a0.sched, sizeof(int32_t) * (size_t)n);
-        memcpy(ra + 2 * N, a0.fuse, sizeof(int32_t) * (size_t)n);
-        memset(t->rw + (size_t)r * T3, 0, sizeof(float) * T3);
-    }
-    for (int task = 0; task < GOPT_TASK_COUNT; task++) {
-        if (!task_on(t, task)) continue;
-        for (int32_t v = 0; v < n; v++) {
-            if (!row_learned(t, G, task, v)) continue;
-            float sum[TR_MAX_WIDTH] = {0};
-            uint32_t seen = 0;
-            for (int k = 0; k < K; k++) {
-                gopt_policy_actions ak = tr_actions(t, b, k);
-                int32_t x = act_of(&ak, task)[v];
-                sum[x] += t->w_k[(size_t)k * T3 + (size_t)task * n + v];
-                seen |= 1u << x;
-            }
-            int r = 0;
-            for (int x = 0; x < TR_MAX_WIDTH; x++) {
-                if (!((seen >> x) & 1u) || sum[x] == 0.0f) continue;
-                t->ract[(size_t)r * 3 * N + (size_t)task * N + v] = x;
-                t->rw[(size_t)r * T3 + (size_t)task * n + v] = sum[x];
-                r++;
-            }
-            if (r > rounds) rounds = r;
-        }
-    }
-    /* a colocation group's members carry their first member's placement */
-    if (task_on(t, GOPT_TASK_PLACE))
-        for (int r = 0; r < rounds; r++) {
-            int32_t *pl = t->ract + (size_t)r * 3 * N;
-            for (int32_t v = 0; v < n; v++) pl[v] = pl[G->unit_first[v]];
-        }
-    for (int r = 0; r < rounds; r++) {
-        int32_t *ra = t->ract + (size_t)r * 3 * N;
-        gopt_policy_actions a = {ra, ra + N, ra + 2 * N};
-        gopt_status st = gopt_policy_backward(t->pol, &a, t->rw + (size_t)r * T3, r == 0 ? went : NULL, err);
+/* --backward rounds (the reference path): one policy backward per sample,
+ * K network backwards. (Before the conditioned decoder this merged the
+ * samples' weights per distinct action; with logits that depend on the
+ * earlier decisions and on memory masks, a merged action set is not one the
+ * decoder made, so each sample is replayed on its own.) Entropy weights
+ * ride on sample 0. */
+static gopt_status per_sample_backward(gopt_trainer *t, int b, const float *went, int *calls, gopt_error *err) {
+    const size_t T3 = 3 * (size_t)t->graphs[t->sel[b]].fz->n;
+    for (int k = 0; k < t->o.samples; k++) {
+        gopt_policy_actions a = tr_actions(t, b, k);
+        gopt_status st = gopt_policy_backward(t->pol, &a, t->w_k + (size_t)k * T3, k == 0 ? went : NULL, err);
         if (st) return st;
     }
-    *calls += rounds;
+    *calls += t->o.samples;
     return GOPT_OK;
-}
-
-/* One network backward for all K samples of slot b: the backward is linear
- * in the logit gradients, so the policy sums the K weighted action sets'
- * gradients first (gopt_policy_backward_batch). Weights t->w_k are (K, 3n),
- * zero on rows the trainer does not learn; entropy weights ride once. */
-static gopt_status batched_backward(gopt_trainer *t, int b, const float *went, int *calls, gopt_error *err) {
-    gopt_policy_actions as[GOPT_TRAINER_MAX_SAMPLES];
-    for (int k = 0; k < t->o.samples; k++) as[k] = tr_actions(t, b, k);
-    *calls += 1;
-    return gopt_policy_backward_batch(t->pol, t->o.samples, as, t->w_k, went, err);
 }
 
 /* Sample K solutions of slot b from the slot's stream; the slot's leader
@@ -116,14 +86,14 @@ static gopt_status rollout(gopt_trainer *t, int b, int lead, int k0, int k1, dou
     const int32_t n = G->fz->n;
     const int K = t->o.samples;
     const size_t N = (size_t)t->cap_n;
-    gopt_status s = gopt_policy_forward(t->pol, G->fz, G->feat, t->ndev, NULL, err);
+    gopt_status s = tr_forward(t, G, err);
     if (s) return s;
     if ((s = tr_decisions_for(t, n, err))) return s;
     for (int k = 0; k < K; k++) {
         gopt_policy_actions a = tr_actions(t, b, k);
-        if ((s = gopt_policy_sample(t->pol, tr_slot_rng(t, b), &a, err))) return s;
         float *olp = t->old_logp + ((size_t)b * K + (size_t)k) * 3 * N;
-        if (lead && (s = gopt_policy_logprob(t->pol, &a, olp, k == 0 ? t->ent : NULL, NULL, NULL, err))) return s;
+        if ((s = gopt_policy_sample_scored(t->pol, tr_slot_rng(t, b), &a, olp, lead && k == 0 ? t->ent : NULL, err)))
+            return s;
         if (k >= k0 && k < k1 &&
             (s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, &a, &t->dec[k - k0], t->group, err)))
             return s;
@@ -198,6 +168,16 @@ static gopt_status finish_rollouts(gopt_trainer *t, const double *vals, const do
     return tr_share_bests(t, improved, err);
 }
 
+/* Entropy weights -beta/M on every learned row of slot b's graph (t->rent). */
+static void entropy_weights(gopt_trainer *t, tr_graph *G) {
+    const int32_t n = G->fz->n;
+    const float we = -(float)(t->o.entropy_coef / (G->rows ? G->rows : 1));
+    memset(t->rent, 0, sizeof(float) * 3 * (size_t)n);
+    for (int task = 0; task < GOPT_TASK_COUNT; task++)
+        for (int32_t v = 0; v < n; v++)
+            if (row_learned(t, G, task, v)) t->rent[(size_t)task * n + v] = we;
+}
+
 /* Per-decision weights of every sample for the current forward of slot b;
  * adds the graph's loss to *loss. */
 static gopt_status ppo_weights(gopt_trainer *t, int b, double *loss, gopt_error *err) {
@@ -230,17 +210,60 @@ static gopt_status ppo_weights(gopt_trainer *t, int b, double *loss, gopt_error 
             }
     }
     /* entropy bonus: weights -beta/M on every learned row */
-    const float we = -(float)(t->o.entropy_coef / (G->rows ? G->rows : 1));
-    memset(t->rent, 0, sizeof(float) * T3);
+    entropy_weights(t, G);
     double es = 0;
     for (int task = 0; task < GOPT_TASK_COUNT; task++)
         for (int32_t v = 0; v < n; v++)
-            if (row_learned(t, G, task, v)) {
-                t->rent[(size_t)task * n + v] = we;
-                es += t->ent[(size_t)task * n + v];
-            }
+            if (row_learned(t, G, task, v)) es += t->ent[(size_t)task * n + v];
     L -= t->o.entropy_coef * es / (G->rows ? G->rows : 1);
     *loss += L;
+    return GOPT_OK;
+}
+
+/* The batched path's PPO weights, computed inside the policy's backward
+ * replay from each decision's current log-probability (the same formulas as
+ * ppo_weights; one replay per sample instead of a logprob replay and a
+ * backward replay). */
+typedef struct {
+    gopt_trainer *t;
+    tr_graph *G;
+    int b;
+    double inv, L;
+} ppo_fused;
+
+static float ppo_weight(void *ctx, int k, int task, int32_t v, float logp) {
+    ppo_fused *c = ctx;
+    gopt_trainer *t = c->t;
+    if (!row_learned(t, c->G, task, v)) return 0.0f;
+    const int K = t->o.samples;
+    const float A = t->adv[(size_t)c->b * K + k];
+    if (A == 0.0f) return 0.0f;
+    const size_t i = (size_t)task * c->G->fz->n + v;
+    const float olp = t->old_logp[((size_t)c->b * K + (size_t)k) * 3 * (size_t)t->cap_n + i];
+    const float eps = t->o.clip_eps;
+    double r = exp((double)logp - (double)olp);
+    double rc = r < 1.0 - eps ? 1.0 - eps : r > 1.0 + eps ? 1.0 + eps : r;
+    double u = r * A, cl = rc * A;
+    c->L -= (u < cl ? u : cl) * c->inv;
+    int active = A > 0 ? r <= 1.0 + eps : r >= 1.0 - eps;
+    return active ? (float)(-A * r * c->inv) : 0.0f;
+}
+
+static gopt_status fused_backward(gopt_trainer *t, int b, double *loss, int *calls, gopt_error *err) {
+    tr_graph *G = &t->graphs[t->sel[b]];
+    const int32_t n = G->fz->n;
+    gopt_policy_actions as[GOPT_TRAINER_MAX_SAMPLES];
+    for (int k = 0; k < t->o.samples; k++) as[k] = tr_actions(t, b, k);
+    ppo_fused c = {t, G, b, 1.0 / ((double)t->o.samples * (G->rows ? G->rows : 1)), 0.0};
+    entropy_weights(t, G);
+    gopt_status s = gopt_policy_backward_batch_fn(t->pol, t->o.samples, as, ppo_weight, &c, t->rent, t->ent, err);
+    if (s) return s;
+    *calls += 1;
+    double es = 0;
+    for (int task = 0; task < GOPT_TASK_COUNT; task++)
+        for (int32_t v = 0; v < n; v++)
+            if (row_learned(t, G, task, v)) es += t->ent[(size_t)task * n + v];
+    *loss += c.L - t->o.entropy_coef * es / (G->rows ? G->rows : 1);
     return GOPT_OK;
 }
 
@@ -309,11 +332,13 @@ gopt_status tr_ppo_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err
             gopt_policy_zero_grad(t->pol);
             /* a rank leading one slot reuses its rollout's forward in the first epoch */
             if (e > 0 || nled > 1)
-                if ((s = gopt_policy_forward(t->pol, G->fz, G->feat, t->ndev, NULL, err))) goto out;
-            if ((s = ppo_weights(t, b, &L, err))) goto out;
-            if (isfinite(L) && (s = t->o.backward_rounds ? merged_backward(t, G, b, t->rent, &calls, err)
-                                                         : batched_backward(t, b, t->rent, &calls, err)))
+                if ((s = tr_forward(t, G, err))) goto out;
+            if (t->o.backward_rounds) { /* the reference path: logprob replays, weights, K backwards */
+                if ((s = ppo_weights(t, b, &L, err))) goto out;
+                if (isfinite(L) && (s = per_sample_backward(t, b, t->rent, &calls, err))) goto out;
+            } else if ((s = fused_backward(t, b, &L, &calls, err))) { /* weights inside the batched backward */
                 goto out;
+            }
             if ((s = tr_grad_stash(t, b, err))) goto out;
             rloc[2 * (b - sh.l0)] = L;
             rloc[2 * (b - sh.l0) + 1] = calls;
@@ -418,7 +443,7 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
         }
         const int32_t n = G->fz->n;
         const size_t T3 = 3 * (size_t)n;
-        if ((s = gopt_policy_forward(t->pol, G->fz, G->feat, t->ndev, NULL, err))) goto out;
+        if ((s = tr_forward(t, G, err))) goto out;
         gopt_policy_actions a = tr_actions(t, b, 0);
         imitation_targets(t, G, &a);
         if (G->target_rel == 0) { /* once per graph: what the targets themselves achieve */

@@ -149,6 +149,7 @@ static void graph_destroy(tr_graph *G) {
     gopt_graph_free(G->g);
     free(G->feat);
     free(G->unit_first);
+    free(G->dec_in);
     gopt_decisions_destroy(&G->ref_dec);
     gopt_decisions_destroy(&G->best_dec);
     memset(G, 0, sizeof *G);
@@ -577,7 +578,7 @@ gopt_status tr_simulate(gopt_trainer *t, tr_graph *G, int k, int *ok, gopt_error
 gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_sim_result *res, gopt_error *err) {
     if (i < 0 || i >= t->ng) return gopt_error_set(err, GOPT_EINVAL, "trainer: graph index %d out of range", i);
     tr_graph *G = &t->graphs[i];
-    gopt_status st = gopt_policy_forward(t->pol, G->fz, G->feat, t->ndev, NULL, err);
+    gopt_status st = tr_forward(t, G, err);
     if (st) return st;
     gopt_policy_actions a = tr_actions(t, 0, 0);
     if ((st = gopt_policy_greedy(t->pol, &a, err))) return st;

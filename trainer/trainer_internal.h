@@ -19,6 +19,8 @@ typedef struct {
     gopt_sim_scratch *scratch[TR_MAX_THREADS];
     float *feat;            /* (n, GOPT_POLICY_NFEAT) */
     int32_t *unit_first;    /* (n) first member (topological order) of v's colocation group, or v */
+    double *dec_in;         /* (2n + ndev) the decoder's inputs: node times, node memory, device
+                               capacities (gopt_go_decoder_inputs); built by the first tr_forward */
     int32_t rows;           /* learned decision rows: units (place) + n per other learned task */
     double ref;             /* reference step time (s) */
     char ref_method[64];
@@ -71,6 +73,8 @@ struct gopt_trainer {
     struct tr_dist *dp; /* data-parallel state (shard.c) */
 };
 
+/* The policy's forward on graph G with its decoder inputs (memory model) set. */
+gopt_status tr_forward(gopt_trainer *t, tr_graph *G, gopt_error *err);
 /* Actions of sample k of batch slot b. */
 gopt_policy_actions tr_actions(gopt_trainer *t, int b, int k);
 /* Make sure every scratch array fits n nodes. */
