@@ -1,7 +1,8 @@
 #!/bin/bash
 # real_splits.sh GOPT SOURCE_DIR: graphs/real/splits.tsv is consistent with the
-# shipped exports (every row names a file that loads, every file has one row,
-# splits are train or validation, at least 10 validation models), and
+# shipped exports (every row names a file, every file has one row, splits are
+# train or validation, at least 10 validation models; tests/cli/zoo.sh loads
+# every file), and
 # tools/pretrain-data.sh refuses bad arguments with exit 2 before writing anything.
 set -u
 GOPT=$1
@@ -22,7 +23,6 @@ nval=$(awk -F'\t' '$2 == "validation"' "$T/rows" | wc -l)
 while IFS=$'\t' read -r model split family; do
     f="$SRC/graphs/real/$model.graphml.gz"
     [ -r "$f" ] || fail "$S: $model ($split) has no file"
-    "$GOPT" graph info "$f" > /dev/null 2> "$T/err" || { cat "$T/err" >&2; fail "$f does not load"; }
 done < "$T/rows"
 for f in "$SRC"/graphs/real/*.graphml.gz; do
     m=$(basename "$f" .graphml.gz)
