@@ -2,11 +2,14 @@
 # pretrain-data.sh: build GO's pre-training corpus in one command (docs/zoo.md,
 # "Pre-training corpus").
 #
-#   tools/pretrain-data.sh OUT_DIR [--synthetic N] [--seed S] [--gopt PATH] [--torch-variants]
+#   tools/pretrain-data.sh OUT_DIR [--synthetic N] [--synthetic-nodes N] [--seed S] [--gopt PATH]
+#                          [--torch-variants]
 #
 # OUT_DIR receives, flat (gopt train --graphs OUT_DIR reads *.graphml.gz):
 #   synth_NNNNN.graphml.gz   N synthetic training steps (default 1,900; gopt graph gen
-#                            synthetic --seed S: layered, cells, chain, grid kinds, 200-20k nodes)
+#                            synthetic --seed S: layered, cells, chain, grid kinds, 200-20k nodes,
+#                            median 2k; --synthetic-nodes N: about N nodes each, e.g. to fit the
+#                            trainer's memory, which holds every graph: about 6.4 KB per node)
 #   zoo_*.graphml.gz         the zoo families at many sizes and batches (132 graphs:
 #                            rnnlm, gnmt, transformer_xl, amoebanet, wavenet, resnet; not
 #                            inception_v3, whose PyTorch export is in the validation split)
@@ -20,11 +23,12 @@
 set -euo pipefail
 
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
-OUT="" NSYN=1900 SEED=1 GOPT="" VARIANTS=0
-usage() { sed -n '3,4p' "$0" | sed 's/^# *//' >&2; exit 2; }
+OUT="" NSYN=1900 SNODES=0 SEED=1 GOPT="" VARIANTS=0
+usage() { sed -n '3,5p' "$0" | sed 's/^# *//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --synthetic) NSYN="${2:?--synthetic needs a count}"; shift 2 ;;
+    --synthetic-nodes) SNODES="${2:?--synthetic-nodes needs a count}"; shift 2 ;;
     --seed) SEED="${2:?--seed needs a value}"; shift 2 ;;
     --gopt) GOPT="${2:?--gopt needs a path}"; shift 2 ;;
     --torch-variants) VARIANTS=1; shift ;;
@@ -35,6 +39,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$OUT" ] || { echo "pretrain-data.sh: missing OUT_DIR" >&2; usage; }
 case "$NSYN" in ''|*[!0-9]*) echo "pretrain-data.sh: --synthetic '$NSYN' is not a count" >&2; exit 2 ;; esac
+case "$SNODES" in ''|*[!0-9]*) echo "pretrain-data.sh: --synthetic-nodes '$SNODES' is not a count" >&2; exit 2 ;; esac
 case "$SEED" in ''|*[!0-9]*) echo "pretrain-data.sh: --seed '$SEED' is not a number" >&2; exit 2 ;; esac
 if [ -z "$GOPT" ]; then
   for g in "$SRC/build/gopt" "$(command -v gopt || true)"; do [ -x "$g" ] && { GOPT="$g"; break; }; done
@@ -48,14 +53,24 @@ MAN="$OUT/manifest.tsv.tmp"
 printf 'file\tsource\tfamily\tsettings\n' > "$MAN"
 say() { echo "pretrain-data.sh: $* ($(( $(date +%s) - T0 )) s)" >&2; }
 
-# 1. synthetic graphs: regenerated unless all N are there (gopt writes each atomically)
+# 1. synthetic graphs: regenerated unless all N are there with the same settings (gopt
+# writes each atomically; .synthetic-settings records count, seed and size)
+stamp="$NSYN seed $SEED nodes $SNODES"
 have=$(find "$OUT" -maxdepth 1 -name 'synth_*.graphml.gz' | wc -l)
-if [ "$have" -ne "$NSYN" ] && [ "$NSYN" -gt 0 ]; then
+if [ "$NSYN" -gt 0 ] && { [ "$have" -ne "$NSYN" ] || [ "$(cat "$OUT/.synthetic-settings" 2>/dev/null)" != "$stamp" ]; }; then
   find "$OUT" -maxdepth 1 -name 'synth_*.graphml.gz' -delete
   say "generating $NSYN synthetic graphs (seed $SEED)"
-  "$GOPT" graph gen synthetic --count "$NSYN" --seed "$SEED" -o "$OUT" >&2
+  sizes=()
+  note=""
+  if [ "$SNODES" -gt 0 ]; then sizes=(--nodes "$SNODES"); note=", nodes $SNODES"; fi
+  "$GOPT" graph gen synthetic --count "$NSYN" --seed "$SEED" "${sizes[@]}" -o "$OUT" >&2
+  echo "$stamp" > "$OUT/.synthetic-settings"
 fi
-for ((i = 0; i < NSYN; i++)); do printf 'synth_%05d.graphml.gz\tsynthetic\tsynthetic\tseed %s\n' "$i" "$SEED"; done >> "$MAN"
+note=""
+[ "$SNODES" -eq 0 ] || note=", nodes $SNODES"
+for ((i = 0; i < NSYN; i++)); do
+  printf 'synth_%05d.graphml.gz\tsynthetic\tsynthetic\tseed %s%s\n' "$i" "$SEED" "$note"
+done >> "$MAN"
 say "synthetic: $NSYN graphs"
 
 # 2. zoo families at many sizes (each setting 200-20k nodes)
