@@ -358,7 +358,7 @@ int main(int argc, char **argv) {
             printf("\n== %s, %ld devices: step times in ms; ratios to the best classical combination (placement x "
                    "{fifo,cp} x {none,xla,tvm})\n",
                    gopt_profile_name(prof), ndev);
-            printf("%-22s %6s %10s %-20s %9s %16s %16s", "graph", "nodes", "best_ms", "best combination", "sa_ms",
+            printf("%-22s %6s %10s %-20s %9s %20s %20s", "graph", "nodes", "best_ms", "best combination", "sa_ms",
                    "go_greedy", "go_best_of_k");
             if (a.ft_seconds > 0) printf(" %16s %16s %8s", "go_finetuned", "sa_equal_time", "ft/sa");
             printf("\n");
@@ -409,13 +409,13 @@ int main(int argc, char **argv) {
                 snprintf(gs, sizeof gs, "%.4g %s", r.greedy * 1e3, r.greedy_oom ? "OOM" : "");
                 snprintf(ks, sizeof ks, "%.4g %s", r.best_k * 1e3, r.best_k_oom ? "OOM" : "");
                 if (!isfinite(B)) {
-                    printf("%-22s %6d %10s %-20s %9.4g %16s %16s  (no classical combination fits: left out)\n",
+                    printf("%-22s %6d %10s %-20s %9.4g %20s %20s  (no classical combination fits: left out)\n",
                            names[gi], gopt_graph_num_nodes(graphs[gi]), "-", "-", r.sa * 1e3, gs, ks);
                     continue;
                 }
                 snprintf(gs, sizeof gs, "%.4g (%.2fx%s)", r.greedy * 1e3, r.greedy / B, r.greedy_oom ? " OOM" : "");
                 snprintf(ks, sizeof ks, "%.4g (%.2fx%s)", r.best_k * 1e3, r.best_k / B, r.best_k_oom ? " OOM" : "");
-                printf("%-22s %6d %10.4g %-20s %9.4g %16s %16s", names[gi], gopt_graph_num_nodes(graphs[gi]), B * 1e3,
+                printf("%-22s %6d %10.4g %-20s %9.4g %20s %20s", names[gi], gopt_graph_num_nodes(graphs[gi]), B * 1e3,
                        combos[r.best_combo], r.sa * 1e3, gs, ks);
                 /* an OOM answer is not a valid step: it counts as an OOM, not in the ratios */
                 if (r.greedy_oom) m.go_oom++, all.go_oom++;

@@ -556,6 +556,7 @@ def models():
     gpt("gpt2_small", 50257, 768, 12, 12, 8, 256)
     gpt("gpt2_medium", 50257, 1024, 24, 16, 4, 256)
     gpt("gpt_wide", 32000, 2048, 4, 16, 4, 512)
+    gpt("gpt2_xl", 50257, 1600, 48, 25, 2, 256)
     gpt("moe_small", 16000, 512, 4, 8, 8, 128, moe_every=2, experts=8)
     gpt("moe_gpt", 32000, 768, 8, 12, 8, 256, moe_every=2, experts=16)
     table["bert_small"] = Spec(lambda b, s: tm.BERT(30522, 512, 4, 8, s), xent, lm, "bert", "adam", 16, 128,
