@@ -23,14 +23,31 @@ To export your own model, see export_module() and docs/zoo.md.
 import argparse
 import gzip
 import math
+import os
 import re
 import sys
+import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.utils import stateless
+
+from torch_models import LSTM  # noqa: E402  (nn.LSTM reading its weights by name)
+
+# ---- meta kernels torch 1.13 lacks ---------------------------------------------------
+# Without a meta kernel, fake-tensor tracing runs an op for real on zero tensors
+# (FakeTensorMode's fallback): convolution_backward dominated the export time of
+# every CNN (17 of 22 s on resnet50). Its outputs have the shapes of its inputs.
+def _conv_backward_meta(grad_out, inp, weight, bias_sizes, stride, padding, dilation, transposed, output_padding,
+                        groups, mask):
+    return (inp.new_empty(inp.shape) if mask[0] else None, weight.new_empty(weight.shape) if mask[1] else None,
+            grad_out.new_empty((grad_out.shape[1],)) if mask[2] else None)
+
+
+_META_LIB = torch.library.Library("aten", "IMPL", "Meta")
+_META_LIB.impl("convolution_backward", _conv_backward_meta)
 
 # ---- aten op -> schema class -------------------------------------------------------
 ATEN_CLASS = {
@@ -41,21 +58,23 @@ ATEN_CLASS = {
                    "sqrt rsqrt addcmul addcdiv exp log pow gelu gelu_backward where masked_fill clamp clamp_min "
                    "native_dropout native_dropout_backward dropout fill ones_like zeros_like full_like lerp "
                    "hardtanh hardtanh_backward silu silu_backward abs sign reciprocal maximum minimum "
+                   "glu glu_backward hardswish hardswish_backward hardsigmoid hardsigmoid_backward "
                    "eq ne lt le gt ge bitwise_not logical_not mul_ add_ div_ sub_ copy_ le_ _foreach_add "
                    "_foreach_mul bernoulli rand_like scalar_tensor",
     "reduction": "sum mean amax amin max min var_mean var std norm argmax cumsum prod any all "
                  "native_batch_norm native_batch_norm_backward _native_batch_norm_legit "
+                 "native_group_norm native_group_norm_backward "
                  "native_layer_norm native_layer_norm_backward _softmax _softmax_backward_data "
                  "_log_softmax _log_softmax_backward_data nll_loss_forward nll_loss_backward "
-                 "nll_loss2d_forward nll_loss2d_backward max_pool2d_with_indices "
+                 "nll_loss2d_forward nll_loss2d_backward binary_cross_entropy_with_logits max_pool2d_with_indices "
                  "max_pool2d_with_indices_backward avg_pool2d avg_pool2d_backward _adaptive_avg_pool2d "
-                 "_adaptive_avg_pool2d_backward adaptive_avg_pool2d embedding_dense_backward logsumexp",
+                 "_adaptive_avg_pool2d_backward adaptive_avg_pool2d embedding_dense_backward logsumexp topk sort",
     "data_movement": "view _unsafe_view reshape t transpose permute expand clone cat split split_with_sizes "
                      "slice select unsqueeze squeeze detach embedding index_select stack unbind _to_copy "
                      "contiguous new_zeros new_empty new_ones zeros ones empty full alias slice_backward "
                      "select_backward as_strided constant_pad_nd index gather scatter scatter_add "
                      "lift_fresh_copy unsafe_split chunk flatten repeat index_put index_add narrow "
-                     "view_as expand_as unfold arange _reshape_alias masked_select roll flip tril triu "
+                     "view_as expand_as unfold arange _reshape_alias masked_select roll flip tril triu new_empty_strided "
                      "clone_ zero_ empty_like new_full lift _unsafe_view_copy unsafe_chunk",
 }
 CLASS_OF = {op: cls for cls, ops in ATEN_CLASS.items() for op in ops.split()}
@@ -122,7 +141,8 @@ def _in_numel(node, out):
 FLOPS_RULES = {
     "mm": _mm, "addmm": _mm, "bmm": _mm, "baddbmm": _mm, "matmul": _mm,
     "convolution": _conv, "convolution_backward": _conv_bwd,
-    "native_batch_norm": lambda n, o: 8.0 * numel(o[0]), "native_batch_norm_backward": lambda n, o: 12.0 * numel(o[0]),
+    "native_batch_norm": lambda n, o: 8.0 * numel(o[0]), "native_group_norm": lambda n, o: 8.0 * numel(o[0]),
+    "native_group_norm_backward": lambda n, o: 12.0 * numel(o[0]), "native_batch_norm_backward": lambda n, o: 12.0 * numel(o[0]),
     "native_layer_norm": lambda n, o: 8.0 * numel(o[0]), "native_layer_norm_backward": lambda n, o: 12.0 * numel(o[0]),
     "_softmax": lambda n, o: 5.0 * numel(o), "_log_softmax": lambda n, o: 5.0 * numel(o),
     "_softmax_backward_data": lambda n, o: 4.0 * numel(o), "_log_softmax_backward_data": lambda n, o: 4.0 * numel(o),
@@ -198,7 +218,7 @@ def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam"
     names = [n for n, _ in named]
     nstate = OPTIMIZERS[optimizer]
     params = [p.detach().requires_grad_(True) for _, p in named]
-    states = [torch.zeros_like(p) for p in params for _ in range(nstate)]
+    states = [torch.empty_like(p) for p in params for _ in range(nstate)]  # values unused: fake tensors
     buffers = [b.detach() for _, b in model.named_buffers()]
     step = make_step(model, loss_fn, names, optimizer)
     gm = make_fx(step, tracing_mode="fake")(*params, *states, *buffers, *example_inputs)
@@ -377,7 +397,6 @@ def write_graphml(g, path):
     else:
         with open(tmp, "wb") as f:
             f.write(data)
-    import os
     os.replace(tmp, path)
 
 
@@ -385,19 +404,6 @@ def write_graphml(g, path):
 def xent(fwd, x, y):
     out = fwd(x)
     return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-
-
-class LSTM(nn.LSTM):
-    """nn.LSTM reading its weights by name at every call: nn.LSTM's cached
-    _flat_weights would bypass functional_call's substituted (fake) tensors."""
-
-    def forward(self, x):
-        n = self.num_layers * (2 if self.bidirectional else 1)
-        h = x.new_zeros(n, x.shape[1], self.hidden_size)
-        weights = [getattr(self, w) for w in self._flat_weights_names]
-        out = torch._VF.lstm(x, (h, h), weights, self.bias, self.num_layers, self.dropout, self.training,
-                             self.bidirectional, self.batch_first)
-        return out[0], out[1:]
 
 
 class LstmLM(nn.Module):
@@ -466,56 +472,212 @@ class TransformerMT(nn.Module):
         return self.out(self.transformer(self.src_emb(src), self.tgt_emb(tgt), tgt_mask=mask))
 
 
+class Spec:
+    """One exportable configuration: build(batch, seq) -> module, the loss,
+    inputs(batch, seq) -> example tensors, family, optimizer, the default
+    batch and seq (for images seq is the side), and a one-line description."""
+
+    def __init__(self, build, loss, inputs, family, optimizer, batch, seq, what):
+        self.build, self.loss, self.inputs, self.family = build, loss, inputs, family
+        self.optimizer, self.batch, self.seq, self.what = optimizer, batch, seq, what
+
+
+def _ids(*s):
+    return torch.zeros(*s, dtype=torch.long)
+
+
 def models():
     import torchvision
-    ids = lambda *s: torch.zeros(*s, dtype=torch.long)
+    import torch_models as tm
+    tv = torchvision.models
     seq_loss = lambda fwd, src, tgt, y: xent(lambda s, t=tgt: fwd(s, t), src, y)
-    return {
-        "resnet50": (lambda: torchvision.models.resnet50(), xent,
-                     lambda: (torch.randn(32, 3, 224, 224), ids(32)), "resnet", "momentum"),
-        "inception_v3": (lambda: torchvision.models.inception_v3(aux_logits=False, init_weights=False), xent,
-                         lambda: (torch.randn(32, 3, 299, 299), ids(32)), "inception_v3", "momentum"),
-        "transformer": (lambda: TransformerMT(), seq_loss,
-                        lambda: (ids(32, 16), ids(32, 16), ids(32, 16)), "transformer", "adam"),
-        "lstm_lm": (lambda: LstmLM(), xent, lambda: (ids(35, 20), ids(35, 20)), "rnnlm", "sgd"),
-        "seq2seq": (lambda: Seq2Seq(), seq_loss,
-                    lambda: (ids(20, 32), ids(20, 32), ids(20, 32)), "gnmt", "adam"),
+    table = {
+        "resnet50": Spec(lambda b, s: tv.resnet50(), xent, None, "resnet", "momentum", 32, 224, "torchvision resnet50"),
+        "inception_v3": Spec(lambda b, s: tv.inception_v3(aux_logits=False, init_weights=False), xent, None,
+                             "inception_v3", "momentum", 32, 299, "torchvision inception_v3, no aux head"),
+        "transformer": Spec(lambda b, s: TransformerMT(), seq_loss, lambda b, s: (_ids(s, b), _ids(s, b), _ids(s, b)),
+                            "transformer", "adam", 16, 32, "nn.Transformer 6+6, d 512, vocab 8k"),
+        "lstm_lm": Spec(lambda b, s: LstmLM(), xent, lambda b, s: (_ids(s, b), _ids(s, b)), "rnnlm", "sgd", 20, 35,
+                        "2 x 650 LSTM LM, vocab 10k"),
+        "seq2seq": Spec(lambda b, s: Seq2Seq(), seq_loss, lambda b, s: (_ids(s, b), _ids(s, b), _ids(s, b)), "gnmt",
+                        "adam", 32, 20, "GNMT-like LSTM seq2seq with attention, hidden 256, vocab 8k"),
     }
+
+    def vision(name, family, optim="momentum", side=224, what=None, **kw):
+        ctor = getattr(tv, name)
+        table[name] = Spec(lambda b, s: ctor(**kw), xent, None, family, optim, 32, side, what or "torchvision " + name)
+
+    for n in ("resnet18", "resnet34", "resnet101", "resnet152"):
+        vision(n, "resnet")
+    vision("resnext50_32x4d", "resnext")
+    vision("resnext101_32x8d", "resnext")
+    vision("wide_resnet50_2", "wide_resnet")
+    for n in ("vgg11", "vgg16", "vgg19_bn"):
+        vision(n, "vgg")
+    vision("alexnet", "alexnet")
+    for n in ("densenet121", "densenet169", "densenet201"):
+        vision(n, "densenet")
+    for n in ("mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large"):
+        vision(n, "mobilenet")
+    vision("efficientnet_b0", "efficientnet")
+    vision("efficientnet_b3", "efficientnet", side=300)
+    vision("efficientnet_v2_s", "efficientnet", side=288)
+    vision("shufflenet_v2_x1_0", "shufflenet")
+    vision("shufflenet_v2_x2_0", "shufflenet")
+    vision("squeezenet1_0", "squeezenet")
+    vision("squeezenet1_1", "squeezenet")
+    vision("mnasnet1_0", "mnasnet")
+    vision("regnet_y_400mf", "regnet")
+    vision("regnet_x_1_6gf", "regnet")
+    vision("regnet_y_3_2gf", "regnet")
+    vision("convnext_tiny", "convnext", "adam")
+    vision("convnext_small", "convnext", "adam")
+    vision("googlenet", "googlenet", what="torchvision googlenet, no aux heads", aux_logits=False, init_weights=False)
+    vision("vit_b_16", "vit", "adam")
+    vision("vit_b_32", "vit", "adam")
+    vision("vit_l_32", "vit", "adam")
+    vision("swin_t", "swin", "adam")
+    vision("swin_s", "swin", "adam")
+    for k in table.values():
+        if k.inputs is None:
+            k.inputs = lambda b, s: (torch.randn(b, 3, s, s), _ids(b))
+
+    lm = lambda b, s: (_ids(b, s), _ids(b, s))
+
+    def gpt(name, vocab, d, layers, heads, batch, seq, moe_every=0, experts=8, what=None):
+        family = "moe" if moe_every else "gpt"
+        what = what or (f"GPT decoder LM, {layers} layers, d {d}, {heads} heads, vocab {vocab // 1000}k" +
+                        (f", MoE MLP every {moe_every} blocks: {experts} experts, top-2" if moe_every else ""))
+        table[name] = Spec(lambda b, s: tm.GPT(vocab, d, layers, heads, s, moe_every, experts), xent, lm, family,
+                           "adam", batch, seq, what)
+
+    gpt("gpt_mini", 8000, 256, 4, 4, 16, 128)
+    gpt("gpt_small", 16000, 512, 6, 8, 8, 256)
+    gpt("gpt2_small", 50257, 768, 12, 12, 8, 256)
+    gpt("gpt2_medium", 50257, 1024, 24, 16, 4, 256)
+    gpt("gpt_wide", 32000, 2048, 4, 16, 4, 512)
+    gpt("gpt2_xl", 50257, 1600, 48, 25, 2, 256)
+    gpt("moe_small", 16000, 512, 4, 8, 8, 128, moe_every=2, experts=8)
+    gpt("moe_gpt", 32000, 768, 8, 12, 8, 256, moe_every=2, experts=16)
+    table["bert_small"] = Spec(lambda b, s: tm.BERT(30522, 512, 4, 8, s), xent, lm, "bert", "adam", 16, 128,
+                               "BERT-style encoder, 4 layers, d 512, masked-LM head, vocab 30k")
+    table["bert_base"] = Spec(lambda b, s: tm.BERT(30522, 768, 12, 12, s), xent, lm, "bert", "adam", 16, 128,
+                              "BERT-base encoder, 12 layers, d 768, masked-LM head, vocab 30k")
+
+    tb = lambda b, s: (_ids(s, b), _ids(b))  # (T, B) ids, one label per sequence
+    tt = lambda b, s: (_ids(s, b), _ids(s, b))  # one label per token
+    table["bilstm_classifier"] = Spec(lambda b, s: tm.RNNClassifier(20000, 256, 256, 2, True), xent, tb, "lstm",
+                                      "adam", 32, 50, "sentence classifier: 2-layer bidirectional LSTM 256")
+    table["lstm_deep_classifier"] = Spec(lambda b, s: tm.RNNClassifier(20000, 512, 512, 4, False), xent, tb, "lstm",
+                                         "adam", 32, 25, "sentence classifier: 4-layer LSTM 512")
+    table["bilstm_tagger"] = Spec(lambda b, s: tm.RNNTagger(30000, 300, 512, 3), xent, tt, "lstm", "adam", 32, 40,
+                                  "sequence tagger: 3-layer bidirectional LSTM 512")
+    table["bigru_classifier"] = Spec(lambda b, s: tm.RNNClassifier(20000, 256, 384, 2, True, cell="gru"), xent, tb,
+                                     "gru", "adam", 64, 40, "sentence classifier: 2-layer bidirectional GRU 384")
+    table["gru_lm"] = Spec(lambda b, s: tm.RNNLM(10000, 1024, 2), xent, tt, "gru", "sgd", 20, 35,
+                           "2 x 1024 GRU LM, vocab 10k")
+    table["gru_seq2seq"] = Spec(lambda b, s: tm.GRUSeq2Seq(16000, 512), seq_loss,
+                                lambda b, s: (_ids(s, b), _ids(s, b), _ids(s, b)), "seq2seq", "adam", 32, 25,
+                                "Bahdanau GRU seq2seq: bidirectional encoder, attention decoder, hidden 512, vocab 16k")
+
+    criteo = [1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194, 27, 14992, 5461306,
+              10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572]
+    rec = lambda nt: (lambda b, s: (torch.randn(b, 13), _ids(b, nt), torch.zeros(b)))
+    table["dlrm"] = Spec(lambda b, s: tm.DLRM(13, criteo, 64, [512, 256], [512, 256]), tm.bce, rec(26), "dlrm",
+                         "sgd", 2048, 0, "DLRM, Criteo-Kaggle table sizes (26 tables, 33.8M rows, dim 64)")
+    table["dlrm_small"] = Spec(lambda b, s: tm.DLRM(13, [100000] * 12, 16, [256, 64], [256, 128]), tm.bce, rec(12), "dlrm",
+                               "sgd", 512, 0, "DLRM, 12 tables of 100k rows, dim 16")
+    table["wide_deep"] = Spec(lambda b, s: tm.WideDeep(13, [10 ** (3 + i % 4) for i in range(20)], 32, 10, 1000000,
+                                                       [1024, 512, 256]), tm.bce,
+                              lambda b, s: (torch.randn(b, 13), _ids(b, 20), _ids(b, 10), torch.zeros(b)),
+                              "wide_deep", "adam", 1024, 0, "wide & deep: 20 embedding tables dim 32, 10 crosses")
+
+    img_seg = lambda b, s: (torch.randn(b, 3, s, s), _ids(b, s, s))
+    table["unet"] = Spec(lambda b, s: tm.UNet(base=64, depth=4), tm.pixel_xent, img_seg, "unet", "adam", 8, 256,
+                         "U-Net, 4 levels, base width 64, 21 classes")
+    table["unet_small"] = Spec(lambda b, s: tm.UNet(base=32, depth=3), tm.pixel_xent, img_seg, "unet", "adam", 16,
+                               128, "U-Net, 3 levels, base width 32, 21 classes")
+    frames = lambda b, s: (torch.randn(b, s, 80), _ids(b, ((s - 1) // 2 - 1) // 2))
+    table["conformer"] = Spec(lambda b, s: tm.Conformer(d=256, layers=16, heads=4), xent, frames, "conformer", "adam",
+                              16, 400, "Conformer-M-like speech encoder: 16 blocks, d 256, 80 mel bins")
+    table["conformer_small"] = Spec(lambda b, s: tm.Conformer(d=144, layers=8, heads=4), xent, frames, "conformer",
+                                    "adam", 16, 300, "Conformer-S-like speech encoder: 8 blocks, d 144")
+
+    def wav_frames(s):
+        for k, st in [(10, 5)] + [(3, 2)] * 4 + [(2, 2)] * 2:
+            s = (s - k) // st + 1
+        return s
+
+    table["wav2vec_small"] = Spec(lambda b, s: tm.Wav2Vec(d=512, layers=6, heads=8), xent,
+                                  lambda b, s: (torch.randn(b, s), _ids(b, wav_frames(s))), "wav2vec", "adam", 8,
+                                  32000, "wav2vec 2.0-style encoder: conv feature extractor + 6 blocks d 512")
+    return table
+
+
+def export(name, spec, batch, seq, optimizer, path):
+    """Export one configuration to path; returns the summary line."""
+    torch.manual_seed(0)
+    g = export_module(spec.build(batch, seq), spec.loss, spec.inputs(batch, seq), name, spec.family,
+                      optimizer or spec.optimizer)
+    write_graphml(g, path)
+    counts = {}
+    for n in g["nodes"]:
+        counts[n["cls"]] = counts.get(n["cls"], 0) + 1
+    other = counts.get("other", 0) / max(1, len(g["nodes"]))
+    line = (f"{path}: {len(g['nodes'])} nodes, {len(g['edges'])} edges, "
+            f"{sum(n['flops'] for n in g['nodes']) / 1e9:.3f} GFLOP, "
+            f"param_bytes {int(sum(n['param_bytes'] for n in g['nodes']))}, other {100 * other:.2f}%")
+    if other > 0:
+        line += "\n  ops classed other: " + " ".join(sorted({n["op"] for n in g["nodes"] if n["cls"] == "other"}))
+    return line
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("model", nargs="?", help="one of --list")
-    ap.add_argument("-o", "--output", help="FILE.graphml or FILE.graphml.gz")
+    ap.add_argument("model", nargs="*", help="one or more of --list")
+    ap.add_argument("-o", "--output", help="FILE.graphml[.gz] for one model; a directory for several or --all")
+    ap.add_argument("--all", action="store_true", help="every model of --list (-o DIR)")
     ap.add_argument("--optimizer", choices=sorted(OPTIMIZERS), help="default: the model's own")
+    ap.add_argument("--batch", type=int, help="batch size (default: the model's own)")
+    ap.add_argument("--seq", type=int, help="sequence length, or image side for image models (default: the model's)")
     ap.add_argument("--list", action="store_true", help="list the models")
     args = ap.parse_args(argv)
     table = models()
     if args.list:
         for k, v in table.items():
-            print(f"{k:14s} family {v[3]}, optimizer {v[4]}")
+            print(f"{k:22s} {v.family:12s} {v.optimizer:8s} batch {v.batch:<5d} seq {v.seq:<6d} {v.what}")
         return 0
-    if args.model not in table or not args.output:
+    names = list(table) if args.all else args.model
+    bad = [m for m in names if m not in table]
+    if not names or bad or not args.output:
         ap.print_usage(sys.stderr)
-        print(f"export_torch.py: need a model ({', '.join(table)}) and -o FILE", file=sys.stderr)
+        print(f"export_torch.py: need models of --list (unknown: {', '.join(bad) or '-'}) and -o", file=sys.stderr)
         return 2
-    if not (args.output.endswith(".graphml") or args.output.endswith(".graphml.gz")):
+    for opt, v in (("--batch", args.batch), ("--seq", args.seq)):
+        if v is not None and v <= 0:
+            print(f"export_torch.py: {opt} {v} must be positive", file=sys.stderr)
+            return 2
+    several = len(names) > 1 or args.all
+    if several and not os.path.isdir(args.output):
+        print(f"export_torch.py: -o '{args.output}' must be an existing directory for several models", file=sys.stderr)
+        return 2
+    if not several and not (args.output.endswith(".graphml") or args.output.endswith(".graphml.gz")):
         print(f"export_torch.py: -o '{args.output}' must end in .graphml or .graphml.gz", file=sys.stderr)
         return 2
-    build, loss_fn, inputs, family, optim = table[args.model]
-    torch.manual_seed(0)
-    g = export_module(build(), loss_fn, inputs(), args.model, family, args.optimizer or optim)
-    write_graphml(g, args.output)
-    counts = {}
-    for n in g["nodes"]:
-        counts[n["cls"]] = counts.get(n["cls"], 0) + 1
-    other = counts.get("other", 0) / max(1, len(g["nodes"]))
-    print(f"{args.output}: {len(g['nodes'])} nodes, {len(g['edges'])} edges, "
-          f"{sum(n['flops'] for n in g['nodes']) / 1e9:.3f} GFLOP, other {100 * other:.2f}%")
-    if other > 0:
-        ops = sorted({n["op"] for n in g["nodes"] if n["cls"] == "other"})
-        print("  ops classed other: " + " ".join(ops))
-    return 0
+    failed = 0
+    for name in names:
+        spec = table[name]
+        path = os.path.join(args.output, name + ".graphml.gz") if several else args.output
+        t0 = time.time()
+        try:
+            line = export(name, spec, args.batch or spec.batch, args.seq if args.seq is not None else spec.seq,
+                          args.optimizer, path)
+        except Exception as e:  # report the model and go on with the others
+            print(f"export_torch.py: {name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            failed += 1
+            continue
+        print(f"{line} ({time.time() - t0:.1f} s)", flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

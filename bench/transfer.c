@@ -1,0 +1,447 @@
+/* bench/transfer.c: does the shipped GO checkpoint transfer? Zero-shot (and
+ * optionally fine-tuned) GO on the validation split of real exported models
+ * against the best classical combination per graph.
+ *
+ * Usage: bench_transfer [--split FILE] [--set NAME] [--graphs a,b,...] [--max-nodes N]
+ *                       [--profiles P1,P2,...] [--devices 4,8] [--checkpoint C] [--samples K]
+ *                       [--sa-budget S] [--finetune-seconds T] [--seed S]
+ *
+ * For every profile x device count x graph of the split (graphs/real/splits.tsv,
+ * rows whose split is --set, default validation):
+ *  - every placement method x {fifo, cp} x {none, xla, tvm} through the
+ *    optimizer registry (gopt_bl_optimize, the simulator as evaluator); the
+ *    best of them that fits in memory is the reference of the ratios ("best
+ *    classical"), and the table names the combination;
+ *  - sa (simulated annealing, --sa-budget seconds of wall time; a separate
+ *    column, not part of the best classical);
+ *  - the `go` method registered in the same registry (gopt_go_decide with the
+ *    checkpoint): greedy, and the best of greedy + K samples judged by the
+ *    simulator; "OOM" when its decisions overflow a device;
+ *  - with --finetune-seconds T: GO fine-tuned from the checkpoint for T seconds
+ *    of wall time, reference baselines included (the warm start + shrink recipe
+ *    of docs/trainer.md: fresh Adam, zero-shot greedy evaluated, parameters
+ *    x 0.3, imitation of the graph's reference for up to 500 steps or half the
+ *    budget, then PPO steps until T; the answer is the best valid solution
+ *    simulated on the way, zero-shot greedy included), and, at equal time, sa
+ *    with a budget of T.
+ * Then the geometric means over graphs (per setting and over all) against
+ * the targets of issue 14: greedy <= 1.00x, best of K <= 0.97x, fine-tuned
+ * <= 0.90x, GO out of memory never. Graphs where no classical combination
+ * fits are listed and left out of the means.
+ *
+ * Cost: per graph and setting 42 combinations (about a second on 5k nodes),
+ * sa's budget, K + 1 simulations and one network forward, plus 2T with
+ * fine-tuning. One thread (OPENBLAS_NUM_THREADS=1 recommended); sa's result
+ * depends on the machine's speed (it is budget-bound), everything else is
+ * deterministic for a seed.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gopt_baselines.h"
+#include "gopt_trainer.h"
+
+#define MAX_ITEMS 64
+#define NCOMBO 42
+
+static const char *const PLACERS[] = {"single", "expert", "metis", "heft", "mtopo", "metf", "msct"};
+static const char *const SCHEDS[] = {"fifo", "cp"};
+static const char *const FUSERS[] = {"none", "xla", "tvm"};
+
+static gopt_go_options g_go = {NULL, 0, 1};
+
+static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    return gopt_go_decide(&g_go, p, d, err);
+}
+
+typedef struct {
+    const char *split, *set, *graphs, *profiles, *devices, *checkpoint;
+    long samples, max_nodes, seed;
+    double sa_budget, ft_seconds;
+} bench_args;
+
+/* Split a comma-separated list in place into at most max items. */
+static int split_list(char *s, char **items, int max) {
+    int n = 0;
+    for (char *t = strtok(s, ","); t && n < max; t = strtok(NULL, ",")) items[n++] = t;
+    return n;
+}
+
+/* A path as given when it exists, else relative to the source tree. */
+static void source_path(const char *p, char *out, size_t len) {
+    FILE *f = fopen(p, "r");
+    if (f || p[0] == '/') {
+        if (f) fclose(f);
+        snprintf(out, len, "%s", p);
+    } else {
+        snprintf(out, len, "%s/%s", GOPT_SOURCE_DIR, p);
+    }
+}
+
+/* The models of split file `path` whose split is `set` (lines: model TAB split TAB family ...;
+ * '#' comments). Returns how many, or -1 with a message. */
+static int read_split(const char *path, const char *set, char names[][64], int max) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "bench_transfer: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char line[512];
+    int n = 0, ln = 0;
+    while (fgets(line, sizeof line, f)) {
+        ln++;
+        if (line[0] == '#' || line[0] == '\n') continue;
+        char *model = strtok(line, "\t\n"), *sp = strtok(NULL, "\t\n");
+        if (!model || !sp || (strcmp(sp, "train") && strcmp(sp, "validation"))) {
+            fprintf(stderr, "bench_transfer: %s:%d: split '%s' is not train or validation\n", path, ln,
+                    sp ? sp : "(missing)");
+            fclose(f);
+            return -1;
+        }
+        if (strcmp(sp, set) == 0 && n < max) snprintf(names[n++], 64, "%s", model);
+    }
+    fclose(f);
+    return n;
+}
+
+typedef struct {
+    double best_classical, sa, greedy, best_k, ft, sa_eq, ft_wall;
+    int best_combo, greedy_oom, best_k_oom, ft_steps_imitate, ft_steps_ppo;
+    char best_name[48];
+} row;
+
+/* Fine-tune from the checkpoint on graph file `path` for `seconds` of wall time (the recipe above).
+ * *best: the best valid step found (s); +inf when none. */
+static gopt_status finetune(const char *ckpt, const char *path, const gopt_costmodel *cm, double seconds,
+                            uint64_t seed, row *r, gopt_error *err) {
+    double t0 = gopt_now_seconds();
+    gopt_policy *pol = NULL;
+    gopt_trainer *ta = NULL, *tb = NULL;
+    gopt_graph *g = NULL;
+    gopt_decisions d = {0};
+    gopt_sim_result res;
+    gopt_trainer_options o;
+    gopt_trainer_stats st;
+    gopt_status s;
+    gopt_trainer_options_default(&o);
+    o.imitate_steps = 500;
+    o.seed = seed;
+    o.sim_threads = 1;
+    r->ft = INFINITY;
+    if ((s = gopt_policy_load(&pol, ckpt, err)) || (s = gopt_trainer_checkpoint_tasks(ckpt, &o.tasks, err))) goto out;
+    gopt_policy_adam_reset(pol);
+    if ((s = gopt_trainer_create(&ta, pol, cm, &o, err)) || (s = gopt_graph_load(path, &g, err))) goto out;
+    s = gopt_trainer_add_graph(ta, g, 0, err);
+    g = NULL; /* owned by the trainer */
+    if (s || (s = gopt_decisions_init(&d, gopt_graph_num_nodes(gopt_trainer_graph(ta, 0)), err)) ||
+        (s = gopt_trainer_greedy(ta, 0, &d, &res, err)))
+        goto out;
+    gopt_policy_shrink(pol, 0.3f);
+    r->ft_steps_imitate = r->ft_steps_ppo = 0;
+    while (r->ft_steps_imitate < o.imitate_steps && gopt_now_seconds() - t0 < seconds / 2) {
+        if ((s = gopt_trainer_step(ta, &st, err))) goto out;
+        r->ft_steps_imitate++;
+    }
+    /* PPO in a trainer without imitation, given the reference (no baselines rerun) */
+    double ref = gopt_trainer_reference(ta, 0, NULL);
+    r->ft = gopt_trainer_best(ta, 0, NULL);
+    o.imitate_steps = 0;
+    if ((s = gopt_trainer_create(&tb, pol, cm, &o, err)) || (s = gopt_graph_load(path, &g, err))) goto out;
+    s = gopt_trainer_add_graph(tb, g, ref, err);
+    g = NULL;
+    if (s) goto out;
+    while (gopt_now_seconds() - t0 < seconds) {
+        if ((s = gopt_trainer_step(tb, &st, err))) goto out;
+        r->ft_steps_ppo++;
+    }
+    if ((s = gopt_trainer_greedy(tb, 0, &d, &res, err))) goto out;
+    double b = gopt_trainer_best(tb, 0, NULL);
+    if (b < r->ft) r->ft = b;
+out:
+    r->ft_wall = gopt_now_seconds() - t0;
+    gopt_decisions_destroy(&d);
+    gopt_graph_free(g);
+    gopt_trainer_free(tb);
+    gopt_trainer_free(ta);
+    gopt_policy_free(pol);
+    return s;
+}
+
+/* One method through the registry: its simulated step, *oom; +inf when it finds no valid solution. */
+static double run_method(const gopt_bl_registry *reg, const char *spec, const gopt_sim *sim, const gopt_costmodel *cm,
+                         const gopt_bl_options *opt, int *oom, int *failed) {
+    gopt_decisions d;
+    gopt_bl_outcome out;
+    gopt_error e = {0};
+    gopt_status s = gopt_bl_optimize(reg, spec, sim, cm, opt, &d, &out, &e);
+    gopt_decisions_destroy(&d);
+    *oom = 0;
+    if (s == GOPT_EUNSUP) return INFINITY;
+    if (s) {
+        fprintf(stderr, "bench_transfer: %s: %s\n", spec, e.msg);
+        *failed = 1;
+        return INFINITY;
+    }
+    *oom = out.sim.oom;
+    return out.sim.step_time_s;
+}
+
+typedef struct {
+    double log_sum[4]; /* greedy, best of K, fine-tuned, fine-tuned / sa at equal time */
+    int n[4], go_oom;
+} means;
+
+static void add_mean(means *m, int k, double ratio) {
+    if (!(ratio > 0) || !isfinite(ratio)) return;
+    m->log_sum[k] += log(ratio);
+    m->n[k]++;
+}
+
+static double geo(const means *m, int k) { return m->n[k] ? exp(m->log_sum[k] / m->n[k]) : NAN; }
+
+static void print_means(const char *label, const means *m, int ft) {
+    printf("%s: greedy %.3fx (target <= 1.00: %s), best of %ld %.3fx (<= 0.97: %s)", label, geo(m, 0),
+           geo(m, 0) <= 1.0 ? "met" : "NOT met", (long)g_go.samples, geo(m, 1), geo(m, 1) <= 0.97 ? "met" : "NOT met");
+    if (ft)
+        printf(", fine-tuned %.3fx (<= 0.90: %s), fine-tuned / sa at equal time %.3fx", geo(m, 2),
+               geo(m, 2) <= 0.90 ? "met" : "NOT met", geo(m, 3));
+    printf("; GO greedy OOM on %d graph(s) (target never: %s); over %d graphs\n", m->go_oom,
+           m->go_oom ? "NOT met" : "met", m->n[0]);
+}
+
+static int parse_args(int argc, char **argv, bench_args *a) {
+    *a = (bench_args){"graphs/real/splits.tsv", "validation", NULL, "profiles/h100-nvswitch-x8.json,"
+                      "profiles/v100-dgx1-x8.json", "4,8", NULL, 16, 0, 1, 10, 0};
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 1;
+        if (!v) {
+            fprintf(stderr, "bench_transfer: option %s needs a value\n", o);
+            return 2;
+        }
+        i++;
+        errno = 0;
+        if (!strcmp(o, "--split")) a->split = v;
+        else if (!strcmp(o, "--set")) a->set = v;
+        else if (!strcmp(o, "--graphs")) a->graphs = v;
+        else if (!strcmp(o, "--profiles")) a->profiles = v;
+        else if (!strcmp(o, "--devices")) a->devices = v;
+        else if (!strcmp(o, "--checkpoint")) a->checkpoint = v;
+        else if (!strcmp(o, "--samples")) a->samples = strtol(v, &end, 10);
+        else if (!strcmp(o, "--max-nodes")) a->max_nodes = strtol(v, &end, 10);
+        else if (!strcmp(o, "--seed")) a->seed = strtol(v, &end, 10);
+        else if (!strcmp(o, "--sa-budget")) a->sa_budget = strtod(v, &end);
+        else if (!strcmp(o, "--finetune-seconds")) a->ft_seconds = strtod(v, &end);
+        else {
+            fprintf(stderr, "bench_transfer: unknown option '%s'\n", o);
+            return 2;
+        }
+        if (end && (*end || errno || end == v)) {
+            fprintf(stderr, "bench_transfer: option %s: '%s' is not a number\n", o, v);
+            return 2;
+        }
+    }
+    if (a->samples < 0 || a->samples > 4096 || a->sa_budget < 0 || a->ft_seconds < 0 || a->max_nodes < 0 ||
+        a->seed < 0 || (strcmp(a->set, "validation") && strcmp(a->set, "train"))) {
+        fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
+                        ">= 0, --set validation|train\n");
+        return 2;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    bench_args a;
+    int pr = parse_args(argc, argv, &a);
+    if (pr) {
+        fprintf(pr == 1 ? stdout : stderr,
+                "usage: bench_transfer [--split FILE] [--set validation|train] [--graphs a,b,...] [--max-nodes N]\n"
+                "                      [--profiles P1,P2] [--devices 4,8] [--checkpoint C] [--samples K]\n"
+                "                      [--sa-budget S] [--finetune-seconds T] [--seed S]\n");
+        return pr == 1 ? 0 : 2;
+    }
+    g_go.checkpoint = a.checkpoint ? a.checkpoint : gopt_trainer_default_checkpoint();
+    g_go.seed = (uint64_t)a.seed;
+    char path[1024], profs[1024], devs[256], sel[1024];
+    static char names[MAX_ITEMS][64];
+    source_path(a.split, path, sizeof path);
+    int ng = read_split(path, a.set, names, MAX_ITEMS);
+    if (ng < 0) return 2;
+    if (a.graphs) { /* keep the split's rows named in --graphs, refuse names not in the split */
+        char *want[MAX_ITEMS];
+        snprintf(sel, sizeof sel, "%s", a.graphs);
+        int nw = split_list(sel, want, MAX_ITEMS), k = 0;
+        for (int w = 0; w < nw; w++) {
+            int j = 0;
+            while (j < ng && strcmp(names[j], want[w])) j++;
+            if (j == ng) {
+                fprintf(stderr, "bench_transfer: --graphs: '%s' is not in the %s split of %s\n", want[w], a.set, path);
+                return 2;
+            }
+            char tmp[64];
+            memcpy(tmp, names[j], 64);
+            memmove(names[k + 1], names[k], 64 * (size_t)(j - k)); /* keep --graphs order */
+            memcpy(names[k++], tmp, 64);
+        }
+        ng = k;
+    }
+    char *plist[8], *dlist[8];
+    snprintf(profs, sizeof profs, "%s", a.profiles);
+    snprintf(devs, sizeof devs, "%s", a.devices);
+    int np = split_list(profs, plist, 8), nd = split_list(devs, dlist, 8);
+    gopt_error err = {0};
+    gopt_bl_registry reg;
+    gopt_bl_registry_init(&reg);
+    static const gopt_bl_method GO = {"go", GOPT_BL_JOINT, go_decide, "GO policy (bench)"};
+    if (gopt_bl_registry_add(&reg, &GO, &err)) {
+        fprintf(stderr, "bench_transfer: %s\n", err.msg);
+        return 1;
+    }
+    char combos[NCOMBO][48];
+    int nc = 0;
+    for (int p = 0; p < 7; p++)
+        for (int s = 0; s < 2; s++)
+            for (int f = 0; f < 3; f++) snprintf(combos[nc++], 48, "%s+%s+%s", PLACERS[p], SCHEDS[s], FUSERS[f]);
+    /* load every graph first: a bad file stops the run before any measurement */
+    gopt_graph *graphs[MAX_ITEMS] = {0};
+    char files[MAX_ITEMS][1024];
+    int keep = 0;
+    for (int i = 0; i < ng; i++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "graphs/real/%.63s.graphml.gz", names[i]);
+        source_path(rel, files[keep], sizeof files[keep]);
+        if (gopt_graph_load(files[keep], &graphs[keep], &err)) {
+            fprintf(stderr, "bench_transfer: %s\n", err.msg);
+            return 2;
+        }
+        if (a.max_nodes && gopt_graph_num_nodes(graphs[keep]) > a.max_nodes) {
+            gopt_graph_free(graphs[keep]);
+            graphs[keep] = NULL;
+            continue;
+        }
+        memmove(names[keep], names[i], 64);
+        keep++;
+    }
+    ng = keep;
+    const char *shown = g_go.checkpoint; /* relative to the source tree where it lies there */
+    size_t sl = strlen(GOPT_SOURCE_DIR);
+    if (!strncmp(shown, GOPT_SOURCE_DIR, sl) && shown[sl] == '/') shown += sl + 1;
+    printf("bench_transfer: %d graphs of the %s split (%s), checkpoint %s, GO best of %ld samples, sa %.3g s%s\n", ng,
+           a.set, a.split, shown, a.samples, a.sa_budget, a.ft_seconds > 0 ? "" : ", no fine-tuning");
+    if (a.ft_seconds > 0)
+        printf("fine-tuning: %.3g s of wall time per graph (reference baselines, 500 imitation steps or half the time "
+               "after shrink 0.3, then PPO), against sa with --budget %.3g\n",
+               a.ft_seconds, a.ft_seconds);
+    means all = {0};
+    int rc = 0;
+    for (int pi = 0; pi < np; pi++) {
+        gopt_profile *prof = NULL;
+        source_path(plist[pi], path, sizeof path);
+        if (gopt_profile_load(path, &prof, &err)) {
+            fprintf(stderr, "bench_transfer: %s\n", err.msg);
+            return 2;
+        }
+        for (int di = 0; di < nd; di++) {
+            char *end;
+            long ndev = strtol(dlist[di], &end, 10);
+            gopt_costmodel *cm = NULL;
+            if (*end || ndev < 1 || ndev > GOPT_POLICY_MAX_DEVICES || gopt_cost_create(prof, (int)ndev, &cm, &err)) {
+                fprintf(stderr, "bench_transfer: --devices '%s': %s\n", dlist[di],
+                        *end || ndev < 1 || ndev > GOPT_POLICY_MAX_DEVICES ? "not 1..16" : err.msg);
+                gopt_profile_free(prof);
+                return 2;
+            }
+            printf("\n== %s, %ld devices: step times in ms; ratios to the best classical combination (placement x "
+                   "{fifo,cp} x {none,xla,tvm})\n",
+                   gopt_profile_name(prof), ndev);
+            printf("%-22s %6s %10s %-20s %9s %20s %20s", "graph", "nodes", "best_ms", "best combination", "sa_ms",
+                   "go_greedy", "go_best_of_k");
+            if (a.ft_seconds > 0) printf(" %16s %16s %8s", "go_finetuned", "sa_equal_time", "ft/sa");
+            printf("\n");
+            means m = {0};
+            for (int gi = 0; gi < ng; gi++) {
+                row r = {0};
+                int failed = 0, oom;
+                gopt_sim *sim = NULL;
+                if (gopt_sim_create(graphs[gi], cm, &sim, &err)) {
+                    fprintf(stderr, "bench_transfer: %s: %s\n", names[gi], err.msg);
+                    rc = 1;
+                    continue;
+                }
+                gopt_bl_options opt = {0};
+                opt.seed = (uint64_t)a.seed;
+                r.best_classical = INFINITY;
+                r.best_combo = -1;
+                for (int c = 0; c < nc; c++) {
+                    double s = run_method(&reg, combos[c], sim, cm, &opt, &oom, &failed);
+                    if (!oom && s < r.best_classical) {
+                        r.best_classical = s;
+                        r.best_combo = c;
+                    }
+                }
+                r.sa = INFINITY;
+                if (a.sa_budget > 0) {
+                    opt.budget_s = a.sa_budget;
+                    r.sa = run_method(&reg, "sa", sim, cm, &opt, &oom, &failed);
+                    if (oom) r.sa = INFINITY;
+                }
+                g_go.samples = 0;
+                r.greedy = run_method(&reg, "go", sim, cm, &opt, &r.greedy_oom, &failed);
+                g_go.samples = (int)a.samples;
+                r.best_k = run_method(&reg, "go", sim, cm, &opt, &r.best_k_oom, &failed);
+                if (a.ft_seconds > 0) {
+                    if (finetune(g_go.checkpoint, files[gi], cm, a.ft_seconds, (uint64_t)a.seed, &r, &err)) {
+                        fprintf(stderr, "bench_transfer: %s: fine-tuning: %s\n", names[gi], err.msg);
+                        failed = 1;
+                    }
+                    opt.budget_s = a.ft_seconds;
+                    r.sa_eq = run_method(&reg, "sa", sim, cm, &opt, &oom, &failed);
+                    if (oom) r.sa_eq = INFINITY;
+                }
+                gopt_sim_free(sim);
+                if (failed) rc = 1;
+                double B = r.best_classical;
+                char gs[48], ks[48];
+                snprintf(gs, sizeof gs, "%.4g %s", r.greedy * 1e3, r.greedy_oom ? "OOM" : "");
+                snprintf(ks, sizeof ks, "%.4g %s", r.best_k * 1e3, r.best_k_oom ? "OOM" : "");
+                if (!isfinite(B)) {
+                    printf("%-22s %6d %10s %-20s %9.4g %20s %20s  (no classical combination fits: left out)\n",
+                           names[gi], gopt_graph_num_nodes(graphs[gi]), "-", "-", r.sa * 1e3, gs, ks);
+                    continue;
+                }
+                snprintf(gs, sizeof gs, "%.4g (%.2fx%s)", r.greedy * 1e3, r.greedy / B, r.greedy_oom ? " OOM" : "");
+                snprintf(ks, sizeof ks, "%.4g (%.2fx%s)", r.best_k * 1e3, r.best_k / B, r.best_k_oom ? " OOM" : "");
+                printf("%-22s %6d %10.4g %-20s %9.4g %20s %20s", names[gi], gopt_graph_num_nodes(graphs[gi]), B * 1e3,
+                       combos[r.best_combo], r.sa * 1e3, gs, ks);
+                /* an OOM answer is not a valid step: it counts as an OOM, not in the ratios */
+                if (r.greedy_oom) m.go_oom++, all.go_oom++;
+                else add_mean(&m, 0, r.greedy / B), add_mean(&all, 0, r.greedy / B);
+                if (!r.best_k_oom) add_mean(&m, 1, r.best_k / B), add_mean(&all, 1, r.best_k / B);
+                if (a.ft_seconds > 0) {
+                    snprintf(gs, sizeof gs, "%.4g (%.2fx)", r.ft * 1e3, r.ft / B);
+                    snprintf(ks, sizeof ks, "%.4g (%.2fx)", r.sa_eq * 1e3, r.sa_eq / B);
+                    printf(" %16s %16s %8.3f  [%.0f s: %d imitation + %d PPO steps]", gs, ks, r.ft / r.sa_eq,
+                           r.ft_wall, r.ft_steps_imitate, r.ft_steps_ppo);
+                    add_mean(&m, 2, r.ft / B), add_mean(&all, 2, r.ft / B);
+                    add_mean(&m, 3, r.ft / r.sa_eq), add_mean(&all, 3, r.ft / r.sa_eq);
+                }
+                printf("\n");
+                fflush(stdout);
+            }
+            char label[160];
+            snprintf(label, sizeof label, "geometric mean, %s, %ld devices", gopt_profile_name(prof), ndev);
+            print_means(label, &m, a.ft_seconds > 0);
+            gopt_cost_free(cm);
+        }
+        gopt_profile_free(prof);
+    }
+    printf("\n");
+    g_go.samples = (int)a.samples;
+    print_means("geometric mean, all settings", &all, a.ft_seconds > 0);
+    for (int i = 0; i < ng; i++) gopt_graph_free(graphs[i]);
+    return rc;
+}

@@ -1,0 +1,38 @@
+#!/bin/bash
+# real_splits.sh GOPT SOURCE_DIR: graphs/real/splits.tsv is consistent with the
+# shipped exports (every row names a file, every file has one row, splits are
+# train or validation, at least 10 validation models; tests/cli/zoo.sh loads
+# every file), and
+# tools/pretrain-data.sh refuses bad arguments with exit 2 before writing anything.
+set -u
+GOPT=$1
+SRC=$2
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+S="$SRC/graphs/real/splits.tsv"
+[ -r "$S" ] || fail "no $S"
+grep -v '^#' "$S" | grep -v '^$' > "$T/rows"
+awk -F'\t' 'NF < 3 || ($2 != "train" && $2 != "validation") { print "line: " $0; bad = 1 } END { exit bad }' \
+    "$T/rows" || fail "rows with a bad split or missing columns in $S"
+cut -f1 "$T/rows" | sort | uniq -d > "$T/dup"
+[ -s "$T/dup" ] && fail "models listed twice: $(tr '\n' ' ' < "$T/dup")"
+nval=$(awk -F'\t' '$2 == "validation"' "$T/rows" | wc -l)
+[ "$nval" -ge 10 ] || fail "only $nval validation models"
+while IFS=$'\t' read -r model split family; do
+    f="$SRC/graphs/real/$model.graphml.gz"
+    [ -r "$f" ] || fail "$S: $model ($split) has no file"
+done < "$T/rows"
+for f in "$SRC"/graphs/real/*.graphml.gz; do
+    m=$(basename "$f" .graphml.gz)
+    cut -f1 "$T/rows" | grep -qx "$m" || fail "$f is in no split"
+done
+
+P="$SRC/tools/pretrain-data.sh"
+bash "$P" > /dev/null 2>&1; [ $? = 2 ] || fail "pretrain-data.sh without OUT_DIR: not exit 2"
+bash "$P" "$T/c" --synthetic x > /dev/null 2>&1; [ $? = 2 ] || fail "--synthetic x: not exit 2"
+bash "$P" "$T/c" --frobnicate > /dev/null 2>&1; [ $? = 2 ] || fail "unknown option: not exit 2"
+[ -e "$T/c" ] && fail "a refused run created its OUT_DIR"
+bash "$P" --help | grep -q "OUT_DIR" || fail "pretrain-data.sh --help"
+echo "ok: $(wc -l < "$T/rows") models, $nval validation"
