@@ -129,6 +129,7 @@ int32_t zoo_tensor_new(zoo_builder *b, int32_t node, int rank, const int64_t *di
     for (int i = 0; i < rank; i++) t->d[i] = dims[i];
     t->grad_head = -1;
     t->param = -1;
+    t->esize = b->esize;
     return b->nt++;
 }
 

@@ -240,12 +240,23 @@ static void grad_addn(const grad_ctx *c) {
     for (int i = 0; i < c->o->nin; i++) contrib(c->b, c->in[i], c->dy[0]);
 }
 
+static void grad_other(const grad_ctx *c) {
+    gopt_node_attrs a;
+    gopt_graph_node(c->b->g, c->o->node, &a);
+    char op[160];
+    snprintf(op, sizeof op, "%sGrad", a.op);
+    for (int i = 0; i < c->o->nin; i++) {
+        int32_t ins[2] = {c->dy[0], c->in[i]};
+        give(c, i, op, GOPT_OP_CLASS_OTHER, c->flops, ins, 2);
+    }
+}
+
 static void (*const GRAD_RULE[ZK_COUNT])(const grad_ctx *) = {
     [ZK_MATMUL] = grad_matmul, [ZK_CONV] = grad_conv,       [ZK_BIAS] = grad_bias,     [ZK_ADD] = grad_add,
     [ZK_MUL] = grad_mul,       [ZK_UNARY] = grad_unary,     [ZK_SOFTMAX] = grad_softmax, [ZK_NORM] = grad_norm,
     [ZK_POOL] = grad_pool,     [ZK_MEAN] = grad_mean,       [ZK_CONCAT] = grad_concat, [ZK_SPLIT] = grad_split,
     [ZK_MOVE] = grad_move,     [ZK_SLICE] = grad_slice,     [ZK_GATHER] = grad_gather, [ZK_XENT] = grad_xent,
-    [ZK_ADDN] = grad_addn,
+    [ZK_ADDN] = grad_addn,     [ZK_OTHER] = grad_other,
 };
 
 /* ---- optimizer ---------------------------------------------------------------- */

@@ -52,6 +52,7 @@ typedef enum {
     ZK_GATHER,   /* embedding lookup: in table, ids */
     ZK_XENT,     /* softmax cross-entropy: in logits, labels; out loss, backprop */
     ZK_ADDN,
+    ZK_OTHER,    /* an imported op outside the rules: each input gets an <op>Grad with the forward FLOPs */
     ZK_COUNT
 } zoo_kind;
 
@@ -102,6 +103,7 @@ typedef struct {
     int32_t nparams, pcap;
     int32_t loss; /* the scalar loss tensor, set by zoo_xent */
     const char *dtype; /* dtype stamped on new nodes; NULL = "float32" */
+    uint8_t esize;     /* bytes per element of new tensors; 0 = ZOO_DTYPE_BYTES */
 } zoo_builder;
 
 /* ---- life cycle ------------------------------------------------------------ */
