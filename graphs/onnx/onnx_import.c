@@ -462,21 +462,49 @@ static gopt_status register_graph(onnx_ctx *x, const char *base_dir, int32_t **p
     return GOPT_OK;
 }
 
-/* Weights: float initializers and graph inputs read at a weight slot. */
-static void classify(onnx_ctx *x) {
+/* Ops through which a weight still is a weight: torch exports an LSTM's or
+ * an attention's weights sliced, transposed and concatenated by ops. */
+static int weight_move(const char *op) {
+    static const char *const M[] = {"Transpose", "Slice", "Split", "Reshape", "Squeeze", "Unsqueeze", "Cast",
+                                    "Identity", "Concat", "Flatten", "Expand", "Tile", "Gather"};
+    for (size_t i = 0; i < sizeof M / sizeof M[0]; i++)
+        if (strcmp(op, M[i]) == 0) return 1;
+    return 0;
+}
+
+/* Weights: float initializers and graph inputs read at a weight slot
+ * (onnx_rule.param_slots), directly or through weight_move ops: marks
+ * propagate from the last node to the first. */
+static void classify(onnx_ctx *x, const int32_t *order) {
     const Onnx__GraphProto *g = x->g;
-    for (size_t i = 0; i < g->n_node; i++) {
-        const Onnx__NodeProto *nd = g->node[i];
+    uint8_t *want = calloc((size_t)x->nv + 1, 1);
+    if (!want) {
+        onnx_fail(x, GOPT_ENOMEM, "out of memory");
+        return;
+    }
+    for (size_t k = g->n_node; k-- > 0;) {
+        const Onnx__NodeProto *nd = g->node[order[k]];
         int deflt = !nd->domain || !*nd->domain || strcmp(nd->domain, "ai.onnx") == 0;
         const onnx_rule *r = deflt ? onnx_rule_find(nd->op_type) : NULL;
         uint32_t slots = r ? r->param_slots : (x->opts->unknown_as_other ? ~0u : 0);
+        if (deflt && weight_move(nd->op_type)) {
+            int out_wanted = 0;
+            for (size_t j = 0; j < nd->n_output; j++) {
+                onnx_value *v = nd->output[j] && *nd->output[j] ? onnx_value_get(x, nd->output[j]) : NULL;
+                out_wanted |= v && want[v - x->v];
+            }
+            if (out_wanted) slots |= strcmp(nd->op_type, "Concat") == 0 ? ~0u : 1u;
+        }
         for (size_t j = 0; j < nd->n_input && j < 32; j++) {
             const char *in = str_or_empty(nd->input[j]);
             if (!*in || !(slots >> j & 1)) continue;
             onnx_value *v = onnx_value_get(x, in);
-            if (v && (v->init || v->data_in) && onnx_elem_is_float(v->elem)) v->param = 1;
+            if (v) want[v - x->v] = 1;
         }
     }
+    for (int32_t i = 0; i < x->nv; i++)
+        if (want[i] && (x->v[i].init || x->v[i].data_in) && onnx_elem_is_float(x->v[i].elem)) x->v[i].param = 1;
+    free(want);
 }
 
 static gopt_status setup_inputs(onnx_ctx *x) {
@@ -638,7 +666,7 @@ gopt_status gopt_onnx_import_mem(const uint8_t *data, size_t len, const char *or
         goto out;
     }
     if (topo_order(&x, order, prod) != GOPT_OK) goto out;
-    classify(&x);
+    classify(&x, order);
     if (setup_inputs(&x) != GOPT_OK) goto out;
     for (size_t i = 0; i < x.g->n_input && x.b.st == GOPT_OK; i++) { /* data inputs first, in file order */
         onnx_value *v = onnx_value_get(&x, str_or_empty(x.g->input[i]->name));

@@ -1,0 +1,238 @@
+#!/usr/bin/python3
+"""make_test_onnx.py: write the small ONNX models that tests/test_onnx.c,
+tests/cli/onnx.sh and the fuzz corpus use, and the figures that
+tools/export_torch.py reports for the same PyTorch models.
+
+Models exported by torch.onnx.export (Debian's python3-torch; the `onnx`
+package is not needed):
+  cnn.onnx           conv/bn/relu/pool/conv/global-pool/linear, batch 2, training mode
+  cnn_noweights.onnx the same without weights (export_params=False)
+  transformer.onnx   one nn.TransformerEncoderLayer + embedding + linear head
+  lstm.onnx          embedding + 2-layer LSTM + linear head
+Each torch model's figures from tools/export_torch.py (forward FLOPs, i.e. the
+fwd phase up to and including the loss, and param_bytes for the optimizer
+named) go to NAME.expected.json.
+
+Models written by hand with the small protobuf writer below:
+  ext_mlp.onnx (+ ext_mlp.weights)   weights in an external data file
+  bad_ext_missing.onnx               its external data file does not exist
+  bad_cycle.onnx, bad_missing_input.onnx, bad_unknown_op.onnx,
+  bad_truncated.onnx (half of cnn.onnx), bad_not_protobuf.onnx
+
+    /usr/bin/python3 tools/make_test_onnx.py tests/data/onnx
+    /usr/bin/python3 tools/make_test_onnx.py --resnet18 DIR   # the docs' example (no weights)
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+import warnings
+
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export_torch  # noqa: E402
+
+warnings.filterwarnings("ignore")
+OPSET = 17
+
+
+# ---- the torch models ------------------------------------------------------------------------
+class SmallCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.pool = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(16, 32, 3, stride=2, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(32)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = self.pool(torch.relu(self.bn1(self.conv1(x))))
+        x = torch.relu(self.bn2(self.conv2(x)))
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
+class SmallTransformer(nn.Module):
+    def __init__(self, vocab=100, d=32):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.layer = nn.TransformerEncoderLayer(d, 4, 64, dropout=0.1, batch_first=True)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, ids):
+        return self.head(self.layer(self.emb(ids)))
+
+
+class SmallLSTM(nn.Module):
+    def __init__(self, vocab=100, hidden=32):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, hidden)
+        self.lstm = export_torch.LSTM(hidden, hidden, 2)
+        self.head = nn.Linear(hidden, vocab)
+
+    def forward(self, ids):
+        out, _ = self.lstm(self.emb(ids))
+        return self.head(out)
+
+
+def ids(*shape, vocab=100):
+    return torch.randint(0, vocab, shape)
+
+
+MODELS = {  # name: (model, inputs, labels, optimizer)
+    "cnn": (SmallCNN, lambda: (torch.randn(2, 3, 16, 16),), lambda: ids(2, vocab=10), "momentum"),
+    "transformer": (SmallTransformer, lambda: (ids(2, 8),), lambda: ids(2, 8), "adam"),
+    "lstm": (SmallLSTM, lambda: (ids(6, 2),), lambda: ids(6, 2), "sgd"),
+}
+
+
+def export_onnx(model, inputs, path, **kw):
+    model.train()
+    torch.onnx.export(model, inputs, path, opset_version=OPSET, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, **kw)
+
+
+def exporter_figures(model, inputs, labels, name, optimizer):
+    g = export_torch.export_module(model, export_torch.xent, (*inputs, labels), name, "test", optimizer)
+    fwd = sum(n["flops"] for n in g["nodes"] if n["phase"] == "fwd")
+    return {"model": name, "optimizer": optimizer, "fwd_flops": fwd,
+            "param_bytes": sum(n["param_bytes"] for n in g["nodes"]),
+            "flops": sum(n["flops"] for n in g["nodes"]), "nodes": len(g["nodes"]),
+            "source": "tools/export_torch.py export_module, torch " + torch.__version__}
+
+
+def torch_models(out):
+    for name, (cls, inputs, labels, optimizer) in MODELS.items():
+        torch.manual_seed(0)
+        model, x, y = cls(), inputs(), labels()
+        export_onnx(model, x, os.path.join(out, name + ".onnx"))
+        if name == "cnn":
+            export_onnx(model, x, os.path.join(out, "cnn_noweights.onnx"), export_params=False)
+        fig = exporter_figures(model, x, y, name, optimizer)
+        with open(os.path.join(out, name + ".expected.json"), "w") as f:
+            json.dump(fig, f, indent=1, sort_keys=True)
+            f.write("\n")
+        print(f"{name}: exporter fwd {fig['fwd_flops']:.0f} FLOPs, param_bytes {fig['param_bytes']:.0f} ({optimizer})")
+
+
+# ---- a minimal protobuf writer for hand-made models ---------------------------------------------
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def field(num, wire, payload):
+    key = varint(num << 3 | wire)
+    if wire == 0:
+        return key + varint(payload)
+    if wire == 2:
+        data = payload.encode() if isinstance(payload, str) else payload
+        return key + varint(len(data)) + data
+    raise ValueError(wire)
+
+
+def msg(*parts):
+    return b"".join(parts)
+
+
+def value_info(name, dims, elem=1):  # ValueInfoProto{name=1, type=2{tensor_type=1{elem_type=1, shape=2{dim=1{dim_value=1}}}}}
+    shape = msg(*[field(1, 2, field(1, 0, d)) for d in dims])
+    return msg(field(1, 2, name), field(2, 2, field(1, 2, msg(field(1, 0, elem), field(2, 2, shape)))))
+
+
+def node(op, ins, outs, name):  # NodeProto{input=1, output=2, name=3, op_type=4}
+    return msg(*[field(1, 2, i) for i in ins], *[field(2, 2, o) for o in outs], field(3, 2, name), field(4, 2, op))
+
+
+def tensor(name, dims, location=None, offset=0):  # TensorProto{dims=1, data_type=2, name=8, raw_data=9, external_data=13, data_location=14}
+    parts = [field(1, 0, d) for d in dims] + [field(2, 0, 1), field(8, 2, name)]
+    n = 1
+    for d in dims:
+        n *= d
+    if location is None:
+        parts.append(field(9, 2, struct.pack(f"<{n}f", *([0.01] * n))))
+    else:
+        for k, v in (("location", location), ("offset", str(offset)), ("length", str(4 * n))):
+            parts.append(field(13, 2, msg(field(1, 2, k), field(2, 2, v))))
+        parts.append(field(14, 0, 1))
+    return msg(*parts)
+
+
+def model(nodes, inits, inputs, outputs):  # ModelProto{ir_version=1, graph=7, opset_import=8}; GraphProto{node=1, name=2, initializer=5, input=11, output=12}
+    g = msg(*[field(1, 2, n) for n in nodes], field(2, 2, "hand"), *[field(5, 2, t) for t in inits],
+            *[field(11, 2, v) for v in inputs], *[field(12, 2, v) for v in outputs])
+    return msg(field(1, 0, 8), field(7, 2, g), field(8, 2, field(2, 0, OPSET)))
+
+
+def mlp(location, missing_input=False, cycle=False, unknown=False):
+    """x (4, 8) -> MatMul w1 (8, 16) -> Add b1 -> Relu -> MatMul w2 (16, 5) -> logits (4, 5)."""
+    ext = location is not None
+    inits = [tensor("w1", [8, 16], location if ext else None, 0), tensor("b1", [16], location if ext else None, 512),
+             tensor("w2", [16, 5], location if ext else None, 576)]
+    nodes = [node("MatMul", ["x", "w1"], ["h0"], "fc1/MatMul"), node("Add", ["h0", "b1"], ["h1"], "fc1/Add"),
+             node("CustomAct" if unknown else "Relu", ["h1" if not cycle else "h3"], ["h2"], "act"),
+             node("MatMul", ["h2" if not missing_input else "ghost", "w2"], ["logits"], "fc2/MatMul")]
+    if cycle:
+        nodes.append(node("Relu", ["h2"], ["h3"], "loop"))
+    return model(nodes, inits, [value_info("x", [4, 8])], [value_info("logits", [4, 5])])
+
+
+def hand_models(out):
+    def write(name, data):
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+
+    write("ext_mlp.onnx", mlp("ext_mlp.weights"))
+    write("ext_mlp.weights", struct.pack("<144f", *([0.01] * 144)))  # 128 + 16 floats at 0 and 512, then 80 at 576
+    with open(os.path.join(out, "ext_mlp.weights"), "ab") as f:
+        f.write(struct.pack("<80f", *([0.01] * 80)))
+    write("bad_ext_missing.onnx", mlp("no_such_file.weights"))
+    write("bad_cycle.onnx", mlp(None, cycle=True))
+    write("bad_missing_input.onnx", mlp(None, missing_input=True))
+    write("bad_unknown_op.onnx", mlp(None, unknown=True))
+    with open(os.path.join(out, "cnn.onnx"), "rb") as f:
+        data = f.read()
+    write("bad_truncated.onnx", data[:len(data) // 2])
+    write("bad_not_protobuf.onnx", b"this is a text file, not an ONNX model\n" * 4)
+
+
+def resnet18(out):
+    import torchvision
+    torch.manual_seed(0)
+    m = torchvision.models.resnet18()
+    path = os.path.join(out, "resnet18.onnx")
+    export_onnx(m, (torch.randn(32, 3, 224, 224),), path, export_params=False)
+    fig = exporter_figures(m, (torch.randn(32, 3, 224, 224),), torch.zeros(32, dtype=torch.long), "resnet18",
+                           "momentum")
+    with open(os.path.join(out, "resnet18.expected.json"), "w") as f:
+        json.dump(fig, f, indent=1, sort_keys=True)
+        f.write("\n")
+    print(f"{path}: exporter fwd {fig['fwd_flops']:.0f} FLOPs, param_bytes {fig['param_bytes']:.0f} (momentum), "
+          f"total {fig['flops']:.0f} FLOPs, {fig['nodes']} nodes")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", help="output folder")
+    ap.add_argument("--resnet18", action="store_true", help="only torchvision's resnet18 (batch 32, no weights)")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    if a.resnet18:
+        resnet18(a.out)
+        return 0
+    torch_models(a.out)
+    hand_models(a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
