@@ -333,13 +333,12 @@ static gopt_status topo_order(onnx_ctx *x, int32_t *order, int32_t *prod) {
     const Onnx__GraphProto *g = x->g;
     size_t nn = g->n_node;
     gopt_status st = GOPT_OK;
-    int32_t *indeg = calloc(nn + 1, sizeof *indeg), *head = NULL, *next = NULL;
+    int32_t *indeg = calloc(nn + 1, sizeof *indeg), *head = NULL;
     size_t nedge = 0;
     for (size_t i = 0; i < nn; i++) nedge += g->node[i]->n_input;
     head = malloc(sizeof *head * (size_t)(x->nv + 1));
     int32_t (*cons)[2] = malloc(sizeof *cons * (nedge + 1)); /* (consumer node, next) per use */
-    next = malloc(sizeof *next * (nn + 1));
-    if (!indeg || !head || !cons || !next) {
+    if (!indeg || !head || !cons) {
         st = onnx_fail(x, GOPT_ENOMEM, "out of memory sorting %zu nodes", nn);
         goto out;
     }
@@ -397,7 +396,6 @@ out:
     free(indeg);
     free(head);
     free(cons);
-    free(next);
     return st;
 }
 

@@ -3,7 +3,7 @@
  * onnx_import.c reads the protobuf, checks the graph (every input produced,
  * no cycle, external data present), classifies initializers and graph inputs
  * into parameters, constants and data, then walks the nodes in topological
- * order calling each op's rule (onnx_ops.c, onnx_rnn.c). A rule infers its
+ * order calling each op's rule (onnx_ops.c, onnx_shape.c, onnx_rnn.c). A rule infers its
  * outputs' shapes (or takes them from value_info), computes FLOPs by
  * tools/export_torch.py's conventions, and adds its node through the zoo
  * builder (zoo_fwd) with the zoo gradient rule that fits, so zoo_backward
@@ -17,6 +17,8 @@
  */
 #ifndef GOPT_ONNX_INTERNAL_H
 #define GOPT_ONNX_INTERNAL_H
+
+#include <string.h>
 
 #include "../zoo/zoo_internal.h"
 #include "gopt_onnx.h"
@@ -99,6 +101,10 @@ int64_t onnx_attr_int(const onnx_node *c, const char *name, int64_t dflt);
 /* Copies up to max ints; returns how many the attribute has (-1 when absent). */
 int onnx_attr_ints(const onnx_node *c, const char *name, int64_t *out, int max);
 const char *onnx_attr_str(const onnx_node *c, const char *name, const char *dflt);
+/* Integers from attribute `name` (older opsets) or from constant input
+ * `input` (newer); *n = -1 when neither is given. Refuses more than max or an
+ * input whose values are not known at import time. */
+gopt_status onnx_ints_arg(const onnx_node *c, const char *name, int input, int64_t *out, int max, int *n);
 
 /* ---- op rules (onnx_ops.c, onnx_rnn.c) ---- */
 typedef struct {
@@ -119,5 +125,88 @@ gopt_status onnx_emit(onnx_node *c, zoo_kind kind, gopt_op_class cls, double flo
                       const int32_t *attr);
 gopt_status onnx_run_lstm(onnx_node *c);
 gopt_status onnx_run_gru(onnx_node *c);
+
+/* Data movement, constants and shape arithmetic (onnx_shape.c). */
+gopt_status onnx_run_reshape(onnx_node *c);
+gopt_status onnx_run_flatten(onnx_node *c);
+gopt_status onnx_run_transpose(onnx_node *c);
+gopt_status onnx_run_squeeze(onnx_node *c);
+gopt_status onnx_run_unsqueeze(onnx_node *c);
+gopt_status onnx_run_cast(onnx_node *c);
+gopt_status onnx_run_concat(onnx_node *c);
+gopt_status onnx_run_split(onnx_node *c);
+gopt_status onnx_run_slice(onnx_node *c);
+gopt_status onnx_run_gather(onnx_node *c);
+gopt_status onnx_run_expand(onnx_node *c);
+gopt_status onnx_run_pad(onnx_node *c);
+gopt_status onnx_run_resize(onnx_node *c);
+gopt_status onnx_run_shape(onnx_node *c);
+gopt_status onnx_run_size(onnx_node *c);
+gopt_status onnx_run_constant(onnx_node *c);
+gopt_status onnx_run_constant_of_shape(onnx_node *c);
+gopt_status onnx_run_range(onnx_node *c);
+gopt_status onnx_run_trilu(onnx_node *c);
+
+enum { ONNX_I64 = ONNX__TENSOR_PROTO__DATA_TYPE__INT64, ONNX_BOOL = ONNX__TENSOR_PROTO__DATA_TYPE__BOOL };
+
+/* ---- small helpers of the rules (onnx_ops.c, onnx_shape.c) ---- */
+static inline onnx_value *IN(const onnx_node *c, int i) { return i < c->nin ? c->in[i] : NULL; }
+
+static inline gopt_status need(const onnx_node *c, int i) {
+    if (!IN(c, i)) return onnx_node_fail(c, "input %d is missing", i);
+    if (!c->in[i]->has_shape) return onnx_node_fail(c, "input '%s' has no known shape", c->in[i]->name);
+    return GOPT_OK;
+}
+
+static inline gopt_status set_out(onnx_node *c, int j, int elem, int rank, const int64_t *d) {
+    if (j >= c->nout || !c->out[j]) return GOPT_OK;
+    return onnx_value_set_shape(c->x, c, c->out[j], elem, rank, d);
+}
+
+static inline gopt_status like(onnx_node *c, int j, const onnx_value *v) { return set_out(c, j, v->elem, v->rank, v->d); }
+
+static inline int norm_axis(int64_t a, int rank) { return (int)(a < 0 ? a + rank : a); }
+
+/* Values of a constant input (axes, shapes); n = -1 when absent or unknown. */
+static inline const int64_t *ints_of(const onnx_node *c, int i, int *n) {
+    onnx_value *v = IN(c, i);
+    *n = v ? v->ncv : -1;
+    return v && v->ncv >= 0 ? v->cv : NULL;
+}
+
+static inline double out_elems(const onnx_node *c) {
+    double n = 0;
+    for (int j = 0; j < c->nout; j++)
+        if (c->out[j]) n += (double)onnx_numel(c->out[j]);
+    return n;
+}
+
+/* Emit with every present input as data, in order. */
+static inline gopt_status emit_all(onnx_node *c, zoo_kind kind, gopt_op_class cls, double flops, const int32_t *attr) {
+    int slots[ONNX_MAX_IO];
+    for (int i = 0; i < c->nin; i++) slots[i] = i;
+    return onnx_emit(c, kind, cls, flops, slots, c->nin, attr);
+}
+
+static inline gopt_status emit1(onnx_node *c, zoo_kind kind, gopt_op_class cls, double flops, const int32_t *attr) {
+    const int s0[1] = {0};
+    return onnx_emit(c, kind, cls, flops, s0, 1, attr);
+}
+
+/* Output 0 gets constant integer values: no node. */
+static inline gopt_status const_out(onnx_node *c, int rank, const int64_t *d, const int64_t *vals, int n) {
+    gopt_status st = set_out(c, 0, ONNX_I64, rank, d);
+    if (st == GOPT_OK && c->nout > 0 && c->out[0]) {
+        st = onnx_value_set_ints(c->x, c->out[0], vals, n);
+        c->out[0]->defined = 1;
+    }
+    return st;
+}
+
+static inline int all_known(const onnx_node *c, int upto) {
+    for (int i = 0; i < upto && i < c->nin; i++)
+        if (c->in[i] && c->in[i]->ncv < 0) return 0;
+    return c->nin > 0;
+}
 
 #endif /* GOPT_ONNX_INTERNAL_H */
