@@ -231,6 +231,18 @@ static void test_unknown_as_other(void **s) {
     gopt_graph_free(g);
 }
 
+/* Node names are cut to 200 characters and made unique (_1, _2, ...). */
+static void test_long_duplicate_names(void **s) {
+    (void)s;
+    gopt_graph *g = import(DATA "long_names.onnx", (gopt_onnx_opts){.forward_only = 1});
+    char name[256];
+    memset(name, 'n', 200);
+    snprintf(name + 200, sizeof name - 200, "_3");
+    assert_true(gopt_graph_find(g, name) >= 0);
+    assert_int_equal(gopt_graph_num_nodes(g), 8); /* x, w1, b1, w2 and the four ops */
+    gopt_graph_free(g);
+}
+
 /* Every prefix of a model and seeded byte mutations: a clean error or a graph. */
 static void test_prefixes_and_mutations(void **s) {
     (void)s;
@@ -282,6 +294,7 @@ int main(void) {
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_unknown_as_other),
+        cmocka_unit_test(test_long_duplicate_names),
         cmocka_unit_test(test_prefixes_and_mutations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,7 +17,8 @@ Models written by hand with the small protobuf writer below:
   ext_mlp.onnx (+ ext_mlp.weights)   weights in an external data file
   bad_ext_missing.onnx               its external data file does not exist
   bad_cycle.onnx, bad_missing_input.onnx, bad_unknown_op.onnx,
-  bad_truncated.onnx (half of cnn.onnx), bad_not_protobuf.onnx
+  bad_truncated.onnx (half of cnn.onnx), bad_not_protobuf.onnx,
+  long_names.onnx                    four nodes sharing one 400-character name
 
     /usr/bin/python3 tools/make_test_onnx.py tests/data/onnx
     /usr/bin/python3 tools/make_test_onnx.py --resnet18 DIR   # the docs' example (no weights)
@@ -173,8 +174,9 @@ def model(nodes, inits, inputs, outputs):  # ModelProto{ir_version=1, graph=7, o
     return msg(field(1, 0, 8), field(7, 2, g), field(8, 2, field(2, 0, OPSET)))
 
 
-def mlp(location, missing_input=False, cycle=False, unknown=False):
-    """x (4, 8) -> MatMul w1 (8, 16) -> Add b1 -> Relu -> MatMul w2 (16, 5) -> logits (4, 5)."""
+def mlp(location, missing_input=False, cycle=False, unknown=False, long_names=False):
+    """x (4, 8) -> MatMul w1 (8, 16) -> Add b1 -> Relu -> MatMul w2 (16, 5) -> logits (4, 5);
+    long_names: every node named the same 400 characters."""
     ext = location is not None
     inits = [tensor("w1", [8, 16], location if ext else None, 0), tensor("b1", [16], location if ext else None, 512),
              tensor("w2", [16, 5], location if ext else None, 576)]
@@ -183,6 +185,10 @@ def mlp(location, missing_input=False, cycle=False, unknown=False):
              node("MatMul", ["h2" if not missing_input else "ghost", "w2"], ["logits"], "fc2/MatMul")]
     if cycle:
         nodes.append(node("Relu", ["h2"], ["h3"], "loop"))
+    if long_names:
+        nodes = [node(op, ins, outs, "n" * 400) for op, ins, outs in
+                 (("MatMul", ["x", "w1"], ["h0"]), ("Add", ["h0", "b1"], ["h1"]), ("Relu", ["h1"], ["h2"]),
+                  ("MatMul", ["h2", "w2"], ["logits"]))]
     return model(nodes, inits, [value_info("x", [4, 8])], [value_info("logits", [4, 5])])
 
 
@@ -199,6 +205,7 @@ def hand_models(out):
     write("bad_cycle.onnx", mlp(None, cycle=True))
     write("bad_missing_input.onnx", mlp(None, missing_input=True))
     write("bad_unknown_op.onnx", mlp(None, unknown=True))
+    write("long_names.onnx", mlp(None, long_names=True))
     with open(os.path.join(out, "cnn.onnx"), "rb") as f:
         data = f.read()
     write("bad_truncated.onnx", data[:len(data) // 2])

@@ -190,17 +190,21 @@ int32_t onnx_tensor(onnx_ctx *x, onnx_value *v) {
     if (v->t >= 0 || x->b.st != GOPT_OK) return v->t;
     zoo_builder *b = &x->b;
     int32_t saved = b->layer;
+    char name[ONNX_MAX_NAME + 1];
+    size_t nl = strnlen(v->name, ONNX_MAX_NAME);
+    memcpy(name, v->name, nl);
+    name[nl] = '\0';
     b->esize = (uint8_t)onnx_elem_size(v->elem);
     b->dtype = onnx_elem_name(v->elem);
     if (v->param) {
         b->layer = v->layer = onnx_layer_of_name(x, v->name);
-        v->t = zoo_param(b, v->name, v->rank, v->d);
+        v->t = zoo_param(b, name, v->rank, v->d);
     } else {
         b->layer = v->layer = -1;
         int64_t d[1][ZOO_MAX_RANK];
         memcpy(d[0], v->d, sizeof d[0]);
         uint8_t es = b->esize;
-        zoo_fwd_spec s = {.name = v->name, .kind = ZK_NONE, .op = v->data_in ? "Placeholder" : "Const",
+        zoo_fwd_spec s = {.name = name, .kind = ZK_NONE, .op = v->data_in ? "Placeholder" : "Const",
                           .cls = GOPT_OP_CLASS_INPUT, .nout = 1, .ranks = &v->rank,
                           .dims = (const int64_t(*)[ZOO_MAX_RANK])d, .esize = &es, .dtype = b->dtype};
         v->t = zoo_fwd(b, &s);
@@ -535,13 +539,17 @@ static gopt_status setup_inputs(onnx_ctx *x) {
 
 static gopt_status run_node(onnx_ctx *x, const Onnx__NodeProto *nd, size_t index) {
     onnx_value *io[2 * ONNX_MAX_IO];
-    char gen[96];
+    char gen[ONNX_MAX_NAME + 1];
     onnx_node c = {.x = x, .n = nd, .op = nd->op_type, .nin = (int)nd->n_input, .nout = (int)nd->n_output,
                    .in = io, .out = io + ONNX_MAX_IO};
     c.name = str_or_empty(nd->name);
     if (c.name[0] == '/' && c.name[1]) c.name++; /* torch's "/layer1/Conv": scopes without a leading '/' */
     if (!*c.name) {
         snprintf(gen, sizeof gen, "%.60s_%zu", nd->op_type, index);
+        c.name = gen;
+    } else if (strlen(c.name) > ONNX_MAX_NAME) {
+        memcpy(gen, c.name, ONNX_MAX_NAME);
+        gen[ONNX_MAX_NAME] = '\0';
         c.name = gen;
     }
     int32_t layer = -1;

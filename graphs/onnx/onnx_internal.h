@@ -26,6 +26,8 @@
 
 #define ONNX_MAX_CONST 64                 /* integer values kept per value */
 #define ONNX_MAX_NUMEL (INT64_C(1) << 46) /* elements of one tensor: larger is refused */
+#define ONNX_MAX_WINDOW (INT64_C(1) << 24) /* kernel, stride, dilation, pad, group: larger is refused */
+#define ONNX_MAX_NAME 200                   /* longer node and value names are cut (names stay unique) */
 
 typedef struct {
     const char *name;
@@ -165,7 +167,9 @@ static inline gopt_status set_out(onnx_node *c, int j, int elem, int rank, const
 
 static inline gopt_status like(onnx_node *c, int j, const onnx_value *v) { return set_out(c, j, v->elem, v->rank, v->d); }
 
-static inline int norm_axis(int64_t a, int rank) { return (int)(a < 0 ? a + rank : a); }
+/* Axis a of a rank-r tensor as 0..r (r itself for Flatten and Unsqueeze's
+ * output), or -1 when a is outside [-r, r]. */
+static inline int norm_axis(int64_t a, int rank) { return a < -rank || a > rank ? -1 : (int)(a < 0 ? a + rank : a); }
 
 /* Values of a constant input (axes, shapes); n = -1 when absent or unknown. */
 static inline const int64_t *ints_of(const onnx_node *c, int i, int *n) {

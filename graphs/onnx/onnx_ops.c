@@ -203,12 +203,15 @@ static gopt_status run_dropout(onnx_node *c) {
     return st != GOPT_OK ? st : emit1(c, ZK_UNARY, GOPT_OP_CLASS_ELEMENTWISE, out_elems(c), attr);
 }
 
+/* Integer shape arithmetic, wrapping instead of overflowing (garbage in,
+ * garbage out: the shapes it feeds are checked where they are used). */
 static int64_t arith(const char *op, int64_t a, int64_t b) {
+    uint64_t x = (uint64_t)a, y = (uint64_t)b;
     switch (op[0]) {
-    case 'A': return a + b;
-    case 'S': return a - b;
-    case 'M': return a * b;
-    default: return b ? a / b : 0;
+    case 'A': return (int64_t)(x + y);
+    case 'S': return (int64_t)(x - y);
+    case 'M': return (int64_t)(x * y);
+    default: return b == 0 ? 0 : b == -1 ? (int64_t)(0 - x) : a / b;
     }
 }
 
@@ -385,8 +388,9 @@ static gopt_status read_window(onnx_node *c, const onnx_value *x, const int64_t 
         if (nd != w->n) w->dil[i] = 1;
         w->pb[i] = np == 2 * w->n ? pads[i] : 0;
         w->pe[i] = np == 2 * w->n ? pads[i + w->n] : 0;
-        if (w->k[i] < 1 || w->s[i] < 1 || w->dil[i] < 1 || w->pb[i] < 0 || w->pe[i] < 0 || w->k[i] > ONNX_MAX_NUMEL ||
-            w->dil[i] > ONNX_MAX_NUMEL || w->s[i] > ONNX_MAX_NUMEL || w->pb[i] > ONNX_MAX_NUMEL || w->pe[i] > ONNX_MAX_NUMEL)
+        if (w->k[i] < 1 || w->s[i] < 1 || w->dil[i] < 1 || w->pb[i] < 0 || w->pe[i] < 0 || w->k[i] > ONNX_MAX_WINDOW ||
+            w->dil[i] > ONNX_MAX_WINDOW || w->s[i] > ONNX_MAX_WINDOW || w->pb[i] > ONNX_MAX_WINDOW ||
+            w->pe[i] > ONNX_MAX_WINDOW)
             return onnx_node_fail(c, "bad kernel/stride/dilation/pad in spatial dim %d", i);
         if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
             int64_t in = x->d[2 + i], out = (in + w->s[i] - 1) / w->s[i];
@@ -418,7 +422,7 @@ static gopt_status run_conv(onnx_node *c) {
     const onnx_value *x = c->in[0], *w = c->in[1];
     int transposed = !strcmp(c->op, "ConvTranspose");
     int64_t g = onnx_attr_int(c, "group", 1);
-    if (w->rank != x->rank || x->rank < 3 || g < 1 || x->d[1] % g)
+    if (w->rank != x->rank || x->rank < 3 || g < 1 || g > ONNX_MAX_WINDOW || x->d[1] % g)
         return onnx_node_fail(c, "input rank %d, filter rank %d, group %lld do not fit", x->rank, w->rank, (long long)g);
     window win;
     if ((st = read_window(c, x, w->d + 2, &win)) != GOPT_OK) return st;
@@ -435,14 +439,17 @@ static gopt_status run_conv(onnx_node *c) {
     } else {
         if (w->d[0] != x->d[1])
             return onnx_node_fail(c, "input has %lld channels, filter %lld", (long long)x->d[1], (long long)w->d[0]);
+        if (w->d[1] > ONNX_MAX_NUMEL / g) return onnx_node_fail(c, "%lld x group %lld output channels", (long long)w->d[1], (long long)g);
         d[1] = w->d[1] * g;
         int64_t op[ZOO_MAX_RANK], os[ZOO_MAX_RANK];
         int nop = onnx_attr_ints(c, "output_padding", op, ZOO_MAX_RANK), nos = onnx_attr_ints(c, "output_shape", os, ZOO_MAX_RANK);
-        for (int i = 0; i < win.n; i++) {
-            d[2 + i] = nos == win.n ? os[i]
-                                    : win.s[i] * (x->d[2 + i] - 1) + (nop == win.n ? op[i] : 0) +
-                                          (win.k[i] - 1) * win.dil[i] + 1 - win.pb[i] - win.pe[i];
-            if (d[2 + i] < 1) return onnx_node_fail(c, "output spatial dim %d would be %lld", i, (long long)d[2 + i]);
+        for (int i = 0; i < win.n; i++) { /* in doubles: strides times sizes may pass 2^63 */
+            double o = nos == win.n ? (double)os[i]
+                                    : (double)win.s[i] * (double)(x->d[2 + i] - 1) + (nop == win.n ? (double)op[i] : 0) +
+                                          (double)((win.k[i] - 1) * win.dil[i]) + 1 - (double)(win.pb[i] + win.pe[i]);
+            if (!(o >= 1 && o <= (double)ONNX_MAX_NUMEL))
+                return onnx_node_fail(c, "output spatial dim %d would be %.0f", i, o);
+            d[2 + i] = (int64_t)o;
         }
     }
     if ((st = set_out(c, 0, x->elem, x->rank, d)) != GOPT_OK || (st = onnx_outputs_ready(c)) != GOPT_OK) return st;

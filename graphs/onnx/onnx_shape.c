@@ -6,6 +6,7 @@
  * values are known at import time. A move of known integers (a shape being
  * computed) stays a known value too. Cost: O(rank) per op.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@
 static gopt_status move(onnx_node *c, int rank, const int64_t *d) {
     gopt_status st = set_out(c, 0, c->in[0]->elem, rank, d);
     if (st != GOPT_OK) return st;
-    if (c->in[0]->ncv >= 0 && c->out[0]) { /* known integers keep their values through a reshape */
+    if (c->in[0]->ncv >= 0 && c->out[0] && onnx_numel(c->out[0]) == c->in[0]->ncv) { /* known integers keep their values */
         c->out[0]->defined = 1;
         return onnx_value_set_ints(c->x, c->out[0], c->in[0]->cv, c->in[0]->ncv);
     }
@@ -39,7 +40,8 @@ gopt_status onnx_run_reshape(onnx_node *c) {
     for (int i = 0; i < n; i++) {
         d[i] = s[i] == 0 && !allowzero ? (i < c->in[0]->rank ? c->in[0]->d[i] : 1) : s[i];
         if (d[i] == -1 && infer < 0) infer = i;
-        else if (d[i] < 0) return onnx_node_fail(c, "shape value %lld is invalid", (long long)s[i]);
+        else if (d[i] < 0 || d[i] > ONNX_MAX_NUMEL || (d[i] && known > ONNX_MAX_NUMEL / d[i]))
+            return onnx_node_fail(c, "shape value %lld is invalid", (long long)s[i]);
         else known *= d[i] ? d[i] : 1;
     }
     if (infer >= 0) d[infer] = known ? total / known : 0;
@@ -203,8 +205,14 @@ gopt_status onnx_run_slice(onnx_node *c) {
     for (int i = 0; i < x->rank; i++) step[i] = 1;
     for (int i = 0; i < n; i++) {
         int a = norm_axis(na >= 0 ? ax[i] : i, x->rank);
+        if (a < 0 || a >= x->rank) return onnx_node_fail(c, "bad axis in slice %d", i);
         int64_t dim = x->d[a], s = ns >= 0 ? sp[i] : 1, b = st_[i], e = en[i];
-        if (a < 0 || a >= x->rank || s == 0) return onnx_node_fail(c, "bad axis or step in slice %d", i);
+        if (s == 0) return onnx_node_fail(c, "step 0 in slice %d", i);
+        /* beyond +-2^47 every start, end and step means the same (clamped): no overflow below */
+        int64_t lim = INT64_C(1) << 47;
+        s = s > lim ? lim : (s < -lim ? -lim : s);
+        b = b > lim ? lim : (b < -lim ? -lim : b);
+        e = e > lim ? lim : (e < -lim ? -lim : e);
         if (b < 0) b += dim;
         if (e < 0) e += dim;
         if (s > 0) {
@@ -219,7 +227,7 @@ gopt_status onnx_run_slice(onnx_node *c) {
         first[a] = b;
         step[a] = s;
     }
-    if (x->ncv >= 0 && x->rank == 1 && c->out[0]) {
+    if (x->ncv >= 0 && x->rank == 1 && x->ncv == x->d[0] && c->out[0]) {
         int64_t vals[ONNX_MAX_CONST];
         for (int64_t k = 0; k < d[0]; k++) vals[k] = x->cv[first[0] + k * step[0]];
         return const_out(c, 1, d, vals, (int)d[0]);
@@ -304,9 +312,10 @@ gopt_status onnx_run_pad(onnx_node *c) {
     }
     if (n == 2 * x->rank && !IN(c, 3)) {
         for (int i = 0; i < x->rank; i++) {
-            d[i] = x->d[i] + pads[i] + pads[i + x->rank];
-            if (d[i] < 0 || pads[i] > ONNX_MAX_NUMEL || pads[i + x->rank] > ONNX_MAX_NUMEL)
-                return onnx_node_fail(c, "pads make dim %d negative", i);
+            int64_t p0 = pads[i], p1 = pads[i + x->rank];
+            if (p0 > ONNX_MAX_NUMEL || p0 < -ONNX_MAX_NUMEL || p1 > ONNX_MAX_NUMEL || p1 < -ONNX_MAX_NUMEL ||
+                (d[i] = x->d[i] + p0 + p1) < 0)
+                return onnx_node_fail(c, "pads %lld, %lld do not fit dim %d", (long long)p0, (long long)p1, i);
         }
         if ((st = set_out(c, 0, x->elem, x->rank, d)) != GOPT_OK) return st;
     }
@@ -398,11 +407,11 @@ gopt_status onnx_run_range(onnx_node *c) {
     int n0, n1, n2;
     const int64_t *a = ints_of(c, 0, &n0), *b = ints_of(c, 1, &n1), *d = ints_of(c, 2, &n2);
     if (a && b && d && n0 == 1 && n1 == 1 && n2 == 1 && d[0] != 0) {
-        int64_t n = (b[0] - a[0] + d[0] - (d[0] > 0 ? 1 : -1)) / d[0];
-        if (n < 0) n = 0;
-        if (n > ONNX_MAX_NUMEL) return onnx_node_fail(c, "range of %lld elements", (long long)n);
+        double nd = ceil(((double)b[0] - (double)a[0]) / (double)d[0]);
+        if (nd > (double)ONNX_MAX_NUMEL) return onnx_node_fail(c, "range of %.0f elements", nd);
+        int64_t n = nd > 0 ? (int64_t)nd : 0;
         int64_t vals[ONNX_MAX_CONST];
-        for (int64_t i = 0; i < n && i < ONNX_MAX_CONST; i++) vals[i] = a[0] + i * d[0];
+        for (int64_t i = 0; i < n && i < ONNX_MAX_CONST; i++) vals[i] = (int64_t)((uint64_t)a[0] + (uint64_t)i * (uint64_t)d[0]);
         gopt_status st = set_out(c, 0, ONNX_I64, 1, &n);
         if (st != GOPT_OK || !c->out[0]) return st;
         c->out[0]->defined = 1;
