@@ -231,6 +231,24 @@ static void test_unknown_as_other(void **s) {
     gopt_graph_free(g);
 }
 
+/* A shape the rules cannot infer (Reshape by a runtime shape input) comes
+ * from value_info; without it, or when --batch makes value_info stale, the
+ * model is refused naming the value. */
+static void test_value_info(void **s) {
+    (void)s;
+    gopt_graph *g = import(DATA "value_info.onnx", (gopt_onnx_opts){0});
+    int32_t v = gopt_graph_find(g, "fc2");
+    assert_true(v >= 0);
+    gopt_node_attrs a;
+    gopt_graph_node(g, v, &a);
+    assert_string_equal(a.shape, "8x5");
+    assert_near(a.flops, 2.0 * 8 * 8 * 5, 0);
+    gopt_graph_free(g);
+    expect_refused("bad_no_shape.onnx", (gopt_onnx_opts){0}, GOPT_EINVAL,
+                   "node 'reshape' (Reshape): cannot infer the shape of output 'h1'");
+    expect_refused("value_info.onnx", (gopt_onnx_opts){.batch = 2}, GOPT_EINVAL, "cannot infer the shape of output 'h1'");
+}
+
 /* Node names are cut to 200 characters and made unique (_1, _2, ...). */
 static void test_long_duplicate_names(void **s) {
     (void)s;
@@ -294,6 +312,7 @@ int main(void) {
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_unknown_as_other),
+        cmocka_unit_test(test_value_info),
         cmocka_unit_test(test_long_duplicate_names),
         cmocka_unit_test(test_prefixes_and_mutations),
     };

@@ -19,6 +19,7 @@ Models written by hand with the small protobuf writer below:
   bad_cycle.onnx, bad_missing_input.onnx, bad_unknown_op.onnx,
   bad_truncated.onnx (half of cnn.onnx), bad_not_protobuf.onnx,
   long_names.onnx                    four nodes sharing one 400-character name
+  value_info.onnx, bad_no_shape.onnx a Reshape by a runtime shape: value_info gives its output (or not)
 
     /usr/bin/python3 tools/make_test_onnx.py tests/data/onnx
     /usr/bin/python3 tools/make_test_onnx.py --resnet18 DIR   # the docs' example (no weights)
@@ -168,9 +169,9 @@ def tensor(name, dims, location=None, offset=0):  # TensorProto{dims=1, data_typ
     return msg(*parts)
 
 
-def model(nodes, inits, inputs, outputs):  # ModelProto{ir_version=1, graph=7, opset_import=8}; GraphProto{node=1, name=2, initializer=5, input=11, output=12}
+def model(nodes, inits, inputs, outputs, extra=()):  # ModelProto{ir_version=1, graph=7, opset_import=8}; GraphProto{node=1, name=2, initializer=5, input=11, output=12}
     g = msg(*[field(1, 2, n) for n in nodes], field(2, 2, "hand"), *[field(5, 2, t) for t in inits],
-            *[field(11, 2, v) for v in inputs], *[field(12, 2, v) for v in outputs])
+            *[field(11, 2, v) for v in inputs], *[field(12, 2, v) for v in outputs], *extra)
     return msg(field(1, 0, 8), field(7, 2, g), field(8, 2, field(2, 0, OPSET)))
 
 
@@ -192,6 +193,20 @@ def mlp(location, missing_input=False, cycle=False, unknown=False, long_names=Fa
     return model(nodes, inits, [value_info("x", [4, 8])], [value_info("logits", [4, 5])])
 
 
+def reshape_model(with_value_info):
+    """x (4, 8) -> MatMul w1 (8, 16) -> Reshape by a runtime shape input -> MatMul w2 (8, 5): the
+    Reshape's output shape (8, 8) is known only from value_info."""
+    inits = [tensor("w1", [8, 16]), tensor("w2", [8, 5])]
+    nodes = [node("MatMul", ["x", "w1"], ["h0"], "fc1"), node("Reshape", ["h0", "shape"], ["h1"], "reshape"),
+             node("MatMul", ["h1", "w2"], ["logits"], "fc2")]
+    m = model(nodes, inits, [value_info("x", [4, 8]), value_info("shape", [2], elem=7)],
+              [value_info("logits", [8, 5])])
+    if with_value_info:  # GraphProto.value_info = 13, appended to the graph message (field 7 of ModelProto)
+        m = model(nodes, inits, [value_info("x", [4, 8]), value_info("shape", [2], elem=7)],
+                  [value_info("logits", [8, 5])], extra=[field(13, 2, value_info("h1", [8, 8]))])
+    return m
+
+
 def hand_models(out):
     def write(name, data):
         with open(os.path.join(out, name), "wb") as f:
@@ -206,6 +221,8 @@ def hand_models(out):
     write("bad_missing_input.onnx", mlp(None, missing_input=True))
     write("bad_unknown_op.onnx", mlp(None, unknown=True))
     write("long_names.onnx", mlp(None, long_names=True))
+    write("value_info.onnx", reshape_model(True))
+    write("bad_no_shape.onnx", reshape_model(False))
     with open(os.path.join(out, "cnn.onnx"), "rb") as f:
         data = f.read()
     write("bad_truncated.onnx", data[:len(data) // 2])
