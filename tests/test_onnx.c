@@ -128,6 +128,37 @@ static void test_lstm_unrolled(void **s) {
     assert_true(t.nodes > 500); /* 2 layers x 6 steps unrolled */
 }
 
+static double node_flops(const gopt_graph *g, const char *name) {
+    int32_t v = gopt_graph_find(g, name);
+    if (v < 0) fail_msg("no node '%s'", name);
+    gopt_node_attrs a;
+    gopt_graph_node(g, v, &a);
+    return a.flops;
+}
+
+/* GRU (unrolled, bidirectional), ConvTranspose, Einsum and torch's Expand
+ * shape arithmetic: parameter bytes equal torch's parameters, FLOPs by hand. */
+static void test_gru_deconv_einsum(void **s) {
+    (void)s;
+    json_t *e = expected("gru");
+    gopt_graph *g = import(DATA "gru.onnx", (gopt_onnx_opts){.optimizer = GOPT_OPTIM_SGD});
+    tally t = check(g, 1);
+    assert_near(t.param_bytes, num(e, "param_bytes"), 0);
+    assert_true(t.nodes > 400); /* 2 directions x 4 steps x ~25 ops, and their gradients */
+    assert_int_equal(t.updates, t.params);
+    json_decref(e);
+    gopt_graph_free(g);
+    e = expected("deconv");
+    g = import(DATA "deconv.onnx", (gopt_onnx_opts){0});
+    t = check(g, 3);
+    assert_near(t.param_bytes, num(e, "param_bytes"), 0);
+    assert_near(node_flops(g, "up/ConvTranspose"), 2.0 * (2 * 3 * 8 * 8) * 4 * 4 * 4, 0); /* 2 x input x K x kernel */
+    assert_near(node_flops(g, "Einsum"), 2.0 * 2 * 4 * 10, 0);
+    assert_int_equal(gopt_graph_find(g, "Shape"), -1); /* the Expand target was computed at import */
+    json_decref(e);
+    gopt_graph_free(g);
+}
+
 static void test_weights_from_graph_inputs(void **s) {
     (void)s;
     tally t = agree("cnn", "cnn_noweights.onnx", 0.01);
@@ -306,6 +337,7 @@ int main(void) {
         cmocka_unit_test(test_cnn_matches_exporter),
         cmocka_unit_test(test_transformer_matches_exporter),
         cmocka_unit_test(test_lstm_unrolled),
+        cmocka_unit_test(test_gru_deconv_einsum),
         cmocka_unit_test(test_weights_from_graph_inputs),
         cmocka_unit_test(test_batch_scales_flops),
         cmocka_unit_test(test_optimizers_and_forward_only),

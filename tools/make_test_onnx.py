@@ -9,6 +9,8 @@ package is not needed):
   cnn_noweights.onnx the same without weights (export_params=False)
   transformer.onnx   one nn.TransformerEncoderLayer + embedding + linear head
   lstm.onnx          embedding + 2-layer LSTM + linear head
+  gru.onnx           embedding + bidirectional GRU + linear head (parameter bytes only)
+  deconv.onnx        ConvTranspose, Expand, Einsum (parameter bytes only)
 Each torch model's figures from tools/export_torch.py (forward FLOPs, i.e. the
 fwd phase up to and including the loss, and param_bytes for the optimizer
 named) go to NAME.expected.json.
@@ -81,6 +83,34 @@ class SmallLSTM(nn.Module):
         return self.head(out)
 
 
+class SmallGRU(nn.Module):
+    """Bidirectional GRU (ONNX GRU, linear_before_reset=1)."""
+
+    def __init__(self, vocab=50, hidden=24):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, 16)
+        self.gru = nn.GRU(16, hidden, bidirectional=True)
+        self.head = nn.Linear(2 * hidden, vocab)
+
+    def forward(self, ids):
+        return self.head(self.gru(self.emb(ids))[0])
+
+
+class Deconv(nn.Module):
+    """ConvTranspose, Einsum against a weight, and Expand/Where shape arithmetic."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.ConvTranspose2d(3, 4, 4, stride=2, padding=1)
+        self.w = nn.Parameter(torch.randn(4, 10) * 0.1)
+        self.cls = nn.Parameter(torch.zeros(1, 4))
+
+    def forward(self, x):
+        y = torch.relu(self.up(x)).mean(dim=(2, 3))  # (B, 4)
+        y = y + self.cls.expand(x.shape[0], -1)
+        return torch.einsum("bc,cn->bn", y, self.w)
+
+
 def ids(*shape, vocab=100):
     return torch.randint(0, vocab, shape)
 
@@ -89,6 +119,13 @@ MODELS = {  # name: (model, inputs, labels, optimizer)
     "cnn": (SmallCNN, lambda: (torch.randn(2, 3, 16, 16),), lambda: ids(2, vocab=10), "momentum"),
     "transformer": (SmallTransformer, lambda: (ids(2, 8),), lambda: ids(2, 8), "adam"),
     "lstm": (SmallLSTM, lambda: (ids(6, 2),), lambda: ids(6, 2), "sgd"),
+}
+
+
+# Models whose figures are the parameters alone (export_torch cannot trace nn.GRU's cached weights).
+PARAM_ONLY = {
+    "gru": (SmallGRU, lambda: (ids(4, 2, vocab=50),), "sgd"),
+    "deconv": (Deconv, lambda: (torch.randn(2, 3, 8, 8),), "adam"),
 }
 
 
@@ -119,6 +156,17 @@ def torch_models(out):
             json.dump(fig, f, indent=1, sort_keys=True)
             f.write("\n")
         print(f"{name}: exporter fwd {fig['fwd_flops']:.0f} FLOPs, param_bytes {fig['param_bytes']:.0f} ({optimizer})")
+    for name, (cls, inputs, optimizer) in PARAM_ONLY.items():
+        torch.manual_seed(0)
+        model, x = cls(), inputs()
+        export_onnx(model, x, os.path.join(out, name + ".onnx"))
+        nstate = export_torch.OPTIMIZERS[optimizer]
+        fig = {"model": name, "optimizer": optimizer, "source": "torch parameters x (1 + optimizer slots)",
+               "param_bytes": float(sum(4 * p.numel() for p in model.parameters()) * (1 + nstate))}
+        with open(os.path.join(out, name + ".expected.json"), "w") as f:
+            json.dump(fig, f, indent=1, sort_keys=True)
+            f.write("\n")
+        print(f"{name}: param_bytes {fig['param_bytes']:.0f} ({optimizer})")
 
 
 # ---- a minimal protobuf writer for hand-made models ---------------------------------------------

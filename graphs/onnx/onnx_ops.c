@@ -226,15 +226,25 @@ static gopt_status run_binary(onnx_node *c) {
               !strcmp(c->op, "LessOrEqual") || !strcmp(c->op, "GreaterOrEqual") || !strcmp(c->op, "And") ||
               !strcmp(c->op, "Or") || !strcmp(c->op, "Xor");
     int elem = cmp ? ONNX_BOOL : c->in[is_where ? 1 : 0]->elem;
-    int arithm = n == 2 && (!strcmp(c->op, "Add") || !strcmp(c->op, "Sub") || !strcmp(c->op, "Mul") ||
-                            !strcmp(c->op, "Div"));
-    if (arithm && all_known(c, 2)) {
-        int64_t nel = 1, vals[ONNX_MAX_CONST];
-        for (int i = 0; i < rank; i++) nel *= d[i];
-        if (nel <= ONNX_MAX_CONST && c->in[0]->ncv >= 1 && c->in[1]->ncv >= 1) {
-            for (int64_t k = 0; k < nel; k++)
-                vals[k] = arith(c->op, c->in[0]->cv[c->in[0]->ncv == 1 ? 0 : k % c->in[0]->ncv],
-                                c->in[1]->cv[c->in[1]->ncv == 1 ? 0 : k % c->in[1]->ncv]);
+    /* shape arithmetic on known integers: torch computes Expand and Reshape
+     * targets with Add/Mul/Equal/Where on Shape's output */
+    int evaluable = (n == 2 && (!strcmp(c->op, "Add") || !strcmp(c->op, "Sub") || !strcmp(c->op, "Mul") ||
+                                !strcmp(c->op, "Div") || !strcmp(c->op, "Equal") || !strcmp(c->op, "Less") ||
+                                !strcmp(c->op, "Greater"))) ||
+                    (n == 3 && is_where);
+    int64_t nel = 1;
+    for (int i = 0; i < rank && nel <= ONNX_MAX_CONST; i++) nel *= d[i];
+    if (evaluable && all_known(c, n) && nel <= ONNX_MAX_CONST) {
+        int64_t vals[ONNX_MAX_CONST], a[3] = {0};
+        for (int i = 0; i < n; i++)
+            if (c->in[i]->ncv < 1) evaluable = 0;
+        for (int64_t k = 0; evaluable && k < nel; k++) {
+            for (int i = 0; i < n; i++) a[i] = c->in[i]->cv[k % c->in[i]->ncv];
+            vals[k] = is_where       ? (a[0] ? a[1] : a[2])
+                      : cmp          ? (c->op[0] == 'E' ? a[0] == a[1] : c->op[0] == 'L' ? a[0] < a[1] : a[0] > a[1])
+                                     : arith(c->op, a[0], a[1]);
+        }
+        if (evaluable) {
             st = const_out(c, rank, d, vals, (int)nel);
             if (st == GOPT_OK && c->out[0]) c->out[0]->elem = elem;
             return st;
