@@ -102,7 +102,8 @@ const Onnx__AttributeProto *onnx_attr(const onnx_node *c, const char *name);
 int64_t onnx_attr_int(const onnx_node *c, const char *name, int64_t dflt);
 /* Copies up to max ints; returns how many the attribute has (-1 when absent). */
 int onnx_attr_ints(const onnx_node *c, const char *name, int64_t *out, int max);
-const char *onnx_attr_str(const onnx_node *c, const char *name, const char *dflt);
+/* A string attribute copied NUL-terminated into buf (cut to cap - 1 bytes), or dflt. */
+const char *onnx_attr_str(const onnx_node *c, const char *name, const char *dflt, char *buf, size_t cap);
 /* Integers from attribute `name` (older opsets) or from constant input
  * `input` (newer); *n = -1 when neither is given. Refuses more than max or an
  * input whose values are not known at import time. */

@@ -38,9 +38,13 @@ int onnx_attr_ints(const onnx_node *c, const char *name, int64_t *out, int max) 
     return a->n_ints > (size_t)max ? max + 1 : (int)a->n_ints;
 }
 
-const char *onnx_attr_str(const onnx_node *c, const char *name, const char *dflt) {
+const char *onnx_attr_str(const onnx_node *c, const char *name, const char *dflt, char *buf, size_t cap) {
     const Onnx__AttributeProto *a = onnx_attr(c, name);
-    return a && a->has_s ? (const char *)a->s.data : dflt; /* protobuf-c NUL-terminates bytes */
+    if (!a || !a->has_s) return dflt;
+    size_t n = a->s.len < cap - 1 ? a->s.len : cap - 1; /* protobuf bytes are not NUL-terminated */
+    if (n) memcpy(buf, a->s.data, n);
+    buf[n] = '\0';
+    return buf;
 }
 
 gopt_status onnx_outputs_ready(onnx_node *c) {
@@ -308,7 +312,8 @@ static gopt_status run_gemm(onnx_node *c) {
 /* Einsum: FLOPs 2 x the product of every index's size (two operands), the
  * product (one operand); output dims from the output term. */
 static gopt_status run_einsum(onnx_node *c) {
-    const char *eq = onnx_attr_str(c, "equation", NULL);
+    char eqbuf[256];
+    const char *eq = onnx_attr_str(c, "equation", NULL, eqbuf, sizeof eqbuf);
     if (!eq) return onnx_node_fail(c, "no equation");
     int64_t size[128];
     for (int i = 0; i < 128; i++) size[i] = -1;
@@ -391,7 +396,8 @@ static gopt_status read_window(onnx_node *c, const onnx_value *x, const int64_t 
     int64_t pads[2 * ZOO_MAX_RANK];
     int ns = onnx_attr_ints(c, "strides", w->s, ZOO_MAX_RANK), nd = onnx_attr_ints(c, "dilations", w->dil, ZOO_MAX_RANK);
     int np = onnx_attr_ints(c, "pads", pads, 2 * ZOO_MAX_RANK);
-    const char *ap = onnx_attr_str(c, "auto_pad", "NOTSET");
+    char apbuf[16];
+    const char *ap = onnx_attr_str(c, "auto_pad", "NOTSET", apbuf, sizeof apbuf);
     for (int i = 0; i < w->n; i++) {
         w->k[i] = kernel[i];
         if (ns != w->n) w->s[i] = 1;

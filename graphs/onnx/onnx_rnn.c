@@ -58,7 +58,8 @@ static gopt_status rnn(onnx_node *c, int lstm) {
     if (onnx_attr(c, "activations") || onnx_attr(c, "clip"))
         return onnx_node_fail(c, "custom activations and clip are not supported");
     const onnx_value *X = c->in[0], *W = c->in[1], *R = c->in[2];
-    const char *dir = onnx_attr_str(c, "direction", "forward");
+    char dirbuf[16];
+    const char *dir = onnx_attr_str(c, "direction", "forward", dirbuf, sizeof dirbuf);
     int dirs = !strcmp(dir, "bidirectional") ? 2 : 1, reverse = !strcmp(dir, "reverse");
     int layout = onnx_attr_int(c, "layout", 0) != 0;
     if (X->rank != 3 || W->rank != 3 || R->rank != 3) return onnx_node_fail(c, "X, W and R must have rank 3");
