@@ -24,7 +24,7 @@ Models written by hand with the small protobuf writer below:
   value_info.onnx, bad_no_shape.onnx a Reshape by a runtime shape: value_info gives its output (or not)
 
     /usr/bin/python3 tools/make_test_onnx.py tests/data/onnx
-    /usr/bin/python3 tools/make_test_onnx.py --resnet18 DIR   # the docs' example (no weights)
+    /usr/bin/python3 tools/make_test_onnx.py --torchvision resnet18 -- DIR   # docs/zoo.md's example
 """
 import argparse
 import json
@@ -277,29 +277,37 @@ def hand_models(out):
     write("bad_not_protobuf.onnx", b"this is a text file, not an ONNX model\n" * 4)
 
 
-def resnet18(out):
+def torchvision_model(out, name, batch, optimizer):
+    """A torchvision model (random weights, no weights in the file), and export_torch's figures for it."""
     import torchvision
     torch.manual_seed(0)
-    m = torchvision.models.resnet18()
-    path = os.path.join(out, "resnet18.onnx")
-    export_onnx(m, (torch.randn(32, 3, 224, 224),), path, export_params=False)
-    fig = exporter_figures(m, (torch.randn(32, 3, 224, 224),), torch.zeros(32, dtype=torch.long), "resnet18",
-                           "momentum")
-    with open(os.path.join(out, "resnet18.expected.json"), "w") as f:
+    kw = {"aux_logits": False, "init_weights": False} if name == "inception_v3" else {}
+    m = getattr(torchvision.models, name)(**kw)
+    side = 299 if name == "inception_v3" else 224
+    x = torch.randn(batch, 3, side, side)
+    path = os.path.join(out, name + ".onnx")
+    export_onnx(m, (x,), path, export_params=False)
+    fig = exporter_figures(m, (x,), torch.zeros(batch, dtype=torch.long), name, optimizer)
+    with open(os.path.join(out, name + ".expected.json"), "w") as f:
         json.dump(fig, f, indent=1, sort_keys=True)
         f.write("\n")
-    print(f"{path}: exporter fwd {fig['fwd_flops']:.0f} FLOPs, param_bytes {fig['param_bytes']:.0f} (momentum), "
+    print(f"{path}: exporter fwd {fig['fwd_flops']:.0f} FLOPs, param_bytes {fig['param_bytes']:.0f} ({optimizer}), "
           f"total {fig['flops']:.0f} FLOPs, {fig['nodes']} nodes")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", help="output folder")
-    ap.add_argument("--resnet18", action="store_true", help="only torchvision's resnet18 (batch 32, no weights)")
+    ap.add_argument("--torchvision", metavar="MODEL", nargs="+",
+                    help="instead: these torchvision models (224x224, 299 for inception_v3; no weights)")
+    ap.add_argument("--batch", type=int, default=32, help="with --torchvision (default 32)")
+    ap.add_argument("--optimizer", choices=sorted(export_torch.OPTIMIZERS), default="momentum",
+                    help="with --torchvision: for the exporter's param_bytes (default momentum)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    if a.resnet18:
-        resnet18(a.out)
+    if a.torchvision:
+        for name in a.torchvision:
+            torchvision_model(a.out, name, a.batch, a.optimizer)
         return 0
     torch_models(a.out)
     hand_models(a.out)
