@@ -239,6 +239,7 @@ static void test_bad_files(void **s) {
     expect_refused("bad_ext_missing.onnx", o, GOPT_EIO, "external data file 'no_such_file.weights' is missing");
     expect_refused("bad_unknown_op.onnx", o, GOPT_EINVAL, "node 'act': op type 'CustomAct' is outside");
     expect_refused("cnn_noweights.onnx", (gopt_onnx_opts){.batch = -1}, GOPT_EINVAL, "bad import options");
+    expect_refused("bad_wide_concat.onnx", o, GOPT_EINVAL, "node 'wide_concat' (Concat): 300 inputs; at most 255");
     gopt_graph *g = (gopt_graph *)1;
     gopt_error err = {0};
     assert_int_equal(gopt_onnx_import(DATA "no_such_model.onnx", NULL, &g, &err), GOPT_EIO);

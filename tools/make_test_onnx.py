@@ -22,6 +22,7 @@ Models written by hand with the small protobuf writer below:
   bad_truncated.onnx (half of cnn.onnx), bad_not_protobuf.onnx,
   long_names.onnx                    four nodes sharing one 400-character name
   value_info.onnx, bad_no_shape.onnx a Reshape by a runtime shape: value_info gives its output (or not)
+  bad_wide_concat.onnx               a Concat of 300 inputs (at most 255 are supported)
 
     /usr/bin/python3 tools/make_test_onnx.py tests/data/onnx
     /usr/bin/python3 tools/make_test_onnx.py --torchvision resnet18 -- DIR   # docs/zoo.md's example
@@ -269,6 +270,11 @@ def hand_models(out):
     write("bad_missing_input.onnx", mlp(None, missing_input=True))
     write("bad_unknown_op.onnx", mlp(None, unknown=True))
     write("long_names.onnx", mlp(None, long_names=True))
+    wide = [node("Concat", ["x"] * 300, ["cat"], "wide_concat")]
+    wide[0] += field(5, 2, msg(field(1, 2, "axis"), field(3, 0, 1), field(20, 0, 2)))  # AttributeProto{name=1, i=3, type=20 INT}
+    wide.append(node("MatMul", ["cat", "w"], ["logits"], "fc"))
+    write("bad_wide_concat.onnx", model(wide, [tensor("w", [2400, 5])], [value_info("x", [4, 8])],
+                                        [value_info("logits", [4, 5])]))
     write("value_info.onnx", reshape_model(True))
     write("bad_no_shape.onnx", reshape_model(False))
     with open(os.path.join(out, "cnn.onnx"), "rb") as f:

@@ -77,6 +77,7 @@ gopt_status onnx_emit(onnx_node *c, zoo_kind kind, gopt_op_class cls, double flo
     onnx_ctx *x = c->x;
     int32_t ins[ONNX_MAX_IO];
     int n = 0;
+    if (nslots > 255) return onnx_node_fail(c, "%d inputs; at most 255 are supported", nslots);
     for (int i = 0; i < nslots; i++) {
         onnx_value *v = IN(c, slots[i]);
         if (!v) continue;
