@@ -155,6 +155,12 @@ static void test_gru_deconv_einsum(void **s) {
     assert_near(node_flops(g, "up/ConvTranspose"), 2.0 * (2 * 3 * 8 * 8) * 4 * 4 * 4, 0); /* 2 x input x K x kernel */
     assert_near(node_flops(g, "Einsum"), 2.0 * 2 * 4 * 10, 0);
     assert_int_equal(gopt_graph_find(g, "Shape"), -1); /* the Expand target was computed at import */
+    const gopt_frozen *f = gopt_graph_frozen(g);
+    for (int32_t v = 0; v < f->n; v++) { /* a zero-rate Dropout is the identity */
+        gopt_node_attrs a;
+        gopt_graph_node(g, v, &a);
+        assert_string_not_equal(a.op, "Dropout");
+    }
     json_decref(e);
     gopt_graph_free(g);
 }

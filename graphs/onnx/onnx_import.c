@@ -250,6 +250,18 @@ gopt_status onnx_tensor_value(onnx_ctx *x, const onnx_node *c, onnx_value *v, co
                          ZOO_MAX_RANK);
     gopt_status st = onnx_value_set_shape(x, c, v, tp->has_data_type ? tp->data_type : 1, (int)tp->n_dims, tp->dims);
     if (st == GOPT_OK && tp->data_location != ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) st = tensor_ints(x, v, tp);
+    if (st == GOPT_OK && onnx_numel(v) == 1 && tp->data_location != ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        float f;
+        if (v->elem == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && tp->n_float_data == 1) v->fv = tp->float_data[0], v->has_fv = 1;
+        else if (v->elem == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE && tp->n_double_data == 1) v->fv = tp->double_data[0], v->has_fv = 1;
+        else if (v->elem == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && tp->has_raw_data && tp->raw_data.len == 4) {
+            memcpy(&f, tp->raw_data.data, 4); /* little-endian hosts only, as ONNX's raw_data */
+            v->fv = f, v->has_fv = 1;
+        } else if (v->elem == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE && tp->has_raw_data && tp->raw_data.len == 8) {
+            memcpy(&v->fv, tp->raw_data.data, 8);
+            v->has_fv = 1;
+        }
+    }
     return st;
 }
 
@@ -356,6 +368,7 @@ static gopt_status topo_order(onnx_ctx *x, int32_t *order, int32_t *prod) {
             onnx_value *v = onnx_value_get(x, in);
             if (!v) goto fail;
             int32_t vi = (int32_t)(v - x->v);
+            v->used = 1;
             if (prod[vi] < 0) {
                 if (!v->defined) {
                     st = onnx_fail(x, GOPT_EFORMAT,
@@ -439,6 +452,7 @@ static gopt_status register_graph(onnx_ctx *x, const char *base_dir, int32_t **p
         onnx_value *v = onnx_value_get(x, name);
         if (!v) return x->b.st;
         if (!v->vi) v->vi = vi->type;
+        if (i >= g->n_value_info) v->used = 1;
     }
     int32_t *prod = malloc(sizeof *prod * (size_t)(x->vcap + 1));
     if (!prod) return onnx_fail(x, GOPT_ENOMEM, "out of memory");

@@ -36,6 +36,7 @@ typedef struct {
     uint8_t param;     /* a trainable weight (initializer or graph input) */
     uint8_t init;      /* an initializer */
     uint8_t data_in;   /* a graph input that is data (not a weight) */
+    uint8_t used;      /* read by a node or a graph output */
     int elem;          /* ONNX TensorProto.DataType, 0 unknown */
     int rank;
     int64_t d[ZOO_MAX_RANK];
@@ -43,6 +44,8 @@ typedef struct {
     int32_t layer;
     int ncv;           /* number of known integer values, -1 unknown */
     int64_t *cv;
+    uint8_t has_fv;    /* a float scalar constant whose value is known (Dropout's ratio) */
+    double fv;
     const Onnx__TypeProto *vi; /* shape from value_info / graph outputs, or NULL */
 } onnx_value;
 

@@ -195,11 +195,23 @@ static gopt_status alias(onnx_node *c) {
 
 static gopt_status run_identity(onnx_node *c) { return alias(c); }
 
+/* Dropout in training mode (the training_mode input, or a mask output) with
+ * a rate not known to be 0 or a mask that is read; else the identity (no
+ * node, as torch traces it). */
 static gopt_status run_dropout(onnx_node *c) {
     int n;
     const int64_t *train = ints_of(c, 2, &n);
     int training = (n == 1 && train[0]) || (c->nout > 1 && c->out[1]);
-    if (!training) return alias(c);
+    const Onnx__AttributeProto *ra = onnx_attr(c, "ratio"); /* before opset 12 */
+    int zero = (IN(c, 1) && c->in[1]->has_fv && c->in[1]->fv == 0) || (ra && ra->has_f && ra->f == 0);
+    if (!training || (zero && !(c->nout > 1 && c->out[1] && c->out[1]->used))) {
+        gopt_status st = alias(c);
+        if (st == GOPT_OK && c->nout > 1 && c->out[1]) { /* the mask nothing reads */
+            st = set_out(c, 1, ONNX_BOOL, c->in[0]->rank, c->in[0]->d);
+            c->out[1]->defined = 1;
+        }
+        return st;
+    }
     gopt_status st = need(c, 0);
     if (st == GOPT_OK) st = like(c, 0, c->in[0]);
     if (st == GOPT_OK) st = set_out(c, 1, ONNX_BOOL, c->in[0]->rank, c->in[0]->d);

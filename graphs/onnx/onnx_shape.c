@@ -369,6 +369,7 @@ gopt_status onnx_run_constant(onnx_node *c) {
         if (st == GOPT_OK) st = onnx_value_set_ints(c->x, o, a->n_ints ? a->ints : &a->i, (int)(n < 1000 ? n : 1000));
     } else if ((a = onnx_attr(c, "value_float")) || (a = onnx_attr(c, "value_floats"))) {
         int64_t n = (int64_t)a->n_floats;
+        if (!a->n_floats && a->has_f) o->fv = a->f, o->has_fv = 1;
         st = a->n_floats ? onnx_value_set_shape(c->x, c, o, 1, 1, &n) : onnx_value_set_shape(c->x, c, o, 1, 0, NULL);
     } else {
         return onnx_node_fail(c, "a Constant without a value this import reads (value, value_int(s), value_float(s))");
