@@ -22,7 +22,8 @@ typedef enum {
     GOPT_OPTIM_DEFAULT = 0, /* the family's own choice (docs/zoo.md) */
     GOPT_OPTIM_SGD,         /* param_bytes = 1x weights */
     GOPT_OPTIM_MOMENTUM,    /* 2x: weights + velocity */
-    GOPT_OPTIM_ADAM         /* 3x: weights + two moments */
+    GOPT_OPTIM_ADAM,        /* 3x: weights + two moments */
+    GOPT_OPTIM_RMSPROP      /* 2x: weights + mean square (the ONNX import; the families use the first three) */
 } gopt_optimizer;
 
 /* Zero fields mean "the family's default" (docs/zoo.md lists them). */

@@ -1,10 +1,12 @@
-/* cmd_graph.c: `gopt graph info|convert|dot`: inspect, convert and draw. */
+/* cmd_graph.c: `gopt graph info|convert|dot|import`: inspect, convert, draw,
+ * and import an ONNX model as a training-step graph (graphs/gopt_onnx.h). */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "gopt_graph.h"
+#include "gopt_onnx.h"
 
 static void graph_usage(FILE *f) {
     fprintf(f, "Usage: gopt graph SUBCOMMAND ...\n\n"
@@ -14,7 +16,15 @@ static void graph_usage(FILE *f) {
                "  gen FAMILY [--layers N] [--batch B] [--seq T] [--optimizer sgd|momentum|adam] -o FILE\n"
                "                         training-step graph of a model family (gen --list: families, defaults)\n"
                "  gen synthetic --count N --seed S -o DIR [--kind layered|cells|chain|grid] [--nodes N]\n"
-               "                         N random training-step graphs, reproducible from the seed (docs/zoo.md)\n\n"
+               "                         N random training-step graphs, reproducible from the seed (docs/zoo.md)\n"
+               "  import MODEL.onnx [--batch N] [--optimizer sgd|momentum|adam|rmsprop] [--forward-only]\n"
+               "         [--unknown-as other] -o FILE\n"
+               "                         the training step of an ONNX model: its forward ops, a softmax\n"
+               "                         cross-entropy loss on its first output (unless that is a scalar),\n"
+               "                         the backward ops and one optimizer update per weight (default adam).\n"
+               "                         --batch sets the first dim of every data input; --forward-only keeps\n"
+               "                         the forward ops alone; --unknown-as other imports ops outside the\n"
+               "                         rules as class other instead of refusing the model (docs/zoo.md)\n\n"
                "FILE is GraphML, plain or gzip-compressed (docs/graph-format.md).\n");
 }
 
@@ -163,11 +173,67 @@ static int graph_dot(int argc, char **argv) {
     return rc;
 }
 
+static int graph_import(int argc, char **argv) {
+    static const char *const OPTIM[] = {"default", "sgd", "momentum", "adam", "rmsprop"};
+    const char *model = NULL, *out = NULL, *optim = NULL, *unknown = NULL;
+    long batch = 0;
+    gopt_onnx_opts o = {0};
+    cli_args a;
+    cli_init(&a, argc, argv, "graph import");
+    while (a.i < a.argc) {
+        if (cli_flag(&a, "--forward-only")) o.forward_only = 1;
+        else if (cli_opt_long(&a, "--batch", &batch, 1, 1 << 20) || cli_opt_str(&a, "--optimizer", &optim) ||
+                 cli_opt_str(&a, "--unknown-as", &unknown) || cli_opt_str(&a, "-o", &out)) {
+            if (a.bad) return 2;
+        } else if (cli_positional(&a, &model)) return 2;
+    }
+    if (!model) return cli_usage_error(a.verb, "missing MODEL.onnx");
+    if (!out) return cli_usage_error(a.verb, "missing -o FILE");
+    size_t n = strlen(out);
+    if (!((n > 8 && strcmp(out + n - 8, ".graphml") == 0) || (n > 11 && strcmp(out + n - 11, ".graphml.gz") == 0)))
+        return cli_usage_error(a.verb, "-o '%s' must end in .graphml or .graphml.gz", out);
+    if (optim) {
+        int k = GOPT_OPTIM_SGD;
+        while (k <= GOPT_OPTIM_RMSPROP && strcmp(optim, OPTIM[k]) != 0) k++;
+        if (k > GOPT_OPTIM_RMSPROP)
+            return cli_usage_error(a.verb, "option --optimizer: '%s' is not one of sgd, momentum, adam, rmsprop", optim);
+        if (o.forward_only) return cli_usage_error(a.verb, "--optimizer and --forward-only exclude each other");
+        o.optimizer = (gopt_optimizer)k;
+    }
+    if (unknown) {
+        if (strcmp(unknown, "other") != 0)
+            return cli_usage_error(a.verb, "option --unknown-as: '%s' is not 'other'", unknown);
+        o.unknown_as_other = 1;
+    }
+    o.batch = (int)batch;
+    if (!gopt_onnx_available()) {
+        fprintf(stderr, "gopt graph import: this build has no ONNX import: protoc-c and libprotobuf-c were not found "
+                        "when it was configured (tools/install-deps.sh installs protobuf-c-compiler and "
+                        "libprotobuf-c-dev; then re-run cmake)\n");
+        return GOPT_EXIT_NO_DEVICE;
+    }
+    gopt_graph *g = NULL;
+    gopt_error err = {0};
+    if (gopt_onnx_import(model, &o, &g, &err) != GOPT_OK) return cli_report(&err);
+    int rc = 0;
+    if (gopt_graph_save(g, out, &err) != GOPT_OK) {
+        rc = cli_report(&err);
+    } else {
+        gopt_graph_stats s;
+        gopt_graph_get_stats(g, &s);
+        printf("%s: %s, %d nodes, %d edges, %.3f GFLOP, %.1f MB parameters+state\n", out, gopt_graph_name(g), s.nodes,
+               s.edges, s.flops / 1e9, s.param_bytes / 1e6);
+    }
+    gopt_graph_free(g);
+    return rc;
+}
+
 static const cli_subverb GRAPH_SUBVERBS[] = {
     {"info", graph_info},
     {"convert", graph_convert},
     {"dot", graph_dot},
     {"gen", graph_gen},
+    {"import", graph_import},
 };
 
 int cmd_graph(int argc, char **argv) {

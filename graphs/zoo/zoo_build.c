@@ -129,6 +129,7 @@ int32_t zoo_tensor_new(zoo_builder *b, int32_t node, int rank, const int64_t *di
     for (int i = 0; i < rank; i++) t->d[i] = dims[i];
     t->grad_head = -1;
     t->param = -1;
+    t->esize = b->esize;
     return b->nt++;
 }
 
@@ -157,7 +158,7 @@ static int32_t emit_attrs(zoo_builder *b, gopt_node_attrs *a) {
         snprintf(uniq, sizeof uniq, "%s_%d", name, k);
         a->name = uniq;
     }
-    a->dtype = "float32";
+    a->dtype = b->dtype ? b->dtype : "float32";
     int32_t id = -1;
     b->st = gopt_graph_add_node(b->g, a, &id, b->err);
     return b->st == GOPT_OK ? id : -1;
@@ -182,30 +183,36 @@ void zoo_edge(zoo_builder *b, int32_t t, int32_t dst) {
     b->st = gopt_graph_add_edge(b->g, b->t[t].node, dst, zoo_bytes(b, t), b->err);
 }
 
-/* Add a forward node named scope/op reading ins, producing nout tensors of the
- * given shapes, and record it on the tape. Returns the first output tensor. */
-static int32_t fwd(zoo_builder *b, zoo_kind kind, const char *op, gopt_op_class cls, double flops, const int32_t *ins,
-                   int nin, int nout, const int *ranks, int64_t (*dims)[ZOO_MAX_RANK], const int32_t *attr) {
+int32_t zoo_fwd(zoo_builder *b, const zoo_fwd_spec *s) {
     if (b->st != GOPT_OK) return -1;
+    const int32_t *ins = s->ins;
+    int nin = s->nin, nout = s->nout;
+    if (nin < 0 || nin > 255 || nout < 1 || nout > ZOO_MAX_OUTS)
+        return zoo_fail(b, GOPT_EINTERNAL, "op %s: %d inputs, %d outputs", s->op, nin, nout), -1;
     for (int i = 0; i < nin; i++)
-        if (ins[i] < 0 || ins[i] >= b->nt) return zoo_fail(b, GOPT_EINTERNAL, "op %s: bad input %d", op, ins[i]), -1;
-    char name[320];
-    snprintf(name, sizeof name, "%s%s%s", b->scope, b->scope_len ? "/" : "", op);
-    double bytes = 0;
-    for (int j = 0; j < nout; j++) {
-        double e = ZOO_DTYPE_BYTES;
-        for (int i = 0; i < ranks[j]; i++) e *= (double)dims[j][i];
-        bytes += e;
+        if (ins[i] < 0 || ins[i] >= b->nt) return zoo_fail(b, GOPT_EINTERNAL, "op %s: bad input %d", s->op, ins[i]), -1;
+    char scoped[320];
+    const char *name = s->name;
+    if (!name) {
+        snprintf(scoped, sizeof scoped, "%s%s%s", b->scope, b->scope_len ? "/" : "", s->op);
+        name = scoped;
     }
     int32_t out0 = b->nt;
-    int32_t outs[8];
-    assert(nout <= 8);
-    /* shapes first so the shape string can be built from tensors */
-    for (int j = 0; j < nout; j++) outs[j] = zoo_tensor_new(b, -1, ranks[j], dims[j]);
+    /* shapes first so the shape string and the bytes come from the tensors */
+    for (int j = 0; j < nout; j++) {
+        int32_t t = zoo_tensor_new(b, -1, s->ranks[j], s->dims[j]);
+        if (t >= 0 && s->esize) b->t[t].esize = s->esize[j];
+    }
     if (b->st != GOPT_OK) return -1;
+    double bytes = 0;
+    for (int j = 0; j < nout; j++) bytes += zoo_bytes(b, out0 + j);
+    int32_t outs[ZOO_MAX_OUTS];
+    for (int j = 0; j < nout; j++) outs[j] = out0 + j;
     char shape[256];
     zoo_shape_str(b, outs, nout, shape, sizeof shape);
-    int32_t node = zoo_emit(b, name, op, cls, flops, bytes, shape, GOPT_PHASE_FWD, b->layer, NULL);
+    b->dtype = s->dtype;
+    int32_t node = zoo_emit(b, name, s->op, s->cls, s->flops, bytes, shape, GOPT_PHASE_FWD, b->layer, NULL);
+    b->dtype = NULL;
     if (node < 0) return -1;
     int needs = 0;
     for (int i = 0; i < nin; i++) {
@@ -213,14 +220,14 @@ static int32_t fwd(zoo_builder *b, zoo_kind kind, const char *op, gopt_op_class 
         needs |= b->t[ins[i]].needs_grad;
     }
     for (int j = 0; j < nout; j++) {
-        b->t[outs[j]].node = node;
-        b->t[outs[j]].needs_grad = (uint8_t)(needs && kind != ZK_NONE);
+        b->t[out0 + j].node = node;
+        b->t[out0 + j].needs_grad = (uint8_t)(needs && s->kind != ZK_NONE);
     }
-    if (kind == ZK_NONE) return out0;
+    if (s->kind == ZK_NONE) return out0;
     GROW(b->ops, b->nops, b->opcap);
     zoo_op *o = &b->ops[b->nops];
     memset(o, 0, sizeof *o);
-    o->kind = (uint8_t)kind;
+    o->kind = (uint8_t)s->kind;
     o->nin = (uint8_t)nin;
     o->nout = (uint8_t)nout;
     o->in0 = b->nargs;
@@ -228,10 +235,18 @@ static int32_t fwd(zoo_builder *b, zoo_kind kind, const char *op, gopt_op_class 
     o->out0 = out0;
     o->node = node;
     o->layer = b->layer;
-    if (attr)
-        for (int i = 0; i < 4; i++) o->attr[i] = attr[i];
+    if (s->attr)
+        for (int i = 0; i < 4; i++) o->attr[i] = s->attr[i];
     b->nops++;
     return b->st == GOPT_OK ? out0 : -1;
+}
+
+/* A forward node named scope/op (the families' ops, all fp32). */
+static int32_t fwd(zoo_builder *b, zoo_kind kind, const char *op, gopt_op_class cls, double flops, const int32_t *ins,
+                   int nin, int nout, const int *ranks, int64_t (*dims)[ZOO_MAX_RANK], const int32_t *attr) {
+    zoo_fwd_spec s = {.kind = kind, .op = op, .cls = cls, .flops = flops, .ins = ins, .nin = nin, .nout = nout,
+                      .ranks = ranks, .dims = (const int64_t(*)[ZOO_MAX_RANK])dims, .attr = attr};
+    return zoo_fwd(b, &s);
 }
 
 /* One output with the shape of tensor `like`. */
@@ -261,7 +276,7 @@ int32_t zoo_input(zoo_builder *b, const char *name, int rank, const int64_t *dim
 int32_t zoo_param(zoo_builder *b, const char *name, int rank, const int64_t *dims) {
     if (b->st != GOPT_OK) return -1;
     /* weights + optimizer state, indexed by gopt_optimizer (DEFAULT is resolved before building) */
-    static const double STATE[] = {1, 1, 2, 3};
+    static const double STATE[] = {1, 1, 2, 3, 2};
     char full[320];
     snprintf(full, sizeof full, "%s%s%s", b->scope, b->scope_len ? "/" : "", name);
     int32_t t = zoo_tensor_new(b, -1, rank, dims);

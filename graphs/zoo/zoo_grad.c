@@ -10,8 +10,9 @@
  * contribution to a tensor's gradient is kept on a list; when the tensor's
  * producer is reached (all its consumers come later on the tape, so all
  * contributions are in) the list is summed by one AddN. Finally each
- * parameter gets one update op (SGD 2, momentum 4, Adam 10 FLOPs per
- * weight), colocated with it.
+ * parameter gets one update op (SGD 2, momentum 4, Adam 10, RMSProp 7 FLOPs
+ * per weight), colocated with it. The rules serve the zoo's families and the
+ * ONNX import (graphs/onnx) alike.
  * Cost: O(ops + contributions).
  */
 #include <stdio.h>
@@ -59,6 +60,7 @@ static int32_t bwd_node(zoo_builder *b, const char *fwd_name, const char *op, go
     for (int j = 0; j < nout; j++) {
         zoo_tensor like = b->t[likes[j]]; /* copy: zoo_tensor_new may move b->t */
         int32_t t = zoo_tensor_new(b, node, like.rank, like.d);
+        if (t >= 0) b->t[t].esize = like.esize;
         if (j == 0) first = t;
     }
     return b->st == GOPT_OK ? first : -1;
@@ -105,20 +107,6 @@ static void give(const grad_ctx *c, int i, const char *op, gopt_op_class cls, do
     contrib(c->b, c->in[i], g);
 }
 
-static void grad_matmul(const grad_ctx *c) {
-    const char *op = c->b->t[c->in[1]].rank > 2 ? "BatchMatMulV2" : "MatMul";
-    int32_t da[2] = {c->dy[0], c->in[1]}, dw[2] = {c->in[0], c->dy[0]};
-    give(c, 0, op, GOPT_OP_CLASS_GEMM, c->flops, da, 2);
-    give(c, 1, op, GOPT_OP_CLASS_GEMM, c->flops, dw, 2);
-}
-
-static void grad_conv(const grad_ctx *c) {
-    int dw = c->o->attr[3];
-    int32_t dx[2] = {c->dy[0], c->in[1]}, df[2] = {c->in[0], c->dy[0]};
-    give(c, 0, dw ? "DepthwiseConv2dNativeBackpropInput" : "Conv2DBackpropInput", GOPT_OP_CLASS_CONV, c->flops, dx, 2);
-    give(c, 1, dw ? "DepthwiseConv2dNativeBackpropFilter" : "Conv2DBackpropFilter", GOPT_OP_CLASS_CONV, c->flops, df, 2);
-}
-
 /* Input i of a broadcasting op: the gradient itself when shapes agree,
  * else a Sum over the broadcast dims. */
 static void pass_or_sum(const grad_ctx *c, int i, const char *sum_op) {
@@ -128,14 +116,31 @@ static void pass_or_sum(const grad_ctx *c, int i, const char *sum_op) {
     else give(c, i, sum_op, GOPT_OP_CLASS_REDUCTION, (double)zoo_numel(b, c->dy[0]), c->dy, 1);
 }
 
+/* MatMul and Conv may carry a fused bias as input 2 (ONNX Gemm and Conv):
+ * its gradient is the BiasAddGrad of the separate BiasAdd op. */
+static void grad_matmul(const grad_ctx *c) {
+    const char *op = c->b->t[c->in[1]].rank > 2 ? "BatchMatMulV2" : "MatMul";
+    int32_t da[2] = {c->dy[0], c->in[1]}, dw[2] = {c->in[0], c->dy[0]};
+    give(c, 0, op, GOPT_OP_CLASS_GEMM, c->flops, da, 2);
+    give(c, 1, op, GOPT_OP_CLASS_GEMM, c->flops, dw, 2);
+    if (c->o->nin > 2) pass_or_sum(c, 2, "BiasAddGrad");
+}
+
+static void grad_conv(const grad_ctx *c) {
+    int dw = c->o->attr[3];
+    int32_t dx[2] = {c->dy[0], c->in[1]}, df[2] = {c->in[0], c->dy[0]};
+    give(c, 0, dw ? "DepthwiseConv2dNativeBackpropInput" : "Conv2DBackpropInput", GOPT_OP_CLASS_CONV, c->flops, dx, 2);
+    give(c, 1, dw ? "DepthwiseConv2dNativeBackpropFilter" : "Conv2DBackpropFilter", GOPT_OP_CLASS_CONV, c->flops, df, 2);
+    if (c->o->nin > 2) pass_or_sum(c, 2, "BiasAddGrad");
+}
+
 static void grad_bias(const grad_ctx *c) {
     pass_or_sum(c, 0, "Sum");
     pass_or_sum(c, 1, "BiasAddGrad");
 }
 
 static void grad_add(const grad_ctx *c) {
-    pass_or_sum(c, 0, "Sum");
-    pass_or_sum(c, 1, "Sum");
+    for (int i = 0; i < c->o->nin; i++) pass_or_sum(c, i, "Sum");
 }
 
 static void grad_mul(const grad_ctx *c) {
@@ -145,16 +150,31 @@ static void grad_mul(const grad_ctx *c) {
     give(c, 1, "Mul", GOPT_OP_CLASS_ELEMENTWISE, f, d1, 2);
 }
 
+/* One gradient op per function: its TensorFlow name, FLOPs per element, and
+ * what it reads besides the incoming gradient (the op's output or input). */
+enum { READS_DY = 0, READS_OUT, READS_IN };
 static void grad_unary(const grad_ctx *c) {
     static const struct {
         const char *op;
         double flops;
-        int reads_out;
-    } R[ZU_COUNT] = {{"ReluGrad", 1, 1}, {"TanhGrad", 3, 1}, {"SigmoidGrad", 3, 1}, {"Mul", 1, 0}};
+        int reads;
+    } R[ZU_COUNT] = {
+        [ZU_RELU] = {"ReluGrad", 1, READS_OUT},        [ZU_TANH] = {"TanhGrad", 3, READS_OUT},
+        [ZU_SIGMOID] = {"SigmoidGrad", 3, READS_OUT},  [ZU_SCALE] = {"Mul", 1, READS_DY},
+        [ZU_SQRT] = {"SqrtGrad", 2, READS_OUT},        [ZU_EXP] = {"Mul", 1, READS_OUT},
+        [ZU_LOG] = {"RealDiv", 1, READS_IN},           [ZU_ERF] = {"ErfGrad", 5, READS_IN},
+        [ZU_GELU] = {"GeluGrad", 8, READS_IN},         [ZU_LEAKY_RELU] = {"LeakyReluGrad", 1, READS_IN},
+        [ZU_ELU] = {"EluGrad", 2, READS_OUT},          [ZU_SOFTPLUS] = {"SoftplusGrad", 4, READS_IN},
+        [ZU_RECIPROCAL] = {"ReciprocalGrad", 2, READS_OUT}, [ZU_ABS] = {"AbsGrad", 2, READS_IN},
+        [ZU_NEG] = {"Neg", 1, READS_DY},               [ZU_CLIP] = {"ClipByValueGrad", 2, READS_IN},
+        [ZU_HARD_SIGMOID] = {"HardSigmoidGrad", 2, READS_IN}, [ZU_HARD_SWISH] = {"HardSwishGrad", 4, READS_IN},
+        [ZU_SIN] = {"SinGrad", 2, READS_IN},           [ZU_COS] = {"CosGrad", 2, READS_IN},
+        [ZU_POW] = {"PowGrad", 3, READS_IN},
+    };
     int u = c->o->attr[0];
-    int32_t ins[2] = {c->dy[0], c->o->out0};
+    int32_t ins[2] = {c->dy[0], R[u].reads == READS_IN ? c->in[0] : c->o->out0};
     give(c, 0, R[u].op, GOPT_OP_CLASS_ELEMENTWISE, R[u].flops * (double)zoo_numel(c->b, c->dy[0]), ins,
-         R[u].reads_out ? 2 : 1);
+         R[u].reads == READS_DY ? 1 : 2);
 }
 
 static void grad_softmax(const grad_ctx *c) {
@@ -164,11 +184,12 @@ static void grad_softmax(const grad_ctx *c) {
 
 static void grad_norm(const grad_ctx *c) {
     zoo_builder *b = c->b;
+    int n = c->o->nin < 3 ? c->o->nin : 3; /* x, gamma, beta (beta optional) */
     int32_t ins[3] = {c->dy[0], c->in[0], c->in[1]};
     int32_t g = bwd_node(b, c->name, c->o->attr[0] ? "LayerNormGrad" : "FusedBatchNormGradV3",
-                         GOPT_OP_CLASS_REDUCTION, 12.0 * (double)zoo_numel(b, c->dy[0]), ins, 3, c->in, 3, c->o->layer);
+                         GOPT_OP_CLASS_REDUCTION, 12.0 * (double)zoo_numel(b, c->dy[0]), ins, n, c->in, n, c->o->layer);
     if (g < 0) return;
-    for (int i = 0; i < 3; i++) contrib(b, c->in[i], g + i);
+    for (int i = 0; i < n; i++) contrib(b, c->in[i], g + i);
 }
 
 static void grad_pool(const grad_ctx *c) {
@@ -189,7 +210,7 @@ static void grad_concat(const grad_ctx *c) {
 }
 
 static void grad_split(const grad_ctx *c) {
-    int32_t ins[8];
+    int32_t ins[ZOO_MAX_OUTS];
     int n = 0;
     for (int j = 0; j < c->o->nout; j++)
         if (c->dy[j] >= 0) ins[n++] = c->dy[j];
@@ -219,12 +240,23 @@ static void grad_addn(const grad_ctx *c) {
     for (int i = 0; i < c->o->nin; i++) contrib(c->b, c->in[i], c->dy[0]);
 }
 
+static void grad_other(const grad_ctx *c) {
+    gopt_node_attrs a;
+    gopt_graph_node(c->b->g, c->o->node, &a);
+    char op[160];
+    snprintf(op, sizeof op, "%sGrad", a.op);
+    for (int i = 0; i < c->o->nin; i++) {
+        int32_t ins[2] = {c->dy[0], c->in[i]};
+        give(c, i, op, GOPT_OP_CLASS_OTHER, c->flops, ins, 2);
+    }
+}
+
 static void (*const GRAD_RULE[ZK_COUNT])(const grad_ctx *) = {
     [ZK_MATMUL] = grad_matmul, [ZK_CONV] = grad_conv,       [ZK_BIAS] = grad_bias,     [ZK_ADD] = grad_add,
     [ZK_MUL] = grad_mul,       [ZK_UNARY] = grad_unary,     [ZK_SOFTMAX] = grad_softmax, [ZK_NORM] = grad_norm,
     [ZK_POOL] = grad_pool,     [ZK_MEAN] = grad_mean,       [ZK_CONCAT] = grad_concat, [ZK_SPLIT] = grad_split,
     [ZK_MOVE] = grad_move,     [ZK_SLICE] = grad_slice,     [ZK_GATHER] = grad_gather, [ZK_XENT] = grad_xent,
-    [ZK_ADDN] = grad_addn,
+    [ZK_ADDN] = grad_addn,     [ZK_OTHER] = grad_other,
 };
 
 /* ---- optimizer ---------------------------------------------------------------- */
@@ -232,7 +264,8 @@ static void update(zoo_builder *b, const zoo_param_rec *p) {
     static const struct {
         const char *op;
         double flops;
-    } U[] = {{"ApplyGradientDescent", 2}, {"ApplyGradientDescent", 2}, {"ApplyMomentum", 4}, {"ApplyAdam", 10}};
+    } U[] = {{"ApplyGradientDescent", 2}, {"ApplyGradientDescent", 2}, {"ApplyMomentum", 4}, {"ApplyAdam", 10},
+             {"ApplyRMSProp", 7}};
     int32_t g = grad_sum(b, p->tensor);
     if (g < 0) return; /* a parameter no path reaches: nothing to update */
     const char *pname = gopt_graph_node_name(b->g, b->t[p->tensor].node);
@@ -254,7 +287,7 @@ gopt_status zoo_backward(zoo_builder *b) {
     char fwd_name[320];
     for (int32_t k = b->nops - 1; k >= 0 && b->st == GOPT_OK; k--) {
         const zoo_op *o = &b->ops[k];
-        int32_t dy[8];
+        int32_t dy[ZOO_MAX_OUTS];
         int any = 0;
         for (int j = 0; j < o->nout; j++) any |= (dy[j] = grad_sum(b, o->out0 + j)) >= 0;
         if (!any) continue;

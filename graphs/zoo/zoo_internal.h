@@ -6,8 +6,9 @@
  * gradients of tensors with several consumers (AddN), and adds one optimizer
  * update per parameter. Families only describe the forward pass.
  *
- * Tensors are fp32 with up to 4 dims; a tensor is identified by an int32
- * handle (-1 = none). Errors are sticky: after the first failure every call
+ * Tensors are fp32 (4 bytes an element unless a tensor says otherwise: the
+ * ONNX import makes int64 ids and fp16 weights) with up to ZOO_MAX_RANK dims;
+ * a tensor is identified by an int32 handle (-1 = none). Errors are sticky: after the first failure every call
  * is a no-op returning -1, and zoo_finish reports the first error. Layouts:
  * images NHWC, conv filters (kh, kw, C, K), sequences (B, T, D) or (B, D)
  * per step.
@@ -17,8 +18,9 @@
 
 #include "gopt_zoo.h"
 
-#define ZOO_MAX_RANK 4
+#define ZOO_MAX_RANK 8
 #define ZOO_DTYPE_BYTES 4.0
+#define ZOO_MAX_OUTS 64 /* outputs of one op (a Split) */
 
 typedef struct {
     int32_t node;          /* producer node */
@@ -27,19 +29,20 @@ typedef struct {
     int64_t d[ZOO_MAX_RANK];
     int32_t grad_head;     /* list of gradient contributions (index into contrib), -1 */
     int32_t param;         /* index into params when this is a parameter, else -1 */
+    uint8_t esize;         /* bytes per element; 0 = ZOO_DTYPE_BYTES */
 } zoo_tensor;
 
 /* Op kinds: each has a gradient rule in zoo_grad.c. */
 typedef enum {
     ZK_NONE = 0, /* inputs, parameters, ops without a gradient */
-    ZK_MATMUL,   /* attr: transpose a, transpose b */
-    ZK_CONV,     /* attr: kh, kw, stride, depthwise */
+    ZK_MATMUL,   /* attr: transpose a, transpose b; optional input 2: a bias */
+    ZK_CONV,     /* attr: kh, kw, stride, depthwise; optional input 2: a bias */
     ZK_BIAS,
-    ZK_ADD,      /* y may broadcast over x's leading dims */
+    ZK_ADD,      /* any number of inputs, each may broadcast to the output */
     ZK_MUL,
     ZK_UNARY,    /* attr[0]: zoo_unary */
     ZK_SOFTMAX,
-    ZK_NORM,     /* batch or layer norm: in x, gamma, beta */
+    ZK_NORM,     /* batch or layer norm: in x, gamma (, beta); later inputs get no gradient */
     ZK_POOL,     /* attr: k, stride, max */
     ZK_MEAN,     /* reduce to a smaller tensor (global pooling, mean) */
     ZK_CONCAT,
@@ -49,10 +52,19 @@ typedef enum {
     ZK_GATHER,   /* embedding lookup: in table, ids */
     ZK_XENT,     /* softmax cross-entropy: in logits, labels; out loss, backprop */
     ZK_ADDN,
+    ZK_OTHER,    /* an imported op outside the rules: each input gets an <op>Grad with the forward FLOPs */
     ZK_COUNT
 } zoo_kind;
 
-typedef enum { ZU_RELU = 0, ZU_TANH, ZU_SIGMOID, ZU_SCALE, ZU_COUNT } zoo_unary_kind;
+/* Differentiable elementwise functions of one input. The first four are the
+ * zoo's; the rest come with imported models (ONNX): each has one gradient
+ * op in zoo_grad.c reading the incoming gradient and the op's output or input. */
+typedef enum {
+    ZU_RELU = 0, ZU_TANH, ZU_SIGMOID, ZU_SCALE,
+    ZU_SQRT, ZU_EXP, ZU_LOG, ZU_ERF, ZU_GELU, ZU_LEAKY_RELU, ZU_ELU, ZU_SOFTPLUS, ZU_RECIPROCAL,
+    ZU_ABS, ZU_NEG, ZU_CLIP, ZU_HARD_SIGMOID, ZU_HARD_SWISH, ZU_SIN, ZU_COS, ZU_POW,
+    ZU_COUNT
+} zoo_unary_kind;
 
 typedef struct {
     uint8_t kind, nin, nout;
@@ -90,6 +102,8 @@ typedef struct {
     zoo_param_rec *params;
     int32_t nparams, pcap;
     int32_t loss; /* the scalar loss tensor, set by zoo_xent */
+    const char *dtype; /* dtype stamped on new nodes; NULL = "float32" */
+    uint8_t esize;     /* bytes per element of new tensors; 0 = ZOO_DTYPE_BYTES */
 } zoo_builder;
 
 /* ---- life cycle ------------------------------------------------------------ */
@@ -111,12 +125,35 @@ static inline int64_t zoo_numel(const zoo_builder *b, int32_t t) {
     for (int i = 0; i < b->t[t].rank; i++) n *= b->t[t].d[i];
     return n;
 }
-static inline double zoo_bytes(const zoo_builder *b, int32_t t) { return (double)zoo_numel(b, t) * ZOO_DTYPE_BYTES; }
+static inline double zoo_bytes(const zoo_builder *b, int32_t t) {
+    return (double)zoo_numel(b, t) * (b->t[t].esize ? (double)b->t[t].esize : ZOO_DTYPE_BYTES);
+}
 static inline int64_t zoo_dim(const zoo_builder *b, int32_t t, int i) {
     return i < 0 ? b->t[t].d[b->t[t].rank + i] : b->t[t].d[i];
 }
 
 /* ---- primitive forward ops (zoo_build.c) --------------------------------------- */
+/* The general forward op under every primitive below: one node named `name`
+ * (NULL: scope/op) reading ins, producing nout tensors, recorded on the tape
+ * with gradient rule `kind` (ZK_NONE: no gradient flows through it). An
+ * importer calls it directly with its own FLOPs and shapes. */
+typedef struct {
+    const char *name;
+    zoo_kind kind;
+    const char *op;
+    gopt_op_class cls;
+    double flops;
+    const int32_t *ins;
+    int nin;                                /* <= 255 */
+    int nout;                               /* 1 .. ZOO_MAX_OUTS */
+    const int *ranks;                       /* (nout) */
+    const int64_t (*dims)[ZOO_MAX_RANK];    /* (nout) */
+    const uint8_t *esize;                   /* (nout) bytes per element; NULL: ZOO_DTYPE_BYTES */
+    const char *dtype;                      /* node dtype; NULL: float32 */
+    const int32_t *attr;                    /* 4 rule attributes, or NULL */
+} zoo_fwd_spec;
+/* Returns the first output tensor (outputs are consecutive), or -1. */
+int32_t zoo_fwd(zoo_builder *b, const zoo_fwd_spec *s);
 int32_t zoo_input(zoo_builder *b, const char *name, int rank, const int64_t *dims);
 int32_t zoo_param(zoo_builder *b, const char *name, int rank, const int64_t *dims);
 /* (..., m, k) x (k, n) or batched (..., k, n); ta/tb transpose the last two dims. */
