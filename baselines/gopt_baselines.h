@@ -183,5 +183,13 @@ typedef struct {
 gopt_status gopt_bl_optimize(const gopt_bl_registry *r, const char *spec, const gopt_sim *sim,
                              const gopt_costmodel *cm, const gopt_bl_options *opt, gopt_decisions *d,
                              gopt_bl_outcome *out, gopt_error *err);
+/* Run each of the nm methods (specs) on sim's graph: ds[*n] and names[*n] receive, in order,
+ * the methods that produced decisions (the caller destroys ds[0..*n-1]). A method without a
+ * valid solution (GOPT_EUNSUP) is skipped, and skip(ctx, method, reason) is told when given;
+ * any other failure stops the loop and is returned, the decisions made before it kept. */
+typedef void (*gopt_bl_skip_fn)(void *ctx, const char *method, const char *reason);
+gopt_status gopt_bl_optimize_each(const gopt_bl_registry *r, const char *const *methods, int nm, const gopt_sim *sim,
+                                  const gopt_costmodel *cm, const gopt_bl_options *opt, gopt_decisions *ds,
+                                  const char **names, int *n, gopt_bl_skip_fn skip, void *ctx, gopt_error *err);
 
 #endif /* GOPT_BASELINES_H */

@@ -280,3 +280,25 @@ void bl_heap_destroy(bl_heap *h) {
     free(h->a);
     memset(h, 0, sizeof *h);
 }
+
+gopt_status gopt_bl_optimize_each(const gopt_bl_registry *r, const char *const *methods, int nm, const gopt_sim *sim,
+                                  const gopt_costmodel *cm, const gopt_bl_options *opt, gopt_decisions *ds,
+                                  const char **names, int *n, gopt_bl_skip_fn skip, void *ctx, gopt_error *err) {
+    *n = 0;
+    for (int j = 0; j < nm; j++) {
+        gopt_bl_outcome oc;
+        gopt_error e = {0};
+        gopt_status st = gopt_bl_optimize(r, methods[j], sim, cm, opt, &ds[*n], &oc, &e);
+        if (st == GOPT_OK) {
+            names[(*n)++] = methods[j];
+            continue;
+        }
+        gopt_decisions_destroy(&ds[*n]);
+        if (st != GOPT_EUNSUP) {
+            if (err) *err = e;
+            return st;
+        }
+        if (skip) skip(ctx, methods[j], e.msg);
+    }
+    return GOPT_OK;
+}

@@ -41,6 +41,10 @@ static const bench_graph GRAPHS[] = {
 };
 #define NGRAPHS ((int)(sizeof GRAPHS / sizeof GRAPHS[0]))
 
+static void skip_method(void *graph_name, const char *method, const char *reason) {
+    printf("%-26s %-14s no valid decisions (%s)\n", (const char *)graph_name, method, reason);
+}
+
 int main(int argc, char **argv) {
     const char *prof_path = GOPT_SOURCE_DIR "/profiles/cpu-epyc-2core-measured.json", *clock = "cpu-min";
     int reps = 5, ndev = 0, quick = 0;
@@ -125,16 +129,11 @@ int main(int argc, char **argv) {
                    r0.step_time_s * 1e3);
             goto next;
         }
-        for (int j = 0; j < NMETHODS; j++) {
-            gopt_bl_outcome oc;
-            gopt_error e = {0};
-            st = gopt_bl_optimize(&reg, METHODS[j], sim, cm, &bo, &ds[n], &oc, &e);
-            if (st == GOPT_OK) {
-                names[n++] = METHODS[j];
-                continue;
-            }
-            gopt_decisions_destroy(&ds[n]);
-            printf("%-26s %-14s no valid decisions (%s)\n", gopt_graph_name(g), METHODS[j], e.msg);
+        if ((st = gopt_bl_optimize_each(&reg, METHODS, NMETHODS, sim, cm, &bo, ds, names, &n, skip_method,
+                                        (void *)gopt_graph_name(g), &err))) {
+            fprintf(stderr, "bench_fidelity: %s: %s\n", gopt_graph_name(g), err.msg);
+            rc = 1;
+            goto next;
         }
         gopt_rt_fidelity_row rows[NMETHODS];
         if ((st = gopt_rt_fidelity(rt, ds, n, &ro, rows, &err))) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_json.h"
 #include "gopt_graph.h"
 #include "gopt_onnx.h"
 
@@ -77,10 +78,7 @@ static int graph_info(int argc, char **argv) {
         for (int c = 0; c < GOPT_OP_CLASS_COUNT; c++)
             json_object_set_new(cls, gopt_op_class_name((gopt_op_class)c), json_integer(s.class_count[c]));
         json_object_set_new(o, "classes", cls);
-        char *txt = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-        if (txt) puts(txt);
-        free(txt);
-        json_decref(o);
+        cli_json_print(o);
     } else {
         char pb[32], ob[32];
         human_bytes(s.param_bytes, pb, sizeof pb);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_json.h"
 #include "gopt_sim.h"
 
 static void sim_usage(FILE *f) {
@@ -78,36 +79,14 @@ int cmd_sim(int argc, char **argv) {
         goto out;
     }
     if (json) {
-        json_t *o = json_object(), *peak = json_array(), *peak_t = json_array(), *cap = json_array(),
-               *busy = json_array(), *sent = json_array();
+        json_t *o = json_object();
         json_object_set_new(o, "graph", json_string(gopt_graph_name(g)));
         json_object_set_new(o, "profile", json_string(gopt_profile_name(p)));
         json_object_set_new(o, "devices", json_integer(nd));
         json_object_set_new(o, "decisions", dfile ? json_string(dfile) : json_string("default"));
-        json_object_set_new(o, "step_time_s", json_real(r.step_time_s));
-        json_object_set_new(o, "oom", json_boolean(r.oom));
-        json_object_set_new(o, "oom_device", r.oom ? json_integer(r.oom_device) : json_null());
-        json_object_set_new(o, "oom_excess_bytes", json_real(r.oom_excess_bytes));
-        for (int i = 0; i < nd; i++) {
-            json_array_append_new(peak, json_integer((json_int_t)r.peak_memory_bytes[i]));
-            json_array_append_new(peak_t, json_real(r.peak_time_s[i]));
-            json_array_append_new(cap, json_real(r.capacity_bytes[i]));
-            json_array_append_new(busy, json_real(r.busy_s[i]));
-            json_array_append_new(sent, json_real(r.sent_bytes[i]));
-        }
-        json_object_set_new(o, "peak_memory_bytes", peak);
-        json_object_set_new(o, "peak_time_s", peak_t);
-        json_object_set_new(o, "capacity_bytes", cap);
-        json_object_set_new(o, "busy_s", busy);
-        json_object_set_new(o, "sent_bytes", sent);
-        json_object_set_new(o, "transferred_bytes", json_real(r.transferred_bytes));
-        json_object_set_new(o, "kernels", json_integer(r.tasks));
-        json_object_set_new(o, "transfers", json_integer(r.transfers));
+        cli_json_sim_result(o, &r);
         if (trace) json_object_set_new(o, "trace", json_string(trace));
-        char *txt = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-        if (txt) puts(txt);
-        free(txt);
-        json_decref(o);
+        cli_json_print(o);
         goto out;
     }
     printf("graph %s (%d nodes) on %d device%s of profile %s, decisions: %s\n", gopt_graph_name(g),

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_json.h"
 #include "gopt_baselines.h"
 #include "gopt_runtime.h"
 
@@ -35,6 +36,11 @@ static void validate_usage(FILE *f) {
             "                p90_abs_error}\n"
             "Exit codes: 0 ok, 2 bad input, 3 backend not available here. Methods that find no valid\n"
             "decisions for a graph are reported and left out.\n");
+}
+
+/* A method without valid decisions on a graph is reported and left out of its ranking. */
+static void skip_method(void *graph_name, const char *method, const char *reason) {
+    fprintf(stderr, "gopt validate: %s: %s: no valid decisions (%s)\n", (const char *)graph_name, method, reason);
 }
 
 int cmd_validate(int argc, char **argv) {
@@ -115,22 +121,10 @@ int cmd_validate(int argc, char **argv) {
             rc = cli_report(&err);
             goto next;
         }
-        for (int j = 0; j < nm; j++) {
-            gopt_bl_outcome oc;
-            gopt_error e = {0};
-            gopt_status st = gopt_bl_optimize(&reg, methods[j], sim, cm, &bo, &ds[nd], &oc, &e);
-            if (st == GOPT_EUNSUP) {
-                fprintf(stderr, "gopt validate: %s: %s: no valid decisions (%s)\n", gopt_graph_name(g), methods[j],
-                        e.msg);
-                gopt_decisions_destroy(&ds[nd]);
-                continue;
-            }
-            if (st) {
-                gopt_decisions_destroy(&ds[nd]);
-                rc = cli_report(&e);
-                goto next;
-            }
-            names[nd++] = methods[j];
+        if (gopt_bl_optimize_each(&reg, methods, nm, sim, cm, &bo, ds, names, &nd, skip_method,
+                                  (void *)gopt_graph_name(g), &err)) {
+            rc = cli_report(&err);
+            goto next;
         }
         gopt_rt_fidelity_row rows[VAL_MAX_METHODS];
         gopt_status st = gopt_rt_fidelity(rt, ds, nd, &ro, rows, &err);
@@ -189,10 +183,7 @@ int cmd_validate(int argc, char **argv) {
             jrows = jgraphs = NULL;
             json_object_set_new(o, "median_abs_error", json_real(med));
             json_object_set_new(o, "p90_abs_error", json_real(p90));
-            char *txt = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-            if (txt) puts(txt);
-            free(txt);
-            json_decref(o);
+            cli_json_print(o);
         } else {
             printf("|sim - real| / real over %d rows: median %.1f%%, p90 %.1f%%\n", nerr, 100 * med, 100 * p90);
         }
