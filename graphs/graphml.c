@@ -106,7 +106,9 @@ static char *decode_entities(xml_reader *r, char *s, char *e, char *o, gopt_stat
             unsigned long cp = (ent[1] == 'x' || ent[1] == 'X') ? strtoul(ent + 2, &q, 16) : strtoul(ent + 1, &q, 10);
             if (q != semi || cp == 0 || cp > 0x10FFFF || !(cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) ||
                                                            (cp >= 0xE000 && cp <= 0xFFFD) || cp >= 0x10000)) {
-                *st = xml_fail(r, s, "bad character reference '%.12s'", s, NULL);
+                char ref[16];
+                snprintf(ref, sizeof ref, "%.*s", (int)(semi - s + 1), s);
+                *st = xml_fail(r, s, "bad character reference '%s': not a character XML allows", ref, NULL);
                 return o;
             }
             o = put_utf8(o, cp);

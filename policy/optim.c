@@ -11,6 +11,8 @@
  *   u64 nparams, u64 adam_t
  *   f32 params[nparams], m[nparams], v[nparams]
  *   u32 crc32 of every byte before it
+ * On load every parameter must lie in [-1e3, 1e3] and every moment in
+ * [-1e6, 1e6] (v in [0, 1e6]): finite but absurd values are refused.
  * Integers and floats little-endian (the host order; gopt targets x86-64
  * and arm64). Cost O(nparams).
  */
@@ -25,6 +27,8 @@
 #define CKPT_VERSION 1u
 #define CKPT_NCFG 10
 #define CKPT_HEADER (8 + 4 + 4 * CKPT_NCFG + 4 + 8 + 8)
+#define CKPT_MAX_PARAM 1e3  /* |parameter| on load */
+#define CKPT_MAX_MOMENT 1e6 /* |m| and v (>= 0) on load */
 
 void gopt_adam_config_default(gopt_adam_config *c) {
     c->lr = 3e-4f;
@@ -196,9 +200,18 @@ static gopt_status read_checkpoint(const char *path, gopt_policy **out, gopt_err
     memcpy(p->m, q, fb), q += fb;
     memcpy(p->v, q, fb);
     p->adam_t = at;
+    /* A trained network's weights stay within a few units (the shipped one: |w| < 4); 3e38 is
+     * finite but makes every activation inf or NaN. The moments are bounded likewise. */
     for (size_t i = 0; i < p->nparams; i++)
-        if (!isfinite(p->params[i])) {
-            st = gopt_error_set(err, GOPT_EFORMAT, "%s: parameter %zu is not finite", path, i);
+        if (!(fabsf(p->params[i]) <= CKPT_MAX_PARAM) || !(fabsf(p->m[i]) <= CKPT_MAX_MOMENT) ||
+            !(p->v[i] >= 0 && p->v[i] <= CKPT_MAX_MOMENT)) {
+            int which = !(fabsf(p->params[i]) <= CKPT_MAX_PARAM) ? 0 : !(fabsf(p->m[i]) <= CKPT_MAX_MOMENT) ? 1 : 2;
+            static const char *const what[3] = {"parameter", "Adam first moment of parameter",
+                                                "Adam second moment of parameter"};
+            float x = which == 0 ? p->params[i] : which == 1 ? p->m[i] : p->v[i];
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: %s %zu = %g is outside [%g, %g]", path, what[which], i,
+                                (double)x, which == 2 ? 0.0 : -(which ? CKPT_MAX_MOMENT : CKPT_MAX_PARAM),
+                                which ? CKPT_MAX_MOMENT : CKPT_MAX_PARAM);
             goto out;
         }
     *out = p;

@@ -1338,6 +1338,33 @@ static void expect_run_error(const gopt_sim *sim, const gopt_decisions *d, gopt_
     if (b) assert_non_null(strstr(err.msg, b));
 }
 
+/* Every amount at its bound on devices at the slowest accepted rates: finite times, exact
+ * byte counts (no int64 overflow, no float-to-int cast out of range), an honest OOM. */
+static void test_values_at_their_bounds(void **state) {
+    (void)state;
+    cluster c;
+    cluster_make(&c, UNIT_PROFILE, 2, 1e6);
+    const double B = GOPT_GRAPH_MAX_BYTES, F = GOPT_GRAPH_MAX_FLOPS;
+    node_spec nodes[] = {{"a", GOPT_OP_CLASS_GEMM, F, B, B}, {"b", GOPT_OP_CLASS_GEMM, F, B, B}};
+    edge_spec edges[] = {{0, 1, B}};
+    gopt_graph *g = graph_make(nodes, 2, edges, 1);
+    int dev[] = {0, 1};
+    gopt_sim_result r;
+    gopt_sim *sim;
+    gopt_sim_scratch *s;
+    gopt_decisions d;
+    run_case(g, &c, dev, NULL, NULL, &r, &sim, &s, &d);
+    assert_true(isfinite(r.step_time_s) && r.step_time_s >= 2 * F);
+    assert_int_equal(r.peak_memory_bytes[0], (int64_t)1 << 51); /* parameters + output */
+    assert_int_equal(r.peak_memory_bytes[1], ((int64_t)1 << 51) + ((int64_t)1 << 50)); /* + the copy */
+    assert_true(r.oom);
+    gopt_decisions_destroy(&d);
+    gopt_sim_scratch_free(s);
+    gopt_sim_free(sim);
+    gopt_graph_free(g);
+    cluster_free(&c);
+}
+
 static void test_rejections(void **state) {
     (void)state;
     cluster c;
@@ -1424,6 +1451,7 @@ int main(void) {
         cmocka_unit_test(test_invariants_zoo),
         cmocka_unit_test(test_determinism_and_batch),
         cmocka_unit_test(test_trace),
+        cmocka_unit_test(test_values_at_their_bounds),
         cmocka_unit_test(test_rejections),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -598,7 +598,7 @@ static void test_go_decide(void **state) {
     /* refusals: missing checkpoint, too many devices */
     go.checkpoint = "/nonexistent/x.ckpt";
     assert_int_not_equal(gopt_go_decide(&go, &p, &d2, &err), GOPT_OK);
-    assert_non_null(strstr(err.msg, "method go"));
+    assert_non_null(strstr(err.msg, "checkpoint: /nonexistent/x.ckpt"));
     go.checkpoint = path;
     p.ndev = 3;
     assert_int_equal(gopt_go_decide(&go, &p, &d2, &err), GOPT_EINVAL);
