@@ -13,7 +13,11 @@
  * (ndev^2 slots); the loop is in event_loop.inc, included by resources.c.
  *
  * Invariants: no allocation after gopt_sim_scratch_create; every array of the
- * scratch that a run reads before writing is reset by prepare().
+ * scratch that a run reads before writing is reset by prepare(). Byte counts
+ * are whole bytes in int64: a graph holds at most 2^60 bytes of outputs,
+ * parameters and edges in all, each at most 2^50 (gopt_graph.h), so a device's
+ * parameters + outputs + received copies stay below 2^60 + 2^33 and every
+ * ceil() cast is in range; with the profile bounds every time is finite.
  */
 #include <math.h>
 #include <stdlib.h>
