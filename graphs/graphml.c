@@ -672,7 +672,8 @@ static gopt_status add_pending_edges(gml_parser *ps) {
         }
         gopt_status st;
         if ((st = gopt_graph_add_edge(ps->g, s, d, b, r->err)) != GOPT_OK) return located(r, pe->pos, st);
-        if ((st = apply_extras(ps, FOR_EDGE, (int32_t)i, ps->evals + pe->extra_first, pe->extra_count)) != GOPT_OK)
+        if (pe->extra_count && /* evals is NULL when no edge has extras: no arithmetic on it */
+            (st = apply_extras(ps, FOR_EDGE, (int32_t)i, ps->evals + pe->extra_first, pe->extra_count)) != GOPT_OK)
             return st;
     }
     return GOPT_OK;

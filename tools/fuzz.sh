@@ -7,7 +7,9 @@
 # One harness at a time, one process, under nice. Exit 1 when any harness reports a finding
 # (crash, sanitizer report, abort, leak, timeout, out of memory); its reproducer and log are
 # kept in the output folder (--keep DIR, default a temporary one, printed). Per harness it
-# prints libFuzzer's last status line: executions, coverage (cov), features (ft), corpus.
+# prints libFuzzer's last status line: executions, coverage (cov), features (ft), corpus. A single
+# allocation over 1 GiB or a process over 2 GiB is a finding too (no input that size is a
+# valid small file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=30
@@ -17,7 +19,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) secs="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) kinds+=("$1"); shift ;;
   esac
@@ -46,7 +48,7 @@ for k in "${kinds[@]}"; do
   mkdir -p "$work/corpus" "$work/artifacts"
   if [ -d "tests/fuzz/corpus/$k" ]; then cp -r "tests/fuzz/corpus/$k/." "$work/corpus/"; fi
   set +e
-  nice "build-fuzz/tests/fuzz/fuzz_$k" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 \
+  nice "build-fuzz/tests/fuzz/fuzz_$k" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
     -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work/corpus" >"$work/log" 2>&1
   rc=$?
   set -e
