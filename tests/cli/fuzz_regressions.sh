@@ -10,12 +10,13 @@ G="$SRC/graphs/examples/mlp_train.graphml"
 n=0
 for f in "$C"/graphml/reg* "$C"/graphml_gz/reg*; do
   expect_rc 2 "$GOPT" graph info "$f" --json; expect_err "$(basename "$f")"
-  expect_rc 2 "$GOPT" sim "$f" --profile "$P" --json; expect_err "$(basename "$f")"
+  case "$(basename "$f")" in reg1-*|reg4-*) # once a wrong answer from sim: refused there too
+    expect_rc 2 "$GOPT" sim "$f" --profile "$P" --json; expect_err "$(basename "$f")" ;;
+  esac
   n=$((n + 1))
 done
 for f in "$C"/profile/reg*; do
-  expect_rc 2 "$GOPT" profile show "$f"; expect_err "$(basename "$f")"
-  expect_rc 2 "$GOPT" sim "$G" --profile "$f"; expect_err "$(basename "$f")"
+  expect_rc 2 "$GOPT" sim "$G" --profile "$f" --json; expect_err "$(basename "$f")"
   n=$((n + 1))
 done
 for f in "$C"/decisions/reg*; do
