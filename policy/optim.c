@@ -177,18 +177,25 @@ static gopt_status read_checkpoint(const char *path, gopt_policy **out, gopt_err
         if (err) err->code = st;
         goto out;
     }
-    if ((st = gopt_policy_create(&p, &cfg, 0, err))) goto out;
-    if (np != p->nparams) {
-        st = gopt_error_set(err, GOPT_EFORMAT, "%s: checkpoint holds %llu parameters, its config needs %zu", path,
-                            (unsigned long long)np, p->nparams);
+    /* sizes before any allocation: an 88-byte file naming a 1024-wide network must not cost a
+     * gigabyte and seconds of initialisation before it is refused */
+    size_t need = policy_config_num_params(&cfg, err);
+    if (!need) {
+        st = GOPT_ENOMEM;
         goto out;
     }
-    size_t fb = sizeof(float) * p->nparams, want = CKPT_HEADER + 3 * fb + 4;
+    if (np != need) {
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: checkpoint holds %llu parameters, its config needs %zu", path,
+                            (unsigned long long)np, need);
+        goto out;
+    }
+    size_t fb = sizeof(float) * need, want = CKPT_HEADER + 3 * fb + 4;
     if (len != want) {
         st = gopt_error_set(err, GOPT_EFORMAT, "%s: checkpoint is %zu bytes, expected %zu (%s)", path, len, want,
                             len < want ? "truncated" : "trailing data");
         goto out;
     }
+    if ((st = gopt_policy_create(&p, &cfg, 0, err))) goto out;
     uint32_t crc_file, crc = (uint32_t)crc32(0L, b, (uInt)(len - 4));
     memcpy(&crc_file, b + len - 4, 4);
     if (crc != crc_file) {
