@@ -131,6 +131,8 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
                               gopt_cost_num_devices(p->cm));
     gopt_status st = gopt_decisions_init(d, f->n, err);
     if (st) return st;
+    int nparts = 0;
+    for (int k = 0; k < GOPT_BL_KIND_COUNT; k++) nparts += c->part[k] != NULL;
     gopt_decisions prev = {0};
     static const char *DEFAULTS[GOPT_BL_KIND_COUNT] = {"single", "fifo", "none", NULL};
     gopt_bl_problem q = *p;
@@ -148,7 +150,7 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
             if (!m) m = gopt_bl_registry_find(r, DEFAULTS[k]);
             if (!m) continue;
             if ((st = m->decide(&q, d, err))) {
-                gopt_error_prefix(err, "%s", m->name);
+                if (nparts > 1) gopt_error_prefix(err, "%s", m->name); /* one part: the caller names the method */
                 break;
             }
         }
@@ -197,7 +199,7 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
      * policy does not know it) answers to the evaluator */
     if ((st = gopt_bl_memory_check(p, d, err))) goto out;
     if (c->part[GOPT_BL_JOINT] && (st = c->part[GOPT_BL_JOINT]->decide(&q, d, err))) {
-        gopt_error_prefix(err, "%s", c->part[GOPT_BL_JOINT]->name);
+        if (nparts > 1) gopt_error_prefix(err, "%s", c->part[GOPT_BL_JOINT]->name);
         goto out;
     }
     if ((st = gopt_decisions_validate(d, p->graph, p->ndev, err))) {

@@ -66,10 +66,12 @@ out:
 static gopt_status gunzip(const char *path, const unsigned char *in, size_t in_len, char **out, size_t *out_len,
                           gopt_error *err) {
     size_t cap = in_len * 4 + 1024;
-    if (in_len >= 18) { /* ISIZE of the last member: a good first guess */
+    if (in_len >= 18) { /* ISIZE of the last member: a good first guess, unless no deflate stream of
+                         * in_len bytes could inflate to it (1032:1 at most): a corrupt trailer must not
+                         * make a 30-byte file allocate gigabytes */
         uint32_t isize = (uint32_t)in[in_len - 4] | (uint32_t)in[in_len - 3] << 8 | (uint32_t)in[in_len - 2] << 16 |
                          (uint32_t)in[in_len - 1] << 24;
-        if ((size_t)isize + 1 > cap && isize < (1u << 31)) cap = (size_t)isize + 1;
+        if ((size_t)isize + 1 > cap && isize < (1u << 31) && (size_t)isize <= in_len * 1032) cap = (size_t)isize + 1;
     }
     char *buf = malloc(cap);
     if (!buf) return gopt_error_set(err, GOPT_ENOMEM, "%s: out of memory decompressing", path);

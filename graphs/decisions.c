@@ -183,6 +183,10 @@ out:
 
 /* ---- file format -------------------------------------------------------- */
 static void put_name(gopt_buf *b, const char *s) {
+    if (*s == '#') { /* a line starting with '#' is a comment */
+        gopt_buf_puts(b, "\\#");
+        s++;
+    }
     for (; *s; s++) {
         if (*s == '\\') gopt_buf_puts(b, "\\\\");
         else if (*s == '\t') gopt_buf_puts(b, "\\t");
@@ -222,7 +226,10 @@ static void unescape(char *s) {
     *o = '\0';
 }
 
+/* A decimal integer, optionally negative, nothing else (no space, no '+'). */
 static int parse_i32(const char *s, int32_t *out) {
+    const char *d = s + (*s == '-');
+    if (*d < '0' || *d > '9') return 0;
     char *e;
     errno = 0;
     long v = strtol(s, &e, 10);
@@ -245,7 +252,6 @@ gopt_status gopt_decisions_load(const char *path, const gopt_graph *g, int ndev,
         return st ? st : gopt_error_set(err, GOPT_ENOMEM, "out of memory");
     }
     int lineno = 0, header = 0, count = 0;
-    char *save = NULL;
     for (char *line = text, *next; line; line = next) {
         next = strchr(line, '\n');
         if (next) *next++ = '\0';
@@ -262,30 +268,70 @@ gopt_status gopt_decisions_load(const char *path, const gopt_graph *g, int ndev,
             header = 1;
             continue;
         }
-        if (header == 1 && (strncmp(line, "graph ", 6) == 0 || strncmp(line, "devices ", 8) == 0)) continue;
         if (header == 1) {
+            if (strncmp(line, "graph ", 6) != 0) {
+                st = gopt_error_set(err, GOPT_EFORMAT, "%s: line %d: expected 'graph NAME', found '%.60s'", path, lineno,
+                                    line);
+                goto fail;
+            }
+            unescape(line + 6);
+            if (strcmp(line + 6, gopt_graph_name(g)) != 0) {
+                st = gopt_error_set(err, GOPT_EINVAL, "%s: line %d: the decisions are for graph '%.100s', not '%.100s'",
+                                    path, lineno, line + 6, gopt_graph_name(g));
+                goto fail;
+            }
+            header = 2;
+            continue;
+        }
+        if (header == 2) {
+            int32_t nd = 0;
+            if (strncmp(line, "devices ", 8) != 0 || !parse_i32(line + 8, &nd)) {
+                st = gopt_error_set(err, GOPT_EFORMAT, "%s: line %d: expected 'devices N', found '%.60s'", path, lineno,
+                                    line);
+                goto fail;
+            }
+            if (nd != ndev) {
+                st = gopt_error_set(err, GOPT_EINVAL, "%s: line %d: the decisions are for %d devices, the cluster has %d",
+                                    path, lineno, (int)nd, ndev);
+                goto fail;
+            }
+            header = 3;
+            continue;
+        }
+        if (header == 3) {
             if (strcmp(line, "node\tdevice\tpriority\tgroup") != 0) {
                 st = gopt_error_set(err, GOPT_EFORMAT,
                                     "%s: line %d: expected the column header 'node<TAB>device<TAB>priority<TAB>group'",
                                     path, lineno);
                 goto fail;
             }
-            header = 2;
+            header = 4;
             continue;
         }
+        /* exactly three tabs: an empty field is an error, never a collapsed separator */
         char *fields[4];
         int nf = 0;
-        for (char *tok = strtok_r(line, "\t", &save); tok && nf < 5; tok = strtok_r(NULL, "\t", &save)) {
-            if (nf == 4) {
-                nf = 5;
+        for (char *tok = line; nf < 5; nf++) {
+            if (nf < 4) fields[nf] = tok;
+            char *tab = strchr(tok, '\t');
+            if (!tab) {
+                nf++;
                 break;
             }
-            fields[nf++] = tok;
+            *tab = '\0';
+            tok = tab + 1;
         }
         if (nf != 4) {
-            st = gopt_error_set(err, GOPT_EFORMAT, "%s: line %d: expected 4 tab-separated fields", path, lineno);
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: line %d: expected 4 tab-separated fields, found %s", path, lineno,
+                                nf > 4 ? "more" : "fewer");
             goto fail;
         }
+        for (int k = 0; k < 4; k++)
+            if (!fields[k][0]) {
+                st = gopt_error_set(err, GOPT_EFORMAT, "%s: line %d: field %d (%s) is empty (two tabs in a row?)", path,
+                                    lineno, k + 1, k == 0 ? "node" : k == 1 ? "device" : k == 2 ? "priority" : "group");
+                goto fail;
+            }
         unescape(fields[0]);
         int32_t v = gopt_graph_find(g, fields[0]);
         if (v < 0) {
@@ -308,8 +354,11 @@ gopt_status gopt_decisions_load(const char *path, const gopt_graph *g, int ndev,
         seen[v] = 1;
         count++;
     }
-    if (header < 2) {
-        st = gopt_error_set(err, GOPT_EFORMAT, "%s: not a decisions file (no 'gopt-decisions 1' header and columns)", path);
+    if (header < 4) {
+        static const char *const missing[4] = {"'gopt-decisions 1'", "'graph NAME'", "'devices N'",
+                                               "the column header 'node<TAB>device<TAB>priority<TAB>group'"};
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: not a decisions file: the header line %s is missing", path,
+                            missing[header]);
         goto fail;
     }
     if (count < n) {

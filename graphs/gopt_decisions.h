@@ -40,8 +40,11 @@ void gopt_decisions_copy(gopt_decisions *dst, const gopt_decisions *src);
  * message names the node (or group) and the value. */
 gopt_status gopt_decisions_validate(const gopt_decisions *d, const gopt_graph *g, int ndev, gopt_error *err);
 
-/* Read a decisions file for graph g; rejects unknown, duplicate and missing
- * nodes and everything validate rejects. d is initialised by the call. */
+/* Read a decisions file for graph g; rejects a header naming another graph
+ * or another device count than ndev, a missing header line, a line without
+ * exactly four non-empty tab-separated fields, unknown, duplicate and missing
+ * nodes and everything validate rejects (docs/decisions.md). d is
+ * initialised by the call. */
 gopt_status gopt_decisions_load(const char *path, const gopt_graph *g, int ndev, gopt_decisions *d, gopt_error *err);
 /* Write atomically. */
 gopt_status gopt_decisions_save(const char *path, const gopt_graph *g, int ndev, const gopt_decisions *d,

@@ -40,6 +40,20 @@ int gopt_op_class_parse(const char *s);
 const char *gopt_phase_name(gopt_phase p); /* "" for NONE */
 int gopt_phase_parse(const char *s);       /* -1 when unknown; "" is NONE */
 
+/* Bounds on the amounts a graph may hold (docs/graph-format.md, "Bounds"):
+ * far above any real op, low enough that every sum the simulator and the
+ * summaries form stays finite and its byte counts fit in int64. */
+#define GOPT_GRAPH_MAX_FLOPS 1e21                  /* per node: a zettaFLOP */
+#define GOPT_GRAPH_MAX_BYTES 1125899906842624.0    /* 2^50 = 1 PiB per node attribute or edge */
+#define GOPT_GRAPH_MAX_TOTAL_BYTES 1152921504606846976.0 /* 2^60 = 1 EiB: out + param + edge bytes summed */
+
+/* Whether s is valid UTF-8 made only of characters XML 1.0 allows (no
+ * control character but tab, newline and carriage return; no U+FFFE,
+ * U+FFFF or surrogate). Returns -1 when it is, else the byte offset of the
+ * first bad character. Every string a graph holds passes this test, so the
+ * GraphML writer always emits well-formed XML. */
+long gopt_graph_text_check(const char *s, size_t len);
+
 /* Attributes of one node, as given to gopt_graph_add_node (strings copied). */
 typedef struct {
     const char *name;     /* unique, non-empty */
@@ -86,13 +100,15 @@ typedef struct gopt_graph gopt_graph;
 /* ---- building ----------------------------------------------------------- */
 gopt_status gopt_graph_create(gopt_graph **out, const char *name, const char *family, gopt_error *err);
 void gopt_graph_free(gopt_graph *g);
-/* Add a node; checks the values (finite, >= 0, non-empty unique name, valid
- * class and phase). *id (may be NULL) receives the new node id. */
+/* Add a node; checks the values (finite, in [0, GOPT_GRAPH_MAX_FLOPS] or
+ * [0, GOPT_GRAPH_MAX_BYTES], non-empty unique name, strings that XML allows,
+ * valid class and phase). *id (may be NULL) receives the new node id. */
 gopt_status gopt_graph_add_node(gopt_graph *g, const gopt_node_attrs *a, int32_t *id, gopt_error *err);
-/* Add a directed edge src -> dst carrying `bytes` (>= 0, finite). */
+/* Add a directed edge src -> dst carrying `bytes` (in [0, GOPT_GRAPH_MAX_BYTES]). */
 gopt_status gopt_graph_add_edge(gopt_graph *g, int32_t src, int32_t dst, double bytes, gopt_error *err);
-/* Check acyclicity, build the igraph and the frozen view. Must be called
- * once, after the last add; a graph that fails is left unfinalized. */
+/* Check acyclicity and the byte total (out + param + edge bytes at most
+ * GOPT_GRAPH_MAX_TOTAL_BYTES), build the igraph and the frozen view. Must be
+ * called once, after the last add; a graph that fails is left unfinalized. */
 gopt_status gopt_graph_finalize(gopt_graph *g, gopt_error *err);
 
 /* ---- reading ------------------------------------------------------------ */

@@ -37,6 +37,47 @@ static uint32_t fnv1a(const char *s) {
     return h;
 }
 
+/* ---- text --------------------------------------------------------------- */
+static int xml_char_ok(uint32_t cp) {
+    return cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) || (cp >= 0xE000 && cp <= 0xFFFD) ||
+           (cp >= 0x10000 && cp <= 0x10FFFF);
+}
+
+long gopt_graph_text_check(const char *s, size_t len) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < len) {
+        unsigned c = u[i];
+        if (c < 0x80) {
+            if (!xml_char_ok(c)) return (long)i;
+            i++;
+            continue;
+        }
+        int k = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC2 ? 1 : -1; /* 0x80..0xC1: continuation or overlong */
+        if (k < 0 || c > 0xF4 || len - i <= (size_t)k) return (long)i;
+        uint32_t cp = c & (0x3Fu >> k);
+        for (int j = 1; j <= k; j++) {
+            if ((u[i + j] & 0xC0) != 0x80) return (long)i;
+            cp = (cp << 6) | (u[i + j] & 0x3Fu);
+        }
+        static const uint32_t MIN_CP[4] = {0, 0x80, 0x800, 0x10000}; /* shortest form only */
+        if (cp < MIN_CP[k] || !xml_char_ok(cp)) return (long)i;
+        i += (size_t)k + 1;
+    }
+    return -1;
+}
+
+/* A string the graph is about to store: refused when XML could not carry it. */
+static gopt_status check_text(const char *what, const char *s, gopt_error *err) {
+    if (!s) return GOPT_OK;
+    long bad = gopt_graph_text_check(s, strlen(s));
+    if (bad < 0) return GOPT_OK;
+    return gopt_error_set(err, GOPT_EINVAL,
+                          "%s: byte %ld (0x%02x) is invalid UTF-8 or a character XML forbids (control character, "
+                          "U+FFFE, U+FFFF)",
+                          what, bad, (unsigned)(unsigned char)s[bad]);
+}
+
 /* ---- string pool -------------------------------------------------------- */
 const char *graph_pool_strdup(gopt_graph *g, const char *s, gopt_error *err) {
     if (!s) s = "";
@@ -118,6 +159,8 @@ void strmap_destroy(strmap *m) {
 
 /* ---- create / free ------------------------------------------------------ */
 gopt_status graph_set_name(gopt_graph *g, const char *name, const char *family, gopt_error *err) {
+    gopt_status st;
+    if ((st = check_text("graph name", name, err)) || (st = check_text("graph family", family, err))) return st;
     const char *n = graph_pool_strdup(g, name, err);
     const char *f = n ? graph_pool_strdup(g, family, err) : NULL;
     if (!n || !f) return GOPT_ENOMEM;
@@ -130,9 +173,10 @@ gopt_status gopt_graph_create(gopt_graph **out, const char *name, const char *fa
     *out = NULL;
     gopt_graph *g = calloc(1, sizeof *g);
     if (!g) return gopt_error_set(err, GOPT_ENOMEM, "out of memory creating a graph");
-    if (graph_set_name(g, name, family, err) != GOPT_OK) {
+    gopt_status st = graph_set_name(g, name, family, err);
+    if (st != GOPT_OK) {
         gopt_graph_free(g);
-        return GOPT_ENOMEM;
+        return st;
     }
     *out = g;
     return GOPT_OK;
@@ -190,6 +234,7 @@ static int grow_ptrs(const char ***vals, size_t *cap, size_t need) {
 }
 
 int graph_add_extra(gopt_graph *g, extra_for kind, const char *name, const char *type, gopt_error *err) {
+    if (check_text("attribute name", name, err) || check_text("attribute type", type, err)) return -1;
     extra_attr *e = realloc(g->extras, (size_t)(g->n_extras + 1) * sizeof *e);
     if (!e) {
         gopt_error_set(err, GOPT_ENOMEM, "out of memory");
@@ -207,6 +252,8 @@ int graph_add_extra(gopt_graph *g, extra_for kind, const char *name, const char 
 
 gopt_status graph_set_extra(gopt_graph *g, int k, int32_t idx, const char *value, gopt_error *err) {
     extra_attr *x = &g->extras[k];
+    gopt_status st = check_text(x->name, value, err);
+    if (st) return st;
     if (!grow_ptrs(&x->vals, &x->cap, (size_t)idx + 1))
         return gopt_error_set(err, GOPT_ENOMEM, "out of memory");
     const char *v = graph_pool_strdup(g, value, err);
@@ -252,10 +299,13 @@ static gopt_status grow_edges(gopt_graph *g, gopt_error *err) {
     return GOPT_OK;
 }
 
-static gopt_status check_amount(const char *node, const char *attr, double v, gopt_error *err) {
+static gopt_status check_amount(const char *node, const char *attr, double v, double max, gopt_error *err) {
     if (isnan(v)) return gopt_error_set(err, GOPT_EINVAL, "node '%s': attribute %s is NaN", node, attr);
     if (isinf(v)) return gopt_error_set(err, GOPT_EINVAL, "node '%s': attribute %s = %g is not finite", node, attr, v);
     if (v < 0) return gopt_error_set(err, GOPT_EINVAL, "node '%s': attribute %s = %.17g is negative", node, attr, v);
+    if (v > max)
+        return gopt_error_set(err, GOPT_EINVAL, "node '%s': attribute %s = %.17g is above the bound %.17g", node, attr,
+                              v, max);
     return GOPT_OK;
 }
 
@@ -267,9 +317,19 @@ gopt_status gopt_graph_add_node(gopt_graph *g, const gopt_node_attrs *a, int32_t
     if (a->phase < 0 || a->phase >= GOPT_PHASE_COUNT)
         return gopt_error_set(err, GOPT_EINVAL, "node '%s': phase %d is not valid", a->name, (int)a->phase);
     gopt_status st;
-    if ((st = check_amount(a->name, "flops", a->flops, err)) != GOPT_OK) return st;
-    if ((st = check_amount(a->name, "out_bytes", a->out_bytes, err)) != GOPT_OK) return st;
-    if ((st = check_amount(a->name, "param_bytes", a->param_bytes, err)) != GOPT_OK) return st;
+    if ((st = check_text("node name", a->name, err)) != GOPT_OK) return st;
+    char what[200];
+    snprintf(what, sizeof what, "node '%.150s': attribute op", a->name);
+    if ((st = check_text(what, a->op, err)) != GOPT_OK) return st;
+    snprintf(what, sizeof what, "node '%.150s': attribute shape", a->name);
+    if ((st = check_text(what, a->shape, err)) != GOPT_OK) return st;
+    snprintf(what, sizeof what, "node '%.150s': attribute dtype", a->name);
+    if ((st = check_text(what, a->dtype, err)) != GOPT_OK) return st;
+    snprintf(what, sizeof what, "node '%.150s': attribute colocate", a->name);
+    if ((st = check_text(what, a->colocate, err)) != GOPT_OK) return st;
+    if ((st = check_amount(a->name, "flops", a->flops, GOPT_GRAPH_MAX_FLOPS, err)) != GOPT_OK) return st;
+    if ((st = check_amount(a->name, "out_bytes", a->out_bytes, GOPT_GRAPH_MAX_BYTES, err)) != GOPT_OK) return st;
+    if ((st = check_amount(a->name, "param_bytes", a->param_bytes, GOPT_GRAPH_MAX_BYTES, err)) != GOPT_OK) return st;
     if (a->layer < -1) return gopt_error_set(err, GOPT_EINVAL, "node '%s': layer = %d is below -1", a->name, a->layer);
     if (g->n == INT32_MAX - 1) return gopt_error_set(err, GOPT_EINVAL, "graph '%s': too many nodes", g->name);
     if (g->n == g->ncap && (st = grow_nodes(g, err)) != GOPT_OK) return st;
@@ -303,9 +363,13 @@ gopt_status gopt_graph_add_edge(gopt_graph *g, int32_t src, int32_t dst, double 
     if (src < 0 || src >= g->n || dst < 0 || dst >= g->n)
         return gopt_error_set(err, GOPT_EINVAL, "edge %d -> %d: node id out of range (graph has %d nodes)", src, dst,
                               g->n);
-    if (isnan(bytes) || isinf(bytes) || bytes < 0)
-        return gopt_error_set(err, GOPT_EINVAL, "edge '%s' -> '%s': attribute bytes = %g is %s", g->node_name[src],
-                              g->node_name[dst], bytes, isnan(bytes) ? "NaN" : bytes < 0 ? "negative" : "not finite");
+    if (!(bytes >= 0 && bytes <= GOPT_GRAPH_MAX_BYTES))
+        return gopt_error_set(err, GOPT_EINVAL, "edge '%s' -> '%s': attribute bytes = %.17g is %s", g->node_name[src],
+                              g->node_name[dst], bytes,
+                              isnan(bytes)   ? "NaN"
+                              : bytes < 0    ? "negative"
+                              : isinf(bytes) ? "not finite"
+                                             : "above the bound 1125899906842624 (2^50)");
     if (g->m == INT32_MAX - 1) return gopt_error_set(err, GOPT_EINVAL, "graph '%s': too many edges", g->name);
     gopt_status st;
     if (g->m == g->mcap && (st = grow_edges(g, err)) != GOPT_OK) return st;
@@ -403,6 +467,15 @@ gopt_status gopt_graph_finalize(gopt_graph *g, gopt_error *err) {
     if (g->finalized) return gopt_error_set(err, GOPT_EINVAL, "graph '%s' is already finalized", g->name);
     int32_t n = g->n, m = g->m;
     gopt_status st;
+    /* each amount is bounded; their sum bounds every device's memory in the simulator */
+    double total = 0;
+    for (int32_t v = 0; v < n; v++) total += g->out_bytes[v] + g->param_bytes[v];
+    for (int32_t e = 0; e < m; e++) total += g->edge_bytes[e];
+    if (total > GOPT_GRAPH_MAX_TOTAL_BYTES)
+        return gopt_error_set(err, GOPT_EINVAL,
+                              "graph '%s': out_bytes + param_bytes + edge bytes = %.17g in all is above the bound "
+                              "1152921504606846976 (2^60)",
+                              g->name, total);
     int32_t *in_ptr = NULL, *in_src = NULL, *in_eid = NULL, *out_ptr = NULL, *out_dst = NULL, *out_eid = NULL;
     int32_t *topo = NULL, *rank = NULL, *indeg = NULL, *coloc = NULL;
     uint8_t *sorted = NULL;

@@ -104,8 +104,11 @@ static char *decode_entities(xml_reader *r, char *s, char *e, char *o, gopt_stat
         else if (n >= 2 && ent[0] == '#') {
             char *q;
             unsigned long cp = (ent[1] == 'x' || ent[1] == 'X') ? strtoul(ent + 2, &q, 16) : strtoul(ent + 1, &q, 10);
-            if (q != semi || cp == 0 || cp > 0x10FFFF) {
-                *st = xml_fail(r, s, "bad character reference '%.12s'", s, NULL);
+            if (q != semi || cp == 0 || cp > 0x10FFFF || !(cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) ||
+                                                           (cp >= 0xE000 && cp <= 0xFFFD) || cp >= 0x10000)) {
+                char ref[16];
+                snprintf(ref, sizeof ref, "%.*s", (int)(semi - s + 1), s);
+                *st = xml_fail(r, s, "bad character reference '%s': not a character XML allows", ref, NULL);
                 return o;
             }
             o = put_utf8(o, cp);
@@ -478,18 +481,39 @@ static const char *key_default(const gml_parser *ps, key_for kind, int slot) {
     return NULL;
 }
 
-/* strtod over the whole (trimmed) value; 0 when it is not a number. */
+/* A decimal number over the whole (trimmed) value: [+-]digits[.digits][e[+-]digits]
+ * (what xsd:double writes, less INF and NaN). 0 when it is not one: hex floats,
+ * "inf", "nan", and values too small or too large for a double (1e-400 would
+ * silently become 0, 1e400 infinity). */
 static int to_number(const char *s, double *out) {
+    const char *p = s;
+    int digits = 0;
+    if (*p == '+' || *p == '-') p++;
+    for (; *p >= '0' && *p <= '9'; p++) digits++;
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++) digits++;
+    if (!digits) return 0;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (!(*p >= '0' && *p <= '9')) return 0;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    if (*p) return 0;
     char *e;
+    errno = 0;
     double v = strtod(s, &e);
-    if (e == s || *e != '\0') return 0;
+    if (e != p || errno == ERANGE || !isfinite(v)) return 0; /* ERANGE: overflow, underflow or subnormal */
     *out = v;
     return 1;
 }
 
 static gopt_status not_a_number(xml_reader *r, const char *pos, const char *elem, const char *attr, const char *s) {
     char what[512];
-    snprintf(what, sizeof what, "%s: attribute %s = '%.60s' is not a number", elem, attr, s);
+    snprintf(what, sizeof what,
+             "%s: attribute %s = '%.60s' is not a decimal number within the range of a double (no hex, inf, nan; "
+             "no value so small it would read as 0)",
+             elem, attr, s);
     return gopt_error_set(r->err, GOPT_EFORMAT, "%s: line %d: %s", r->origin, line_of(r, pos), what);
 }
 
@@ -648,7 +672,8 @@ static gopt_status add_pending_edges(gml_parser *ps) {
         }
         gopt_status st;
         if ((st = gopt_graph_add_edge(ps->g, s, d, b, r->err)) != GOPT_OK) return located(r, pe->pos, st);
-        if ((st = apply_extras(ps, FOR_EDGE, (int32_t)i, ps->evals + pe->extra_first, pe->extra_count)) != GOPT_OK)
+        if (pe->extra_count && /* evals is NULL when no edge has extras: no arithmetic on it */
+            (st = apply_extras(ps, FOR_EDGE, (int32_t)i, ps->evals + pe->extra_first, pe->extra_count)) != GOPT_OK)
             return st;
     }
     return GOPT_OK;
@@ -713,6 +738,14 @@ gopt_status gopt_graph_parse_graphml(char *text, size_t len, const char *origin,
         ps.r.p += 3;
     if (memchr(text, '\0', len))
         return gopt_error_set(err, GOPT_EFORMAT, "%s: binary data (a NUL byte): not a GraphML text file", origin);
+    long bad = gopt_graph_text_check(text, len);
+    if (bad >= 0) {
+        char hex[8];
+        snprintf(hex, sizeof hex, "0x%02x", (unsigned)(unsigned char)text[bad]);
+        return xml_fail(&ps.r, text + bad,
+                        "byte %s is invalid UTF-8 or a character XML forbids (control character, U+FFFE, U+FFFF)", hex,
+                        NULL);
+    }
     gopt_status st = gopt_graph_create(&ps.g, "", "", err);
     if (st != GOPT_OK) return st;
     xml_tok t;
@@ -760,6 +793,11 @@ gopt_status gopt_graph_parse_graphml(char *text, size_t len, const char *origin,
     }
     if (!ngraphs) {
         st = gopt_error_set(err, GOPT_EFORMAT, "%s: no <graph> element", origin);
+        goto out;
+    }
+    if (gopt_graph_num_nodes(ps.g) == 0) {
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: the <graph> has no <node>: a computation graph needs at least one op",
+                            origin);
         goto out;
     }
     if ((st = add_pending_edges(&ps)) != GOPT_OK) goto out;

@@ -26,7 +26,7 @@ void gopt_gemm(const gopt_gemm_args *g) {
  * building the exponent bits. Round-to-nearest by the 1.5 * 2^23 trick and
  * branch-free clamps, so that loops over it vectorize. */
 static inline float fast_expf(float x) {
-    x = x < -87.0f ? -87.0f : x;
+    x = x >= -87.0f ? x : -87.0f; /* NaN too: 2^n below is then built from n in [-126, 127] for any input */
     x = x > 88.0f ? 88.0f : x;
     float fn = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - fn * 0.693359375f;
@@ -38,7 +38,7 @@ static inline float fast_expf(float x) {
     p = p * r + 1.6666665459E-1f;
     p = p * r + 5.0000001201E-1f;
     p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)fn + 127) << 23;
+    uint32_t bits = (uint32_t)((int32_t)fn + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;

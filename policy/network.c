@@ -203,17 +203,31 @@ static void init_params(gopt_policy *p, uint64_t seed) {
     }
 }
 
+/* What the layout walk reads: the config, head widths, attention blocks. */
+static void skeleton(gopt_policy *p, const gopt_policy_config *cfg) {
+    p->cfg = *cfg;
+    p->width[GOPT_TASK_PLACE] = cfg->max_devices;
+    p->width[GOPT_TASK_SCHED] = cfg->sched_levels;
+    p->width[GOPT_TASK_FUSE] = cfg->fusion_levels;
+    p->n_attn = cfg->attn_layers + GOPT_TASK_COUNT;
+}
+
+size_t policy_config_num_params(const gopt_policy_config *cfg, gopt_error *err) {
+    gopt_policy *p = gopt_calloc(1, sizeof *p, err); /* the layout walk records its table here, nothing more */
+    if (!p) return 0;
+    skeleton(p, cfg);
+    size_t n = layout(p);
+    free(p);
+    return n;
+}
+
 gopt_status gopt_policy_create(gopt_policy **out, const gopt_policy_config *cfg, uint64_t seed, gopt_error *err) {
     *out = NULL;
     gopt_status st = gopt_policy_config_check(cfg, err);
     if (st) return st;
     gopt_policy *p = gopt_calloc(1, sizeof *p, err);
     if (!p) return GOPT_ENOMEM;
-    p->cfg = *cfg;
-    p->width[GOPT_TASK_PLACE] = cfg->max_devices;
-    p->width[GOPT_TASK_SCHED] = cfg->sched_levels;
-    p->width[GOPT_TASK_FUSE] = cfg->fusion_levels;
-    p->n_attn = cfg->attn_layers + GOPT_TASK_COUNT;
+    skeleton(p, cfg);
     p->nparams = layout(p); /* records the table */
     size_t bytes = sizeof(float) * p->nparams;
     p->params = gopt_malloc(bytes, err);

@@ -12,6 +12,8 @@
  *   u64 nparams, u64 adam_t
  *   f32 params[nparams], m[nparams], v[nparams]
  *   u32 crc32 of every byte before it
+ * On load every parameter must lie in [-1e3, 1e3] and every moment in
+ * [-1e6, 1e6] (v in [0, 1e6]): finite but absurd values are refused.
  * Integers and floats little-endian (the host order; gopt targets x86-64
  * and arm64). Cost O(nparams).
  */
@@ -26,6 +28,8 @@
 #define CKPT_VERSION 2u
 #define CKPT_NCFG 11
 #define CKPT_HEADER (8 + 4 + 4 * CKPT_NCFG + 4 + 8 + 8)
+#define CKPT_MAX_PARAM 1e3  /* |parameter| on load */
+#define CKPT_MAX_MOMENT 1e6 /* |m| and v (>= 0) on load */
 
 void gopt_adam_config_default(gopt_adam_config *c) {
     c->lr = 3e-4f;
@@ -180,18 +184,25 @@ static gopt_status read_checkpoint(const char *path, gopt_policy **out, gopt_err
         if (err) err->code = st;
         goto out;
     }
-    if ((st = gopt_policy_create(&p, &cfg, 0, err))) goto out;
-    if (np != p->nparams) {
-        st = gopt_error_set(err, GOPT_EFORMAT, "%s: checkpoint holds %llu parameters, its config needs %zu", path,
-                            (unsigned long long)np, p->nparams);
+    /* sizes before any allocation: an 88-byte file naming a 1024-wide network must not cost a
+     * gigabyte and seconds of initialisation before it is refused */
+    size_t need = policy_config_num_params(&cfg, err);
+    if (!need) {
+        st = GOPT_ENOMEM;
         goto out;
     }
-    size_t fb = sizeof(float) * p->nparams, want = CKPT_HEADER + 3 * fb + 4;
+    if (np != need) {
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: checkpoint holds %llu parameters, its config needs %zu", path,
+                            (unsigned long long)np, need);
+        goto out;
+    }
+    size_t fb = sizeof(float) * need, want = CKPT_HEADER + 3 * fb + 4;
     if (len != want) {
         st = gopt_error_set(err, GOPT_EFORMAT, "%s: checkpoint is %zu bytes, expected %zu (%s)", path, len, want,
                             len < want ? "truncated" : "trailing data");
         goto out;
     }
+    if ((st = gopt_policy_create(&p, &cfg, 0, err))) goto out;
     uint32_t crc_file, crc = (uint32_t)crc32(0L, b, (uInt)(len - 4));
     memcpy(&crc_file, b + len - 4, 4);
     if (crc != crc_file) {
@@ -203,9 +214,18 @@ static gopt_status read_checkpoint(const char *path, gopt_policy **out, gopt_err
     memcpy(p->m, q, fb), q += fb;
     memcpy(p->v, q, fb);
     p->adam_t = at;
+    /* A trained network's weights stay within a few units (the shipped one: |w| < 4); 3e38 is
+     * finite but makes every activation inf or NaN. The moments are bounded likewise. */
     for (size_t i = 0; i < p->nparams; i++)
-        if (!isfinite(p->params[i])) {
-            st = gopt_error_set(err, GOPT_EFORMAT, "%s: parameter %zu is not finite", path, i);
+        if (!(fabsf(p->params[i]) <= CKPT_MAX_PARAM) || !(fabsf(p->m[i]) <= CKPT_MAX_MOMENT) ||
+            !(p->v[i] >= 0 && p->v[i] <= CKPT_MAX_MOMENT)) {
+            int which = !(fabsf(p->params[i]) <= CKPT_MAX_PARAM) ? 0 : !(fabsf(p->m[i]) <= CKPT_MAX_MOMENT) ? 1 : 2;
+            static const char *const what[3] = {"parameter", "Adam first moment of parameter",
+                                                "Adam second moment of parameter"};
+            float x = which == 0 ? p->params[i] : which == 1 ? p->m[i] : p->v[i];
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: %s %zu = %g is outside [%g, %g]", path, what[which], i,
+                                (double)x, which == 2 ? 0.0 : -(which ? CKPT_MAX_MOMENT : CKPT_MAX_PARAM),
+                                which ? CKPT_MAX_MOMENT : CKPT_MAX_PARAM);
             goto out;
         }
     *out = p;

@@ -170,6 +170,9 @@ struct gopt_policy {
     double fwd_flops, bwd_flops;
 };
 
+/* Parameters a valid config needs, without allocating them (0 and err set when out of memory):
+ * a checkpoint's size is checked against it before anything is allocated. */
+size_t policy_config_num_params(const gopt_policy_config *cfg, gopt_error *err);
 /* decode.c: build the placement units, pool their logits and scorer inputs (end of forward). */
 gopt_status policy_decode_prepare(gopt_policy *p, const uint16_t *dev_mask, gopt_error *err);
 /* decode.c: dlogits (and dpooled) of J for the given actions; checks them. */

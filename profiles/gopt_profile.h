@@ -13,8 +13,8 @@
  * shared read-only between threads. Device ids are 0..n-1 in file order
  * (a device entry with "count": k expands to k devices).
  *
- * Invariants after a successful load: at least one device; every number
- * finite and non-negative (bandwidths, peaks, memory strictly positive);
+ * Invariants after a successful load: 1 to GOPT_PROFILE_MAX_DEVICES devices;
+ * every number within the bounds below;
  * a link (bandwidth > 0, latency >= 0) for every ordered pair of distinct
  * devices; every table non-empty with positive coordinates and times.
  */
@@ -24,6 +24,21 @@
 #include <stdint.h>
 
 #include "gopt_common.h"
+
+/* Bounds on what a profile may declare (docs/profiles.md, "Bounds"),
+ * inclusive: far outside any real machine, tight enough that every time the
+ * cost model and the simulator derive from a bounded graph stays finite. */
+#define GOPT_PROFILE_MAX_DEVICES 64            /* devices in all (the simulator's limit) */
+#define GOPT_PROFILE_MIN_RATE 1.0              /* FLOP/s and bytes/s: peaks, bandwidths */
+#define GOPT_PROFILE_MAX_FLOPS_RATE 1e18       /* FLOP/s per device and dtype */
+#define GOPT_PROFILE_MAX_BANDWIDTH 1e16        /* bytes/s, memory and links */
+#define GOPT_PROFILE_MAX_MEMORY 1152921504606846976.0 /* 2^60 bytes per device; at least 1 */
+#define GOPT_PROFILE_MAX_DELAY 1.0             /* seconds: launch overhead, link latency (at least 0) */
+#define GOPT_PROFILE_MIN_TABLE_TIME 1e-12      /* seconds in a measured table row */
+#define GOPT_PROFILE_MAX_TABLE_TIME 1e6
+#define GOPT_PROFILE_MAX_TABLE_DIM 2147483647.0 /* GEMM m, n, k (at least 1) */
+#define GOPT_PROFILE_MAX_TABLE_FLOPS 1e21       /* conv table flops (at least 1) */
+#define GOPT_PROFILE_MAX_TABLE_BYTES 1125899906842624.0 /* 2^50: elementwise, reduction, copy bytes (at least 1) */
 
 typedef struct gopt_profile gopt_profile; /* a cluster: devices, links, cost tables, provenance */
 

@@ -49,8 +49,25 @@ char *gopt_profile_strdup(const char *s, gopt_error *err) {
     return c;
 }
 
+void gopt_table_bounds(gopt_table_kind k, int j, double *lo, double *hi) {
+    *lo = 1;
+    if (j == gopt_table_kind_dim(k)) {
+        *lo = GOPT_PROFILE_MIN_TABLE_TIME;
+        *hi = GOPT_PROFILE_MAX_TABLE_TIME;
+    } else if (k == GOPT_TABLE_GEMM) {
+        *hi = GOPT_PROFILE_MAX_TABLE_DIM;
+    } else if (k == GOPT_TABLE_CONV) {
+        *hi = GOPT_PROFILE_MAX_TABLE_FLOPS;
+    } else {
+        *hi = GOPT_PROFILE_MAX_TABLE_BYTES;
+    }
+}
+
 gopt_status gopt_profile_alloc(int ndev, int nsets, gopt_profile **out, gopt_error *err) {
     *out = NULL;
+    if (ndev > GOPT_PROFILE_MAX_DEVICES)
+        return gopt_error_set(err, GOPT_EINVAL, "profile: %d devices: a profile has at most %d", ndev,
+                              GOPT_PROFILE_MAX_DEVICES);
     gopt_profile *p = gopt_calloc(1, sizeof *p, err);
     if (!p) return GOPT_ENOMEM;
     p->ndev = ndev;
@@ -154,31 +171,41 @@ int gopt_profile_link_table(const gopt_profile *p, int src, int dst, gopt_profil
 }
 
 /* ---- invariants ------------------------------------------------------------------ */
-static int pos(double x) { return isfinite(x) && x > 0; }
+static int within(double x, double lo, double hi) { return x >= lo && x <= hi; }
 
 gopt_status gopt_profile_check(const gopt_profile *p, const char *origin, gopt_error *err) {
     if (p->ndev < 1) return gopt_error_set(err, GOPT_EINVAL, "%s: field 'devices': no device", origin);
+    if (p->ndev > GOPT_PROFILE_MAX_DEVICES)
+        return gopt_error_set(err, GOPT_EINVAL, "%s: field 'devices': %d devices, at most %d", origin, p->ndev,
+                              GOPT_PROFILE_MAX_DEVICES);
     for (int d = 0; d < p->ndev; d++) {
         const gopt_device *v = &p->dev[d];
         const char *nm = STR(v->name);
-        if (!pos(v->memory))
-            return gopt_error_set(err, GOPT_EINVAL, "%s: device '%s': memory_bytes = %g must be > 0", origin, nm, v->memory);
-        if (!pos(v->bandwidth))
-            return gopt_error_set(err, GOPT_EINVAL, "%s: device '%s': memory_bandwidth = %g must be > 0", origin, nm,
-                                  v->bandwidth);
-        if (!pos(v->peak[GOPT_DTYPE_FP32]))
-            return gopt_error_set(err, GOPT_EINVAL, "%s: device '%s': peak_flops.fp32 = %g must be > 0", origin, nm,
-                                  v->peak[GOPT_DTYPE_FP32]);
-        if (!(isfinite(v->launch) && v->launch >= 0))
-            return gopt_error_set(err, GOPT_EINVAL, "%s: device '%s': launch_overhead = %g must be >= 0", origin, nm,
-                                  v->launch);
+        if (!within(v->memory, 1, GOPT_PROFILE_MAX_MEMORY))
+            return gopt_error_set(err, GOPT_EINVAL, "%s: device '%s': memory_bytes = %.17g must be in [1, %g]", origin,
+                                  nm, v->memory, GOPT_PROFILE_MAX_MEMORY);
+        if (!within(v->bandwidth, GOPT_PROFILE_MIN_RATE, GOPT_PROFILE_MAX_BANDWIDTH))
+            return gopt_error_set(err, GOPT_EINVAL, "%s: device '%s': memory_bandwidth = %.17g must be in [%g, %g]",
+                                  origin, nm, v->bandwidth, GOPT_PROFILE_MIN_RATE, GOPT_PROFILE_MAX_BANDWIDTH);
+        for (int t = 0; t < GOPT_DTYPE_COUNT; t++)
+            if ((t == GOPT_DTYPE_FP32 || v->peak[t] != 0) &&
+                !within(v->peak[t], GOPT_PROFILE_MIN_RATE, GOPT_PROFILE_MAX_FLOPS_RATE))
+                return gopt_error_set(err, GOPT_EINVAL, "%s: device '%s': peak_flops.%s = %.17g must be in [%g, %g]",
+                                      origin, nm, DTYPE_NAMES[t], v->peak[t], GOPT_PROFILE_MIN_RATE,
+                                      GOPT_PROFILE_MAX_FLOPS_RATE);
+        if (!within(v->launch, 0, GOPT_PROFILE_MAX_DELAY))
+            return gopt_error_set(err, GOPT_EINVAL, "%s: device '%s': launch_overhead = %.17g must be in [0, %g]", origin,
+                                  nm, v->launch, GOPT_PROFILE_MAX_DELAY);
         for (int e = 0; e < p->ndev; e++) {
             if (e == d) continue;
             size_t i = (size_t)d * (size_t)p->ndev + (size_t)e;
-            if (!pos(p->link_bw[i]) || !(isfinite(p->link_lat[i]) && p->link_lat[i] >= 0))
+            if (!within(p->link_bw[i], GOPT_PROFILE_MIN_RATE, GOPT_PROFILE_MAX_BANDWIDTH) ||
+                !within(p->link_lat[i], 0, GOPT_PROFILE_MAX_DELAY))
                 return gopt_error_set(err, GOPT_EINVAL,
-                                      "%s: field 'links': no valid link from '%s' to '%s' (bandwidth %g, latency %g)",
-                                      origin, nm, STR(p->dev[e].name), p->link_bw[i], p->link_lat[i]);
+                                      "%s: field 'links': no valid link from '%s' to '%s' (bandwidth %.17g must be in "
+                                      "[%g, %g], latency %.17g in [0, %g])",
+                                      origin, nm, STR(p->dev[e].name), p->link_bw[i], GOPT_PROFILE_MIN_RATE,
+                                      GOPT_PROFILE_MAX_BANDWIDTH, p->link_lat[i], GOPT_PROFILE_MAX_DELAY);
         }
     }
     for (int s = 0; s < p->nsets; s++)
@@ -189,11 +216,13 @@ gopt_status gopt_profile_check(const gopt_profile *p, const char *origin, gopt_e
                 return gopt_error_set(err, GOPT_EINVAL, "%s: tables.%s.%s: empty table", origin, STR(p->sets[s].name),
                                       TABLE_NAMES[k]);
             for (int32_t r = 0; r < p->sets[s].n[k]; r++)
-                for (int c = 0; c < w; c++)
-                    if (!pos(p->sets[s].pts[k][(size_t)r * w + c]))
-                        return gopt_error_set(err, GOPT_EINVAL, "%s: tables.%s.%s[%d][%d] = %g must be > 0", origin,
-                                              STR(p->sets[s].name), TABLE_NAMES[k], (int)r, c,
-                                              p->sets[s].pts[k][(size_t)r * w + c]);
+                for (int c = 0; c < w; c++) {
+                    double x = p->sets[s].pts[k][(size_t)r * w + c], lo, hi;
+                    gopt_table_bounds((gopt_table_kind)k, c, &lo, &hi);
+                    if (!within(x, lo, hi))
+                        return gopt_error_set(err, GOPT_EINVAL, "%s: tables.%s.%s[%d][%d] = %.17g must be in [%g, %g]",
+                                              origin, STR(p->sets[s].name), TABLE_NAMES[k], (int)r, c, x, lo, hi);
+                }
         }
     return GOPT_OK;
 }

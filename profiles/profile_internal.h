@@ -40,8 +40,12 @@ struct gopt_profile {
 
 /* Coordinates per row of a table kind (3 for GEMM, else 1). */
 int gopt_table_kind_dim(gopt_table_kind k);
+/* The bounds [lo, hi] of column j of a table of kind k (coordinates, then
+ * seconds in the last column). */
+void gopt_table_bounds(gopt_table_kind k, int j, double *lo, double *hi);
 /* Allocate an empty profile with ndev devices and nsets table sets; links
- * zeroed, link_set -1, tablesets -1. Strings are NULL (accessors give ""). */
+ * zeroed, link_set -1, tablesets -1. Strings are NULL (accessors give "").
+ * More than GOPT_PROFILE_MAX_DEVICES devices is GOPT_EINVAL. */
 gopt_status gopt_profile_alloc(int ndev, int nsets, gopt_profile **out, gopt_error *err);
 /* strdup that sets err on failure; NULL in gives "" copied. */
 char *gopt_profile_strdup(const char *s, gopt_error *err);

@@ -7,7 +7,9 @@
  * pairs, and finally gopt_profile_check verifies that every ordered pair has
  * a link. Every message names the origin, the field and the bad value.
  * Unknown fields are rejected too (a typo must not silently become a
- * default). Cost: O(devices^2 + table rows).
+ * default), and every number must lie within the bounds of gopt_profile.h;
+ * the device count is checked before the devices^2 link matrices are
+ * allocated. Cost: O(devices^2 + table rows).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -35,9 +37,9 @@ static gopt_status unknown_keys(ctx *c, json_t *o, const char *where, const char
     return GOPT_OK;
 }
 
-/* A number field. required: missing is an error; min_excl: value must be > 0,
- * else >= 0. */
-static gopt_status get_num(ctx *c, json_t *o, const char *where, const char *key, int required, int strictly_pos,
+/* A number field within [lo, hi] (docs/profiles.md, "Bounds"). required:
+ * missing is an error. */
+static gopt_status get_num(ctx *c, json_t *o, const char *where, const char *key, int required, double lo, double hi,
                            double *out, int *present) {
     json_t *v = json_object_get(o, key);
     if (present) *present = v != NULL;
@@ -54,12 +56,15 @@ static gopt_status get_num(ctx *c, json_t *o, const char *where, const char *key
         return st;
     }
     double x = json_number_value(v);
-    if (!isfinite(x) || x < 0 || (strictly_pos && x == 0))
-        return gopt_error_set(c->err, GOPT_EINVAL, "%s: %s: field '%s' = %g must be %s", c->origin, where, key, x,
-                              strictly_pos ? "> 0" : ">= 0");
+    if (!(x >= lo && x <= hi))
+        return gopt_error_set(c->err, GOPT_EINVAL, "%s: %s: field '%s' = %.17g must be in [%g, %g]", c->origin, where,
+                              key, x, lo, hi);
     *out = x;
     return GOPT_OK;
 }
+
+#define RATE_BW GOPT_PROFILE_MIN_RATE, GOPT_PROFILE_MAX_BANDWIDTH
+#define DELAY 0.0, GOPT_PROFILE_MAX_DELAY
 
 static gopt_status get_str(ctx *c, json_t *o, const char *where, const char *key, int required, const char **out) {
     json_t *v = json_object_get(o, key);
@@ -97,11 +102,12 @@ static gopt_status read_table(ctx *c, json_t *a, const char *set, gopt_table_kin
                                                          : "bytes, seconds");
         for (int j = 0; j < w; j++) {
             json_t *v = json_array_get(row, (size_t)j);
-            double x = json_is_number(v) ? json_number_value(v) : NAN;
-            if (!json_is_number(v) || !isfinite(x) || x <= 0)
+            double x = json_is_number(v) ? json_number_value(v) : NAN, lo, hi;
+            gopt_table_bounds(k, j, &lo, &hi);
+            if (!json_is_number(v) || !(x >= lo && x <= hi))
                 return gopt_error_set(c->err, json_is_number(v) ? GOPT_EINVAL : GOPT_EFORMAT,
-                                      "%s: tables.%s.%s[%zu][%d] = %g must be a number > 0", c->origin, set, kn, r, j,
-                                      x);
+                                      "%s: tables.%s.%s[%zu][%d] = %.17g must be a number in [%g, %g]", c->origin, set,
+                                      kn, r, j, x, lo, hi);
             ts->pts[k][r * (size_t)w + (size_t)j] = x;
         }
     }
@@ -137,7 +143,7 @@ static gopt_status read_topology(ctx *c, json_t *t, gopt_profile *p) {
     int n = p->ndev;
     double bw = 0, lat = 0;
     if (strcmp(kind, "uniform") == 0 || strcmp(kind, "nvswitch") == 0 || strcmp(kind, "shared_memory") == 0) {
-        if ((st = get_num(c, t, w, "bandwidth", 1, 1, &bw, NULL)) || (st = get_num(c, t, w, "latency", 1, 0, &lat, NULL)))
+        if ((st = get_num(c, t, w, "bandwidth", 1, RATE_BW, &bw, NULL)) || (st = get_num(c, t, w, "latency", 1, DELAY, &lat, NULL)))
             return st;
         for (int i = 0; i < n * n; i++) {
             p->link_bw[i] = bw;
@@ -145,10 +151,10 @@ static gopt_status read_topology(ctx *c, json_t *t, gopt_profile *p) {
         }
     } else if (strcmp(kind, "pcie_tree") == 0) {
         double per = 0, xbw = 0, xlat = 0;
-        if ((st = get_num(c, t, w, "bandwidth", 1, 1, &bw, NULL)) || (st = get_num(c, t, w, "latency", 1, 0, &lat, NULL)) ||
-            (st = get_num(c, t, w, "devices_per_switch", 1, 1, &per, NULL)) ||
-            (st = get_num(c, t, w, "cross_bandwidth", 1, 1, &xbw, NULL)) ||
-            (st = get_num(c, t, w, "cross_latency", 1, 0, &xlat, NULL)))
+        if ((st = get_num(c, t, w, "bandwidth", 1, RATE_BW, &bw, NULL)) || (st = get_num(c, t, w, "latency", 1, DELAY, &lat, NULL)) ||
+            (st = get_num(c, t, w, "devices_per_switch", 1, 1, GOPT_PROFILE_MAX_DEVICES, &per, NULL)) ||
+            (st = get_num(c, t, w, "cross_bandwidth", 1, RATE_BW, &xbw, NULL)) ||
+            (st = get_num(c, t, w, "cross_latency", 1, DELAY, &xlat, NULL)))
             return st;
         if (per != floor(per))
             return gopt_error_set(c->err, GOPT_EINVAL, "%s: topology: field 'devices_per_switch' = %g is not an integer",
@@ -161,10 +167,10 @@ static gopt_status read_topology(ctx *c, json_t *t, gopt_profile *p) {
             }
     } else if (strcmp(kind, "nvlink_cube_mesh") == 0) {
         double fbw = 0, flat = 0;
-        if ((st = get_num(c, t, w, "link_bandwidth", 1, 1, &bw, NULL)) ||
-            (st = get_num(c, t, w, "latency", 1, 0, &lat, NULL)) ||
-            (st = get_num(c, t, w, "fallback_bandwidth", 1, 1, &fbw, NULL)) ||
-            (st = get_num(c, t, w, "fallback_latency", 1, 0, &flat, NULL)))
+        if ((st = get_num(c, t, w, "link_bandwidth", 1, GOPT_PROFILE_MIN_RATE, GOPT_PROFILE_MAX_BANDWIDTH / 2, &bw, NULL)) ||
+            (st = get_num(c, t, w, "latency", 1, DELAY, &lat, NULL)) ||
+            (st = get_num(c, t, w, "fallback_bandwidth", 1, RATE_BW, &fbw, NULL)) ||
+            (st = get_num(c, t, w, "fallback_latency", 1, DELAY, &flat, NULL)))
             return st;
         if (n != 8)
             return gopt_error_set(c->err, GOPT_EINVAL,
@@ -198,8 +204,8 @@ static gopt_status read_links(ctx *c, json_t *links, gopt_profile *p) {
         gopt_status st = unknown_keys(c, l, w, allowed);
         if (!st) st = get_str(c, l, w, "src", 1, &src);
         if (!st) st = get_str(c, l, w, "dst", 1, &dst);
-        if (!st) st = get_num(c, l, w, "bandwidth", 1, 1, &bw, NULL);
-        if (!st) st = get_num(c, l, w, "latency", 1, 0, &lat, NULL);
+        if (!st) st = get_num(c, l, w, "bandwidth", 1, RATE_BW, &bw, NULL);
+        if (!st) st = get_num(c, l, w, "latency", 1, DELAY, &lat, NULL);
         if (!st) st = get_str(c, l, w, "tables", 0, &tab);
         if (st) return st;
         int s = gopt_profile_find_device(p, src), t = gopt_profile_find_device(p, dst);
@@ -236,9 +242,9 @@ static gopt_status read_device(ctx *c, json_t *jd, const char *w, gopt_profile *
     gopt_status st;
     if ((st = get_str(c, jd, w, "name", 1, &name)) || (st = get_str(c, jd, w, "kind", 1, &kind)) ||
         (st = get_str(c, jd, w, "model", 1, &model)) || (st = get_str(c, jd, w, "tables", 0, &tab)) ||
-        (st = get_num(c, jd, w, "memory_bytes", 1, 1, &proto.memory, NULL)) ||
-        (st = get_num(c, jd, w, "memory_bandwidth", 1, 1, &proto.bandwidth, NULL)) ||
-        (st = get_num(c, jd, w, "launch_overhead", 1, 0, &proto.launch, NULL)))
+        (st = get_num(c, jd, w, "memory_bytes", 1, 1, GOPT_PROFILE_MAX_MEMORY, &proto.memory, NULL)) ||
+        (st = get_num(c, jd, w, "memory_bandwidth", 1, RATE_BW, &proto.bandwidth, NULL)) ||
+        (st = get_num(c, jd, w, "launch_overhead", 1, DELAY, &proto.launch, NULL)))
         return st;
     if (!name[0] || strlen(name) > NAME_MAX_LEN)
         return gopt_error_set(c->err, GOPT_EINVAL, "%s: %s: field 'name' = '%s' must have 1 to %d characters", c->origin,
@@ -258,7 +264,7 @@ static gopt_status read_device(ctx *c, json_t *jd, const char *w, gopt_profile *
     json_object_foreach(pk, key, v) {
         int t = gopt_dtype_parse(key);
         if (t < 0) return gopt_error_set(c->err, GOPT_EINVAL, "%s: %s: unknown dtype '%s'", c->origin, pw, key);
-        if ((st = get_num(c, pk, pw, key, 1, 1, &proto.peak[t], NULL))) return st;
+        if ((st = get_num(c, pk, pw, key, 1, GOPT_PROFILE_MIN_RATE, GOPT_PROFILE_MAX_FLOPS_RATE, &proto.peak[t], NULL))) return st;
     }
     if (proto.peak[GOPT_DTYPE_FP32] <= 0)
         return gopt_error_set(c->err, GOPT_EFORMAT, "%s: %s: field 'fp32' is missing", c->origin, pw);
@@ -300,7 +306,7 @@ static gopt_status build(ctx *c, json_t *root, gopt_profile **out) {
     if (strcmp(fmt, "gopt-profile") != 0)
         return gopt_error_set(c->err, GOPT_EFORMAT, "%s: field 'format' = '%s' is not 'gopt-profile'", c->origin, fmt);
     double ver = 0;
-    if ((st = get_num(c, root, "profile", "version", 1, 1, &ver, NULL))) return st;
+    if ((st = get_num(c, root, "profile", "version", 1, 0, 1e9, &ver, NULL))) return st;
     if (ver != 1)
         return gopt_error_set(c->err, GOPT_EUNSUP, "%s: field 'version' = %g is not supported (1)", c->origin, ver);
     if ((st = get_str(c, root, "profile", "name", 1, &name)) ||
@@ -328,12 +334,15 @@ static gopt_status build(ctx *c, json_t *root, gopt_profile **out) {
         if ((st = unknown_keys(c, jd, w, dev_allowed))) return st;
         double cnt = 1;
         int has = 0;
-        if ((st = get_num(c, jd, w, "count", 0, 1, &cnt, &has))) return st;
-        if (cnt != floor(cnt) || cnt > 4096)
-            return gopt_error_set(c->err, GOPT_EINVAL, "%s: %s: field 'count' = %g must be an integer 1..4096", c->origin,
-                                  w, cnt);
+        if ((st = get_num(c, jd, w, "count", 0, 1, GOPT_PROFILE_MAX_DEVICES, &cnt, &has))) return st;
+        if (cnt != floor(cnt))
+            return gopt_error_set(c->err, GOPT_EINVAL, "%s: %s: field 'count' = %g must be an integer 1..%d", c->origin,
+                                  w, cnt, GOPT_PROFILE_MAX_DEVICES);
         ndev += (int)cnt;
-        if (ndev > 65536) return gopt_error_set(c->err, GOPT_EINVAL, "%s: too many devices (%d)", c->origin, ndev);
+        /* before anything is allocated: the link matrices take devices^2 */
+        if (ndev > GOPT_PROFILE_MAX_DEVICES)
+            return gopt_error_set(c->err, GOPT_EINVAL, "%s: %s: %d devices so far: a profile has at most %d", c->origin, w,
+                                  ndev, GOPT_PROFILE_MAX_DEVICES);
     }
     json_t *sets = json_object_get(root, "tables");
     if (sets && !json_is_object(sets))
@@ -385,7 +394,7 @@ static gopt_status build(ctx *c, json_t *root, gopt_profile **out) {
         char w[48];
         snprintf(w, sizeof w, "devices[%zu]", i);
         double cnt = 1;
-        get_num(c, jd, w, "count", 0, 1, &cnt, NULL);
+        get_num(c, jd, w, "count", 0, 1, GOPT_PROFILE_MAX_DEVICES, &cnt, NULL);
         if ((st = read_device(c, jd, w, p, first, (int)cnt))) goto fail;
         first += (int)cnt;
     }

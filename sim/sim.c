@@ -13,7 +13,11 @@
  * (ndev^2 slots); the loop is in event_loop.inc, included by resources.c.
  *
  * Invariants: no allocation after gopt_sim_scratch_create; every array of the
- * scratch that a run reads before writing is reset by prepare().
+ * scratch that a run reads before writing is reset by prepare(). Byte counts
+ * are whole bytes in int64: a graph holds at most 2^60 bytes of outputs,
+ * parameters and edges in all, each at most 2^50 (gopt_graph.h), so a device's
+ * parameters + outputs + received copies stay below 2^60 + 2^33 and every
+ * ceil() cast is in range; with the profile bounds every time is finite.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -41,6 +45,17 @@ gopt_status gopt_sim_create(const gopt_graph *g, const gopt_costmodel *cm, gopt_
         return st;
     }
     size_t n = (size_t)f->n;
+    /* finite by the bounds of graphs and profiles; an infinite kernel would never end (an event
+     * at +inf is "no event") and surface as a deadlock, so name it here instead */
+    for (size_t i = 0; i < n * (size_t)nd; i++)
+        if (!(sim->table.time[i] >= 0 && sim->table.time[i] < HUGE_VAL)) {
+            st = gopt_error_set(err, GOPT_EINVAL, "sim: node '%s': kernel time %g s on device %d is not finite",
+                                gopt_graph_node_name(g, (int32_t)(i / (size_t)nd)), sim->table.time[i],
+                                (int)(i % (size_t)nd));
+            gopt_cost_table_destroy(&sim->table);
+            free(sim);
+            return st;
+        }
     sim->osize = gopt_malloc((n ? n : 1) * sizeof(int64_t), err);
     sim->psize = gopt_malloc((n ? n : 1) * sizeof(int64_t), err);
     size_t m = (size_t)f->m;
@@ -458,8 +473,9 @@ gopt_status gopt_sim_run(const gopt_sim *sim, const gopt_decisions *d, gopt_sim_
             if (s->nt[v].task == v && s->nc[v].start < 0) stuck = v;
         }
         return gopt_error_set(err, GOPT_EINVAL,
-                              "sim: deadlock: %d of %d kernels never became ready (first: node '%s'); a fusion group "
-                              "whose contraction makes a cycle? (gopt_decisions_validate rejects it)",
+                              "sim: deadlock: %d of %d kernels never became ready (first: node '%s'): the decisions "
+                              "were not validated and a fusion group's contraction makes a cycle "
+                              "(gopt_decisions_validate refuses such decisions)",
                               s->ntasks - s->tasks_done, s->ntasks,
                               stuck >= 0 ? gopt_graph_node_name(sim->g, stuck) : "?");
     }

@@ -28,14 +28,21 @@
 
 #include "sim_internal.h"
 
+/* Whole nanoseconds, saturated: bounded inputs can still make a step last longer than the
+ * 292 years a long long holds in ns (llround would then return an unspecified value). */
+static long long ns_of(double t_s) {
+    double ns = t_s * 1e9;
+    return ns >= 9.2e18 ? 9200000000000000000LL : ns <= 0 ? 0 : llround(ns);
+}
+
 /* "ts" at time t_s (seconds), and "dur" of a slice from start_s to end_s: see the header. */
 static void put_ts(gopt_buf *b, double t_s) {
-    long long a = llround(t_s * 1e9);
+    long long a = ns_of(t_s);
     gopt_buf_printf(b, "\"ts\":%lld.%03lld25", a / 1000, a % 1000);
 }
 
 static void put_span(gopt_buf *b, double start_s, double end_s) {
-    long long a = llround(start_s * 1e9), e = llround(end_s * 1e9), d = e > a ? e - a : 0;
+    long long a = ns_of(start_s), e = ns_of(end_s), d = e > a ? e - a : 0;
     put_ts(b, start_s);
     gopt_buf_printf(b, ",\"dur\":%lld.%03lld", d / 1000, d % 1000);
 }

@@ -128,10 +128,10 @@ static void test_file_roundtrip(void **state) {
     assert_memory_equal(d.priority, e.priority, (size_t)n * sizeof *d.priority);
     assert_memory_equal(d.group, e.group, (size_t)n * sizeof *d.group);
     gopt_decisions_destroy(&e);
-    /* the same file against a one-device cluster: device 1 is refused, naming the file */
+    /* the same file against a one-device cluster: its header is refused, naming the file */
     assert_int_equal(gopt_decisions_load(path, mlp, 1, &e, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "d.tsv"));
-    assert_non_null(strstr(err.msg, "device 1 does not exist"));
+    assert_non_null(strstr(err.msg, "line 3: the decisions are for 2 devices, the cluster has 1"));
     assert_null(e.device);
     gopt_decisions_destroy(&d);
 }
@@ -156,7 +156,17 @@ static void expect_load_error(const char *text, const char *needle) {
 static void test_file_rejections(void **state) {
     (void)state;
     expect_load_error("hello\n", "expected 'gopt-decisions 1'");
-    expect_load_error("gopt-decisions 1\nfoo\n", "column header");
+    expect_load_error("gopt-decisions 1\nfoo\n", "line 2: expected 'graph NAME', found 'foo'");
+    expect_load_error("gopt-decisions 1\ngraph mlp_train\nnode\tdevice\tpriority\tgroup\n",
+                      "line 3: expected 'devices N'");
+    expect_load_error("gopt-decisions 1\ngraph mlp_train\ndevices 2\nfoo\n", "column header");
+    expect_load_error("gopt-decisions 1\ngraph other\ndevices 2\n", "line 2: the decisions are for graph 'other', not 'mlp_train'");
+    expect_load_error("gopt-decisions 1\ngraph mlp_train\ndevices 3\n", "for 3 devices, the cluster has 2");
+    expect_load_error("gopt-decisions 1\ngraph mlp_train\ndevices +2\n", "expected 'devices N'");
+    expect_load_error("gopt-decisions 1\ngraph mlp_train\n", "the header line 'devices N' is missing");
+    expect_load_error(HDR "mm1\t\t0\t1\t-1\n", "expected 4 tab-separated fields, found more");
+    expect_load_error(HDR "mm1\t0\t\t1\n", "field 3 (priority) is empty (two tabs in a row?)");
+    expect_load_error(HDR "mm1\t 0\t1\t-1\n", "device ' 0' is not an integer");
     expect_load_error(HDR "ghost\t0\t1\t-1\n", "node 'ghost' is not in graph 'mlp_train'");
     expect_load_error(HDR "mm1\t0\t1\t-1\nmm1\t0\t1\t-1\n", "node 'mm1' appears twice");
     expect_load_error(HDR "mm1\tzero\t1\t-1\n", "device 'zero' is not an integer");

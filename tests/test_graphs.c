@@ -207,7 +207,7 @@ static void test_exact_numbers_entities_and_extras(void **state) {
     const char *text = KEY_DEFS
         "<!-- a comment --><key id=\"k\" for=\"node\" attr.name=\"note\" attr.type=\"string\"/>" GRAPH_OPEN
         "<node id=\"a\"><data key=\"name\">a&amp;b &lt;1&gt; &#65;&#x42;</data><data key=\"op\">Op</data>"
-        "<data key=\"class\">gemm</data><data key=\"flops\"> 0.1 </data><data key=\"ob\">1e300</data>"
+        "<data key=\"class\">gemm</data><data key=\"flops\"> 0.1 </data><data key=\"ob\">1e15</data>"
         "<data key=\"k\"><![CDATA[keep <me>]]></data></node>\n" NODE("b", "b", "other", "3") EDGE("a", "b", "0.30000000000000004")
         TAIL;
     gopt_graph *g, *g2;
@@ -222,7 +222,7 @@ static void test_exact_numbers_entities_and_extras(void **state) {
     assert_int_equal(gopt_graph_load(p, &g2, &err), GOPT_OK);
     const gopt_frozen *f = gopt_graph_frozen(g2);
     assert_true(f->flops[0] == 0.1);
-    assert_true(f->out_bytes[0] == 1e300);
+    assert_true(f->out_bytes[0] == 1e15);
     assert_true(f->edge_bytes[0] == 0.30000000000000004);
     assert_int_equal(gopt_graph_num_extra(g2), 1);
     char *txt;
@@ -301,9 +301,42 @@ static void test_reject_bad_attributes(void **state) {
     expect_reject(KEYS "<node id=\"n7\"><data key=\"op\">Op</data></node>" TAIL, "node id 'n7'", "missing attribute name");
     /* negative, NaN, infinite, not a number */
     expect_reject(KEYS NODE("a", "conv3/bn", "gemm", "-1") TAIL, "node 'conv3/bn'", "flops = -1 is negative");
-    expect_reject(KEYS NODE("a", "a", "gemm", "nan") TAIL, "node 'a'", "NaN");
-    expect_reject(KEYS NODE("a", "a", "gemm", "inf") TAIL, "node 'a'", "not finite");
-    expect_reject(KEYS NODE("a", "a", "gemm", "12abc") TAIL, "flops = '12abc'", "not a number");
+    expect_reject(KEYS NODE("a", "a", "gemm", "nan") TAIL, "node 'a'", "flops = 'nan' is not a decimal number");
+    expect_reject(KEYS NODE("a", "a", "gemm", "inf") TAIL, "node 'a'", "flops = 'inf' is not a decimal number");
+    expect_reject(KEYS NODE("a", "a", "gemm", "12abc") TAIL, "flops = '12abc'", "not a decimal number");
+    /* hex floats, underflow to 0 (or to a subnormal), overflow to infinity */
+    expect_reject(KEYS NODE("a", "a", "gemm", "0x1p4") TAIL, "flops = '0x1p4'", "not a decimal number");
+    expect_reject(KEYS NODE("a", "a", "gemm", "1e-400") TAIL, "flops = '1e-400'", "would read as 0");
+    expect_reject(KEYS NODE("a", "a", "gemm", "1e-310") TAIL, "flops = '1e-310'", "not a decimal number");
+    expect_reject(KEYS NODE("a", "a", "gemm", "1e400") TAIL, "flops = '1e400'", "not a decimal number");
+    expect_reject(KEYS NODE("a", "a", "gemm", ".") TAIL, "flops = '.'", "not a decimal number");
+    /* bounds: per value, and the byte total */
+    expect_reject(KEYS NODE("a", "a", "gemm", "2e21") TAIL, "node 'a'", "flops = 2e+21 is above the bound");
+    expect_reject(KEYS "<node id=\"a\"><data key=\"name\">a</data><data key=\"op\">Op</data><data key=\"class\">gemm</data>"
+                       "<data key=\"flops\">1</data><data key=\"ob\">1e19</data></node>" TAIL,
+                  "node 'a'", "out_bytes = 1e+19 is above the bound");
+    expect_reject(KEYS NODE("a", "a", "gemm", "1") NODE("b", "b", "gemm", "1") EDGE("a", "b", "1e308") TAIL,
+                  "edge 'a' -> 'b'", "above the bound 1125899906842624 (2^50)");
+    {
+        /* 1025 edges of 2^50 bytes: each within its bound, 2^60 + 2^50 in all */
+        size_t cap = 200000, len = 0;
+        char *t = malloc(cap);
+        len += (size_t)snprintf(t + len, cap - len, "%s", KEYS NODE("a", "a", "gemm", "1") NODE("b", "b", "gemm", "1"));
+        for (int i = 0; i < 1025; i++)
+            len += (size_t)snprintf(t + len, cap - len, "%s", EDGE("a", "b", "1125899906842624"));
+        snprintf(t + len, cap - len, "%s", TAIL);
+        expect_reject(t, "graph 't'", "edge bytes = 1.1540474045136896e+18 in all is above the bound");
+        free(t);
+    }
+    /* characters XML forbids, invalid UTF-8 (raw or by reference), a graph without nodes */
+    expect_reject(KEYS NODE("a", "a\x01" "b", "gemm", "1") TAIL, "line 13", "byte 0x01 is invalid UTF-8 or a character XML forbids");
+    expect_reject(KEYS NODE("a", "a\xef\xbf\xbe", "gemm", "1") TAIL, "line 13", "byte 0xef");
+    expect_reject(KEYS NODE("a", "a\xc3(", "gemm", "1") TAIL, "line 13", "byte 0xc3");
+    expect_reject(KEYS NODE("a", "a\xc0\x80", "gemm", "1") TAIL, "line 13", "byte 0xc0");
+    expect_reject(KEYS NODE("a", "a&#1;", "gemm", "1") TAIL, "line 13", "bad character reference '&#1;'");
+    expect_reject(KEYS NODE("a", "a&#xFFFE;", "gemm", "1") TAIL, "line 13", "bad character reference");
+    expect_reject(KEYS NODE("a", "a&#xD800;", "gemm", "1") TAIL, "line 13", "bad character reference");
+    expect_reject(KEYS TAIL, "has no <node>", NULL);
     /* unknown class */
     expect_reject(KEYS NODE("a", "a", "matmul", "1") TAIL, "class = 'matmul'", "node 'a'");
     /* duplicate name, duplicate id */
@@ -318,6 +351,41 @@ static void test_reject_bad_attributes(void **state) {
     /* undeclared key, undirected graph, a phase that is not one */
     expect_reject(KEYS "<node id=\"a\"><data key=\"nope\">1</data></node>" TAIL, "nope", "undeclared");
     expect_reject("<graphml><graph edgedefault=\"undirected\"></graph></graphml>", "directed", NULL);
+}
+
+/* The builder refuses what the reader refuses, so no graph in memory can make the writer emit
+ * text an XML parser rejects; the bounds are inclusive. */
+static void test_builder_text_and_bounds(void **state) {
+    (void)state;
+    gopt_graph *g = NULL;
+    gopt_error err = {0};
+    assert_int_equal(gopt_graph_create(&g, "bad\xff", "test", &err), GOPT_EINVAL);
+    assert_null(g);
+    assert_non_null(strstr(err.msg, "graph name: byte 3 (0xff)"));
+    assert_int_equal(gopt_graph_create(&g, "ok \xe2\x82\xac \xf0\x9f\x99\x82", "test", &err), GOPT_OK);
+    gopt_node_attrs na = node("a\x1f", GOPT_OP_CLASS_GEMM, 1);
+    assert_int_equal(gopt_graph_add_node(g, &na, NULL, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "node name: byte 1 (0x1f)"));
+    na = node("a", GOPT_OP_CLASS_GEMM, 1);
+    na.shape = "4x\xed\xa0\x80"; /* a UTF-16 surrogate, encoded */
+    assert_int_equal(gopt_graph_add_node(g, &na, NULL, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "node 'a': attribute shape: byte 2"));
+    na = node("a", GOPT_OP_CLASS_GEMM, GOPT_GRAPH_MAX_FLOPS);
+    na.out_bytes = na.param_bytes = GOPT_GRAPH_MAX_BYTES;
+    assert_int_equal(gopt_graph_add_node(g, &na, NULL, &err), GOPT_OK);
+    na = node("b", GOPT_OP_CLASS_GEMM, nextafter(GOPT_GRAPH_MAX_FLOPS, INFINITY));
+    assert_int_equal(gopt_graph_add_node(g, &na, NULL, &err), GOPT_EINVAL);
+    na = node("b", GOPT_OP_CLASS_GEMM, 0);
+    assert_int_equal(gopt_graph_add_node(g, &na, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_graph_add_edge(g, 0, 1, GOPT_GRAPH_MAX_BYTES * 2, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_graph_add_edge(g, 0, 1, GOPT_GRAPH_MAX_BYTES, &err), GOPT_OK);
+    assert_int_equal(gopt_graph_finalize(g, &err), GOPT_OK);
+    gopt_buf b;
+    gopt_buf_init(&b);
+    assert_int_equal(gopt_graph_write_graphml(g, &b, &err), GOPT_OK);
+    assert_int_equal(gopt_graph_text_check(b.data, b.len), -1);
+    gopt_buf_destroy(&b);
+    gopt_graph_free(g);
 }
 
 static void test_parse_is_repeatable(void **state) {
@@ -346,6 +414,7 @@ int main(void) {
         cmocka_unit_test(test_reject_truncated_and_corrupt_gzip),
         cmocka_unit_test(test_reject_cycle_names_two_nodes),
         cmocka_unit_test(test_reject_bad_attributes),
+        cmocka_unit_test(test_builder_text_and_bounds),
         cmocka_unit_test(test_parse_is_repeatable),
     };
     return cmocka_run_group_tests_name("graphs", tests, setup, teardown);

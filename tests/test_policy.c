@@ -379,6 +379,9 @@ static void test_fast_exp(void **state) {
         double e = exp((double)x), f = gopt_fast_expf(x);
         assert_true(fabs(f - e) <= 1e-6 * e);
     }
+    /* any input, NaN and infinities included, gives a finite value without undefined behaviour */
+    const float odd[] = {NAN, -NAN, INFINITY, -INFINITY, 3e38f, -3e38f, -1000.0f};
+    for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) assert_true(isfinite(gopt_fast_expf(odd[i])));
 }
 
 /* ---- whole network ----------------------------------------------------------------- */

@@ -166,14 +166,14 @@ static void test_bad_inputs(void **state) {
     expect_bad("\"machine\":\"m\",", "", GOPT_EFORMAT, "'machine' is missing");
     expect_bad("\"format\":\"gopt-profile\",", "", GOPT_EFORMAT, "'format' is missing");
     /* negative, zero, NaN, not a number */
-    expect_bad("\"memory_bandwidth\":1e10", "\"memory_bandwidth\":-1e10", GOPT_EINVAL, "'memory_bandwidth' = -1e+10");
-    expect_bad("\"memory_bytes\":2e9", "\"memory_bytes\":0", GOPT_EINVAL, "'memory_bytes' = 0 must be > 0");
+    expect_bad("\"memory_bandwidth\":1e10", "\"memory_bandwidth\":-1e10", GOPT_EINVAL, "'memory_bandwidth' = -10000000000 must be in [1, 1e+16]");
+    expect_bad("\"memory_bytes\":2e9", "\"memory_bytes\":0", GOPT_EINVAL, "'memory_bytes' = 0 must be in [1, 1.15292e+18]");
     expect_bad("\"launch_overhead\":1e-6", "\"launch_overhead\":-1e-6", GOPT_EINVAL, "'launch_overhead'");
     expect_bad("\"latency\":1e-5", "\"latency\":NaN", GOPT_EFORMAT, "\"latency\":NaN");
     expect_bad("\"latency\":1e-5", "\"latency\":\"NaN\"", GOPT_EFORMAT, "'latency' = \"NaN\" is not a number");
     expect_bad("\"fp32\":1e11", "\"fp32\":-5", GOPT_EINVAL, "'fp32' = -5");
-    expect_bad("[16,16,16,2e-6]", "[16,16,-16,2e-6]", GOPT_EINVAL, "tables.s.gemm[1][2] = -16");
-    expect_bad("[1000,2e-7]", "[1000,0]", GOPT_EINVAL, "tables.s.elementwise[1][1] = 0");
+    expect_bad("[16,16,16,2e-6]", "[16,16,-16,2e-6]", GOPT_EINVAL, "tables.s.gemm[1][2] = -16 must be a number in [1, 2.14748e+09]");
+    expect_bad("[1000,2e-7]", "[1000,0]", GOPT_EINVAL, "tables.s.elementwise[1][1] = 0 must be a number in [1e-12, 1e+06]");
     expect_bad("[1000,2e-7]", "[1000]", GOPT_EFORMAT, "tables.s.elementwise[1]: expected a row of 2");
     /* links */
     expect_bad("\"dst\":\"b\"", "\"dst\":\"zz\"", GOPT_EINVAL, "field 'dst' = 'zz' is not a device");
@@ -193,6 +193,19 @@ static void test_bad_inputs(void **state) {
     expect_bad("\"name\":\"b\"", "\"name\":\"a\"", GOPT_EINVAL, "device name 'a' is used twice");
     expect_bad("\"memory_bytes\":1e9,", "\"memory_bytes\":1e9,\"count\":1.5,", GOPT_EINVAL, "'count' = 1.5");
     expect_bad("\"fp32\":1e11", "\"fp32\":1e11,\"fp7\":1", GOPT_EINVAL, "unknown dtype 'fp7'");
+    /* bounds: extreme but finite values, device counts (checked before the devices^2 links) */
+    expect_bad("\"fp32\":1e11", "\"fp32\":5e-324", GOPT_EINVAL, "devices[0].peak_flops: field 'fp32' = 4.9406564584124654e-324 must be in [1, 1e+18]");
+    expect_bad("\"fp32\":1e11", "\"fp32\":1e19", GOPT_EINVAL, "'fp32' = 1e+19 must be in [1, 1e+18]");
+    expect_bad("\"launch_overhead\":1e-6", "\"launch_overhead\":1e308", GOPT_EINVAL, "'launch_overhead' = 1e+308 must be in [0, 1]");
+    expect_bad("\"memory_bandwidth\":1e10", "\"memory_bandwidth\":1e-300", GOPT_EINVAL, "devices[0]: field 'memory_bandwidth' = 1e-300");
+    expect_bad("\"memory_bytes\":2e9", "\"memory_bytes\":1e19", GOPT_EINVAL, "'memory_bytes' = 1e+19 must be in");
+    expect_bad("\"latency\":1e-5", "\"latency\":2", GOPT_EINVAL, "links[0]: field 'latency' = 2 must be in [0, 1]");
+    expect_bad("\"bandwidth\":5e9", "\"bandwidth\":1e17", GOPT_EINVAL, "links[0]: field 'bandwidth' = 1e+17");
+    expect_bad("[1000,2e-7]", "[1e300,2e-7]", GOPT_EINVAL, "tables.s.elementwise[1][0] = 1.0000000000000001e+300");
+    expect_bad("[1000,2e-7]", "[1000,1e7]", GOPT_EINVAL, "tables.s.elementwise[1][1] = 10000000");
+    expect_bad("\"memory_bytes\":1e9,", "\"memory_bytes\":1e9,\"count\":65,", GOPT_EINVAL, "devices[0]: field 'count' = 65 must be in [1, 64]");
+    expect_bad("\"memory_bytes\":1e9,", "\"memory_bytes\":1e9,\"count\":40000,", GOPT_EINVAL, "'count' = 40000");
+    expect_bad("\"memory_bytes\":2e9,", "\"memory_bytes\":2e9,\"count\":64,", GOPT_EINVAL, "devices[1]: 65 devices so far: a profile has at most 64");
     {
         gopt_profile *p = NULL;
         gopt_error err = {0};

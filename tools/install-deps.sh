@@ -4,7 +4,8 @@
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config libigraph-dev libgsl-dev libopenblas-dev zlib1g-dev
       libcmocka-dev libjansson-dev libmetis-dev libprotobuf-c-dev protobuf-c-compiler
-      libopenmpi-dev openmpi-bin)
+      libopenmpi-dev openmpi-bin
+      clang libclang-rt-14-dev)  # clang + libFuzzer and the sanitizer runtimes: tools/fuzz.sh only
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -80,11 +80,11 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     unsigned tasks = GOPT_TASKS_ALL;
     gopt_status st;
     if ((st = gopt_policy_load(&pol, path, err)) || (st = gopt_trainer_checkpoint_tasks(path, &tasks, err))) {
-        gopt_error_prefix(err, "method go: checkpoint");
+        gopt_error_prefix(err, "checkpoint"); /* the caller names the method */
         goto out;
     }
     if (p->ndev > gopt_policy_get_config(pol)->max_devices) {
-        st = gopt_error_set(err, GOPT_EINVAL, "method go: %s places on at most %d devices, asked for %d", path,
+        st = gopt_error_set(err, GOPT_EINVAL, "checkpoint %s places on at most %d devices, asked for %d", path,
                             gopt_policy_get_config(pol)->max_devices, p->ndev);
         goto out;
     }

@@ -66,6 +66,13 @@ static json_t *options_json(const gopt_trainer *t) {
     return j;
 }
 
+/* 16 hex digits (a u64 as save writes it); 0 when s is anything else. */
+static int parse_hex64(const char *s, uint64_t *out) {
+    if (!s || strlen(s) != 16 || strspn(s, "0123456789abcdefABCDEF") != 16) return 0;
+    *out = (uint64_t)strtoull(s, NULL, 16);
+    return 1;
+}
+
 static json_t *real_or_null(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 static double real_or_inf(json_t *x) { return json_is_number(x) ? json_number_value(x) : INFINITY; }
 
@@ -166,8 +173,8 @@ gopt_status gopt_trainer_checkpoint_tasks(const char *path, unsigned *tasks, gop
             json_t *ts = json_object_get(json_object_get(j, "options"), "tasks");
             if (!json_is_string(ts))
                 st = gopt_error_set(err, GOPT_EFORMAT, "%s: options.tasks is missing", state);
-            else
-                st = gopt_trainer_parse_tasks(json_string_value(ts), tasks, err);
+            else if ((st = gopt_trainer_parse_tasks(json_string_value(ts), tasks, err)))
+                gopt_error_prefix(err, "%s: options.tasks", state); /* name the .state file, not the graph */
             json_decref(j);
         }
     }
@@ -220,7 +227,11 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
     snprintf(state, pl + 8, "%s.state", path);
     if ((st = read_state(state, &j, err))) goto out;
     json_t *c = json_object_get(j, "policy_fnv64");
-    uint64_t want = json_is_string(c) ? (uint64_t)strtoull(json_string_value(c), NULL, 16) : 0;
+    uint64_t want = 0;
+    if (!parse_hex64(json_string_value(c), &want)) {
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: field 'policy_fnv64' is not 16 hex digits", state);
+        goto out;
+    }
     uint64_t hash = 0;
     int exists = 0;
     if ((st = file_fnv64(next, &hash, &exists, err))) goto out;
@@ -239,7 +250,7 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
     json_t *gs = json_object_get(j, "graphs"), *perm = json_object_get(j, "perm"), *sel = json_object_get(j, "sel");
     json_t *rng = json_object_get(j, "rng"), *step = json_object_get(j, "step"), *cur = json_object_get(j, "cursor");
     if (!json_is_array(gs) || !json_is_array(perm) || !json_is_array(sel) || !json_is_array(rng) ||
-        json_array_size(rng) != 4 || !json_is_integer(step) || !json_is_integer(cur)) {
+        json_array_size(rng) != 4 || !json_is_integer(step) || json_integer_value(step) < 0 || !json_is_integer(cur)) {
         st = gopt_error_set(err, GOPT_EFORMAT, "%s: missing or malformed field (graphs, perm, sel, rng, step, cursor)",
                             state);
         goto out;
@@ -266,8 +277,14 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
                                 state, name, ref, G->ref);
             goto out;
         }
+        json_t *bj = json_object_get(g, "best_s");
+        double best = real_or_inf(bj);
+        if ((bj && !json_is_null(bj) && !json_is_number(bj)) || !(best > 0)) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': best_s is not a step time > 0 or null", state, name);
+            goto out;
+        }
         G->ref = ref;
-        G->best = real_or_inf(json_object_get(g, "best_s"));
+        G->best = best;
     }
     for (int i = 0; i < t->ng; i++) {
         json_int_t p = json_integer_value(json_array_get(perm, i));
@@ -291,14 +308,18 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
         st = gopt_error_set(err, GOPT_EFORMAT, "%s: cursor = %lld is out of range", state, (long long)cu);
         goto out;
     }
+    gopt_rng rs;
     for (int i = 0; i < 4; i++) {
-        const char *h = json_string_value(json_array_get(rng, i));
-        if (!h) {
-            st = gopt_error_set(err, GOPT_EFORMAT, "%s: rng[%d] is not a string", state, i);
+        if (!parse_hex64(json_string_value(json_array_get(rng, i)), &rs.s[i])) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: rng[%d] is not 16 hex digits", state, i);
             goto out;
         }
-        t->rng.s[i] = (uint64_t)strtoull(h, NULL, 16);
     }
+    if (!(rs.s[0] | rs.s[1] | rs.s[2] | rs.s[3])) { /* xoshiro's one fixed point: it would draw 0 forever */
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: rng state is all zero", state);
+        goto out;
+    }
+    t->rng = rs;
     if ((st = gopt_policy_load_into(t->pol, path, err))) goto out;
     t->cursor = (int32_t)cu;
     t->step = (int64_t)json_integer_value(step);
