@@ -7,7 +7,9 @@
  *   i32 config[11]         hidden, sage_layers, attn_layers, heads, segment,
  *                          ffn_mult, max_devices, sched_levels, fusion_levels,
  *                          memory_grad, cond_hidden (version 2: the
- *                          conditioned decoder; version 1 files are refused)
+ *                          conditioned decoder; version 1 files have the
+ *                          first 10 and load with cond_hidden = 0: the same
+ *                          network, decoded with the memory masks only)
  *   u32 nfeat              GOPT_POLICY_NFEAT (feature layout)
  *   u64 nparams, u64 adam_t
  *   f32 params[nparams], m[nparams], v[nparams]
@@ -27,7 +29,8 @@
 #define CKPT_MAGIC "GOPTPOL"
 #define CKPT_VERSION 2u
 #define CKPT_NCFG 11
-#define CKPT_HEADER (8 + 4 + 4 * CKPT_NCFG + 4 + 8 + 8)
+#define CKPT_HEADER_V(ncfg) (8 + 4 + 4 * (ncfg) + 4 + 8 + 8)
+#define CKPT_HEADER CKPT_HEADER_V(CKPT_NCFG)
 #define CKPT_MAX_PARAM 1e3  /* |parameter| on load */
 #define CKPT_MAX_MOMENT 1e6 /* |m| and v (>= 0) on load */
 
@@ -149,28 +152,31 @@ static gopt_status read_checkpoint(const char *path, gopt_policy **out, gopt_err
         st = gopt_error_set(err, GOPT_EFORMAT, "%s: not a gopt policy checkpoint (bad magic)", path);
         goto out;
     }
-    if (len < CKPT_HEADER + 4) {
-        st = gopt_error_set(err, GOPT_EFORMAT, "%s: truncated checkpoint (%zu bytes, header needs %d)", path, len,
-                            CKPT_HEADER + 4);
-        goto out;
-    }
     uint32_t ver, nfeat;
-    int32_t cfga[CKPT_NCFG];
+    int32_t cfga[CKPT_NCFG] = {0}; /* version 1: no cond_hidden, i.e. 0 */
     uint64_t np, at;
     const unsigned char *q = b + 8;
+    if (len < 12 + 4) {
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: truncated checkpoint (%zu bytes)", path, len);
+        goto out;
+    }
     memcpy(&ver, q, 4), q += 4;
-    memcpy(cfga, q, sizeof cfga), q += sizeof cfga;
+    if (ver != 1 && ver != CKPT_VERSION) {
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: checkpoint version %u, this build reads versions 1 and %u", path,
+                            ver, CKPT_VERSION);
+        goto out;
+    }
+    const int ncfg = ver == 1 ? CKPT_NCFG - 1 : CKPT_NCFG;
+    const size_t header = CKPT_HEADER_V(ncfg);
+    if (len < header + 4) {
+        st = gopt_error_set(err, GOPT_EFORMAT, "%s: truncated checkpoint (%zu bytes, header needs %zu)", path, len,
+                            header + 4);
+        goto out;
+    }
+    memcpy(cfga, q, sizeof(int32_t) * (size_t)ncfg), q += sizeof(int32_t) * (size_t)ncfg;
     memcpy(&nfeat, q, 4), q += 4;
     memcpy(&np, q, 8), q += 8;
     memcpy(&at, q, 8), q += 8;
-    if (ver != CKPT_VERSION) {
-        st = gopt_error_set(err, GOPT_EFORMAT, "%s: checkpoint version %u, this build reads version %u%s", path, ver,
-                            CKPT_VERSION,
-                            ver == 1 ? " (version 1 was written before the conditioned decoder: retrain it, "
-                                       "trainer/checkpoints/README.md)"
-                                     : "");
-        goto out;
-    }
     if (nfeat != GOPT_POLICY_NFEAT) {
         st = gopt_error_set(err, GOPT_EFORMAT, "%s: checkpoint has %u features per node, this build has %d", path,
                             nfeat, GOPT_POLICY_NFEAT);
@@ -196,7 +202,7 @@ static gopt_status read_checkpoint(const char *path, gopt_policy **out, gopt_err
                             (unsigned long long)np, need);
         goto out;
     }
-    size_t fb = sizeof(float) * need, want = CKPT_HEADER + 3 * fb + 4;
+    size_t fb = sizeof(float) * need, want = header + 3 * fb + 4;
     if (len != want) {
         st = gopt_error_set(err, GOPT_EFORMAT, "%s: checkpoint is %zu bytes, expected %zu (%s)", path, len, want,
                             len < want ? "truncated" : "trailing data");
