@@ -10,7 +10,10 @@
  * (defaults for unlearned tasks, fusion singletons), the go method on a saved
  * checkpoint, and refusals: bad options, bad tasks, resume with other options,
  * a state that does not match its policy file. Canonical device labels of
- * imitation targets: symmetries of the DGX-1 links simulate equal.
+ * imitation targets: symmetries of the DGX-1 links simulate equal. An
+ * evaluator set in place of the simulator judges every sample, the greedy
+ * decisions and the bests, and PPO follows it (to the placement the simulator
+ * judges worst); a failing evaluator rejects samples and fails the greedy.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -173,6 +176,77 @@ static void test_ppo_finds_known_placement(void **state) {
     if (reached < 0) fprintf(stderr, "greedy %.6g ms vs best %.6g ms\n", greedy_step(&e, 0) * 1e3, ref * 1e3);
     assert_true(reached > 0);
     assert_true(start_mean > 2.0); /* the untrained samples were far off */
+    env_free(&e);
+}
+
+/* ---- the evaluator seam ------------------------------------------------------------
+ * An evaluator that prefers device 1 (1 ms per node left on device 0, the
+ * simulator's fast device): PPO must follow it, not the simulator. */
+typedef struct {
+    long calls;
+    int fail;
+} count_eval;
+
+static double dev1_evaluate(void *ctx, const gopt_decisions *d, int *oom) {
+    count_eval *c = ctx;
+    c->calls++;
+    *oom = 0;
+    if (c->fail) return -1;
+    int on0 = 0;
+    for (int32_t v = 0; v < d->n; v++) on0 += d->device[v] == 0;
+    return 1e-3 * (1 + on0);
+}
+
+static void test_evaluator_seam(void **state) {
+    (void)state;
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.tasks = GOPT_TASK_BIT(GOPT_TASK_PLACE);
+    o.samples = 16;
+    o.adam.lr = 1e-2f;
+    o.entropy_coef = 0.0f;
+    o.sim_threads = 1;
+    o.seed = 7;
+    env e;
+    env_init2(&e, 2, &o, 3, 1e11);
+    add_graph(&e, fan_graph("fan10", 10));
+    const double ref = gopt_trainer_reference(e.tr, 0, NULL); /* simulated, before the evaluator */
+    count_eval c = {0, 0};
+    gopt_trainer_set_evaluator(e.tr, dev1_evaluate, &c);
+    gopt_decisions d = {0};
+    gopt_sim_result r;
+    gopt_error err = {0};
+    assert_int_equal(gopt_decisions_init(&d, gopt_graph_num_nodes(gopt_trainer_graph(e.tr, 0)), NULL), GOPT_OK);
+    int reached = -1;
+    for (int s = 0; s < 60 && reached < 0; s++) {
+        gopt_trainer_stats st;
+        long before = c.calls;
+        assert_int_equal(gopt_trainer_step(e.tr, &st, &err), GOPT_OK);
+        assert_int_equal(c.calls - before, o.samples); /* every sample judged by the evaluator, once */
+        /* the step's best is an evaluator's value: a whole number of ms */
+        double ms = st.best_step_s * 1e3;
+        assert_true(fabs(ms - round(ms)) < 1e-9 && ms >= 1);
+        assert_int_equal(gopt_trainer_greedy(e.tr, 0, &d, &r, &err), GOPT_OK);
+        assert_int_equal(c.calls - before, o.samples + 1);
+        assert_true(gopt_trainer_best(e.tr, 0, NULL) <= r.step_time_s);
+        if (r.step_time_s <= 1.5e-3) reached = s + 1; /* every node on device 1 */
+    }
+    assert_true(reached > 0);
+    for (int32_t v = 0; v < d.n; v++) assert_int_equal(d.device[v], 1);
+    assert_true(gopt_trainer_best(e.tr, 0, NULL) == 1e-3);
+    /* the simulator judges the same decisions far worse than its reference */
+    gopt_trainer_set_evaluator(e.tr, NULL, NULL);
+    assert_int_equal(gopt_trainer_greedy(e.tr, 0, &d, &r, &err), GOPT_OK);
+    assert_true(r.step_time_s > 2 * ref);
+    /* a failing evaluator: every sample rejected, the greedy evaluation an error */
+    c.fail = 1;
+    gopt_trainer_set_evaluator(e.tr, dev1_evaluate, &c);
+    gopt_trainer_stats st;
+    assert_int_equal(gopt_trainer_step(e.tr, &st, &err), GOPT_OK);
+    assert_int_equal(st.invalid, o.samples);
+    assert_int_equal(gopt_trainer_greedy(e.tr, 0, &d, &r, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "evaluator failed"));
+    gopt_decisions_destroy(&d);
     env_free(&e);
 }
 
@@ -1293,6 +1367,7 @@ static void test_dist(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ppo_finds_known_placement),
+        cmocka_unit_test(test_evaluator_seam),
         cmocka_unit_test(test_resume_equals_uninterrupted),
         cmocka_unit_test(test_graphs_per_step),
         cmocka_unit_test(test_batched_equals_rounds),

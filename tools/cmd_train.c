@@ -7,6 +7,9 @@
  * Under mpirun every rank runs this runner in lockstep (gopt_dist): the steps
  * are shared out by the trainer, rank 0 alone prints, writes the metrics and
  * the checkpoints; a failing rank ends the whole job (MPI_Abort).
+ * `gopt finetune --evaluator runtime` judges the samples by measured steps of
+ * the real runtime (gopt_rt_evaluate, one sample at a time) instead of the
+ * simulator; references and baselines stay simulated.
  * `gopt plot` is in cmd_plot.c. docs/trainer.md.
  */
 #include <dirent.h>
@@ -18,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "gopt_runtime.h"
 #include "gopt_trainer.h"
 
 #define MAX_GRAPH_FILES 4096
@@ -82,7 +86,13 @@ static void finetune_usage(FILE *f) {
                "Without --checkpoint the shipped pre-trained checkpoint is used. --steps 0 only evaluates\n"
                "(zero-shot against the baselines; -o is then optional). --imitate N (counted in --steps) first\n"
                "imitates the graph's reference for N cheap steps (a warm start), then PPO; the best solution\n"
-               "reported is never worse than the zero-shot one.\n");
+               "reported is never worse than the zero-shot one.\n"
+               "Evaluator of the samples (rewards, greedy, best found; references and baselines stay simulated):\n"
+               "  --evaluator sim|runtime (sim) runtime: each sample's step is measured on this machine by\n"
+               "                    the real runtime (as gopt run), one sample at a time; one process only\n"
+               "  --backend cpu|cuda (cpu)  runtime backend; cuda exits 3 where there is no GPU\n"
+               "  --reps R (3)      timed steps per measured sample (after one warm-up); the median is its step\n"
+               "  --clock wall|cpu|cpu-min (wall)  the runtime's clock (gopt run --help)\n");
     common_options_help(f);
 }
 
@@ -94,6 +104,8 @@ typedef struct {
     int resume, quiet;
     int fresh_optimizer; /* zero the loaded policy's Adam moments: -1 unset (finetune: on, train --init: off) */
     double shrink;       /* multiply the loaded policy's parameters by this before training (1: off) */
+    int runtime;         /* finetune --evaluator runtime: measured steps judge the samples */
+    gopt_rt_options rto; /* its backend, reps, clock */
     gopt_trainer_options o;
     gopt_policy_config pc;
     const char *files[MAX_GRAPH_FILES];
@@ -298,10 +310,17 @@ static int run(train_args *ta, const char *verb, const char *init) {
     gopt_dist *dist = NULL;
     FILE *mf = NULL;
     char *mpath = NULL;
+    gopt_runtime *rt = NULL;
+    gopt_rt_eval_ctx rctx;
+    memset(&rctx, 0, sizeof rctx);
     int rc = 0;
     if (gopt_dist_init(&dist, &err)) return cli_report(&err);
     const int root = gopt_dist_rank(dist) == 0, ranks = gopt_dist_size(dist);
     if (!root) ta->quiet = 1; /* rank 0 alone prints, and writes the metrics and checkpoints */
+    if (ta->runtime && ranks > 1) { /* ranks measuring at once on one machine would time each other */
+        rc = cli_usage_error(verb, "--evaluator runtime runs in one process (not under mpirun with %d ranks)", ranks);
+        goto give_up;
+    }
     if ((rc = cli_open_cluster(verb, ta->prof, ta->ndev, &prof, &cm))) goto give_up;
     /* the policy: resumed (loaded below by the trainer), initialised from a
      * trained checkpoint, or fresh */
@@ -333,6 +352,15 @@ static int run(train_args *ta, const char *verb, const char *init) {
         if (!ta->quiet) fprintf(stderr, "%d graphs: computing the references on %d ranks...\n", ta->nfiles, ranks);
         if (gopt_trainer_share_references(tr, &err)) goto fail;
         for (int i = 0; i < ta->nfiles; i++) print_reference(ta, tr, i);
+    }
+    if (ta->runtime) { /* the real runtime judges the samples (finetune: one graph) */
+        if (gopt_rt_create(gopt_trainer_graph(tr, 0), cm, &rt, &err)) goto fail;
+        rctx.rt = rt;
+        rctx.opt = ta->rto;
+        gopt_trainer_set_evaluator(tr, gopt_rt_evaluate, &rctx);
+        if (!ta->quiet)
+            fprintf(stderr, "evaluator: runtime, backend %s, %d timed step(s) per sample, %s clock\n",
+                    gopt_rt_backend_name(ta->rto.backend), ta->rto.reps, gopt_rt_clock_name(ta->rto.clock));
     }
     if (ta->resume) {
         /* rank 0 first: it may finish an interrupted commit (rename) the others then read */
@@ -370,6 +398,11 @@ static int run(train_args *ta, const char *verb, const char *init) {
         gopt_status s0 = gopt_decisions_init(&d0, gopt_graph_num_nodes(g0), &err);
         if (!s0) s0 = gopt_trainer_greedy(tr, 0, &d0, &zero_shot, &err);
         gopt_decisions_destroy(&d0);
+        if (s0 && rt && rctx.err.code) { /* the runtime's own message; no GPU here: exit 3 */
+            rc = cli_report(&rctx.err);
+            if (rctx.err.code == GOPT_EUNSUP && ta->rto.backend == GOPT_RT_CUDA) rc = GOPT_EXIT_NO_DEVICE;
+            goto give_up;
+        }
         if (s0) goto fail;
     }
     /* shrink after the zero-shot evaluation (which stays the pre-trained policy's); a resumed run's
@@ -426,6 +459,7 @@ static int run(train_args *ta, const char *verb, const char *init) {
         gopt_sim_result res;
         if (gopt_decisions_init(&d, gopt_graph_num_nodes(g), &err) || gopt_trainer_greedy(tr, i, &d, &res, &err)) {
             gopt_decisions_destroy(&d);
+            if (rt && rctx.err.code) err = rctx.err;
             goto fail;
         }
         gopt_decisions_destroy(&d);
@@ -448,6 +482,9 @@ static int run(train_args *ta, const char *verb, const char *init) {
         int nb = gopt_trainer_baselines(tr, 0, names, steps, 32);
         const char *m;
         double ref = gopt_trainer_reference(tr, 0, &m);
+        if (rt)
+            printf("\nbaselines simulated; GO's steps measured (runtime, %s, median of %d)\n",
+                   gopt_rt_backend_name(ta->rto.backend), ta->rto.reps);
         printf("\n%-26s %12s %10s\n", "method", "step_ms", "vs best");
         for (int j = 0; j < nb; j++) {
             if (isinf(steps[j])) printf("%-26s %12s %10s\n", names[j], "none", "-");
@@ -472,6 +509,7 @@ out:
     if (mf) fclose(mf);
     free(mpath);
     gopt_trainer_free(tr);
+    gopt_rt_free(rt);
     gopt_policy_free(pol);
     gopt_cost_free(cm);
     gopt_profile_free(prof);
@@ -571,14 +609,19 @@ int cmd_finetune(int argc, char **argv) {
     args_init(&ta);
     ta.finetune = 1;
     ta.o.imitate_steps = 0;
-    const char *ckpt = NULL;
+    ta.rto.warmup = 1;
+    ta.rto.reps = 3;
+    const char *ckpt = NULL, *evaluator = NULL, *backend = NULL, *clock = NULL;
+    long reps = 0; /* 0: not given (3) */
     cli_args a;
     cli_init(&a, argc, argv, "finetune");
     while (a.i < a.argc) {
         int r = parse_common(&a, &ta);
         if (r == 2) return 2;
         if (r == -1) continue;
-        if (cli_opt_str(&a, "--checkpoint", &ckpt)) {
+        if (cli_opt_str(&a, "--checkpoint", &ckpt) || cli_opt_str(&a, "--evaluator", &evaluator) ||
+            cli_opt_str(&a, "--backend", &backend) || cli_opt_str(&a, "--clock", &clock) ||
+            cli_opt_long(&a, "--reps", &reps, 1, 100000)) {
             if (a.bad) return 2;
         } else if (a.argv[a.i][0] == '-' && a.argv[a.i][1]) {
             return cli_usage_error(a.verb, "unknown option '%s'", a.argv[a.i]);
@@ -589,6 +632,18 @@ int cmd_finetune(int argc, char **argv) {
         }
     }
     if (!ta.nfiles) return cli_usage_error(a.verb, "missing GRAPH");
+    if (evaluator && strcmp(evaluator, "sim") && strcmp(evaluator, "runtime"))
+        return cli_usage_error(a.verb, "--evaluator '%s': expected sim or runtime", evaluator);
+    ta.runtime = evaluator && strcmp(evaluator, "runtime") == 0;
+    int be = backend ? gopt_rt_backend_parse(backend) : GOPT_RT_CPU;
+    if (be < 0) return cli_usage_error(a.verb, "--backend '%s': expected cpu or cuda", backend);
+    int ck = clock ? gopt_rt_clock_parse(clock) : GOPT_RT_CLOCK_WALL;
+    if (ck < 0) return cli_usage_error(a.verb, "--clock '%s': expected wall, cpu or cpu-min", clock);
+    if (!ta.runtime && (backend || clock || reps))
+        return cli_usage_error(a.verb, "--backend, --reps and --clock need --evaluator runtime");
+    ta.rto.backend = (gopt_rt_backend)be;
+    ta.rto.clock = (gopt_rt_clock)ck;
+    ta.rto.reps = reps ? (int)reps : 3;
     int rc = check_common(&ta, a.verb);
     if (rc) return rc;
     if (!ckpt) ckpt = gopt_trainer_default_checkpoint();

@@ -159,6 +159,21 @@ void gopt_trainer_set_dist(gopt_trainer *t, gopt_dist *d);
  * every rank of a consistent data-parallel run. */
 uint64_t gopt_trainer_fingerprint(const gopt_trainer *t);
 
+/* The evaluator of the trainer's own decisions: fn (ctx borrowed) judges one
+ * decision set at a time (gopt_bl_evaluate_fn: the step in seconds, *oom
+ * nonzero when out of memory; a negative or non-finite step is a rejected
+ * sample) in place of the simulator, for the rollout samples' rewards, the
+ * imitation targets' step, gopt_trainer_greedy and the per-graph bests
+ * (gopt_trainer_greedy then fills only step_time_s, oom and oom_device of
+ * its result, and returns EINVAL when fn fails). The references, the
+ * baselines and the relabelled imitation target stay simulated, so the
+ * rewards are -sqrt(evaluated step / simulated reference) (advantages are
+ * normalised per graph, so a constant ratio between the two cancels).
+ * E.g. the runtime (gopt_rt_evaluate) for fine-tuning on measured steps.
+ * NULL (the default) is the simulator, with results bit for bit as
+ * without this call. Set it before the first step. */
+void gopt_trainer_set_evaluator(gopt_trainer *t, gopt_bl_evaluate_fn fn, void *ctx);
+
 /* One training step (imitation while step < imitate_steps, else PPO). */
 gopt_status gopt_trainer_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err);
 int64_t gopt_trainer_steps_done(const gopt_trainer *t);

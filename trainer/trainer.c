@@ -1,7 +1,8 @@
 /* trainer.c: the trainer object: options, graphs (simulator, features,
  * reference from the baselines, its decisions relabelled canonically within
  * the cluster's device symmetries), the graph schedule, decisions from
- * sampled actions, batch simulation and greedy evaluation. The PPO and
+ * sampled actions, batch simulation (or the evaluator set by
+ * gopt_trainer_set_evaluator, one sample at a time) and greedy evaluation. The PPO and
  * imitation updates are in ppo.c, checkpoints in state.c.
  *
  * Invariant: a relabelled imitation target simulates no slower than the
@@ -563,9 +564,29 @@ void tr_note_best(tr_graph *G, const gopt_decisions *d, double step) {
     G->has_best = 1;
 }
 
+void gopt_trainer_set_evaluator(gopt_trainer *t, gopt_bl_evaluate_fn fn, void *ctx) {
+    t->eval = fn;
+    t->eval_ctx = fn ? ctx : NULL;
+}
+
+/* One evaluation by the evaluator into res (step and OOM only); 0 when it failed. */
+static int tr_evaluate(gopt_trainer *t, const gopt_decisions *d, gopt_sim_result *res) {
+    int oom = 0;
+    double s = t->eval(t->eval_ctx, d, &oom);
+    memset(res, 0, sizeof *res);
+    res->step_time_s = s;
+    res->oom = oom != 0;
+    res->oom_device = oom > 0 ? oom - 1 : -1;
+    return s >= 0 && isfinite(s);
+}
+
 gopt_status tr_simulate(gopt_trainer *t, tr_graph *G, int k, int *ok, gopt_error *err) {
     gopt_error e2 = {0};
     for (int i = 0; i < k; i++) ok[i] = 1;
+    if (t->eval) { /* one at a time: a measuring evaluator owns the machine while it runs */
+        for (int i = 0; i < k; i++) ok[i] = tr_evaluate(t, &t->dec[i], &t->res[i]);
+        return GOPT_OK;
+    }
     int th = t->o.sim_threads < k ? t->o.sim_threads : k;
     if (gopt_sim_run_batch(G->sim, t->dec, k, t->res, G->scratch, th, &e2) == GOPT_OK) return GOPT_OK;
     /* some sample was rejected (e.g. a fusion deadlock): find which, one by one */
@@ -583,7 +604,13 @@ gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_
     gopt_policy_actions a = tr_actions(t, 0, 0);
     if ((st = gopt_policy_greedy(t->pol, &a, err))) return st;
     if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, &a, d, t->group, err))) return st;
-    if ((st = gopt_sim_run(G->sim, d, res, G->scratch[0], err))) return st;
+    if (t->eval) {
+        if (!tr_evaluate(t, d, res))
+            return gopt_error_set(err, GOPT_EINVAL, "trainer: the evaluator failed on the greedy decisions of graph '%s'",
+                                  gopt_graph_name(G->g));
+    } else if ((st = gopt_sim_run(G->sim, d, res, G->scratch[0], err))) {
+        return st;
+    }
     if (!res->oom) tr_note_best(G, d, res->step_time_s);
     return GOPT_OK;
 }

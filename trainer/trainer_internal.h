@@ -71,6 +71,8 @@ struct gopt_trainer {
     gopt_sim_result *res; /* (K) */
     int32_t *sym;       /* (TR_MAX_SYM, GOPT_POLICY_MAX_DEVICES) device symmetries of a graph (scratch) */
     struct tr_dist *dp; /* data-parallel state (shard.c) */
+    gopt_bl_evaluate_fn eval; /* NULL: the simulator judges the samples (gopt_trainer_set_evaluator) */
+    void *eval_ctx;
 };
 
 /* The policy's forward on graph G with its decoder inputs (memory model) set. */
@@ -81,8 +83,9 @@ gopt_policy_actions tr_actions(gopt_trainer *t, int b, int k);
 gopt_status tr_reserve(gopt_trainer *t, int32_t n, gopt_error *err);
 /* Size t->dec for n nodes. */
 gopt_status tr_decisions_for(gopt_trainer *t, int32_t n, gopt_error *err);
-/* Simulate t->dec[0..k) on graph G into t->res; ok[i] = 0 when sample i was
- * rejected by the simulator. */
+/* Evaluate t->dec[0..k) on graph G into t->res (the simulator in a batch,
+ * or the evaluator set by gopt_trainer_set_evaluator one at a time); ok[i] =
+ * 0 when sample i was rejected (or the evaluator failed on it). */
 gopt_status tr_simulate(gopt_trainer *t, tr_graph *G, int k, int *ok, gopt_error *err);
 /* Record a valid result as G's best when it is. */
 void tr_note_best(tr_graph *G, const gopt_decisions *d, double step);
