@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_json.h"
 #include "cli_go.h"
 #include "gopt_baselines.h"
 
@@ -197,7 +198,7 @@ int cmd_compare(int argc, char **argv) {
         for (int i = 0; i < nfiles; i++) {
             json_t *r = json_object(), *res = json_object();
             json_object_set_new(r, "graph", json_string(gopt_graph_name(graphs[i])));
-            json_object_set_new(r, "file", json_string(files[i]));
+            json_object_set_new(r, "file", cli_json_text(files[i]));
             json_object_set_new(r, "nodes", json_integer(gopt_graph_num_nodes(graphs[i])));
             for (int j = 0; j < nm; j++) {
                 cell *c = &cells[i * nm + j];

@@ -62,7 +62,7 @@ static int graph_info(int argc, char **argv) {
     gopt_graph_get_stats(g, &s);
     if (json) {
         json_t *o = json_object(), *cls = json_object();
-        json_object_set_new(o, "file", json_string(file));
+        json_object_set_new(o, "file", cli_json_text(file));
         json_object_set_new(o, "name", json_string(gopt_graph_name(g)));
         json_object_set_new(o, "family", json_string(gopt_graph_family(g)));
         json_object_set_new(o, "nodes", json_integer(s.nodes));

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_json.h"
 #include "cli_go.h"
 #include "gopt_baselines.h"
 
@@ -130,7 +131,7 @@ int cmd_optimize(int argc, char **argv) {
     if (json) {
         json_t *o = json_object(), *peak = json_array();
         json_object_set_new(o, "graph", json_string(gopt_graph_name(g)));
-        json_object_set_new(o, "file", json_string(file));
+        json_object_set_new(o, "file", cli_json_text(file));
         json_object_set_new(o, "profile", json_string(gopt_profile_name(p)));
         json_object_set_new(o, "method", json_string(method));
         json_object_set_new(o, "nodes", json_integer(gopt_graph_num_nodes(g)));
@@ -142,7 +143,7 @@ int cmd_optimize(int argc, char **argv) {
         json_object_set_new(o, "optimize_time_s", json_real(res.optimize_time_s));
         for (int k = 0; k < nd; k++) json_array_append_new(peak, json_integer(res.sim.peak_memory_bytes[k]));
         json_object_set_new(o, "peak_memory_bytes", peak);
-        if (outp) json_object_set_new(o, "decisions", json_string(outp));
+        if (outp) json_object_set_new(o, "decisions", cli_json_text(outp));
         char *s = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
         json_decref(o);
         if (!s) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_json.h"
 #include "gopt_profile.h"
 
 static void profile_usage(FILE *f) {
@@ -69,7 +70,7 @@ static int profile_show(int argc, char **argv) {
     int n = gopt_profile_num_devices(p);
     if (json) {
         json_t *o = json_object(), *devs = json_array();
-        json_object_set_new(o, "file", json_string(file));
+        json_object_set_new(o, "file", cli_json_text(file));
         json_object_set_new(o, "name", json_string(gopt_profile_name(p)));
         json_object_set_new(o, "source", json_string(gopt_profile_source(p)));
         json_object_set_new(o, "topology", json_string(gopt_profile_topology(p)));

@@ -102,7 +102,7 @@ int cmd_run(int argc, char **argv) {
         json_object_set_new(o, "clock", json_string(clock));
         json_object_set_new(o, "profile", json_string(gopt_profile_name(p)));
         json_object_set_new(o, "devices", json_integer(nd));
-        json_object_set_new(o, "decisions", json_string(dfile));
+        json_object_set_new(o, "decisions", cli_json_text(dfile));
         json_object_set_new(o, "reps", json_integer(rep.reps));
         cli_json_sim_result(o, r);
         for (int i = 0; i < rep.reps && i < 64; i++) json_array_append_new(steps, json_real(rep.steps_s[i]));
@@ -115,7 +115,7 @@ int cmd_run(int argc, char **argv) {
         json_object_set_new(o, "error_vs_sim", json_real((sr.step_time_s - r->step_time_s) / r->step_time_s));
         for (int i = 0; i < nd; i++) json_array_append_new(speak, json_integer((json_int_t)sr.peak_memory_bytes[i]));
         json_object_set_new(o, "sim_peak_memory_bytes", speak);
-        if (trace) json_object_set_new(o, "trace", json_string(trace));
+        if (trace) json_object_set_new(o, "trace", cli_json_text(trace));
         cli_json_print(o);
         goto out;
     }

@@ -83,9 +83,9 @@ int cmd_sim(int argc, char **argv) {
         json_object_set_new(o, "graph", json_string(gopt_graph_name(g)));
         json_object_set_new(o, "profile", json_string(gopt_profile_name(p)));
         json_object_set_new(o, "devices", json_integer(nd));
-        json_object_set_new(o, "decisions", dfile ? json_string(dfile) : json_string("default"));
+        json_object_set_new(o, "decisions", dfile ? cli_json_text(dfile) : json_string("default"));
         cli_json_sim_result(o, &r);
-        if (trace) json_object_set_new(o, "trace", json_string(trace));
+        if (trace) json_object_set_new(o, "trace", cli_json_text(trace));
         cli_json_print(o);
         goto out;
     }

@@ -6,6 +6,11 @@ expect_out "nodes       14"
 expect_out "depth       9"
 expect_rc 0 "$GOPT" graph info "$EX" --json
 for k in '"nodes": 14' '"edges": 19' '"flops":' '"param_bytes": 2439168' '"classes"'; do expect_out "$k"; done
+# a path that is not UTF-8 keeps its "file" key in --json (invalid bytes become U+FFFD)
+BADP="$TMP/$(printf 'g\xff\xfe.graphml')"
+cp "$EX" "$BADP"
+expect_rc 0 "$GOPT" graph info "$BADP" --json
+expect_out "\"file\": \".*g$(printf '\xef\xbf\xbd\xef\xbf\xbd').graphml\""
 # convert to gz and back: identical info
 expect_rc 0 "$GOPT" graph convert "$EX" "$TMP/m.graphml.gz"
 [ "$(head -c2 "$TMP/m.graphml.gz" | od -An -tx1 | tr -d ' ')" = "1f8b" ] && ok || fail "not gzip"
