@@ -879,8 +879,16 @@ static void test_go_memory_safe(void **state) {
     q.last_peak = NULL;
     go.samples = 0;
     assert_int_equal(gopt_go_decide(&go, &q, &d, &err), GOPT_OK);
-    strict_evaluate(&se, &d, &oom);
+    double greedy_s = strict_evaluate(&se, &d, &oom);
     assert_int_equal(oom, 0);
+    /* with samples the repair may follow another candidate's peaks: never worse than greedy's */
+    for (int k = 1; k <= 8; k *= 2) {
+        go.samples = k;
+        assert_int_equal(gopt_go_decide(&go, &q, &d, &err), GOPT_OK);
+        double s = strict_evaluate(&se, &d, &oom);
+        assert_int_equal(oom, 0);
+        assert_true(s <= greedy_s);
+    }
     /* the first decode alone would not do: the masks let device 0 take 3 GB */
     double *din = malloc(sizeof(double) * (2 * (size_t)n + NDEV));
     gopt_go_decoder_inputs(&p, din, din + n, din + 2 * n);

@@ -15,8 +15,12 @@
  * which): the rule gopt_bl_combo_decide applies to the classical placers.
  * GOPT_GO_REPAIRS rounds at most; the best candidate over every round is
  * returned (one that fits beats any that does not). No classical method's
- * answer is ever substituted.
- * Cost: one forward plus (K + 1) decodes and evaluations per round.
+ * answer is ever substituted. With K samples the repair follows the peaks
+ * of each round's best candidate, which may be a sample, so the greedy
+ * trajectory alone (K = 0) is run first from the same caps and the better
+ * answer kept: the best of K is never worse than greedy.
+ * Cost: one forward plus (K + 1) decodes and evaluations per round (and the
+ * greedy trajectory's rounds when K > 0).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -74,7 +78,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     const int32_t n = fz->n;
     gopt_policy *pol = NULL;
     float *feat = NULL, *pred = NULL;
-    double *ntime = NULL, *nmem = NULL, *cap = NULL;
+    double *ntime = NULL, *nmem = NULL, *cap = NULL, *cap0 = NULL;
     int32_t *buf = NULL, *group = NULL;
     gopt_decisions cand = {0}, rbest = {0};
     unsigned tasks = GOPT_TASKS_ALL;
@@ -94,13 +98,15 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     ntime = gopt_malloc(sizeof(double) * N, err);
     nmem = gopt_malloc(sizeof(double) * N, err);
     cap = gopt_malloc(sizeof(double) * (size_t)p->ndev, err);
+    cap0 = gopt_malloc(sizeof(double) * (size_t)p->ndev, err);
     buf = gopt_malloc(sizeof(int32_t) * 3 * N, err);
     group = gopt_malloc(sizeof(int32_t) * N, err);
-    if (!feat || !pred || !ntime || !nmem || !cap || !buf || !group) {
+    if (!feat || !pred || !ntime || !nmem || !cap || !cap0 || !buf || !group) {
         st = GOPT_ENOMEM;
         goto out;
     }
     gopt_go_decoder_inputs(p, ntime, nmem, cap);
+    memcpy(cap0, cap, sizeof(double) * (size_t)p->ndev);
     for (int32_t v = 0; v < n; v++) pred[v] = (float)ntime[v];
     if ((st = gopt_policy_features(fz, p->ndev, pred, feat, err))) goto out;
     if ((st = gopt_policy_set_decoder_inputs(pol, n, p->ndev, ntime, nmem, cap, err))) goto out;
@@ -112,39 +118,43 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     const int K = o ? o->samples : 0;
     double best = INFINITY;
     int best_oom = 1, have = 0;
-    for (int round = 0; round <= GOPT_GO_REPAIRS; round++) {
-        /* the caps live in `cap`, which the policy reads at every decode */
-        double rb = INFINITY;
-        int rb_oom = 1, rb_flag = 0, have_round = 0;
-        for (int k = 0; k <= K; k++) {
-            st = k == 0 ? gopt_policy_greedy(pol, &a, err) : gopt_policy_sample(pol, &rng, &a, err);
-            if (st) goto out;
-            if ((st = gopt_trainer_actions_to_decisions(fz, tasks, &a, &cand, group, err))) goto out;
-            if (round == 0 && k == 0) gopt_decisions_copy(d, &cand); /* the answer if nothing is valid */
-            if (gopt_decisions_validate(&cand, p->graph, p->ndev, NULL)) continue;
-            int oom = 0;
-            double s = gopt_bl_evaluate(p, &cand, &oom);
-            if (!(s >= 0) || !isfinite(s)) continue;
-            /* a fitting solution beats any OOM one; then the shorter step */
-            if (!have_round || (rb_oom && !oom) || ((oom != 0) == rb_oom && s < rb)) {
-                rb = s;
-                rb_oom = oom != 0;
-                rb_flag = oom;
-                have_round = 1;
-                gopt_decisions_copy(&rbest, &cand);
+    for (int pass = K > 0 ? 0 : 1; pass < 2; pass++) { /* 0: the greedy trajectory alone; 1: with K samples */
+        const int Kp = pass ? K : 0;
+        memcpy(cap, cap0, sizeof(double) * (size_t)p->ndev);
+        for (int round = 0; round <= GOPT_GO_REPAIRS; round++) {
+            /* the caps live in `cap`, which the policy reads at every decode */
+            double rb = INFINITY;
+            int rb_oom = 1, rb_flag = 0, have_round = 0;
+            for (int k = 0; k <= Kp; k++) {
+                st = k == 0 ? gopt_policy_greedy(pol, &a, err) : gopt_policy_sample(pol, &rng, &a, err);
+                if (st) goto out;
+                if ((st = gopt_trainer_actions_to_decisions(fz, tasks, &a, &cand, group, err))) goto out;
+                if (!have && round == 0 && k == 0) gopt_decisions_copy(d, &cand); /* the answer if nothing is valid */
+                if (gopt_decisions_validate(&cand, p->graph, p->ndev, NULL)) continue;
+                int oom = 0;
+                double s = gopt_bl_evaluate(p, &cand, &oom);
+                if (!(s >= 0) || !isfinite(s)) continue;
+                /* a fitting solution beats any OOM one; then the shorter step */
+                if (!have_round || (rb_oom && !oom) || ((oom != 0) == rb_oom && s < rb)) {
+                    rb = s;
+                    rb_oom = oom != 0;
+                    rb_flag = oom;
+                    have_round = 1;
+                    gopt_decisions_copy(&rbest, &cand);
+                }
             }
+            if (!have_round) break;
+            if (!have || (best_oom && !rb_oom) || (rb_oom == best_oom && rb < best)) {
+                best = rb;
+                best_oom = rb_oom;
+                have = 1;
+                gopt_decisions_copy(d, &rbest);
+            }
+            if (!rb_oom || round == GOPT_GO_REPAIRS) break;
+            /* repair: the evaluator's peaks of the round's best (evaluated last unless K > 0) */
+            if (Kp > 0) (void)gopt_bl_evaluate(p, &rbest, &rb_flag);
+            repair_caps(p, &rbest, rb_flag, nmem, cap);
         }
-        if (!have_round) break;
-        if (!have || (best_oom && !rb_oom) || (rb_oom == best_oom && rb < best)) {
-            best = rb;
-            best_oom = rb_oom;
-            have = 1;
-            gopt_decisions_copy(d, &rbest);
-        }
-        if (!rb_oom || round == GOPT_GO_REPAIRS) break;
-        /* repair: the evaluator's peaks of the round's best (evaluated last unless K > 0) */
-        if (K > 0) (void)gopt_bl_evaluate(p, &rbest, &rb_flag);
-        repair_caps(p, &rbest, rb_flag, nmem, cap);
     }
 out:
     gopt_decisions_destroy(&cand);
@@ -155,6 +165,7 @@ out:
     free(ntime);
     free(nmem);
     free(cap);
+    free(cap0);
     free(buf);
     free(group);
     return st;
