@@ -168,7 +168,6 @@ void gopt_trainer_free(gopt_trainer *t) {
     free(t->logp);
     free(t->ent);
     free(t->w_k);
-    free(t->ract);
     free(t->rw);
     free(t->rent);
     free(t->group);
@@ -184,7 +183,7 @@ void gopt_trainer_free(gopt_trainer *t) {
 gopt_status tr_reserve(gopt_trainer *t, int32_t n, gopt_error *err) {
     if (n <= t->cap_n) return GOPT_OK;
     size_t B = (size_t)t->o.graphs_per_step, K = (size_t)t->o.samples, N = (size_t)n;
-    void *p[9];
+    void *p[8];
     p[0] = realloc(t->act, sizeof(int32_t) * B * K * 3 * N);
     if (p[0]) t->act = p[0];
     p[1] = realloc(t->old_logp, sizeof(float) * B * K * 3 * N);
@@ -195,15 +194,13 @@ gopt_status tr_reserve(gopt_trainer *t, int32_t n, gopt_error *err) {
     if (p[3]) t->ent = p[3];
     p[4] = realloc(t->w_k, sizeof(float) * K * 3 * N);
     if (p[4]) t->w_k = p[4];
-    p[5] = realloc(t->ract, sizeof(int32_t) * TR_MAX_WIDTH * 3 * N);
-    if (p[5]) t->ract = p[5];
-    p[6] = realloc(t->rw, sizeof(float) * TR_MAX_WIDTH * 3 * N);
-    if (p[6]) t->rw = p[6];
-    p[7] = realloc(t->rent, sizeof(float) * 3 * N);
-    if (p[7]) t->rent = p[7];
-    p[8] = realloc(t->group, sizeof(int32_t) * N);
-    if (p[8]) t->group = p[8];
-    for (int i = 0; i < 9; i++)
+    p[5] = realloc(t->rw, sizeof(float) * 3 * N);
+    if (p[5]) t->rw = p[5];
+    p[6] = realloc(t->rent, sizeof(float) * 3 * N);
+    if (p[6]) t->rent = p[6];
+    p[7] = realloc(t->group, sizeof(int32_t) * N);
+    if (p[7]) t->group = p[7];
+    for (int i = 0; i < 8; i++)
         if (!p[i]) return gopt_error_set(err, GOPT_ENOMEM, "trainer: out of memory for %d-node scratch", (int)n);
     t->cap_n = n;
     return GOPT_OK;

@@ -62,8 +62,7 @@ struct gopt_trainer {
     float *logp;        /* (3 * cap_n) */
     float *ent;         /* (3 * cap_n) */
     float *w_k;         /* (K, 3 * cap_n) per-sample weights of one graph */
-    int32_t *ract;      /* (TR_MAX_WIDTH, 3, cap_n) actions of the backward rounds (--backward rounds) */
-    float *rw;          /* (TR_MAX_WIDTH, 3 * cap_n) their weights; row 0 also the imitation loss's */
+    float *rw;          /* (3 * cap_n) the imitation loss's per-decision weights */
     float *rent;        /* (3 * cap_n) entropy weights */
     int32_t *group;     /* (cap_n) */
     gopt_decisions *dec; /* (K) */
