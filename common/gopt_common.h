@@ -67,6 +67,12 @@ void gopt_rng_split(gopt_rng *parent, gopt_rng *child);
 /* ---- time -------------------------------------------------------------- */
 double gopt_now_seconds(void); /* monotonic clock */
 
+/* ---- text ---------------------------------------------------------------- */
+/* Decode the UTF-8 sequence at s (len > 0 bytes available): its length 1-4, with the code point
+ * in *cp, when it is a valid shortest-form encoding of a Unicode scalar value (no surrogate,
+ * nothing above U+10FFFF); 0 when s does not start one. */
+int gopt_utf8_decode(const unsigned char *s, size_t len, uint32_t *cp);
+
 /* ---- growable buffer ---------------------------------------------------- */
 typedef struct {
     char *data;

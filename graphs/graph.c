@@ -47,22 +47,10 @@ long gopt_graph_text_check(const char *s, size_t len) {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0;
     while (i < len) {
-        unsigned c = u[i];
-        if (c < 0x80) {
-            if (!xml_char_ok(c)) return (long)i;
-            i++;
-            continue;
-        }
-        int k = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC2 ? 1 : -1; /* 0x80..0xC1: continuation or overlong */
-        if (k < 0 || c > 0xF4 || len - i <= (size_t)k) return (long)i;
-        uint32_t cp = c & (0x3Fu >> k);
-        for (int j = 1; j <= k; j++) {
-            if ((u[i + j] & 0xC0) != 0x80) return (long)i;
-            cp = (cp << 6) | (u[i + j] & 0x3Fu);
-        }
-        static const uint32_t MIN_CP[4] = {0, 0x80, 0x800, 0x10000}; /* shortest form only */
-        if (cp < MIN_CP[k] || !xml_char_ok(cp)) return (long)i;
-        i += (size_t)k + 1;
+        uint32_t cp;
+        int k = gopt_utf8_decode(u + i, len - i, &cp);
+        if (!k || !xml_char_ok(cp)) return (long)i;
+        i += (size_t)k;
     }
     return -1;
 }

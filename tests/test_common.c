@@ -156,11 +156,34 @@ static void test_bad_gzip(void **state) {
     assert_non_null(strstr(err.msg, "/nonexistent/gopt.graphml"));
 }
 
+/* The one UTF-8 decoder: every valid length, and each way a sequence is not valid. */
+static void test_utf8_decode(void **state) {
+    (void)state;
+    uint32_t cp = 0;
+    assert_int_equal(gopt_utf8_decode((const unsigned char *)"A", 1, &cp), 1);
+    assert_int_equal(cp, 0x41);
+    assert_int_equal(gopt_utf8_decode((const unsigned char *)"\xc3\xa9", 2, &cp), 2);
+    assert_int_equal(cp, 0xE9);
+    assert_int_equal(gopt_utf8_decode((const unsigned char *)"\xef\xbf\xbd", 3, &cp), 3);
+    assert_int_equal(cp, 0xFFFD);
+    assert_int_equal(gopt_utf8_decode((const unsigned char *)"\xf4\x8f\xbf\xbf", 4, &cp), 4);
+    assert_int_equal(cp, 0x10FFFF);
+    assert_int_equal(gopt_utf8_decode((const unsigned char *)"\x80", 1, &cp), 0);             /* continuation */
+    assert_int_equal(gopt_utf8_decode((const unsigned char *)"\xc0\x80", 2, &cp), 0);         /* overlong NUL */
+    assert_int_equal(gopt_utf8_decode((const unsigned char *)"\xe0\x80\x80", 3, &cp), 0);     /* overlong */
+    assert_int_equal(gopt_utf8_decode((const unsigned char *)"\xed\xa0\x80", 3, &cp), 0);     /* surrogate */
+    assert_int_equal(gopt_utf8_decode((const unsigned char *)"\xf4\x90\x80\x80", 4, &cp), 0); /* > U+10FFFF */
+    assert_int_equal(gopt_utf8_decode((const unsigned char *)"\xc3\xa9", 1, &cp), 0);         /* truncated */
+    assert_int_equal(gopt_utf8_decode((const unsigned char *)"\xc3" "A", 2, &cp), 0);             /* bad continuation */
+    assert_int_equal(gopt_utf8_decode((const unsigned char *)"\xff", 1, &cp), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_and_exit_codes),
         cmocka_unit_test(test_rng_deterministic_and_uniform),
         cmocka_unit_test(test_buf),
+        cmocka_unit_test(test_utf8_decode),
         cmocka_unit_test(test_atomic_write_and_gzip_roundtrip),
         cmocka_unit_test(test_bad_gzip),
     };

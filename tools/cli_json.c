@@ -36,17 +36,6 @@ void cli_json_print(json_t *o) {
     json_decref(o);
 }
 
-/* Length of the valid UTF-8 sequence at s (1-4), or 0 when s does not start one. */
-static int utf8_len(const unsigned char *s) {
-    if (s[0] < 0x80) return 1;
-    int n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
-    for (int i = 1; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80) return 0;
-    if (n == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) return 0; /* overlong, surrogate */
-    if (n == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))) return 0; /* overlong, > U+10FFFF */
-    return n;
-}
-
 json_t *cli_json_text(const char *s) {
     json_t *j = json_string(s);
     if (j) return j;
@@ -54,8 +43,9 @@ json_t *cli_json_text(const char *s) {
     char *out = malloc(3 * len + 1); /* each byte becomes at most the 3 bytes of U+FFFD */
     if (!out) return json_null();
     size_t k = 0;
-    for (const unsigned char *q = (const unsigned char *)s; *q;) {
-        int n = utf8_len(q);
+    for (const unsigned char *q = (const unsigned char *)s, *end = q + len; q < end;) {
+        uint32_t cp;
+        int n = gopt_utf8_decode(q, (size_t)(end - q), &cp);
         if (n) {
             memcpy(out + k, q, (size_t)n);
             k += (size_t)n, q += n;
