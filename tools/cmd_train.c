@@ -25,6 +25,7 @@
 #include "gopt_trainer.h"
 
 #define MAX_GRAPH_FILES 4096
+#define MAX_PROFILES 16
 
 static volatile sig_atomic_t g_stop = 0;
 static void on_signal(int sig) {
@@ -66,10 +67,24 @@ static void common_options_help(FILE *f) {
 
 static void train_usage(FILE *f) {
     fprintf(f, "Usage: gopt train --graphs DIR|FILE... --profile P [--devices N] [--tasks place,sched,fuse]\n"
-               "                  --steps S -o CKPT [--resume] [options]\n\n"
+               "                  --steps S -o CKPT [--resume] [options]\n"
+               "       gopt train [--graphs DIR|FILE...] [--manifest LIST] [--profiles P1,P2,...]\n"
+               "                  [--devices-range LO-HI] --steps S -o CKPT [--resume] [options]\n\n"
                "Train the GO policy with PPO on the simulator over many graphs (reward -sqrt(step/reference),\n"
                "reference = best baseline per graph). Every argument after --graphs that is not an option is a\n"
                "graph file or a directory of *.graphml[.gz] files (sorted by name).\n"
+               "Each graph has its own cluster (profile and device count; docs/trainer.md, \"Mixing clusters\"):\n"
+               "  --profiles P1,P2,...  each graph gets one of these profiles, drawn uniformly from --seed and the\n"
+               "                        graph's file name (instead of one --profile for all)\n"
+               "  --devices-range LO-HI each graph gets LO..HI devices (1..16), drawn the same way and capped by\n"
+               "                        its profile's devices (a profile with fewer than LO devices is an error)\n"
+               "  --manifest LIST       graphs listed in a tab-separated file: a header of column names, one\n"
+               "                        graph per line; columns file (relative to LIST's folder), and optionally\n"
+               "                        profile (a path) and devices (1..16); an empty cell is drawn as above\n"
+               "                        (tools/pretrain-data.sh writes OUT/manifest.tsv in this form)\n"
+               "  --graph-cache N       keep the simulator, scratch and features of the N graphs used last\n"
+               "                        (default graphs-per-step + 1, at least 2; 0: all): memory, not results\n"
+               "A run's state records each graph's profile and devices; --resume refuses others.\n"
                "Data-parallel: mpirun -np N gopt train ... shares each step's graphs (--graphs-per-step) and\n"
                "samples out to N ranks and gives the checkpoint one process would (docs/trainer.md)%s.\n",
                gopt_dist_built_with_mpi() ? "" : "; this build has no MPI");
@@ -96,9 +111,19 @@ static void finetune_usage(FILE *f) {
     common_options_help(f);
 }
 
+/* A profile graphs are trained on, loaded once, and its cost models by device count (built when used). */
+typedef struct {
+    const char *path;
+    gopt_profile *prof;
+    gopt_costmodel *cm[GOPT_POLICY_MAX_DEVICES + 1];
+} train_cluster;
+
 typedef struct {
     int finetune;
     const char *prof, *outp, *metrics, *decisions, *init, *tasks_s;
+    const char *profiles_s, *range_s, *manifest; /* gopt train: the per-graph clusters */
+    long dlo, dhi;                               /* --devices-range (0: none) */
+    int cache;                                   /* --graph-cache (-1: the trainer's default) */
     long ndev, steps;
     double ckpt_every;
     int resume, quiet;
@@ -110,6 +135,12 @@ typedef struct {
     gopt_policy_config pc;
     const char *files[MAX_GRAPH_FILES];
     int nfiles;
+    /* per graph file: its cluster (index in cl) and devices, -1 until assigned; the manifest line that
+     * named it (0: none) */
+    int fcl[MAX_GRAPH_FILES], fndev[MAX_GRAPH_FILES], fline[MAX_GRAPH_FILES];
+    const char *fprofile[MAX_GRAPH_FILES]; /* the manifest's profile for it, or NULL */
+    train_cluster cl[MAX_PROFILES];
+    int ncl, nbase; /* profiles loaded; the first nbase are --profile / --profiles (drawn from) */
 } train_args;
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -151,6 +182,236 @@ static int add_path(train_args *ta, const char *path, char ***owned, int *nowned
     closedir(d);
     qsort(ta->files + start, (size_t)(ta->nfiles - start), sizeof(char *), cmp_str);
     return 0;
+}
+
+/* Keep s (malloc'd) in *owned; NULL when s is NULL or out of memory (s freed). */
+static char *own(char ***owned, int *nowned, char *s) {
+    char **no = s ? realloc(*owned, sizeof(char *) * (size_t)(*nowned + 1)) : NULL;
+    if (!no) {
+        free(s);
+        return NULL;
+    }
+    *owned = no;
+    return (*owned)[(*nowned)++] = s;
+}
+
+/* The graph list FILE (--manifest): tab-separated, a header line of column
+ * names (one of them `file`; `profile` and `devices` optional, other columns
+ * ignored), then one graph per line; empty lines and lines starting with #
+ * are skipped. A graph path is relative to FILE's folder; a profile path as
+ * on the command line. An empty profile or devices cell is drawn as for the
+ * graphs given on the command line. Returns 0 or the exit code. */
+static int read_manifest(train_args *ta, const char *verb, char ***owned, int *nowned) {
+    gopt_error err = {0};
+    char *text = NULL;
+    size_t len = 0;
+    if (gopt_file_read_all(ta->manifest, &text, &len, &err)) return cli_report(&err);
+    const char *slash = strrchr(ta->manifest, '/');
+    int dlen = slash ? (int)(slash - ta->manifest) : 0, rc = 0, header = 0, lineno = 0, added = 0;
+    int cfile = -1, cprof = -1, cdev = -1;
+    for (char *line = text, *next; line && line < text + len; line = next) {
+        char *nl = memchr(line, '\n', (size_t)(text + len - line));
+        next = nl ? nl + 1 : NULL;
+        if (nl) *nl = 0;
+        lineno++;
+        size_t ll = strlen(line);
+        if (ll && line[ll - 1] == '\r') line[--ll] = 0;
+        if (!ll || line[0] == '#') continue;
+        char *cell[32];
+        int nc = 0;
+        for (char *c = line; c && nc < 32; nc++) {
+            cell[nc] = c;
+            char *tab = strchr(c, '\t');
+            if (tab) *tab = 0;
+            c = tab ? tab + 1 : NULL;
+        }
+        if (!header) {
+            for (int k = 0; k < nc; k++) {
+                if (strcmp(cell[k], "file") == 0) cfile = k;
+                if (strcmp(cell[k], "profile") == 0) cprof = k;
+                if (strcmp(cell[k], "devices") == 0) cdev = k;
+            }
+            if (cfile < 0) {
+                rc = cli_usage_error(verb, "%s:%d: the header has no 'file' column (tab-separated column names)",
+                                     ta->manifest, lineno);
+                goto out;
+            }
+            header = 1;
+            continue;
+        }
+        const char *f = cfile < nc ? cell[cfile] : "", *pr = cprof >= 0 && cprof < nc ? cell[cprof] : "",
+                   *dv = cdev >= 0 && cdev < nc ? cell[cdev] : "";
+        if (!f[0]) {
+            rc = cli_usage_error(verb, "%s:%d: no graph file in column 'file'", ta->manifest, lineno);
+            goto out;
+        }
+        long nd = 0;
+        if (dv[0]) {
+            char *end = NULL;
+            nd = strtol(dv, &end, 10);
+            if (*end || end == dv || nd < 1 || nd > GOPT_POLICY_MAX_DEVICES) {
+                rc = cli_usage_error(verb, "%s:%d: devices '%s' is not a whole number in 1..%d", ta->manifest, lineno,
+                                     dv, GOPT_POLICY_MAX_DEVICES);
+                goto out;
+            }
+        }
+        if (ta->nfiles == MAX_GRAPH_FILES) {
+            rc = cli_usage_error(verb, "%s:%d: too many graph files (at most %d)", ta->manifest, lineno,
+                                 MAX_GRAPH_FILES);
+            goto out;
+        }
+        size_t pl = strlen(f) + (size_t)dlen + 2;
+        char *path = own(owned, nowned, malloc(pl)), *prof = pr[0] ? own(owned, nowned, strdup(pr)) : NULL;
+        if (!path || (pr[0] && !prof)) {
+            rc = cli_usage_error(verb, "%s: out of memory", ta->manifest);
+            goto out;
+        }
+        if (f[0] == '/' || !slash) snprintf(path, pl, "%s", f);
+        else snprintf(path, pl, "%.*s/%s", dlen, ta->manifest, f);
+        ta->fprofile[ta->nfiles] = prof;
+        ta->fndev[ta->nfiles] = (int)nd;
+        ta->fline[ta->nfiles] = lineno;
+        ta->files[ta->nfiles++] = path;
+        added++;
+    }
+    if (!header) rc = cli_usage_error(verb, "%s: no header line (tab-separated column names, one of them 'file')",
+                                      ta->manifest);
+    else if (!added) rc = cli_usage_error(verb, "%s: no graphs listed", ta->manifest);
+out:
+    free(text);
+    return rc;
+}
+
+/* The index of profile `path` in ta->cl, loaded the first time. */
+static gopt_status cluster_of(train_args *ta, const char *path, int *k, gopt_error *err) {
+    for (*k = 0; *k < ta->ncl; (*k)++)
+        if (strcmp(ta->cl[*k].path, path) == 0) return GOPT_OK;
+    if (ta->ncl == MAX_PROFILES) return gopt_error_set(err, GOPT_EINVAL, "more than %d profiles", MAX_PROFILES);
+    train_cluster *c = &ta->cl[ta->ncl];
+    memset(c, 0, sizeof *c);
+    gopt_status st = gopt_profile_load(path, &c->prof, err);
+    if (st) return st;
+    c->path = path;
+    *k = ta->ncl++;
+    return GOPT_OK;
+}
+
+/* --devices-range LO-HI (or N): 1 <= LO <= HI <= 16. Returns 0, or 2 after the message. */
+static int parse_range(train_args *ta, const char *verb) {
+    const char *s = ta->range_s;
+    char *end = NULL;
+    long lo = strtol(s, &end, 10), hi = lo;
+    if (end != s && *end == '-') {
+        const char *h = end + 1;
+        hi = strtol(h, &end, 10);
+        if (end == h) end = (char *)h - 1; /* "4-": malformed */
+    }
+    if (end == s || *end || lo < 1 || hi > GOPT_POLICY_MAX_DEVICES || lo > hi)
+        return cli_usage_error(verb, "--devices-range '%s': expected LO-HI (or N) with 1 <= LO <= HI <= %d", s,
+                               GOPT_POLICY_MAX_DEVICES);
+    ta->dlo = lo;
+    ta->dhi = hi;
+    return 0;
+}
+
+static int mixing(const train_args *ta) { return ta->profiles_s || ta->range_s || ta->manifest; }
+
+/* Give every graph file a profile and a device count: the manifest's, else
+ * drawn from the stream seeded by --seed and the file's name (a profile of
+ * --profiles, uniformly; devices uniformly in --devices-range capped by the
+ * profile's devices), else --profile and --devices (default: all). Builds
+ * the cost models used. Returns 0 or the exit code. */
+static int assign_clusters(train_args *ta, const char *verb) {
+    gopt_error err = {0};
+    int k = 0;
+    if (ta->profiles_s) {
+        for (const char *p = ta->profiles_s; *p;) {
+            const char *e = strchr(p, ',');
+            size_t l = e ? (size_t)(e - p) : strlen(p);
+            if (!l) return cli_usage_error(verb, "--profiles '%s': an empty profile path", ta->profiles_s);
+            char *path = strndup(p, l);
+            if (!path) return cli_usage_error(verb, "out of memory");
+            gopt_status st = cluster_of(ta, path, &k, &err);
+            if (st || ta->cl[k].path != path) free(path); /* loaded before, or failed */
+            if (st) {
+                gopt_error_prefix(&err, "--profiles");
+                return cli_report(&err);
+            }
+            p = e ? e + 1 : p + l;
+        }
+    } else if (ta->prof && cluster_of(ta, ta->prof, &k, &err)) {
+        return cli_report(&err);
+    }
+    ta->nbase = ta->ncl;
+    for (int i = 0; i < ta->nfiles; i++) {
+        const char *f = ta->files[i], *base = strrchr(f, '/');
+        base = base ? base + 1 : f;
+        uint64_t h = 1469598103934665603ull; /* FNV-1a of the file name: the draw does not depend on the order */
+        for (const char *c = base; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+        gopt_rng r;
+        gopt_rng_seed(&r, ta->o.seed ^ h);
+        char where[512] = "";
+        if (ta->fline[i]) snprintf(where, sizeof where, "%s:%d: ", ta->manifest, ta->fline[i]);
+        if (ta->fprofile[i]) {
+            if (cluster_of(ta, ta->fprofile[i], &k, &err)) {
+                gopt_error_prefix(&err, "%sprofile", where);
+                return cli_report(&err);
+            }
+        } else if (!ta->nbase) {
+            return cli_usage_error(verb, "%s%s: no profile (give --profile P or --profiles P1,P2,...)", where, f);
+        } else {
+            k = ta->nbase > 1 ? (int)gopt_rng_below(&r, (uint64_t)ta->nbase) : 0;
+        }
+        const gopt_profile *pr = ta->cl[k].prof;
+        int have = gopt_profile_num_devices(pr);
+        long nd = ta->fndev[i];
+        if (nd > have)
+            return cli_usage_error(verb, "%sdevices %ld: profile '%s' has %d devices", where, nd,
+                                   gopt_profile_name(pr), have);
+        if (!nd && ta->dlo) {
+            if (ta->dlo > have)
+                return cli_usage_error(verb, "--devices-range %s: profile '%s' has %d devices", ta->range_s,
+                                       gopt_profile_name(pr), have);
+            long hi = ta->dhi < have ? ta->dhi : have;
+            nd = ta->dlo + (long)gopt_rng_below(&r, (uint64_t)(hi - ta->dlo + 1));
+        } else if (!nd) {
+            if (ta->ndev > have)
+                return cli_usage_error(verb, "--devices %ld: profile '%s' has %d devices", ta->ndev,
+                                       gopt_profile_name(pr), have);
+            nd = ta->ndev ? ta->ndev : have;
+        }
+        if (nd > GOPT_POLICY_MAX_DEVICES)
+            return cli_usage_error(verb, "%s: profile '%s' has %ld devices, more than the policy places on (%d): "
+                                   "give --devices", f, gopt_profile_name(pr), nd, GOPT_POLICY_MAX_DEVICES);
+        if (!ta->cl[k].cm[nd] && gopt_cost_create(pr, (int)nd, &ta->cl[k].cm[nd], &err)) return cli_report(&err);
+        ta->fcl[i] = k;
+        ta->fndev[i] = (int)nd;
+    }
+    return 0;
+}
+
+static void free_clusters(train_args *ta) {
+    for (int k = 0; k < ta->ncl; k++) {
+        for (int d = 0; d <= GOPT_POLICY_MAX_DEVICES; d++) gopt_cost_free(ta->cl[k].cm[d]);
+        gopt_profile_free(ta->cl[k].prof);
+        if (k < ta->nbase && ta->profiles_s) free((char *)ta->cl[k].path);
+    }
+    ta->ncl = ta->nbase = 0;
+}
+
+static const gopt_costmodel *file_cm(const train_args *ta, int i) { return ta->cl[ta->fcl[i]].cm[ta->fndev[i]]; }
+
+/* How many graphs each profile x device count got (stderr). */
+static void print_assignment(const train_args *ta, const char *verb) {
+    static int count[MAX_PROFILES][GOPT_POLICY_MAX_DEVICES + 1];
+    memset(count, 0, sizeof count);
+    for (int i = 0; i < ta->nfiles; i++) count[ta->fcl[i]][ta->fndev[i]]++;
+    fprintf(stderr, "%s: %d graphs on %d profile(s):\n", verb, ta->nfiles, ta->ncl);
+    for (int k = 0; k < ta->ncl; k++)
+        for (int d = 1; d <= GOPT_POLICY_MAX_DEVICES; d++)
+            if (count[k][d])
+                fprintf(stderr, "  %-28s %2d device%s %6d graph%s\n", gopt_profile_name(ta->cl[k].prof), d,
+                        d > 1 ? "s" : " ", count[k][d], count[k][d] > 1 ? "s" : "");
 }
 
 /* "on" 1, "off" 0, anything else a usage error (-1). */
@@ -296,15 +557,19 @@ static void print_reference(const train_args *ta, const gopt_trainer *tr, int i)
     double ref = gopt_trainer_reference(tr, i, &m);
     double rs = 0;
     int rl = gopt_trainer_target_relabel(tr, i, &rs);
-    fprintf(stderr, "%s: reference %.6g ms (%s)%s", ta->files[i], ref * 1e3, m,
+    if (mixing(ta))
+        fprintf(stderr, "%s (%s, %d device%s)", ta->files[i], gopt_profile_name(ta->cl[ta->fcl[i]].prof),
+                ta->fndev[i], ta->fndev[i] > 1 ? "s" : "");
+    else
+        fprintf(stderr, "%s", ta->files[i]);
+    fprintf(stderr, ": reference %.6g ms (%s)%s", ref * 1e3, m,
             rl == 0 ? "\n" : rl > 0 ? "; target relabelled" : "; relabelled target slower, kept as is");
     if (rl) fprintf(stderr, " (%.6g ms)\n", rs * 1e3);
 }
 
 static int run(train_args *ta, const char *verb, const char *init) {
     gopt_error err = {0};
-    gopt_profile *prof = NULL;
-    gopt_costmodel *cm = NULL;
+    const gopt_costmodel *cm = NULL; /* graph 0's */
     gopt_policy *pol = NULL;
     gopt_trainer *tr = NULL;
     gopt_dist *dist = NULL;
@@ -321,7 +586,9 @@ static int run(train_args *ta, const char *verb, const char *init) {
         rc = cli_usage_error(verb, "--evaluator runtime runs in one process (not under mpirun with %d ranks)", ranks);
         goto give_up;
     }
-    if ((rc = cli_open_cluster(verb, ta->prof, ta->ndev, &prof, &cm))) goto give_up;
+    if ((rc = assign_clusters(ta, verb))) goto give_up;
+    cm = file_cm(ta, 0);
+    if (root && mixing(ta) && !ta->quiet) print_assignment(ta, verb);
     /* the policy: resumed (loaded below by the trainer), initialised from a
      * trained checkpoint, or fresh */
     if (init) {
@@ -333,8 +600,9 @@ static int run(train_args *ta, const char *verb, const char *init) {
     } else if (gopt_policy_config_check(&ta->pc, &err) || gopt_policy_create(&pol, &ta->pc, ta->o.seed, &err)) {
         goto fail;
     }
-    if (gopt_trainer_create(&tr, pol, cm, &ta->o, &err)) goto fail;
+    if (gopt_trainer_create(&tr, pol, mixing(ta) ? NULL : cm, &ta->o, &err)) goto fail;
     gopt_trainer_set_dist(tr, dist);
+    if (ta->cache >= 0) gopt_trainer_set_cache(tr, ta->cache);
     if (root && ranks > 1 && !ta->quiet)
         fprintf(stderr, "%s: %d ranks, %d graph(s) per step\n", verb, ranks, ta->o.graphs_per_step);
     for (int i = 0; i < ta->nfiles; i++) {
@@ -342,7 +610,7 @@ static int run(train_args *ta, const char *verb, const char *init) {
         if (gopt_graph_load(ta->files[i], &g, &err)) goto fail;
         if (!ta->quiet && ranks == 1)
             fprintf(stderr, "%s: %d nodes, computing the reference...\n", ta->files[i], gopt_graph_num_nodes(g));
-        if (gopt_trainer_add_graph(tr, g, 0, &err)) {
+        if (gopt_trainer_add_graph_on(tr, g, file_cm(ta, i), 0, &err)) {
             gopt_error_prefix(&err, "%s", ta->files[i]);
             goto fail;
         }
@@ -471,7 +739,7 @@ static int run(train_args *ta, const char *verb, const char *init) {
         printf("%-28s %8d %12.6g %12.6g%s %12.6g %12.4f  %s\n", gopt_graph_name(g), gopt_graph_num_nodes(g), ref * 1e3,
                res.step_time_s * 1e3, res.oom ? "!" : " ", best * 1e3, best / ref, m);
         if (i == 0 && ta->decisions && bd) {
-            if (gopt_decisions_save(ta->decisions, g, gopt_cost_num_devices(cm), bd, &err)) goto fail;
+            if (gopt_decisions_save(ta->decisions, g, ta->fndev[0], bd, &err)) goto fail;
         }
     }
     printf("mean best/ref over %d graphs: %.4f (< 1: GO beats the best baseline)%s%s\n", gopt_trainer_num_graphs(tr),
@@ -511,8 +779,7 @@ out:
     gopt_trainer_free(tr);
     gopt_rt_free(rt);
     gopt_policy_free(pol);
-    gopt_cost_free(cm);
-    gopt_profile_free(prof);
+    free_clusters(ta);
     gopt_dist_free(dist);
     return rc;
 }
@@ -525,10 +792,14 @@ static void args_init(train_args *ta) {
     ta->steps = -1;
     ta->fresh_optimizer = -1;
     ta->shrink = 1;
+    ta->cache = -1;
 }
 
 static int check_common(train_args *ta, const char *verb) {
-    if (!ta->prof) return cli_usage_error(verb, "missing --profile P");
+    if (!ta->prof && !ta->profiles_s && !ta->manifest)
+        return cli_usage_error(verb, "missing --profile P%s", ta->finetune ? "" : " (or --profiles P1,P2,...)");
+    if (ta->prof && ta->profiles_s) return cli_usage_error(verb, "--profile and --profiles: give one of them");
+    if (ta->ndev && ta->range_s) return cli_usage_error(verb, "--devices and --devices-range: give one of them");
     if (ta->steps < 0) return cli_usage_error(verb, "missing --steps S");
     if (!ta->outp && !(ta->finetune && ta->steps == 0)) return cli_usage_error(verb, "missing -o CKPT");
     if (!ta->outp && ta->resume) return cli_usage_error(verb, "--resume needs -o CKPT");
@@ -567,7 +838,14 @@ int cmd_train(int argc, char **argv) {
         else if (cli_opt_long(&a, "--segment", &l, 1, 4096)) ta.pc.segment = (int32_t)l;
         else if (cli_opt_long(&a, "--sched-levels", &l, 1, 16)) ta.pc.sched_levels = (int32_t)l;
         else if (cli_opt_long(&a, "--fusion-levels", &l, 1, 16)) ta.pc.fusion_levels = (int32_t)l;
-        else if (cli_opt_str(&a, "--init", &ta.init)) {
+        else if (cli_opt_str(&a, "--init", &ta.init) || cli_opt_str(&a, "--profiles", &ta.profiles_s) ||
+                 cli_opt_str(&a, "--manifest", &ta.manifest)) {
+        } else if (cli_opt_long(&a, "--graph-cache", &l, 0, 1000000L)) ta.cache = (int)l;
+        else if (cli_opt_str(&a, "--devices-range", &ta.range_s)) {
+            if (parse_range(&ta, a.verb)) {
+                rc = 2;
+                goto out;
+            }
         } else if (cli_flag(&a, "--graphs")) in_graphs = 1;
         else if (a.argv[a.i][0] == '-' && a.argv[a.i][1]) {
             rc = cli_usage_error(a.verb, "unknown option '%s'", a.argv[a.i]);
@@ -584,8 +862,9 @@ int cmd_train(int argc, char **argv) {
             goto out;
         }
     }
+    if (ta.manifest && (rc = read_manifest(&ta, a.verb, &owned, &nowned))) goto out;
     if (!ta.nfiles) {
-        rc = cli_usage_error(a.verb, "missing --graphs DIR|FILE... (no graph files found)");
+        rc = cli_usage_error(a.verb, "missing --graphs DIR|FILE... or --manifest FILE (no graph files found)");
         goto out;
     }
     if ((rc = check_common(&ta, a.verb))) goto out;

@@ -88,17 +88,35 @@ void gopt_trainer_tasks_str(unsigned tasks, char *buf, size_t len);
 typedef struct gopt_trainer gopt_trainer;
 
 /* Create a trainer that trains `policy` (borrowed: it must outlive the
- * trainer) on cost model cm (borrowed). */
+ * trainer); cm (borrowed, may be NULL) is the cost model of the graphs added
+ * by gopt_trainer_add_graph. */
 gopt_status gopt_trainer_create(gopt_trainer **out, gopt_policy *policy, const gopt_costmodel *cm,
                                 const gopt_trainer_options *o, gopt_error *err);
 void gopt_trainer_free(gopt_trainer *t);
 
-/* Add a finalized graph (ownership passes to the trainer, also on error):
- * prepares its simulator and features and computes its reference by running
- * the reference baselines (the slow part: seconds on 10k nodes). When
- * ref_step_s > 0 it is used instead and no baseline runs (imitation then has
- * no target for this graph). */
+/* Add a finalized graph (ownership passes to the trainer, also on error) on
+ * cost model cm (borrowed: it must outlive the trainer; NULL: the trainer's
+ * default): every use of a cluster for this graph (its simulator, reference
+ * baselines, device symmetries, features, decoder inputs, the devices its
+ * samples may use) is cm's, with gopt_cost_num_devices(cm) devices (1..the
+ * policy's max_devices). Graphs of one trainer may each have their own cost
+ * model and device count. Computes its reference by running the reference
+ * baselines (the slow part: seconds on 10k nodes). When ref_step_s > 0 it is
+ * used instead and no baseline runs (imitation then has no target for this
+ * graph). */
+gopt_status gopt_trainer_add_graph_on(gopt_trainer *t, gopt_graph *g, const gopt_costmodel *cm, double ref_step_s,
+                                      gopt_error *err);
+/* gopt_trainer_add_graph_on with the trainer's default cost model. */
 gopt_status gopt_trainer_add_graph(gopt_trainer *t, gopt_graph *g, double ref_step_s, gopt_error *err);
+/* Graph i's cost model. */
+const gopt_costmodel *gopt_trainer_graph_costmodel(const gopt_trainer *t, int i);
+/* Memory: a graph's simulator (cost table), per-thread simulator scratch,
+ * features and decoder inputs are built when a step (or the reference, or
+ * gopt_trainer_greedy) needs them and kept for the `graphs` graphs used
+ * last (default max(2, graphs_per_step + 1); 0: every graph, never rebuilt);
+ * the rest of a graph stays (docs/trainer.md, "Memory"). Results are bit for
+ * bit the same whatever the value; only time and memory change. */
+void gopt_trainer_set_cache(gopt_trainer *t, int graphs);
 /* Data-parallel (a communicator of N > 1 ranks set before the graphs are
  * added): gopt_trainer_add_graph leaves the references to this collective,
  * which computes graph i's on rank i mod N and gives every rank every graph's
@@ -155,8 +173,9 @@ typedef struct {
  * have (bit for bit), so any rank's checkpoint is the run's. d is borrowed;
  * NULL (the default) is one process. Call before the first step. */
 void gopt_trainer_set_dist(gopt_trainer *t, gopt_dist *d);
-/* FNV-1a hash of the parameters, step, RNG, references and bests: equal on
- * every rank of a consistent data-parallel run. */
+/* FNV-1a hash of the parameters, step, RNG, references, bests and each
+ * graph's profile and device count: equal on every rank of a consistent
+ * data-parallel run. */
 uint64_t gopt_trainer_fingerprint(const gopt_trainer *t);
 
 /* The evaluator of the trainer's own decisions: fn (ctx borrowed) judges one

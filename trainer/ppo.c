@@ -33,20 +33,12 @@
 
 gopt_status tr_forward(gopt_trainer *t, tr_graph *G, gopt_error *err) {
     const int32_t n = G->fz->n;
-    if (!G->dec_in) {
-        G->dec_in = gopt_malloc(sizeof(double) * (2 * (size_t)n + (size_t)t->ndev), err);
-        if (!G->dec_in) return GOPT_ENOMEM;
-        gopt_bl_problem bp = {0};
-        bp.graph = G->g;
-        bp.cm = t->cm;
-        bp.cost = gopt_sim_cost_table(G->sim);
-        bp.ndev = t->ndev;
-        gopt_go_decoder_inputs(&bp, G->dec_in, G->dec_in + n, G->dec_in + 2 * (size_t)n);
-    }
-    gopt_status s = gopt_policy_set_decoder_inputs(t->pol, n, t->ndev, G->dec_in, G->dec_in + n,
-                                                   G->dec_in + 2 * (size_t)n, err);
+    tr_hot *H = NULL;
+    gopt_status s = tr_hot_get(t, (int)(G - t->graphs), &H, err);
     if (s) return s;
-    return gopt_policy_forward(t->pol, G->fz, G->feat, t->ndev, NULL, err);
+    s = gopt_policy_set_decoder_inputs(t->pol, n, G->ndev, H->dec_in, H->dec_in + n, H->dec_in + 2 * (size_t)n, err);
+    if (s) return s;
+    return gopt_policy_forward(t->pol, G->fz, H->feat, G->ndev, NULL, err);
 }
 
 static int task_on(const gopt_trainer *t, int task) { return (t->o.tasks & GOPT_TASK_BIT(task)) != 0; }

@@ -344,23 +344,23 @@ gopt_status gopt_trainer_share_references(gopt_trainer *t, gopt_error *err) {
 }
 
 uint64_t gopt_trainer_fingerprint(const gopt_trainer *t) {
-    uint64_t h = 1469598103934665603ull;
-#define MIX(ptr, len)                                                                                                 \
-    for (size_t i_ = 0; i_ < (len); i_++) h = (h ^ ((const unsigned char *)(ptr))[i_]) * 1099511628211ull
+    uint64_t h = TR_FNV_INIT;
     int nt = gopt_policy_num_tensors(t->pol);
     for (int i = 0; i < nt; i++) {
         const char *name;
         float *param, *grad;
         size_t count;
         gopt_policy_tensor(t->pol, i, &name, &param, &grad, &count);
-        MIX(param, sizeof(float) * count);
+        h = tr_fnv64(h, param, sizeof(float) * count);
     }
-    MIX(&t->step, sizeof t->step);
-    MIX(t->rng.s, sizeof t->rng.s);
+    h = tr_fnv64(h, &t->step, sizeof t->step);
+    h = tr_fnv64(h, t->rng.s, sizeof t->rng.s);
     for (int i = 0; i < t->ng; i++) {
-        MIX(&t->graphs[i].ref, sizeof(double));
-        MIX(&t->graphs[i].best, sizeof(double));
+        const tr_graph *G = &t->graphs[i];
+        h = tr_fnv64(h, &G->ref, sizeof(double));
+        h = tr_fnv64(h, &G->best, sizeof(double));
+        h = tr_fnv64(h, &t->profs[G->prof].hash, sizeof(uint64_t)); /* each graph's cluster */
+        h = tr_fnv64(h, &G->ndev, sizeof G->ndev);
     }
-#undef MIX
     return h;
 }

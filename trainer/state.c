@@ -24,6 +24,12 @@
 #define STATE_FORMAT "gopt-trainer-state"
 #define STATE_VERSION 1
 
+uint64_t tr_fnv64(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
 /* FNV-1a (64 bits) of a file's (gunzipped) content; *exists = 0 when there
  * is no file. Not CRC-32: the policy file ends in its own CRC-32, and the
  * CRC-32 of data followed by its CRC is the same constant for every file. */
@@ -34,9 +40,7 @@ static gopt_status file_fnv64(const char *path, uint64_t *hash, int *exists, gop
     size_t len = 0;
     gopt_status st = gopt_file_read_all(path, &buf, &len, err);
     if (st) return st;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)buf[i]) * 1099511628211ull;
-    *hash = h;
+    *hash = tr_fnv64(TR_FNV_INIT, buf, len);
     free(buf);
     return GOPT_OK;
 }
@@ -119,6 +123,12 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
         json_object_set_new(g, "reference_s", json_real(G->ref));
         json_object_set_new(g, "reference_method", json_string(G->ref_method));
         json_object_set_new(g, "best_s", real_or_null(G->best));
+        const tr_prof *P = &t->profs[G->prof];
+        char ph[24];
+        snprintf(ph, sizeof ph, "%016llx", (unsigned long long)P->hash);
+        json_object_set_new(g, "profile", json_string(P->name));
+        json_object_set_new(g, "profile_fnv64", json_string(ph));
+        json_object_set_new(g, "devices", json_integer(G->ndev));
         json_array_append_new(gs, g);
     }
     json_object_set_new(j, "graphs", gs);
@@ -270,6 +280,33 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
             json_integer_value(json_object_get(g, "nodes")) != G->fz->n) {
             st = gopt_error_set(err, GOPT_EINVAL, "%s: graph %d was '%s', now '%s' (%d nodes): resume with the same graphs in the same order",
                                 state, i, name ? name : "?", gopt_graph_name(G->g), G->fz->n);
+            goto out;
+        }
+        /* the graph's cluster: absent from states written before graphs had their own */
+        json_t *pj = json_object_get(g, "profile"), *hj = json_object_get(g, "profile_fnv64"),
+               *dj = json_object_get(g, "devices");
+        const tr_prof *P = &t->profs[G->prof];
+        uint64_t ph = 0;
+        if ((pj && !json_is_string(pj)) || (hj && !parse_hex64(json_string_value(hj), &ph)) ||
+            (dj && !json_is_integer(dj))) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': profile, profile_fnv64 or devices is malformed",
+                                state, name);
+            goto out;
+        }
+        if (pj && strcmp(json_string_value(pj), P->name) != 0) {
+            st = gopt_error_set(err, GOPT_EINVAL, "%s: graph '%s': profile was '%s', now '%s': resume with the same "
+                                "profile per graph", state, name, json_string_value(pj), P->name);
+            goto out;
+        }
+        if (hj && ph != P->hash) {
+            st = gopt_error_set(err, GOPT_EINVAL, "%s: graph '%s': profile_fnv64 was %016llx, now %016llx (profile "
+                                "'%s' changed): resume with the same profile files", state, name,
+                                (unsigned long long)ph, (unsigned long long)P->hash, P->name);
+            goto out;
+        }
+        if (dj && json_integer_value(dj) != G->ndev) {
+            st = gopt_error_set(err, GOPT_EINVAL, "%s: graph '%s': devices was %lld, now %d: resume with the same "
+                                "device count per graph", state, name, (long long)json_integer_value(dj), G->ndev);
             goto out;
         }
         if (!(fabs(ref - G->ref) <= 1e-9 * G->ref)) {

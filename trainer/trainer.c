@@ -112,7 +112,7 @@ gopt_status gopt_trainer_create(gopt_trainer **out, gopt_policy *policy, const g
     gopt_status st = gopt_trainer_options_check(o, err);
     if (st) return st;
     const gopt_policy_config *pc = gopt_policy_get_config(policy);
-    int ndev = gopt_cost_num_devices(cm);
+    int ndev = cm ? gopt_cost_num_devices(cm) : 0;
     if (ndev > pc->max_devices)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: %d devices but the policy places on at most %d", ndev,
                               pc->max_devices);
@@ -129,7 +129,7 @@ gopt_status gopt_trainer_create(gopt_trainer **out, gopt_policy *policy, const g
     t->o = *o;
     strcpy(t->reference, o->reference);
     t->o.reference = t->reference;
-    t->ndev = ndev;
+    t->hot_cap = o->graphs_per_step + 1 > 2 ? o->graphs_per_step + 1 : 2;
     gopt_rng_seed(&t->rng, o->seed);
     t->sel = gopt_calloc((size_t)o->graphs_per_step, sizeof *t->sel, err);
     t->adv = gopt_calloc((size_t)o->graphs_per_step * o->samples, sizeof *t->adv, err);
@@ -144,13 +144,95 @@ gopt_status gopt_trainer_create(gopt_trainer **out, gopt_policy *policy, const g
     return GOPT_OK;
 }
 
-static void graph_destroy(tr_graph *G) {
-    for (int i = 0; i < TR_MAX_THREADS; i++) gopt_sim_scratch_free(G->scratch[i]);
-    gopt_sim_free(G->sim);
+/* Free entry H (its graph then has none). */
+static void hot_release(gopt_trainer *t, tr_hot *H) {
+    for (int i = 0; i < TR_MAX_THREADS; i++) gopt_sim_scratch_free(H->scratch[i]);
+    gopt_sim_free(H->sim);
+    free(H->feat);
+    free(H->dec_in);
+    if (H->graph >= 0) t->graphs[H->graph].hot = -1;
+    memset(H, 0, sizeof *H);
+    H->graph = -1;
+}
+
+/* Build graph i's entry into H (free): simulator, scratch, features, decoder inputs. */
+static gopt_status hot_build(gopt_trainer *t, int i, tr_hot *H, gopt_error *err) {
+    tr_graph *G = &t->graphs[i];
+    const gopt_frozen *fz = G->fz;
+    const int32_t n = fz->n;
+    gopt_status st;
+    H->graph = i;
+    G->hot = (int32_t)(H - t->hot);
+    if ((st = gopt_sim_create(G->g, G->cm, &H->sim, err))) return st;
+    for (int k = 0; k < t->o.sim_threads; k++)
+        if ((st = gopt_sim_scratch_create(H->sim, &H->scratch[k], err))) return st;
+    H->feat = gopt_malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NFEAT, err);
+    H->dec_in = gopt_malloc(sizeof(double) * (2 * (size_t)n + (size_t)G->ndev), err);
+    float *pred = gopt_malloc(sizeof(float) * (size_t)(n ? n : 1), err);
+    if (!H->feat || !H->dec_in || !pred) {
+        free(pred);
+        return GOPT_ENOMEM;
+    }
+    const gopt_cost_table *ct = gopt_sim_cost_table(H->sim);
+    for (int32_t v = 0; v < n; v++) pred[v] = (float)ct->time[(size_t)v * ct->ndev];
+    st = gopt_policy_features(fz, G->ndev, pred, H->feat, err);
+    free(pred);
+    if (st) return st;
+    gopt_bl_problem bp = {0};
+    bp.graph = G->g;
+    bp.cm = G->cm;
+    bp.cost = ct;
+    bp.ndev = G->ndev;
+    gopt_go_decoder_inputs(&bp, H->dec_in, H->dec_in + n, H->dec_in + 2 * (size_t)n);
+    return GOPT_OK;
+}
+
+gopt_status tr_hot_get(gopt_trainer *t, int i, tr_hot **out, gopt_error *err) {
+    tr_graph *G = &t->graphs[i];
+    *out = NULL;
+    if (G->hot < 0) {
+        int slot = -1;
+        for (int k = 0; k < t->nhot && slot < 0; k++)
+            if (t->hot[k].graph < 0) slot = k;
+        if (slot < 0 && (t->hot_cap == 0 || t->nhot < t->hot_cap)) {
+            tr_hot *nh = realloc(t->hot, sizeof *nh * (size_t)(t->nhot + 1));
+            if (!nh) return gopt_error_set(err, GOPT_ENOMEM, "trainer: out of memory for the graph cache");
+            t->hot = nh;
+            memset(&t->hot[t->nhot], 0, sizeof *nh);
+            t->hot[t->nhot].graph = -1;
+            slot = t->nhot++;
+        }
+        if (slot < 0) { /* full: evict the least recently used */
+            slot = 0;
+            for (int k = 1; k < t->nhot; k++)
+                if (t->hot[k].used < t->hot[slot].used) slot = k;
+            hot_release(t, &t->hot[slot]);
+        }
+        gopt_status st = hot_build(t, i, &t->hot[slot], err);
+        if (st) {
+            hot_release(t, &t->hot[slot]);
+            gopt_error_prefix(err, "graph '%s'", gopt_graph_name(G->g));
+            return st;
+        }
+    }
+    tr_hot *H = &t->hot[G->hot];
+    H->used = ++t->hot_clock;
+    *out = H;
+    return GOPT_OK;
+}
+
+void gopt_trainer_set_cache(gopt_trainer *t, int graphs) {
+    for (int k = 0; k < t->nhot; k++) hot_release(t, &t->hot[k]);
+    free(t->hot);
+    t->hot = NULL;
+    t->nhot = 0;
+    t->hot_cap = graphs <= 0 ? 0 : graphs < 2 ? 2 : graphs;
+}
+
+static void graph_destroy(gopt_trainer *t, tr_graph *G) {
+    if (G->hot >= 0) hot_release(t, &t->hot[G->hot]);
     gopt_graph_free(G->g);
-    free(G->feat);
     free(G->unit_first);
-    free(G->dec_in);
     gopt_decisions_destroy(&G->ref_dec);
     gopt_decisions_destroy(&G->best_dec);
     memset(G, 0, sizeof *G);
@@ -158,8 +240,10 @@ static void graph_destroy(tr_graph *G) {
 
 void gopt_trainer_free(gopt_trainer *t) {
     if (!t) return;
-    for (int i = 0; i < t->ng; i++) graph_destroy(&t->graphs[i]);
+    for (int i = 0; i < t->ng; i++) graph_destroy(t, &t->graphs[i]);
     free(t->graphs);
+    free(t->hot);
+    free(t->profs);
     free(t->perm);
     free(t->sel);
     free(t->act);
@@ -328,23 +412,23 @@ int gopt_trainer_device_symmetries(const gopt_costmodel *cm, const gopt_cost_tab
 
 /* Relabel G's imitation target canonically; keep it when it simulates no
  * slower than the reference decisions (the links may not be symmetric). */
-static gopt_status relabel_target(gopt_trainer *t, tr_graph *G, gopt_error *err) {
+static gopt_status relabel_target(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_error *err) {
     const int32_t n = G->fz->n;
     gopt_decisions d = {0};
     int32_t perm[GOPT_POLICY_MAX_DEVICES];
     gopt_status st = gopt_decisions_init(&d, n, err);
     if (st) return st;
     gopt_decisions_copy(&d, &G->ref_dec);
-    int np = gopt_trainer_device_symmetries(t->cm, gopt_sim_cost_table(G->sim), t->sym, TR_MAX_SYM);
+    int np = gopt_trainer_device_symmetries(G->cm, gopt_sim_cost_table(H->sim), t->sym, TR_MAX_SYM);
     if (np < 1) goto out; /* not even the identity: nothing to relabel */
-    if ((st = gopt_trainer_canonical_devices(G->fz, t->ndev, G->ref_dec.device, t->sym, np, d.device, perm, err)))
+    if ((st = gopt_trainer_canonical_devices(G->fz, G->ndev, G->ref_dec.device, t->sym, np, d.device, perm, err)))
         goto out;
     int same = 1;
-    for (int32_t k = 0; k < t->ndev; k++) same &= perm[k] == k;
+    for (int32_t k = 0; k < G->ndev; k++) same &= perm[k] == k;
     if (same) goto out; /* already canonical */
     gopt_sim_result res;
     gopt_error e2 = {0};
-    int ok = gopt_sim_run(G->sim, &d, &res, G->scratch[0], &e2) == GOPT_OK && !res.oom;
+    int ok = gopt_sim_run(H->sim, &d, &res, H->scratch[0], &e2) == GOPT_OK && !res.oom;
     G->relabel_step = ok ? res.step_time_s : INFINITY;
     if (ok && res.step_time_s <= G->ref) {
         gopt_decisions_copy(&G->ref_dec, &d);
@@ -363,7 +447,11 @@ int gopt_trainer_target_relabel(const gopt_trainer *t, int i, double *relabelled
 }
 
 /* Reference: the best valid result among the reference baselines. */
-static gopt_status compute_reference(gopt_trainer *t, tr_graph *G, gopt_error *err) {
+static gopt_status compute_reference(gopt_trainer *t, int i, gopt_error *err) {
+    tr_graph *G = &t->graphs[i];
+    tr_hot *H = NULL;
+    gopt_status hs = tr_hot_get(t, i, &H, err);
+    if (hs) return hs;
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);
     char list[256];
@@ -376,7 +464,7 @@ static gopt_status compute_reference(gopt_trainer *t, tr_graph *G, gopt_error *e
         gopt_decisions d = {0};
         gopt_bl_outcome res;
         gopt_error e2 = {0};
-        gopt_status st = gopt_bl_optimize(&reg, m, G->sim, t->cm, &opt, &d, &res, &e2);
+        gopt_status st = gopt_bl_optimize(&reg, m, H->sim, G->cm, &opt, &d, &res, &e2);
         if (G->nbase < TR_MAX_BASE) {
             snprintf(G->base_name[G->nbase], sizeof G->base_name[0], "%s", m);
             G->base_step[G->nbase++] = st ? INFINITY : res.sim.oom ? -res.sim.step_time_s : res.sim.step_time_s;
@@ -404,11 +492,67 @@ static gopt_status compute_reference(gopt_trainer *t, tr_graph *G, gopt_error *e
     if (!isfinite(G->ref) || !(G->ref > 0))
         return gopt_error_set(err, GOPT_EINVAL, "graph '%s': no reference method (%s) found a valid solution",
                               gopt_graph_name(G->g), t->reference);
-    return t->o.canonical_targets ? relabel_target(t, G, err) : GOPT_OK;
+    return t->o.canonical_targets ? relabel_target(t, G, H, err) : GOPT_OK;
+}
+
+/* The index of cm in t->profs (registered with its profile's name and hash on first use). */
+static gopt_status prof_of(gopt_trainer *t, const gopt_costmodel *cm, int *idx, gopt_error *err) {
+    for (int k = 0; k < t->nprof; k++)
+        if (t->profs[k].cm == cm) {
+            *idx = k;
+            return GOPT_OK;
+        }
+    if (t->nprof == t->capprof) {
+        int cap = t->capprof ? 2 * t->capprof : 4;
+        tr_prof *np = realloc(t->profs, sizeof *np * (size_t)cap);
+        if (!np) return gopt_error_set(err, GOPT_ENOMEM, "trainer: out of memory adding a cost model");
+        t->profs = np;
+        t->capprof = cap;
+    }
+    tr_prof *P = &t->profs[t->nprof];
+    memset(P, 0, sizeof *P);
+    P->cm = cm;
+    const gopt_profile *pr = gopt_cost_profile(cm);
+    snprintf(P->name, sizeof P->name, "%s", pr && gopt_profile_name(pr) ? gopt_profile_name(pr) : "");
+    if (pr) {
+        gopt_buf b;
+        gopt_buf_init(&b);
+        gopt_status st = gopt_profile_write_json(pr, &b, err);
+        if (!st && b.failed) st = gopt_error_set(err, GOPT_ENOMEM, "trainer: out of memory hashing a profile");
+        if (!st) P->hash = tr_fnv64(TR_FNV_INIT, b.data, b.len);
+        gopt_buf_destroy(&b);
+        if (st) return st;
+    }
+    *idx = t->nprof++;
+    return GOPT_OK;
 }
 
 gopt_status gopt_trainer_add_graph(gopt_trainer *t, gopt_graph *g, double ref_step_s, gopt_error *err) {
+    return gopt_trainer_add_graph_on(t, g, NULL, ref_step_s, err);
+}
+
+gopt_status gopt_trainer_add_graph_on(gopt_trainer *t, gopt_graph *g, const gopt_costmodel *cm, double ref_step_s,
+                                      gopt_error *err) {
     gopt_status st = GOPT_OK;
+    if (!cm) cm = t->cm;
+    if (!cm) {
+        st = gopt_error_set(err, GOPT_EINVAL, "trainer: graph '%s': no cost model (the trainer has no default)",
+                            gopt_graph_name(g));
+        gopt_graph_free(g);
+        return st;
+    }
+    int ndev = gopt_cost_num_devices(cm), maxd = gopt_policy_get_config(t->pol)->max_devices;
+    if (ndev < 1 || ndev > maxd) {
+        st = gopt_error_set(err, GOPT_EINVAL, "trainer: graph '%s': %d devices but the policy places on 1..%d",
+                            gopt_graph_name(g), ndev, maxd);
+        gopt_graph_free(g);
+        return st;
+    }
+    int prof = 0;
+    if ((st = prof_of(t, cm, &prof, err))) {
+        gopt_graph_free(g);
+        return st;
+    }
     if (t->ng == t->capg) {
         int cap = t->capg ? 2 * t->capg : 8;
         tr_graph *ng = realloc(t->graphs, sizeof *ng * (size_t)cap);
@@ -425,6 +569,10 @@ gopt_status gopt_trainer_add_graph(gopt_trainer *t, gopt_graph *g, double ref_st
     memset(G, 0, sizeof *G);
     G->g = g;
     G->fz = gopt_graph_frozen(g);
+    G->cm = cm;
+    G->ndev = ndev;
+    G->prof = prof;
+    G->hot = -1;
     G->best = INFINITY;
     if (!G->fz) {
         st = gopt_error_set(err, GOPT_EINVAL, "trainer: graph '%s' is not finalized", gopt_graph_name(g));
@@ -432,25 +580,11 @@ gopt_status gopt_trainer_add_graph(gopt_trainer *t, gopt_graph *g, double ref_st
     }
     const gopt_frozen *fz = G->fz;
     int32_t n = fz->n;
-    if ((st = gopt_sim_create(g, t->cm, &G->sim, err))) goto fail;
-    for (int i = 0; i < t->o.sim_threads; i++)
-        if ((st = gopt_sim_scratch_create(G->sim, &G->scratch[i], err))) goto fail;
-    G->feat = gopt_malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NFEAT, err);
-    float *pred = gopt_malloc(sizeof(float) * (size_t)(n ? n : 1), err);
     G->unit_first = gopt_malloc(sizeof(int32_t) * (size_t)(n ? n : 1), err);
     int32_t *first = gopt_malloc(sizeof(int32_t) * (size_t)(fz->n_coloc ? fz->n_coloc : 1), err);
-    if (!G->feat || !pred || !G->unit_first || !first) {
-        free(pred);
+    if (!G->unit_first || !first) {
         free(first);
         st = GOPT_ENOMEM;
-        goto fail;
-    }
-    const gopt_cost_table *ct = gopt_sim_cost_table(G->sim);
-    for (int32_t v = 0; v < n; v++) pred[v] = (float)ct->time[(size_t)v * ct->ndev];
-    st = gopt_policy_features(fz, t->ndev, pred, G->feat, err);
-    free(pred);
-    if (st) {
-        free(first);
         goto fail;
     }
     for (int32_t c = 0; c < fz->n_coloc; c++) first[c] = -1;
@@ -466,12 +600,15 @@ gopt_status gopt_trainer_add_graph(gopt_trainer *t, gopt_graph *g, double ref_st
     if (t->o.tasks & GOPT_TASK_BIT(GOPT_TASK_PLACE)) G->rows += units;
     if (t->o.tasks & GOPT_TASK_BIT(GOPT_TASK_SCHED)) G->rows += n;
     if (t->o.tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE)) G->rows += n;
+    /* its simulator and features now: a graph they refuse is refused here */
+    tr_hot *H = NULL;
+    if ((st = tr_hot_get(t, t->ng, &H, err))) goto fail;
     if (ref_step_s > 0) {
         G->ref = ref_step_s;
         strcpy(G->ref_method, "given");
     } else if (gopt_dist_size(t->dp->dist) > 1) {
         G->ref_pending = 1; /* one rank computes it: gopt_trainer_share_references */
-    } else if ((st = compute_reference(t, G, err))) {
+    } else if ((st = compute_reference(t, t->ng, err))) {
         goto fail;
     }
     if ((st = tr_reserve(t, n, err))) goto fail;
@@ -480,13 +617,13 @@ gopt_status gopt_trainer_add_graph(gopt_trainer *t, gopt_graph *g, double ref_st
     t->ng++;
     return GOPT_OK;
 fail:
-    graph_destroy(G);
+    graph_destroy(t, G);
     return st;
 }
 
-gopt_status tr_compute_reference(gopt_trainer *t, int i, gopt_error *err) {
-    return compute_reference(t, &t->graphs[i], err);
-}
+gopt_status tr_compute_reference(gopt_trainer *t, int i, gopt_error *err) { return compute_reference(t, i, err); }
+
+const gopt_costmodel *gopt_trainer_graph_costmodel(const gopt_trainer *t, int i) { return t->graphs[i].cm; }
 
 int gopt_trainer_num_graphs(const gopt_trainer *t) { return t->ng; }
 const gopt_graph *gopt_trainer_graph(const gopt_trainer *t, int i) { return t->graphs[i].g; }
@@ -584,12 +721,14 @@ gopt_status tr_simulate(gopt_trainer *t, tr_graph *G, int k, int *ok, gopt_error
         for (int i = 0; i < k; i++) ok[i] = tr_evaluate(t, &t->dec[i], &t->res[i]);
         return GOPT_OK;
     }
+    tr_hot *H = NULL;
+    gopt_status st = tr_hot_get(t, (int)(G - t->graphs), &H, err);
+    if (st) return st;
     int th = t->o.sim_threads < k ? t->o.sim_threads : k;
-    if (gopt_sim_run_batch(G->sim, t->dec, k, t->res, G->scratch, th, &e2) == GOPT_OK) return GOPT_OK;
+    if (gopt_sim_run_batch(H->sim, t->dec, k, t->res, H->scratch, th, &e2) == GOPT_OK) return GOPT_OK;
     /* some sample was rejected (e.g. a fusion deadlock): find which, one by one */
     for (int i = 0; i < k; i++)
-        if (gopt_sim_run(G->sim, &t->dec[i], &t->res[i], G->scratch[0], &e2)) ok[i] = 0;
-    (void)err;
+        if (gopt_sim_run(H->sim, &t->dec[i], &t->res[i], H->scratch[0], &e2)) ok[i] = 0;
     return GOPT_OK;
 }
 
@@ -605,8 +744,9 @@ gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_
         if (!tr_evaluate(t, d, res))
             return gopt_error_set(err, GOPT_EINVAL, "trainer: the evaluator failed on the greedy decisions of graph '%s'",
                                   gopt_graph_name(G->g));
-    } else if ((st = gopt_sim_run(G->sim, d, res, G->scratch[0], err))) {
-        return st;
+    } else {
+        tr_hot *H = NULL;
+        if ((st = tr_hot_get(t, i, &H, err)) || (st = gopt_sim_run(H->sim, d, res, H->scratch[0], err))) return st;
     }
     if (!res->oom) tr_note_best(G, d, res->step_time_s);
     return GOPT_OK;

@@ -12,15 +12,37 @@
 #define TR_MAX_BASE 16
 #define TR_MAX_SYM 40320 /* device symmetries considered (8!) */
 
+/* What a step needs of a graph beyond its cold record: its simulator (cost
+ * table), the per-thread simulator scratch, the node features and the
+ * decoder's inputs. Built from the graph and its cost model on demand
+ * (tr_hot_get) and kept in a small LRU cache (t->hot), so the trainer holds
+ * them for a few graphs at a time, not for every graph (docs/trainer.md,
+ * "Memory"). Rebuilt entries are bit for bit what they were. */
+typedef struct {
+    int32_t graph;          /* the graph it belongs to, -1 when free */
+    uint64_t used;          /* LRU clock of its last use */
+    gopt_sim *sim;
+    gopt_sim_scratch *scratch[TR_MAX_THREADS]; /* sim_threads of them */
+    float *feat;            /* (n, GOPT_POLICY_NFEAT) */
+    double *dec_in;         /* (2n + ndev) the decoder's inputs: node times, node memory, device
+                               capacities (gopt_go_decoder_inputs) */
+} tr_hot;
+
+/* A cost model graphs are trained on, and its identity in the state file. */
+typedef struct {
+    const gopt_costmodel *cm; /* borrowed */
+    char name[64];            /* gopt_profile_name */
+    uint64_t hash;            /* FNV-1a 64 of the profile's JSON (gopt_profile_write_json) */
+} tr_prof;
+
 typedef struct {
     gopt_graph *g;
     const gopt_frozen *fz;
-    gopt_sim *sim;
-    gopt_sim_scratch *scratch[TR_MAX_THREADS];
-    float *feat;            /* (n, GOPT_POLICY_NFEAT) */
+    const gopt_costmodel *cm; /* the graph's cost model (borrowed): its simulator, baselines, features */
+    int ndev;                 /* its devices (gopt_cost_num_devices(cm)) */
+    int prof;                 /* index in t->profs */
+    int32_t hot;              /* its entry in t->hot, -1 when not built */
     int32_t *unit_first;    /* (n) first member (topological order) of v's colocation group, or v */
-    double *dec_in;         /* (2n + ndev) the decoder's inputs: node times, node memory, device
-                               capacities (gopt_go_decoder_inputs); built by the first tr_forward */
     int32_t rows;           /* learned decision rows: units (place) + n per other learned task */
     double ref;             /* reference step time (s) */
     char ref_method[64];
@@ -40,12 +62,16 @@ typedef struct {
 
 struct gopt_trainer {
     gopt_policy *pol;
-    const gopt_costmodel *cm;
+    const gopt_costmodel *cm; /* default cost model of gopt_trainer_add_graph (may be NULL) */
     gopt_trainer_options o;
     char reference[256];
-    int ndev;
     tr_graph *graphs;
     int ng, capg;
+    tr_prof *profs;     /* the distinct cost models of the graphs */
+    int nprof, capprof;
+    tr_hot *hot;        /* (nhot) built graphs, least recently used evicted first */
+    int nhot, hot_cap;  /* hot_cap: most entries kept (0: no limit; gopt_trainer_set_cache) */
+    uint64_t hot_clock;
     gopt_rng rng;
     int64_t step;
     /* schedule: perm is the current pass over the graphs, cursor the next
@@ -73,6 +99,15 @@ struct gopt_trainer {
     gopt_bl_evaluate_fn eval; /* NULL: the simulator judges the samples (gopt_trainer_set_evaluator) */
     void *eval_ctx;
 };
+
+/* Graph i's simulator, scratch, features and decoder inputs, built when
+ * it has none (evicting the least recently used entry when the cache is
+ * full). The entry stays valid until another graph is fetched while the
+ * cache is full; the cache holds at least 2 (the last two graphs used). */
+gopt_status tr_hot_get(gopt_trainer *t, int i, tr_hot **out, gopt_error *err);
+/* FNV-1a 64 of n bytes, continuing from h (start: TR_FNV_INIT). */
+#define TR_FNV_INIT 1469598103934665603ull
+uint64_t tr_fnv64(uint64_t h, const void *p, size_t n);
 
 /* The policy's forward on graph G with its decoder inputs (memory model) set. */
 gopt_status tr_forward(gopt_trainer *t, tr_graph *G, gopt_error *err);
