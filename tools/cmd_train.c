@@ -406,7 +406,7 @@ static void print_assignment(const train_args *ta, const char *verb) {
     static int count[MAX_PROFILES][GOPT_POLICY_MAX_DEVICES + 1];
     memset(count, 0, sizeof count);
     for (int i = 0; i < ta->nfiles; i++) count[ta->fcl[i]][ta->fndev[i]]++;
-    fprintf(stderr, "%s: %d graphs on %d profile(s):\n", verb, ta->nfiles, ta->ncl);
+    fprintf(stderr, "%s: %d graphs by profile and device count:\n", verb, ta->nfiles);
     for (int k = 0; k < ta->ncl; k++)
         for (int d = 1; d <= GOPT_POLICY_MAX_DEVICES; d++)
             if (count[k][d])
