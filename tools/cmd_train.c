@@ -718,8 +718,8 @@ static int run(train_args *ta, const char *verb, const char *init) {
     }
     if (!root) goto out; /* the summary is rank 0's */
     /* summary: greedy decisions of the final policy, best found, reference */
-    printf("%-28s %8s %12s %12s %12s %12s  %s\n", "graph", "nodes", "reference_ms", "go_greedy_ms", "go_best_ms",
-           "best/ref", "reference method");
+    printf("%-28s %8s %12s %12s %12s %12s  %-16s%s\n", "graph", "nodes", "reference_ms", "go_greedy_ms", "go_best_ms",
+           "best/ref", "reference method", mixing(ta) ? "  cluster" : "");
     double sum_rel = 0;
     for (int i = 0; i < gopt_trainer_num_graphs(tr); i++) {
         const gopt_graph *g = gopt_trainer_graph(tr, i);
@@ -736,8 +736,10 @@ static int run(train_args *ta, const char *verb, const char *init) {
         const gopt_decisions *bd;
         double best = gopt_trainer_best(tr, i, &bd);
         sum_rel += best / ref;
-        printf("%-28s %8d %12.6g %12.6g%s %12.6g %12.4f  %s\n", gopt_graph_name(g), gopt_graph_num_nodes(g), ref * 1e3,
-               res.step_time_s * 1e3, res.oom ? "!" : " ", best * 1e3, best / ref, m);
+        printf("%-28s %8d %12.6g %12.6g%s %12.6g %12.4f  %-16s", gopt_graph_name(g), gopt_graph_num_nodes(g),
+               ref * 1e3, res.step_time_s * 1e3, res.oom ? "!" : " ", best * 1e3, best / ref, m);
+        if (mixing(ta)) printf("  %s x%d", gopt_profile_name(ta->cl[ta->fcl[i]].prof), ta->fndev[i]);
+        printf("\n");
         if (i == 0 && ta->decisions && bd) {
             if (gopt_decisions_save(ta->decisions, g, ta->fndev[0], bd, &err)) goto fail;
         }

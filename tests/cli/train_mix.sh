@@ -70,6 +70,11 @@ cmp -s "$TMP/a.ckpt.state" "$TMP/b.ckpt.state" && ok || fail "resumed mixed stat
 # the same run with every graph kept built: same checkpoint
 expect_rc 0 "$GOPT" train $MIX --steps 3 -o "$TMP/c.ckpt" $NET --graph-cache 0
 cmp -s "$TMP/a.ckpt" "$TMP/c.ckpt" && ok || fail "--graph-cache 0 changed the checkpoint"
+expect_out "mlp_train .* v100-dgx1-x8 x2"
+# one profile through --profiles is the --profile run
+expect_rc 0 "$GOPT" train "$EX" --profile "$H100" --devices 3 --steps 2 -o "$TMP/p.ckpt" $NET
+expect_rc 0 "$GOPT" train "$EX" --profiles "$H100" --devices 3 --steps 2 -o "$TMP/q.ckpt" $NET
+cmp -s "$TMP/p.ckpt" "$TMP/q.ckpt" && cmp -s "$TMP/p.ckpt.state" "$TMP/q.ckpt.state" && ok || fail "--profiles P differs from --profile P"
 # resuming with a's devices changed is refused, naming the graph and the field
 sed 's/\t2$/\t3/' "$TMP/m/mix.tsv" >"$TMP/m/mix3.tsv"
 expect_rc 2 "$GOPT" train ${MIX/mix.tsv/mix3.tsv} --steps 4 -o "$TMP/b.ckpt" $NET --resume
