@@ -8,15 +8,18 @@
 # OUT_DIR receives, flat (gopt train --graphs OUT_DIR reads *.graphml.gz):
 #   synth_NNNNN.graphml.gz   N synthetic training steps (default 1,900; gopt graph gen
 #                            synthetic --seed S: layered, cells, chain, grid kinds, 200-20k nodes,
-#                            median 2k; --synthetic-nodes N: about N nodes each, e.g. to fit the
-#                            trainer's memory, which holds every graph: about 6.4 KB per node)
+#                            median 2k; --synthetic-nodes N: about N nodes each, e.g. fewer
+#                            nodes in all for a shorter run)
 #   zoo_*.graphml.gz         the zoo families at many sizes and batches (132 graphs:
 #                            rnnlm, gnmt, transformer_xl, amoebanet, wavenet, resnet; not
 #                            inception_v3, whose PyTorch export is in the validation split)
 #   real_*.graphml.gz        every model of the training split of graphs/real/splits.tsv
 #   real_*_bB.graphml.gz     with --torch-variants: those models re-exported at half and
 #                            twice their batch (needs /usr/bin/python3 with torch)
-#   manifest.tsv             file, source (synthetic|zoo|real), family, settings
+#   manifest.tsv             file, source (synthetic|zoo|real), family, settings, profile, devices:
+#                            gopt train --manifest OUT_DIR/manifest.tsv reads it; profile and
+#                            devices are left empty (drawn by gopt train from --profiles and
+#                            --devices-range); fill them to pin a graph's cluster
 # Nothing of the validation split is written; the script checks it at the end.
 # Re-running skips what exists (every file is written atomically), so a killed
 # run continues where it stopped. Prints progress and the wall time.
@@ -50,7 +53,7 @@ SPLITS="$SRC/graphs/real/splits.tsv"
 mkdir -p "$OUT"
 T0=$(date +%s)
 MAN="$OUT/manifest.tsv.tmp"
-printf 'file\tsource\tfamily\tsettings\n' > "$MAN"
+printf 'file\tsource\tfamily\tsettings\tprofile\tdevices\n' > "$MAN"
 say() { echo "pretrain-data.sh: $* ($(( $(date +%s) - T0 )) s)" >&2; }
 
 # 1. synthetic graphs: regenerated unless all N are there with the same settings (gopt
@@ -69,7 +72,7 @@ fi
 note=""
 [ "$SNODES" -eq 0 ] || note=", nodes $SNODES"
 for ((i = 0; i < NSYN; i++)); do
-  printf 'synth_%05d.graphml.gz\tsynthetic\tsynthetic\tseed %s%s\n' "$i" "$SEED" "$note"
+  printf 'synth_%05d.graphml.gz\tsynthetic\tsynthetic\tseed %s%s\t\t\n' "$i" "$SEED" "$note"
 done >> "$MAN"
 say "synthetic: $NSYN graphs"
 
@@ -77,7 +80,7 @@ say "synthetic: $NSYN graphs"
 zoo() { # name family args...
   local name="$1" fam="$2"; shift 2
   [ -e "$OUT/zoo_$name.graphml.gz" ] || "$GOPT" graph gen "$fam" "$@" -o "$OUT/zoo_$name.graphml.gz" >/dev/null
-  printf 'zoo_%s.graphml.gz\tzoo\t%s\t%s\n' "$name" "$fam" "$*" >> "$MAN"
+  printf 'zoo_%s.graphml.gz\tzoo\t%s\t%s\t\t\n' "$name" "$fam" "$*" >> "$MAN"
 }
 nzoo=0
 for l in 1 2 3 4; do for s in 10 20 35; do for b in 16 64; do
@@ -104,14 +107,14 @@ while IFS=$'\t' read -r model split family _; do
   if [ ! -e "$OUT/real_$model.graphml.gz" ]; then
     cp "$f" "$OUT/real_$model.graphml.gz.tmp" && mv -f "$OUT/real_$model.graphml.gz.tmp" "$OUT/real_$model.graphml.gz"
   fi
-  printf 'real_%s.graphml.gz\treal\t%s\tgraphs/real/%s.graphml.gz\n' "$model" "$family" "$model" >> "$MAN"
+  printf 'real_%s.graphml.gz\treal\t%s\tgraphs/real/%s.graphml.gz\t\t\n' "$model" "$family" "$model" >> "$MAN"
   nreal=$((nreal + 1))
   if [ "$VARIANTS" = 1 ]; then
     b=$(/usr/bin/python3 "$SRC/tools/export_torch.py" --list | awk -v m="$model" '$1 == m {print $5}')
     for bb in $(( b / 2 > 0 ? b / 2 : 1 )) $(( b * 2 )); do
       v="real_${model}_b$bb.graphml.gz"
       [ -e "$OUT/$v" ] || /usr/bin/python3 "$SRC/tools/export_torch.py" "$model" --batch "$bb" -o "$OUT/$v" >&2
-      printf '%s\treal\t%s\t--batch %s\n' "$v" "$family" "$bb" >> "$MAN"
+      printf '%s\treal\t%s\t--batch %s\t\t\n' "$v" "$family" "$bb" >> "$MAN"
       nreal=$((nreal + 1))
     done
   fi
