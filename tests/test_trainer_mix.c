@@ -10,7 +10,8 @@
  * cache changes memory, not results). The state names each graph's profile
  * and devices, and a resume on another device count, another profile, or a
  * profile file with the same name and other content is refused naming the
- * graph and the field. A graph on more devices than the policy places, or
+ * graph and the field (a state without these fields, written before they
+ * existed, still resumes). A graph on more devices than the policy places, or
  * added without a cost model, is refused.
  */
 #include <setjmp.h>
@@ -21,6 +22,7 @@
 
 #include "test_util.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,6 +259,24 @@ static void test_mixed_clusters(void **state) {
     refused(&o, (const gopt_costmodel *const[]){c.v2, c.h2, c.h2}, 3, pb, "graph 'fan4': devices was 3, now 2");
     refused(&o, (const gopt_costmodel *const[]){c.h2, c.h3, c.h2}, 3, pb,
             "graph 'fan3': profile was 'v100-dgx1-x8', now 'h100-nvswitch-x8'");
+    /* a state written before graphs had their own cluster (no per-graph fields) still resumes */
+    json_t *j = json_load_file(sb, 0, NULL);
+    assert_non_null(j);
+    json_t *gs = json_object_get(j, "graphs");
+    for (size_t i = 0; i < json_array_size(gs); i++) {
+        json_t *g = json_array_get(gs, i);
+        assert_int_equal(json_object_del(g, "profile") | json_object_del(g, "profile_fnv64") |
+                             json_object_del(g, "devices"),
+                         0);
+    }
+    assert_int_equal(json_dump_file(j, sb, JSON_INDENT(1) | JSON_REAL_PRECISION(17)), 0);
+    json_decref(j);
+    run_init(&r, &o, 5, cms, 3, -1);
+    st = gopt_trainer_load(r.tr, pb, &err);
+    if (st) fprintf(stderr, "%s\n", err.msg);
+    assert_int_equal(st, GOPT_OK);
+    assert_int_equal(gopt_trainer_steps_done(r.tr), 6);
+    run_free(&r);
     /* same name, other content */
     const gopt_costmodel *ua[1] = {c.ua2}, *ub[1] = {c.ub2};
     run_init(&r, &o, 5, ua, 1, -1);
