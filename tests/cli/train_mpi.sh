@@ -1,7 +1,7 @@
 # gopt train over MPI (mpirun -np N --oversubscribe, every rank on this machine):
 # N ranks write the checkpoint one process writes (byte for byte), with the
 # graphs shared out (B >= N) and with the samples of one graph shared out
-# (B < N); finetune too (--backward rounds and more B/N pairs are in
+# (B < N), and with a cluster per graph (--profiles, --devices-range); finetune too (--backward rounds and more B/N pairs are in
 # test_trainer.c, ranks as threads); a killed rank (1, then 0) ends the job
 # and --resume continues to the checkpoint of an uninterrupted run. Skipped
 # (exit 77) when gopt was built without MPI or mpirun is missing.
@@ -40,6 +40,12 @@ same "$TMP/one.ckpt" "$TMP/two.ckpt"
 [ "$(stats "$TMP/one.ckpt.metrics.jsonl")" = "$(stats "$TMP/two.ckpt.metrics.jsonl")" ] && ok || fail "2-rank metrics differ"
 expect_rc 0 $MPIRUN -np 3 "$GOPT" $RUN --steps 5 --graphs-per-step 2 -o "$TMP/three.ckpt"
 same "$TMP/one.ckpt" "$TMP/three.ckpt"
+# a cluster per graph (two profiles, 1-4 devices drawn per graph): 2 ranks give one process's files
+MIXP="--profiles $PROF,$SRC/profiles/h100-nvswitch-x8.json --devices-range 1-4"
+expect_rc 0 "$GOPT" ${RUN/--profile $PROF --devices 4/$MIXP} --steps 3 --graphs-per-step 2 -o "$TMP/mix1.ckpt"
+expect_rc 0 $MPIRUN -np 2 "$GOPT" ${RUN/--profile $PROF --devices 4/$MIXP} --steps 3 --graphs-per-step 2 -o "$TMP/mix2.ckpt"
+same "$TMP/mix1.ckpt" "$TMP/mix2.ckpt"
+grep -q '"profile": "h100-nvswitch-x8"' "$TMP/mix2.ckpt.state" && ok || fail "mixed state names no h100 graph"
 # finetune (one graph, its samples shared by 2 ranks), decisions of the best sample from rank 0
 FT="finetune --checkpoint $TMP/one.ckpt $TMP/g/synth_00001.graphml.gz --profile $PROF --devices 4 --steps 3 --samples 5 --epochs 1 --threads 1 --quiet"
 expect_rc 0 "$GOPT" $FT -o "$TMP/f1.ckpt" --decisions "$TMP/f1.dec"
