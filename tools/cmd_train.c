@@ -84,6 +84,8 @@ static void train_usage(FILE *f) {
                "                        (tools/pretrain-data.sh writes OUT/manifest.tsv in this form)\n"
                "  --graph-cache N       keep the simulator, scratch and features of the N graphs used last\n"
                "                        (default graphs-per-step + 1, at least 2; 0: all): memory, not results\n"
+               "  --skip-unfit          leave out (with a warning) a graph that no reference baseline fits on\n"
+               "                        its cluster (all out of memory) instead of stopping; one process only\n"
                "A run's state records each graph's profile and devices; --resume refuses others.\n"
                "Data-parallel: mpirun -np N gopt train ... shares each step's graphs (--graphs-per-step) and\n"
                "samples out to N ranks and gives the checkpoint one process would (docs/trainer.md)%s.\n",
@@ -124,6 +126,7 @@ typedef struct {
     const char *profiles_s, *range_s, *manifest; /* gopt train: the per-graph clusters */
     long dlo, dhi;                               /* --devices-range (0: none) */
     int cache;                                   /* --graph-cache (-1: the trainer's default) */
+    int skip_unfit;                              /* --skip-unfit: leave out graphs nothing fits */
     long ndev, steps;
     double ckpt_every;
     int resume, quiet;
@@ -139,6 +142,7 @@ typedef struct {
      * named it (0: none) */
     int fcl[MAX_GRAPH_FILES], fndev[MAX_GRAPH_FILES], fline[MAX_GRAPH_FILES];
     const char *fprofile[MAX_GRAPH_FILES]; /* the manifest's profile for it, or NULL */
+    int tfile[MAX_GRAPH_FILES]; /* the file of each trainer graph (files may be skipped) */
     train_cluster cl[MAX_PROFILES];
     int ncl, nbase; /* profiles loaded; the first nbase are --profile / --profiles (drawn from) */
 } train_args;
@@ -556,12 +560,12 @@ static void print_reference(const train_args *ta, const gopt_trainer *tr, int i)
     const char *m;
     double ref = gopt_trainer_reference(tr, i, &m);
     double rs = 0;
-    int rl = gopt_trainer_target_relabel(tr, i, &rs);
+    int rl = gopt_trainer_target_relabel(tr, i, &rs), f = ta->tfile[i];
     if (mixing(ta))
-        fprintf(stderr, "%s (%s, %d device%s)", ta->files[i], gopt_profile_name(ta->cl[ta->fcl[i]].prof),
-                ta->fndev[i], ta->fndev[i] > 1 ? "s" : "");
+        fprintf(stderr, "%s (%s, %d device%s)", ta->files[f], gopt_profile_name(ta->cl[ta->fcl[f]].prof),
+                ta->fndev[f], ta->fndev[f] > 1 ? "s" : "");
     else
-        fprintf(stderr, "%s", ta->files[i]);
+        fprintf(stderr, "%s", ta->files[f]);
     fprintf(stderr, ": reference %.6g ms (%s)%s", ref * 1e3, m,
             rl == 0 ? "\n" : rl > 0 ? "; target relabelled" : "; relabelled target slower, kept as is");
     if (rl) fprintf(stderr, " (%.6g ms)\n", rs * 1e3);
@@ -582,6 +586,10 @@ static int run(train_args *ta, const char *verb, const char *init) {
     if (gopt_dist_init(&dist, &err)) return cli_report(&err);
     const int root = gopt_dist_rank(dist) == 0, ranks = gopt_dist_size(dist);
     if (!root) ta->quiet = 1; /* rank 0 alone prints, and writes the metrics and checkpoints */
+    if (ta->skip_unfit && ranks > 1) { /* the references are computed after every graph is added */
+        rc = cli_usage_error(verb, "--skip-unfit runs in one process (not under mpirun with %d ranks)", ranks);
+        goto give_up;
+    }
     if (ta->runtime && ranks > 1) { /* ranks measuring at once on one machine would time each other */
         rc = cli_usage_error(verb, "--evaluator runtime runs in one process (not under mpirun with %d ranks)", ranks);
         goto give_up;
@@ -605,16 +613,31 @@ static int run(train_args *ta, const char *verb, const char *init) {
     if (ta->cache >= 0) gopt_trainer_set_cache(tr, ta->cache);
     if (root && ranks > 1 && !ta->quiet)
         fprintf(stderr, "%s: %d ranks, %d graph(s) per step\n", verb, ranks, ta->o.graphs_per_step);
+    int skipped = 0;
     for (int i = 0; i < ta->nfiles; i++) {
         gopt_graph *g = NULL;
         if (gopt_graph_load(ta->files[i], &g, &err)) goto fail;
         if (!ta->quiet && ranks == 1)
             fprintf(stderr, "%s: %d nodes, computing the reference...\n", ta->files[i], gopt_graph_num_nodes(g));
-        if (gopt_trainer_add_graph_on(tr, g, file_cm(ta, i), 0, &err)) {
+        gopt_status as = gopt_trainer_add_graph_on(tr, g, file_cm(ta, i), 0, &err);
+        if (as == GOPT_EUNSUP && ta->skip_unfit) { /* nothing fits this graph on its cluster */
+            if (root) fprintf(stderr, "%s: skipped (--skip-unfit): %s\n", ta->files[i], err.msg);
+            skipped++;
+            continue;
+        }
+        if (as) {
             gopt_error_prefix(&err, "%s", ta->files[i]);
             goto fail;
         }
-        if (ranks == 1) print_reference(ta, tr, i);
+        ta->tfile[gopt_trainer_num_graphs(tr) - 1] = i;
+        if (ranks == 1) print_reference(ta, tr, gopt_trainer_num_graphs(tr) - 1);
+    }
+    if (skipped && root)
+        fprintf(stderr, "%s: %d of %d graphs skipped: no reference baseline fits them on their cluster\n", verb,
+                skipped, ta->nfiles);
+    if (!gopt_trainer_num_graphs(tr)) {
+        gopt_error_set(&err, GOPT_EUNSUP, "every graph was skipped (--skip-unfit): nothing fits them");
+        goto fail;
     }
     if (ranks > 1) { /* each rank computes the references of every N-th graph, then they are shared */
         if (!ta->quiet) fprintf(stderr, "%d graphs: computing the references on %d ranks...\n", ta->nfiles, ranks);
@@ -738,10 +761,11 @@ static int run(train_args *ta, const char *verb, const char *init) {
         sum_rel += best / ref;
         printf("%-28s %8d %12.6g %12.6g%s %12.6g %12.4f  %-16s", gopt_graph_name(g), gopt_graph_num_nodes(g),
                ref * 1e3, res.step_time_s * 1e3, res.oom ? "!" : " ", best * 1e3, best / ref, m);
-        if (mixing(ta)) printf("  %s x%d", gopt_profile_name(ta->cl[ta->fcl[i]].prof), ta->fndev[i]);
+        if (mixing(ta))
+            printf("  %s x%d", gopt_profile_name(ta->cl[ta->fcl[ta->tfile[i]]].prof), ta->fndev[ta->tfile[i]]);
         printf("\n");
         if (i == 0 && ta->decisions && bd) {
-            if (gopt_decisions_save(ta->decisions, g, ta->fndev[0], bd, &err)) goto fail;
+            if (gopt_decisions_save(ta->decisions, g, ta->fndev[ta->tfile[0]], bd, &err)) goto fail;
         }
     }
     printf("mean best/ref over %d graphs: %.4f (< 1: GO beats the best baseline)%s%s\n", gopt_trainer_num_graphs(tr),
@@ -843,6 +867,7 @@ int cmd_train(int argc, char **argv) {
         else if (cli_opt_str(&a, "--init", &ta.init) || cli_opt_str(&a, "--profiles", &ta.profiles_s) ||
                  cli_opt_str(&a, "--manifest", &ta.manifest)) {
         } else if (cli_opt_long(&a, "--graph-cache", &l, 0, 1000000L)) ta.cache = (int)l;
+        else if (cli_flag(&a, "--skip-unfit")) ta.skip_unfit = 1;
         else if (cli_opt_str(&a, "--devices-range", &ta.range_s)) {
             if (parse_range(&ta, a.verb)) {
                 rc = 2;

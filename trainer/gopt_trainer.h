@@ -101,9 +101,10 @@ void gopt_trainer_free(gopt_trainer *t);
  * samples may use) is cm's, with gopt_cost_num_devices(cm) devices (1..the
  * policy's max_devices). Graphs of one trainer may each have their own cost
  * model and device count. Computes its reference by running the reference
- * baselines (the slow part: seconds on 10k nodes). When ref_step_s > 0 it is
- * used instead and no baseline runs (imitation then has no target for this
- * graph). */
+ * baselines (the slow part: seconds on 10k nodes); GOPT_EUNSUP when none of
+ * them finds a solution that fits (every one out of memory on cm). When
+ * ref_step_s > 0 it is used instead and no baseline runs (imitation then has
+ * no target for this graph). */
 gopt_status gopt_trainer_add_graph_on(gopt_trainer *t, gopt_graph *g, const gopt_costmodel *cm, double ref_step_s,
                                       gopt_error *err);
 /* gopt_trainer_add_graph_on with the trainer's default cost model. */

@@ -494,7 +494,7 @@ static gopt_status compute_reference(gopt_trainer *t, int i, gopt_error *err) {
         }
     }
     if (!isfinite(G->ref) || !(G->ref > 0))
-        return gopt_error_set(err, GOPT_EINVAL, "graph '%s': no reference method (%s) found a valid solution",
+        return gopt_error_set(err, GOPT_EUNSUP, "graph '%s': no reference method (%s) found a valid solution",
                               gopt_graph_name(G->g), t->reference);
     return t->o.canonical_targets ? relabel_target(t, G, H, err) : GOPT_OK;
 }

@@ -79,4 +79,22 @@ cmp -s "$TMP/p.ckpt" "$TMP/q.ckpt" && cmp -s "$TMP/p.ckpt.state" "$TMP/q.ckpt.st
 sed 's/\t2$/\t3/' "$TMP/m/mix.tsv" >"$TMP/m/mix3.tsv"
 expect_rc 2 "$GOPT" train ${MIX/mix.tsv/mix3.tsv} --steps 4 -o "$TMP/b.ckpt" $NET --resume
 expect_err "graph 'mlp_train': devices was 2, now 3"
+# --skip-unfit: a graph whose parameters fit no device of its cluster is left out, the others train
+cat >"$TMP/tinymem.json" <<JSON
+{"format":"gopt-profile","version":1,"name":"tinymem","provenance":{"source":"measured","machine":"test",
+"date":"today","command":"train_mix.sh"},"devices":[{"name":"d","count":2,"kind":"gpu","model":"m",
+"memory_bytes":1e3,"peak_flops":{"fp32":1e12},"memory_bandwidth":1e11,"launch_overhead":1e-6}],
+"topology":{"kind":"uniform","bandwidth":1e9,"latency":1e-5}}
+JSON
+printf 'file\tprofile\na.graphml\t%s\nb.graphml\t%s\n' "$TMP/tinymem.json" "$V100" >"$TMP/m/unfit.tsv"
+expect_rc 2 "$GOPT" train --manifest "$TMP/m/unfit.tsv" --steps 1 -o "$TMP/u.ckpt" $NET
+expect_err "a.graphml: graph 'mlp_train': no reference method"
+expect_rc 0 "$GOPT" train --manifest "$TMP/m/unfit.tsv" --steps 1 -o "$TMP/u.ckpt" $NET --skip-unfit
+expect_err "a.graphml: skipped (--skip-unfit)"
+expect_err "1 of 2 graphs skipped"
+expect_out "mean best/ref over 1 graphs"
+expect_rc 0 "$GOPT" train --manifest "$TMP/m/unfit.tsv" --steps 2 -o "$TMP/u.ckpt" $NET --skip-unfit --resume
+printf 'file\tprofile\na.graphml\t%s\n' "$TMP/tinymem.json" >"$TMP/m/unfit1.tsv"
+expect_rc 2 "$GOPT" train --manifest "$TMP/m/unfit1.tsv" --steps 1 -o "$TMP/v.ckpt" $NET --skip-unfit
+expect_err "every graph was skipped"
 finish
