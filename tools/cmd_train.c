@@ -56,7 +56,7 @@ static void common_options_help(FILE *f) {
             "                    (single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla)\n"
             "  --canonical-targets on|off (on: imitation targets' devices relabelled canonically by a\n"
             "                    symmetry of the cluster, kept where that simulates no slower; off: the\n"
-            "                    baseline's own device ids, what session 1's tables in docs/results.md used)\n"
+            "                    baseline's own device ids, what the 2026-11-21 tables in docs/results.md used)\n"
             "  --fresh-optimizer on|off (finetune: on, train --init: off) start from the loaded policy's\n"
             "                    parameters with a fresh Adam (off: keep its moments and step count)\n"
             "  --shrink L (1: off) multiply the loaded policy's parameters by L in (0, 1] before training\n"
@@ -76,7 +76,9 @@ static void train_usage(FILE *f) {
     common_options_help(f);
     fprintf(f, "Network (new runs; defaults from the policy library):\n"
                "  --hidden D  --sage-layers L  --attn-layers L  --heads H  --segment S\n"
-               "  --sched-levels P  --fusion-levels F  --init CKPT (start from a trained policy)\n");
+               "  --sched-levels P  --fusion-levels F  --init CKPT (start from a trained policy)\n"
+               "  --hints on|off (off) the decoder also reads a classical solution (heft+cp+xla) as\n"
+               "                    features: its device, priority rank and fusion per node (docs/policy.md)\n");
 }
 
 static void finetune_usage(FILE *f) {
@@ -554,6 +556,7 @@ int cmd_train(int argc, char **argv) {
     cli_init(&a, argc, argv, "train");
     while (a.i < a.argc) {
         long l;
+        const char *hs = NULL;
         int r = parse_common(&a, &ta);
         if (r == 2) {
             rc = 2;
@@ -567,7 +570,12 @@ int cmd_train(int argc, char **argv) {
         else if (cli_opt_long(&a, "--segment", &l, 1, 4096)) ta.pc.segment = (int32_t)l;
         else if (cli_opt_long(&a, "--sched-levels", &l, 1, 16)) ta.pc.sched_levels = (int32_t)l;
         else if (cli_opt_long(&a, "--fusion-levels", &l, 1, 16)) ta.pc.fusion_levels = (int32_t)l;
-        else if (cli_opt_str(&a, "--init", &ta.init)) {
+        else if (cli_opt_str(&a, "--hints", &hs)) {
+            if ((ta.pc.hints = on_off(&a, "--hints", hs)) < 0) {
+                rc = 2;
+                goto out;
+            }
+        } else if (cli_opt_str(&a, "--init", &ta.init)) {
         } else if (cli_flag(&a, "--graphs")) in_graphs = 1;
         else if (a.argv[a.i][0] == '-' && a.argv[a.i][1]) {
             rc = cli_usage_error(a.verb, "unknown option '%s'", a.argv[a.i]);

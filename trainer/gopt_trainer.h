@@ -251,6 +251,17 @@ const char *gopt_trainer_default_checkpoint(void);
  * gopt_bl_device_capacity: the memory model every classical placer fits. */
 void gopt_go_decoder_inputs(const gopt_bl_problem *p, double *node_time, double *node_mem, double *dev_cap);
 
+/* Hints for a policy with cfg.hints (trainer/hint.c, docs/policy.md): the
+ * classical solution GOPT_GO_HINT_METHOD, device labels canonical under the
+ * cluster's symmetries, into dev (n) and feat (n, GOPT_POLICY_NHINT).
+ * gopt_go_hints runs the method on p (*have = 0 when it finds nothing that
+ * fits: then there is no hint); gopt_go_hints_from converts decisions hd
+ * already made (ct: the graph's cost table with cm). */
+#define GOPT_GO_HINT_METHOD "heft+cp+xla"
+gopt_status gopt_go_hints(const gopt_bl_problem *p, int32_t *dev, float *feat, int *have, gopt_error *err);
+gopt_status gopt_go_hints_from(const gopt_frozen *fz, const gopt_costmodel *cm, const gopt_cost_table *ct, int ndev,
+                               const gopt_decisions *hd, int32_t *dev, float *feat, gopt_error *err);
+
 /* Decide everything for problem p with the policy in o->checkpoint (the
  * tasks it was not trained for get defaults); candidates are judged by
  * p's evaluator. The decoder masks devices a unit would overflow under the

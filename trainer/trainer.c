@@ -150,6 +150,8 @@ static void graph_destroy(tr_graph *G) {
     gopt_graph_free(G->g);
     free(G->feat);
     free(G->unit_first);
+    free(G->hint_dev);
+    free(G->hint_feat);
     free(G->dec_in);
     gopt_decisions_destroy(&G->ref_dec);
     gopt_decisions_destroy(&G->best_dec);

@@ -21,6 +21,10 @@ typedef struct {
     int32_t *unit_first;    /* (n) first member (topological order) of v's colocation group, or v */
     double *dec_in;         /* (2n + ndev) the decoder's inputs: node times, node memory, device
                                capacities (gopt_go_decoder_inputs); built by the first tr_forward */
+    int32_t *hint_dev;      /* (n) the hint's devices (policy cfg.hints; gopt_go_hints), built by the
+                               first tr_forward; NULL: no hint (or not built yet, hint_state 0) */
+    float *hint_feat;       /* (n, GOPT_POLICY_NHINT) */
+    int hint_state;         /* 0 not built, 1 built, -1 the method found nothing that fits */
     int32_t rows;           /* learned decision rows: units (place) + n per other learned task */
     double ref;             /* reference step time (s) */
     char ref_method[64];
@@ -76,6 +80,8 @@ struct gopt_trainer {
 
 /* The policy's forward on graph G with its decoder inputs (memory model) set. */
 gopt_status tr_forward(gopt_trainer *t, tr_graph *G, gopt_error *err);
+/* Build G's hints (hint.c; the policy has cfg.hints). */
+gopt_status tr_build_hints(gopt_trainer *t, tr_graph *G, gopt_error *err);
 /* Actions of sample k of batch slot b. */
 gopt_policy_actions tr_actions(gopt_trainer *t, int b, int k);
 /* Make sure every scratch array fits n nodes. */
