@@ -77,18 +77,21 @@ gopt_status gopt_policy_set_decoder_inputs(gopt_policy *p, int32_t n, int32_t nd
     return GOPT_OK;
 }
 
-gopt_status gopt_policy_set_hints(gopt_policy *p, int32_t n, int32_t ndev, const int32_t *dev, const float *feat,
-                                  gopt_error *err) {
+gopt_status gopt_policy_set_hints(gopt_policy *p, int32_t n, int32_t ndev, int nh, const int32_t *dev,
+                                  const float *feat, gopt_error *err) {
     p->hint_dev = NULL;
     p->hint_feat = NULL;
     p->hint_n = p->hint_ndev = 0;
     p->forwarded = 0;
     if (!dev && !feat) return GOPT_OK;
     if (n < 1) return gopt_error_set(err, GOPT_EINVAL, "policy hints: %d nodes", (int)n);
-    for (int32_t v = 0; dev && v < n; v++)
-        if (dev[v] < 0 || dev[v] >= ndev)
-            return gopt_error_set(err, GOPT_EINVAL, "policy hints: device of node %d is %d, outside 0..%d", (int)v,
-                                  (int)dev[v], (int)ndev - 1);
+    if (nh != p->cfg.hints)
+        return gopt_error_set(err, GOPT_EINVAL, "policy hints: %d hint placements given, the network reads %d", nh,
+                              (int)p->cfg.hints);
+    for (size_t i = 0; dev && i < (size_t)nh * (size_t)n; i++)
+        if (dev[i] < -1 || dev[i] >= ndev)
+            return gopt_error_set(err, GOPT_EINVAL, "policy hints: hint %d: device of node %d is %d, outside -1..%d",
+                                  (int)(i / (size_t)n), (int)(i % (size_t)n), (int)dev[i], (int)ndev - 1);
     for (size_t i = 0; feat && i < (size_t)n * POLICY_NHINT_PSI; i++)
         if (!(feat[i] >= 0.0f && feat[i] <= 1.0f))
             return gopt_error_set(err, GOPT_EINVAL, "policy hints: feature %d of node %d is %g, outside [0, 1]",
@@ -222,6 +225,8 @@ typedef struct {
     int prev_total;
     int prev_dev; /* device of the previous rank, -1 at rank 0 */
     double load_sum;
+    int units;                        /* units decided so far */
+    int agree[GOPT_POLICY_MAX_HINTS]; /* of them, those on hint h's device */
 } dec_state;
 
 static double edge_weight(const gopt_frozen *fz, int32_t slot) { return fz->edge_bytes[fz->in_eid[slot]] + 1.0; }
@@ -235,7 +240,9 @@ static double edge_weight(const gopt_frozen *fz, int32_t slot) { return fz->edge
  *   5 1 when the unit would overflow d (0 without memory inputs)
  *   6 share of the previous segment's nodes on d
  *   7 the previous node (rank i - 1) is on d
- *   8 (cfg.hints) the hint's device of the unit is d (gopt_policy_set_hints; 0 without hints) */
+ *   8..8+H-1 (cfg.hints = H) hint placement h puts the unit on d (gopt_policy_set_hints; 0 without)
+ *   8+H the agreement of d: sum over the hints that put the unit on d of the share of the units
+ *       decided so far that followed that hint (0 at the first unit) */
 static void phi_features(const gopt_policy *p, const dec_state *s, int u, double charge, float *phi) {
     const gopt_frozen *fz = p->fz;
     const policy_acts *A = &p->A;
@@ -260,8 +267,9 @@ static void phi_features(const gopt_policy *p, const dec_state *s, int u, double
         }
     }
     const double fair = p->total_time / nd, mean = s->load_sum / nd;
-    const int nphi = POLICY_CFG_NPHI(&p->cfg);
-    const int hint = p->cfg.hints && p->hint_dev ? p->hint_dev[fz->topo[rep]] : -1;
+    const int nphi = POLICY_CFG_NPHI(&p->cfg), H = p->cfg.hints;
+    int hint[GOPT_POLICY_MAX_HINTS];
+    for (int h = 0; h < H; h++) hint[h] = p->hint_dev ? p->hint_dev[(size_t)h * p->n + fz->topo[rep]] : -1;
     for (int d = 0; d < nd; d++) {
         float *f = phi + (size_t)d * nphi;
         f[0] = tot > 0 ? (float)(inb[d] / tot) : 0.0f;
@@ -272,7 +280,14 @@ static void phi_features(const gopt_policy *p, const dec_state *s, int u, double
         f[5] = p->in_cap && p->in_mem && s->mem[d] + charge > p->in_cap[d] ? 1.0f : 0.0f;
         f[6] = s->prev_total ? (float)s->prev_cnt[d] / (float)s->prev_total : 0.0f;
         f[7] = d == s->prev_dev ? 1.0f : 0.0f;
-        if (p->cfg.hints) f[8] = d == hint ? 1.0f : 0.0f;
+        if (H > 0) {
+            float agree = 0.0f;
+            for (int h = 0; h < H; h++) {
+                f[POLICY_NPHI + h] = d == hint[h] ? 1.0f : 0.0f;
+                if (d == hint[h] && s->units) agree += (float)s->agree[h] / (float)s->units;
+            }
+            f[POLICY_NPHI + H] = agree;
+        }
     }
 }
 
@@ -449,6 +464,11 @@ static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err)
             s.load[x] += t_u;
             s.load_sum += t_u;
             s.mem[x] += charge;
+            if (p->cfg.hints && p->hint_dev) {
+                const int32_t vr = fz->topo[A->unit_rep[u]];
+                for (int h = 0; h < p->cfg.hints; h++) s.agree[h] += p->hint_dev[(size_t)h * n + vr] == x;
+            }
+            s.units++;
         }
         /* ---- schedule and fusion of node v on its device ---- */
         const int dv = A->dev_rank[i];

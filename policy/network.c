@@ -68,9 +68,10 @@ gopt_status gopt_policy_config_check(const gopt_policy_config *c, gopt_error *er
     if ((st = check_range("fusion_levels", c->fusion_levels, 1, 32, err))) return st;
     if ((st = check_range("memory_grad", c->memory_grad, 0, 1, err))) return st;
     if ((st = check_range("cond_hidden", c->cond_hidden, 0, POLICY_MAX_COND, err))) return st;
-    if ((st = check_range("hints", c->hints, 0, 1, err))) return st;
+    if ((st = check_range("hints", c->hints, 0, GOPT_POLICY_MAX_HINTS, err))) return st;
     if (c->hints && c->cond_hidden < 1)
-        return gopt_error_set(err, GOPT_EINVAL, "policy config: hints = 1 needs the conditioned decoder (cond_hidden > 0)");
+        return gopt_error_set(err, GOPT_EINVAL, "policy config: hints = %d needs the conditioned decoder (cond_hidden > 0)",
+                              (int)c->hints);
     return GOPT_OK;
 }
 

@@ -22,12 +22,12 @@
 #define POLICY_MAX_COND 64 /* largest cond_hidden */
 #define POLICY_NPHI 8      /* features phi(unit, device) of the conditioned placement scorer (decode.c) */
 #define POLICY_NPSI 5      /* features psi(node, its device) of the schedule and fusion terms (decode.c) */
-#define POLICY_NHINT_PHI 1 /* hint features appended to phi when cfg.hints (decode.c) */
-#define POLICY_NHINT_PSI GOPT_POLICY_NHINT /* hint features appended to psi when cfg.hints */
-#define POLICY_MAX_PHI (POLICY_NPHI + POLICY_NHINT_PHI)
+#define POLICY_NHINT_PSI GOPT_POLICY_NHINT /* hint features appended to psi when cfg.hints > 0 */
+#define POLICY_MAX_PHI (POLICY_NPHI + GOPT_POLICY_MAX_HINTS + 1)
 #define POLICY_MAX_PSI (POLICY_NPSI + POLICY_NHINT_PSI)
-/* features of the scorer and of the schedule/fusion terms for a config */
-#define POLICY_CFG_NPHI(c) (POLICY_NPHI + ((c)->hints ? POLICY_NHINT_PHI : 0))
+/* features of the scorer (H hint indicators and the agreement feature appended when
+ * cfg.hints = H > 0) and of the schedule/fusion terms for a config */
+#define POLICY_CFG_NPHI(c) (POLICY_NPHI + ((c)->hints ? (c)->hints + 1 : 0))
 #define POLICY_CFG_NPSI(c) (POLICY_NPSI + ((c)->hints ? POLICY_NHINT_PSI : 0))
 
 typedef struct {
@@ -168,8 +168,8 @@ struct gopt_policy {
     /* decoder inputs (gopt_policy_set_decoder_inputs; caller-owned, may be NULL) */
     const double *in_time, *in_mem, *in_cap;
     int32_t in_n, in_ndev;
-    /* hints (gopt_policy_set_hints; caller-owned, may be NULL): a classical
-     * solution's device (n) and per-node features (n, POLICY_NHINT_PSI) */
+    /* hints (gopt_policy_set_hints; caller-owned, may be NULL): cfg.hints
+     * classical placements (hints, n) and per-node features (n, POLICY_NHINT_PSI) */
     const int32_t *hint_dev;
     const float *hint_feat;
     int32_t hint_n, hint_ndev;

@@ -76,10 +76,12 @@ static void test_hints_from(void **state) {
     for (int v = 0; v < n; v++) d.group[v] = -1;
     d.group[2] = d.group[3] = d.group[4] = 0; /* a group of three rooted at node 2 */
     d.group[6] = 1;                          /* a singleton group */
-    int32_t dev[8];
+    int32_t dev[2 * 8];
     float feat[8 * GOPT_POLICY_NHINT];
-    assert_int_equal(gopt_go_hints_from(fz, cm, gopt_sim_cost_table(sim), NDEV, &d, dev, feat, &err), GOPT_OK);
+    const gopt_decisions *hd[2] = {&d, NULL}; /* row 1: a placer that found nothing */
+    assert_int_equal(gopt_go_hints_from(fz, cm, gopt_sim_cost_table(sim), NDEV, 2, hd, &d, dev, feat, &err), GOPT_OK);
     for (int v = 0; v < n; v++) assert_int_equal(dev[v], v < 2 ? 0 : 1);
+    for (int v = 0; v < n; v++) assert_int_equal(dev[n + v], -1);
     /* ranks: sorted priorities 0,1,1,2,3,5,7,9 -> share of nodes strictly below / 7 */
     const float rank[8] = {5 / 7.f, 7 / 7.f, 1 / 7.f, 1 / 7.f, 0.f, 6 / 7.f, 4 / 7.f, 3 / 7.f};
     for (int v = 0; v < n; v++) assert_float_equal(feat[v * GOPT_POLICY_NHINT], rank[v], 1e-6);
@@ -95,10 +97,12 @@ static void test_hints_from(void **state) {
     p.cost = gopt_sim_cost_table(sim);
     p.ndev = NDEV;
     int have = 0;
-    assert_int_equal(gopt_go_hints(&p, dev, feat, &have, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hints(&p, 2, dev, feat, &have, &err), GOPT_OK);
     assert_int_equal(have, 1);
-    for (int v = 0; v < n; v++) assert_true(dev[v] >= 0 && dev[v] < NDEV);
+    for (int v = 0; v < 2 * n; v++) assert_true(dev[v] >= 0 && dev[v] < NDEV);
     for (int i = 0; i < n * GOPT_POLICY_NHINT; i++) assert_true(feat[i] >= 0.0f && feat[i] <= 1.0f);
+    assert_int_equal(gopt_go_hints(&p, 0, dev, feat, &have, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_go_hints(&p, 8, dev, feat, &have, &err), GOPT_EINVAL);
     gopt_decisions_destroy(&d);
     gopt_sim_free(sim);
     gopt_cost_free(cm);
@@ -118,7 +122,7 @@ static void test_trainer_uses_hints(void **state) {
     gopt_policy_config c;
     gopt_policy_config_default(&c);
     c.hidden = 8, c.sage_layers = 1, c.attn_layers = 1, c.heads = 2, c.segment = 4, c.ffn_mult = 1;
-    c.max_devices = NDEV, c.sched_levels = 3, c.fusion_levels = 2, c.cond_hidden = 4, c.hints = 1;
+    c.max_devices = NDEV, c.sched_levels = 3, c.fusion_levels = 2, c.cond_hidden = 4, c.hints = 2;
     gopt_policy *pol = NULL;
     assert_int_equal(gopt_policy_create(&pol, &c, 1, &err), GOPT_OK);
     gopt_trainer_options o;
@@ -148,10 +152,10 @@ static void test_trainer_uses_hints(void **state) {
     ctx.scratch = G->scratch[0];
     p.eval_ctx = &ctx;
     p.last_peak = gopt_bl_sim_last_peak;
-    int32_t dev[8];
+    int32_t dev[2 * 8];
     float feat[8 * GOPT_POLICY_NHINT];
     int have = 0;
-    assert_int_equal(gopt_go_hints(&p, dev, feat, &have, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hints(&p, 2, dev, feat, &have, &err), GOPT_OK);
     assert_int_equal(have, 1);
     assert_memory_equal(dev, G->hint_dev, sizeof dev);
     assert_memory_equal(feat, G->hint_feat, sizeof feat);

@@ -522,12 +522,12 @@ static void grad_network(int memory_grad, int hints) {
     dec_inputs di;
     dec_inputs_make(&di, fz, 3, 1.05, 17);
     assert_int_equal(gopt_policy_set_decoder_inputs(p, N, 3, di.time, di.mem, di.cap, &err), GOPT_OK);
-    int32_t hdev[N];
+    int32_t hdev[2 * N];
     float hfeat[N * GOPT_POLICY_NHINT];
-    if (hints) { /* a hint that agrees with the masks on some nodes and not others */
-        for (int i = 0; i < N; i++) hdev[i] = (i * 7) % 3;
+    if (hints) { /* two hints that agree with the masks on some nodes and not others; one has holes */
+        for (int i = 0; i < 2 * N; i++) hdev[i] = i >= N && i % 5 == 0 ? -1 : (i * 7) % 3;
         for (int i = 0; i < N * GOPT_POLICY_NHINT; i++) hfeat[i] = (float)((i * 5) % 11) / 10.0f;
-        assert_int_equal(gopt_policy_set_hints(p, N, 3, hdev, hfeat, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_set_hints(p, N, 3, hints, hdev, hfeat, &err), GOPT_OK);
     }
     assert_int_equal(gopt_policy_forward(p, fz, feat, 3, mask, &err), GOPT_OK);
     actions_buf ab;
@@ -623,7 +623,7 @@ static void test_grad_network_full(void **state) {
 /* the hints' rows of the scorer and of the schedule/fusion terms (cfg.hints) */
 static void test_grad_network_hints(void **state) {
     (void)state;
-    grad_network(1, 1);
+    grad_network(1, 2);
 }
 static void test_grad_network_stopgrad(void **state) {
     (void)state;
@@ -1522,17 +1522,19 @@ static void test_hints(void **state) {
     for (int i = 0; i < N; i++) hdev[i] = (i * 5 + 1) % NDEV;
     for (int i = 0; i < N * GOPT_POLICY_NHINT; i++) hf[i] = 0.5f;
     hdev[4] = NDEV;
-    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, hdev, hf, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "node 4"));
     hdev[4] = 0;
     hf[7] = 1.5f;
-    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, hdev, hf, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "node 2"));
     hf[7] = 0.5f;
-    assert_int_equal(gopt_policy_set_hints(p, N - 1, NDEV, hdev, hf, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 2, hdev, hf, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "network reads 1"));
+    assert_int_equal(gopt_policy_set_hints(p, N - 1, NDEV, 1, hdev, hf, &err), GOPT_OK);
     assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, NULL, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "hints"));
-    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, hdev, hf, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, &err), GOPT_OK);
     /* a scorer that reads only the hint's indicator: greedy copies the hint */
     for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
         const char *nm;
@@ -1552,7 +1554,7 @@ static void test_hints(void **state) {
     assert_int_equal(gopt_policy_greedy(p, &ab.a, &err), GOPT_OK);
     for (int v = 0; v < N; v++) assert_int_equal(ab.a.place[v], hdev[v]);
     /* cleared hints: the indicator reads 0, so the copy is gone somewhere */
-    assert_int_equal(gopt_policy_set_hints(p, 0, 0, NULL, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_set_hints(p, 0, 0, 1, NULL, NULL, &err), GOPT_OK);
     assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, NULL, &err), GOPT_OK);
     assert_int_equal(gopt_policy_greedy(p, &ab.a, &err), GOPT_OK);
     int differ = 0;
@@ -1565,7 +1567,7 @@ static void test_hints(void **state) {
     gopt_policy *q = NULL;
     assert_int_equal(gopt_policy_load(&q, path, &err), GOPT_OK);
     assert_int_equal(gopt_policy_get_config(q)->hints, 1);
-    assert_int_equal(gopt_policy_set_hints(q, N, NDEV, hdev, hf, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_set_hints(q, N, NDEV, 1, hdev, hf, &err), GOPT_OK);
     assert_int_equal(gopt_policy_forward(q, fz, feat, NDEV, NULL, &err), GOPT_OK);
     assert_int_equal(gopt_policy_greedy(q, &ab.a, &err), GOPT_OK);
     for (int v = 0; v < N; v++) assert_int_equal(ab.a.place[v], hdev[v]);

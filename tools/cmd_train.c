@@ -77,8 +77,9 @@ static void train_usage(FILE *f) {
     fprintf(f, "Network (new runs; defaults from the policy library):\n"
                "  --hidden D  --sage-layers L  --attn-layers L  --heads H  --segment S\n"
                "  --sched-levels P  --fusion-levels F  --init CKPT (start from a trained policy)\n"
-               "  --hints on|off (off) the decoder also reads a classical solution (heft+cp+xla) as\n"
-               "                    features: its device, priority rank and fusion per node (docs/policy.md)\n");
+               "  --hints H (0: off) the decoder also reads H classical placements (of heft, metf,\n"
+               "                    metis, expert, msct, mtopo, single, in that order) and heft+cp+xla's\n"
+               "                    priorities and fusion as features (docs/policy.md, \"Hints\")\n");
 }
 
 static void finetune_usage(FILE *f) {
@@ -556,7 +557,6 @@ int cmd_train(int argc, char **argv) {
     cli_init(&a, argc, argv, "train");
     while (a.i < a.argc) {
         long l;
-        const char *hs = NULL;
         int r = parse_common(&a, &ta);
         if (r == 2) {
             rc = 2;
@@ -570,12 +570,8 @@ int cmd_train(int argc, char **argv) {
         else if (cli_opt_long(&a, "--segment", &l, 1, 4096)) ta.pc.segment = (int32_t)l;
         else if (cli_opt_long(&a, "--sched-levels", &l, 1, 16)) ta.pc.sched_levels = (int32_t)l;
         else if (cli_opt_long(&a, "--fusion-levels", &l, 1, 16)) ta.pc.fusion_levels = (int32_t)l;
-        else if (cli_opt_str(&a, "--hints", &hs)) {
-            if ((ta.pc.hints = on_off(&a, "--hints", hs)) < 0) {
-                rc = 2;
-                goto out;
-            }
-        } else if (cli_opt_str(&a, "--init", &ta.init)) {
+        else if (cli_opt_long(&a, "--hints", &l, 0, 7)) ta.pc.hints = (int32_t)l;
+        else if (cli_opt_str(&a, "--init", &ta.init)) {
         } else if (cli_flag(&a, "--graphs")) in_graphs = 1;
         else if (a.argv[a.i][0] == '-' && a.argv[a.i][1]) {
             rc = cli_usage_error(a.verb, "unknown option '%s'", a.argv[a.i]);

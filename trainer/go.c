@@ -19,9 +19,9 @@
  * of each round's best candidate, which may be a sample, so the greedy
  * trajectory alone (K = 0) is run first from the same caps and the better
  * answer kept: the best of K is never worse than greedy.
- * Hints: a checkpoint whose network has cfg.hints reads the classical
- * solution GOPT_GO_HINT_METHOD as features (hint.c); every decision is
- * still the decoder's.
+ * Hints: a checkpoint whose network has cfg.hints = H reads H classical
+ * placements and a classical schedule and fusion as features (hint.c);
+ * every decision is still the decoder's.
  * Cost: one forward plus (K + 1) decodes and evaluations per round (and the
  * greedy trajectory's rounds when K > 0).
  */
@@ -114,16 +114,17 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     for (int32_t v = 0; v < n; v++) pred[v] = (float)ntime[v];
     if ((st = gopt_policy_features(fz, p->ndev, pred, feat, err))) goto out;
     if ((st = gopt_policy_set_decoder_inputs(pol, n, p->ndev, ntime, nmem, cap, err))) goto out;
-    if (gopt_policy_get_config(pol)->hints) { /* the hint: a classical solution read as features */
+    const int nh = gopt_policy_get_config(pol)->hints;
+    if (nh) { /* the hints: classical solutions read as features */
         int have = 0;
-        hdev = gopt_malloc(sizeof(int32_t) * N, err);
+        hdev = gopt_malloc(sizeof(int32_t) * N * (size_t)nh, err);
         hfeat = gopt_malloc(sizeof(float) * N * GOPT_POLICY_NHINT, err);
         if (!hdev || !hfeat) {
             st = GOPT_ENOMEM;
             goto out;
         }
-        if ((st = gopt_go_hints(p, hdev, hfeat, &have, err))) goto out;
-        if ((st = gopt_policy_set_hints(pol, n, p->ndev, have ? hdev : NULL, have ? hfeat : NULL, err))) goto out;
+        if ((st = gopt_go_hints(p, nh, hdev, hfeat, &have, err))) goto out;
+        if ((st = gopt_policy_set_hints(pol, n, p->ndev, nh, have ? hdev : NULL, have ? hfeat : NULL, err))) goto out;
     }
     if ((st = gopt_policy_forward(pol, fz, feat, p->ndev, NULL, err))) goto out;
     if ((st = gopt_decisions_init(&cand, n, err)) || (st = gopt_decisions_init(&rbest, n, err))) goto out;

@@ -1,19 +1,18 @@
-/* hint.c: the decoder's hints (policy cfg.hints, docs/policy.md "Hints"):
- * a classical solution read as features, never as an answer.
+/* hint.c: the decoder's hints (policy cfg.hints = H, docs/policy.md
+ * "Hints"): classical solutions read as features, never as answers.
  *
- * The hint is GOPT_GO_HINT_METHOD (HEFT placement, critical-path
- * priorities, XLA-style fusion) run through the optimizer registry on the
- * problem. Its device labels are made canonical under the cluster's
- * symmetries (gopt_trainer_device_symmetries + gopt_trainer_canonical_devices),
- * the labelling the trainer gives its imitation targets, so that a hint and
- * a target that place alike read alike. Per node: the device, the priority
- * rank in [0, 1] (1 = highest priority; ties share the rank of the first of
- * them), 1 when the node joins a predecessor's fused group, 1 when it roots
- * a fused group of two or more.
- * When the method finds nothing that fits (GOPT_EUNSUP), there is no hint:
- * the arrays are left NULL-equivalent (*have = 0) and the decoder reads 0s.
- * Cost: one run of the method (O(n ndev) placement and an O(n log n) sort)
- * plus the symmetry search (up to 8! permutations of 8 devices).
+ * Row h of the placement hints is the h-th placer of GOPT_GO_HINT_PLACERS
+ * run through the optimizer registry on the problem, its device labels made
+ * canonical under the cluster's symmetries (gopt_trainer_device_symmetries +
+ * gopt_trainer_canonical_devices), the labelling the trainer gives its
+ * imitation targets, so that a hint and a target that place alike read
+ * alike; a placer that finds nothing that fits gives a row of -1 (no hint).
+ * The per-node features come from GOPT_GO_HINT_METHOD (HEFT + critical-path
+ * priorities + XLA-style fusion): the priority rank in [0, 1] (1 = highest
+ * priority; ties share the rank of the first of them), 1 when the node joins
+ * a predecessor's fused group, 1 when it roots a fused group of two or more.
+ * Cost: one run of each method (list placers O(n ndev), METIS, the schedule's
+ * O(n log n) sort) plus one symmetry search (up to 8! permutations).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +30,20 @@ static int cmp_key(const void *a, const void *b) {
     return x->v < y->v ? -1 : x->v > y->v;
 }
 
+const char *const gopt_go_hint_placers[GOPT_POLICY_MAX_HINTS] = {"heft",   "metf",  "metis", "expert",
+                                                                   "msct",   "mtopo", "single", NULL};
+
+/* Canonical labels of placement dev_in into dev_out (perms: np symmetries, rows of ndev). */
+static gopt_status canonical(const gopt_frozen *fz, int ndev, const int32_t *perms, int np, const int32_t *dev_in,
+                             int32_t *dev_out, gopt_error *err) {
+    if (np >= 1) return gopt_trainer_canonical_devices(fz, ndev, dev_in, perms, np, dev_out, NULL, err);
+    memcpy(dev_out, dev_in, sizeof(int32_t) * (size_t)fz->n);
+    return GOPT_OK;
+}
+
 gopt_status gopt_go_hints_from(const gopt_frozen *fz, const gopt_costmodel *cm, const gopt_cost_table *ct, int ndev,
-                               const gopt_decisions *hd, int32_t *dev, float *feat, gopt_error *err) {
+                               int nh, const gopt_decisions *const *hd, const gopt_decisions *sd, int32_t *dev,
+                               float *feat, gopt_error *err) {
     const int32_t n = fz->n;
     gopt_status st = GOPT_OK;
     int32_t *perms = gopt_malloc(sizeof(int32_t) * (size_t)TR_MAX_SYM * (size_t)ndev, err);
@@ -44,13 +55,18 @@ gopt_status gopt_go_hints_from(const gopt_frozen *fz, const gopt_costmodel *cm, 
         goto out;
     }
     int np = gopt_trainer_device_symmetries(cm, ct, perms, TR_MAX_SYM);
-    if (np >= 1) {
-        if ((st = gopt_trainer_canonical_devices(fz, ndev, hd->device, perms, np, dev, NULL, err))) goto out;
-    } else {
-        memcpy(dev, hd->device, sizeof(int32_t) * (size_t)n);
+    for (int h = 0; h < nh; h++) {
+        int32_t *row = dev + (size_t)h * n;
+        if (!hd[h]) {
+            for (int32_t v = 0; v < n; v++) row[v] = -1;
+        } else if ((st = canonical(fz, ndev, perms, np, hd[h]->device, row, err))) {
+            goto out;
+        }
     }
+    for (size_t i = 0; i < (size_t)n * GOPT_POLICY_NHINT; i++) feat[i] = 0.0f;
+    if (!sd) goto out;
     /* priority rank: the share of nodes strictly below in priority */
-    for (int32_t v = 0; v < n; v++) key[v] = (hint_key){hd->priority[v], v};
+    for (int32_t v = 0; v < n; v++) key[v] = (hint_key){sd->priority[v], v};
     qsort(key, (size_t)n, sizeof *key, cmp_key);
     for (int32_t i = 0, lo = 0; i < n; i++) {
         if (i > 0 && key[i].prio != key[i - 1].prio) lo = i;
@@ -59,11 +75,10 @@ gopt_status gopt_go_hints_from(const gopt_frozen *fz, const gopt_costmodel *cm, 
     /* fusion: the first member of each group in topological order is its root */
     for (int32_t v = 0; v < n; v++) first[v] = -1;
     for (int32_t v = 0; v < n; v++)
-        if (hd->group[v] >= 0 && hd->group[v] < n) size[hd->group[v]]++;
+        if (sd->group[v] >= 0 && sd->group[v] < n) size[sd->group[v]]++;
     for (int32_t i = 0; i < n; i++) {
-        int32_t v = fz->topo[i], g = hd->group[v];
+        int32_t v = fz->topo[i], g = sd->group[v];
         float *f = feat + (size_t)v * GOPT_POLICY_NHINT;
-        f[1] = f[2] = 0.0f;
         if (g < 0 || g >= n || size[g] < 2) continue;
         if (first[g] < 0) {
             first[g] = v;
@@ -80,28 +95,52 @@ out:
     return st;
 }
 
-gopt_status gopt_go_hints(const gopt_bl_problem *p, int32_t *dev, float *feat, int *have, gopt_error *err) {
+/* Run method spec on p into d (initialised here); *found = 0 when it finds nothing that fits. */
+static gopt_status run_method(const gopt_bl_registry *reg, const char *spec, const gopt_bl_problem *p, gopt_decisions *d,
+                              int *found, gopt_error *err) {
+    gopt_bl_combo c;
+    *found = 0;
+    gopt_status st = gopt_bl_combo_parse(reg, spec, &c, err);
+    if (!st) st = gopt_bl_combo_decide(reg, &c, p, d, err);
+    if (st == GOPT_EUNSUP) { /* nothing fits: no hint from this method */
+        if (err) memset(err, 0, sizeof *err);
+        return GOPT_OK;
+    }
+    *found = st == GOPT_OK;
+    return st;
+}
+
+gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float *feat, int *have, gopt_error *err) {
     const gopt_frozen *fz = gopt_graph_frozen(p->graph);
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);
-    gopt_bl_combo c;
-    gopt_decisions hd = {0};
+    gopt_decisions hd[GOPT_POLICY_MAX_HINTS], sd = {0};
+    const gopt_decisions *hp[GOPT_POLICY_MAX_HINTS];
+    memset(hd, 0, sizeof hd);
     *have = 0;
-    gopt_status st = gopt_bl_combo_parse(&reg, GOPT_GO_HINT_METHOD, &c, err);
-    if (!st) st = gopt_bl_combo_decide(&reg, &c, p, &hd, err);
-    if (st == GOPT_EUNSUP) { /* nothing fits: no hint */
-        st = GOPT_OK;
-        if (err) memset(err, 0, sizeof *err);
-    } else if (!st && !(st = gopt_go_hints_from(fz, p->cm, p->cost, p->ndev, &hd, dev, feat, err))) {
-        *have = 1;
+    gopt_status st = GOPT_OK;
+    if (nh < 1 || nh > GOPT_POLICY_MAX_HINTS || !gopt_go_hint_placers[nh - 1])
+        return gopt_error_set(err, GOPT_EINVAL, "hints: %d placements asked for, there are 1..7", nh);
+    int found = 0, any = 0;
+    for (int h = 0; h < nh; h++) {
+        if ((st = run_method(&reg, gopt_go_hint_placers[h], p, &hd[h], &found, err))) goto out;
+        hp[h] = found ? &hd[h] : NULL;
+        any |= found;
     }
-    gopt_decisions_destroy(&hd);
+    if ((st = run_method(&reg, GOPT_GO_HINT_METHOD, p, &sd, &found, err))) goto out;
+    any |= found;
+    if (any && !(st = gopt_go_hints_from(fz, p->cm, p->cost, p->ndev, nh, hp, found ? &sd : NULL, dev, feat, err)))
+        *have = 1;
+out:
+    for (int h = 0; h < nh; h++) gopt_decisions_destroy(&hd[h]);
+    gopt_decisions_destroy(&sd);
     return st;
 }
 
 gopt_status tr_build_hints(gopt_trainer *t, tr_graph *G, gopt_error *err) {
     const int32_t n = G->fz->n;
-    G->hint_dev = gopt_malloc(sizeof(int32_t) * (size_t)n, err);
+    const int nh = gopt_policy_get_config(t->pol)->hints;
+    G->hint_dev = gopt_malloc(sizeof(int32_t) * (size_t)nh * (size_t)n, err);
     G->hint_feat = gopt_malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NHINT, err);
     if (!G->hint_dev || !G->hint_feat) return GOPT_ENOMEM; /* freed with the graph */
     gopt_bl_sim_ctx ctx;
@@ -118,7 +157,7 @@ gopt_status tr_build_hints(gopt_trainer *t, tr_graph *G, gopt_error *err) {
     bp.eval_ctx = &ctx;
     bp.last_peak = gopt_bl_sim_last_peak;
     int have = 0;
-    gopt_status st = gopt_go_hints(&bp, G->hint_dev, G->hint_feat, &have, err);
+    gopt_status st = gopt_go_hints(&bp, nh, G->hint_dev, G->hint_feat, &have, err);
     if (st) {
         gopt_error_prefix(err, "graph '%s': hints", gopt_graph_name(G->g));
         return st;

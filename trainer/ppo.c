@@ -47,7 +47,9 @@ gopt_status tr_forward(gopt_trainer *t, tr_graph *G, gopt_error *err) {
                                                    G->dec_in + 2 * (size_t)n, err);
     if (s) return s;
     if (gopt_policy_get_config(t->pol)->hints && !G->hint_state && (s = tr_build_hints(t, G, err))) return s;
-    if ((s = gopt_policy_set_hints(t->pol, n, t->ndev, G->hint_dev, G->hint_feat, err))) return s;
+    if ((s = gopt_policy_set_hints(t->pol, n, t->ndev, gopt_policy_get_config(t->pol)->hints, G->hint_dev,
+                                   G->hint_feat, err)))
+        return s;
     return gopt_policy_forward(t->pol, G->fz, G->feat, t->ndev, NULL, err);
 }
 
