@@ -77,6 +77,32 @@ gopt_status gopt_policy_set_decoder_inputs(gopt_policy *p, int32_t n, int32_t nd
     return GOPT_OK;
 }
 
+gopt_status gopt_policy_set_hints(gopt_policy *p, int32_t n, int32_t ndev, int nh, const int32_t *dev,
+                                  const float *feat, gopt_error *err) {
+    p->hint_dev = NULL;
+    p->hint_feat = NULL;
+    p->hint_n = p->hint_ndev = 0;
+    p->forwarded = 0;
+    if (!dev && !feat) return GOPT_OK;
+    if (n < 1) return gopt_error_set(err, GOPT_EINVAL, "policy hints: %d nodes", (int)n);
+    if (nh != p->cfg.hints)
+        return gopt_error_set(err, GOPT_EINVAL, "policy hints: %d hint placements given, the network reads %d", nh,
+                              (int)p->cfg.hints);
+    for (size_t i = 0; dev && i < (size_t)nh * (size_t)n; i++)
+        if (dev[i] < -1 || dev[i] >= ndev)
+            return gopt_error_set(err, GOPT_EINVAL, "policy hints: hint %d: device of node %d is %d, outside -1..%d",
+                                  (int)(i / (size_t)n), (int)(i % (size_t)n), (int)dev[i], (int)ndev - 1);
+    for (size_t i = 0; feat && i < (size_t)n * POLICY_NHINT_PSI; i++)
+        if (!(feat[i] >= 0.0f && feat[i] <= 1.0f))
+            return gopt_error_set(err, GOPT_EINVAL, "policy hints: feature %d of node %d is %g, outside [0, 1]",
+                                  (int)(i % POLICY_NHINT_PSI), (int)(i / POLICY_NHINT_PSI), (double)feat[i]);
+    p->hint_dev = dev;
+    p->hint_feat = feat;
+    p->hint_n = n;
+    p->hint_ndev = ndev;
+    return GOPT_OK;
+}
+
 gopt_status policy_decode_prepare(gopt_policy *p, const uint16_t *dev_mask, gopt_error *err) {
     const gopt_frozen *fz = p->fz;
     policy_acts *A = &p->A;
@@ -199,6 +225,8 @@ typedef struct {
     int prev_total;
     int prev_dev; /* device of the previous rank, -1 at rank 0 */
     double load_sum;
+    int units;                        /* units decided so far */
+    int agree[GOPT_POLICY_MAX_HINTS]; /* of them, those on hint h's device */
 } dec_state;
 
 static double edge_weight(const gopt_frozen *fz, int32_t slot) { return fz->edge_bytes[fz->in_eid[slot]] + 1.0; }
@@ -211,7 +239,10 @@ static double edge_weight(const gopt_frozen *fz, int32_t slot) { return fz->edge
  *   4 committed memory of d / its capacity (0 without memory inputs)
  *   5 1 when the unit would overflow d (0 without memory inputs)
  *   6 share of the previous segment's nodes on d
- *   7 the previous node (rank i - 1) is on d */
+ *   7 the previous node (rank i - 1) is on d
+ *   8..8+H-1 (cfg.hints = H) hint placement h puts the unit on d (gopt_policy_set_hints; 0 without)
+ *   8+H the agreement of d: sum over the hints that put the unit on d of the share of the units
+ *       decided so far that followed that hint (0 at the first unit) */
 static void phi_features(const gopt_policy *p, const dec_state *s, int u, double charge, float *phi) {
     const gopt_frozen *fz = p->fz;
     const policy_acts *A = &p->A;
@@ -236,8 +267,11 @@ static void phi_features(const gopt_policy *p, const dec_state *s, int u, double
         }
     }
     const double fair = p->total_time / nd, mean = s->load_sum / nd;
+    const int nphi = POLICY_CFG_NPHI(&p->cfg), H = p->cfg.hints;
+    int hint[GOPT_POLICY_MAX_HINTS];
+    for (int h = 0; h < H; h++) hint[h] = p->hint_dev ? p->hint_dev[(size_t)h * p->n + fz->topo[rep]] : -1;
     for (int d = 0; d < nd; d++) {
-        float *f = phi + (size_t)d * POLICY_NPHI;
+        float *f = phi + (size_t)d * nphi;
         f[0] = tot > 0 ? (float)(inb[d] / tot) : 0.0f;
         f[1] = d == best_dev ? 1.0f : 0.0f;
         f[2] = (float)(s->load[d] / fair);
@@ -246,6 +280,14 @@ static void phi_features(const gopt_policy *p, const dec_state *s, int u, double
         f[5] = p->in_cap && p->in_mem && s->mem[d] + charge > p->in_cap[d] ? 1.0f : 0.0f;
         f[6] = s->prev_total ? (float)s->prev_cnt[d] / (float)s->prev_total : 0.0f;
         f[7] = d == s->prev_dev ? 1.0f : 0.0f;
+        if (H > 0) {
+            float agree = 0.0f;
+            for (int h = 0; h < H; h++) {
+                f[POLICY_NPHI + h] = d == hint[h] ? 1.0f : 0.0f;
+                if (d == hint[h] && s->units) agree += (float)s->agree[h] / (float)s->units;
+            }
+            f[POLICY_NPHI + H] = agree;
+        }
     }
 }
 
@@ -254,7 +296,8 @@ static void phi_features(const gopt_policy *p, const dec_state *s, int u, double
  *   1 the producer of v's largest input is on dv
  *   2 the previous node (rank i - 1) is on dv
  *   3 committed compute of dv minus the mean over devices, / fair share
- *   4 committed memory of dv / its capacity (0 without memory inputs) */
+ *   4 committed memory of dv / its capacity (0 without memory inputs)
+ *   5..7 (cfg.hints) the hint's per-node features (gopt_policy_set_hints; 0 without hints) */
 static void psi_features(const gopt_policy *p, const dec_state *s, int32_t v, int dv, float *psi) {
     const gopt_frozen *fz = p->fz;
     double same = 0, tot = 0, best = -1;
@@ -275,6 +318,10 @@ static void psi_features(const gopt_policy *p, const dec_state *s, int32_t v, in
     psi[2] = s->prev_dev == dv ? 1.0f : 0.0f;
     psi[3] = (float)((s->load[dv] - s->load_sum / p->ndev) / fair);
     psi[4] = p->in_cap && p->in_mem ? (float)(s->mem[dv] / p->in_cap[dv]) : 0.0f;
+    if (p->cfg.hints) {
+        const float *h = p->hint_feat ? p->hint_feat + (size_t)v * POLICY_NHINT_PSI : NULL;
+        for (int m = 0; m < POLICY_NHINT_PSI; m++) psi[POLICY_NPSI + m] = h ? h[m] : 0.0f;
+    }
 }
 
 /* Choose from a row: one uniform over the log-softmax lp when sampling; when
@@ -326,8 +373,9 @@ static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err)
     dec_state s;
     memset(&s, 0, sizeof s);
     s.prev_dev = -1;
-    float phi[GOPT_POLICY_MAX_DEVICES * POLICY_NPHI], th[GOPT_POLICY_MAX_DEVICES * POLICY_MAX_COND];
-    float z[32], lp[32], dz[32], psi[POLICY_NPSI];
+    const int nphi = POLICY_CFG_NPHI(&p->cfg), npsi = POLICY_CFG_NPSI(&p->cfg);
+    float phi[GOPT_POLICY_MAX_DEVICES * POLICY_MAX_PHI], th[GOPT_POLICY_MAX_DEVICES * POLICY_MAX_COND];
+    float z[32], lp[32], dz[32], psi[POLICY_MAX_PSI];
     if (o->logp) memset(o->logp, 0, sizeof(float) * 3 * (size_t)n);
     if (o->ent) memset(o->ent, 0, sizeof(float) * 3 * (size_t)n);
     double tl[GOPT_TASK_COUNT] = {0}, te[GOPT_TASK_COUNT] = {0};
@@ -357,10 +405,10 @@ static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err)
                 for (int k = 0; k < Hc; k++) vb[k] = vh[k] + p->P.cond_b[k];
                 for (int d = 0; d < nd; d++) {
                     if (!((mask >> d) & 1u)) continue;
-                    const float *f = phi + (size_t)d * POLICY_NPHI;
+                    const float *f = phi + (size_t)d * nphi;
                     float *h = th + (size_t)d * Hc, c = 0.0f;
                     memcpy(h, vb, sizeof(float) * (size_t)Hc);
-                    for (int j = 0; j < POLICY_NPHI; j++) { /* most features are 0 (indicators, shares) */
+                    for (int j = 0; j < nphi; j++) { /* most features are 0 (indicators, shares) */
                         const float fj = f[j];
                         if (fj == 0.0f) continue;
                         const float *uj = p->P.cond_u + (size_t)j * Hc;
@@ -398,13 +446,13 @@ static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err)
                     float *dvh = B->dvh_unit + (size_t)u * Hc;
                     for (int d = 0; d < nd; d++) {
                         if (!((mask >> d) & 1u) || dz[d] == 0.0f) continue;
-                        const float *f = phi + (size_t)d * POLICY_NPHI, *h = th + (size_t)d * Hc;
+                        const float *f = phi + (size_t)d * nphi, *h = th + (size_t)d * Hc;
                         for (int k = 0; k < Hc; k++) {
                             p->G.cond_w[k] += dz[d] * h[k];
                             float dpre = dz[d] * p->P.cond_w[k] * (1.0f - h[k] * h[k]);
                             p->G.cond_b[k] += dpre;
                             dvh[k] += dpre;
-                            for (int j = 0; j < POLICY_NPHI; j++) p->G.cond_u[j * Hc + k] += dpre * f[j];
+                            for (int j = 0; j < nphi; j++) p->G.cond_u[j * Hc + k] += dpre * f[j];
                         }
                     }
                 }
@@ -416,6 +464,11 @@ static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err)
             s.load[x] += t_u;
             s.load_sum += t_u;
             s.mem[x] += charge;
+            if (p->cfg.hints && p->hint_dev) {
+                const int32_t vr = fz->topo[A->unit_rep[u]];
+                for (int h = 0; h < p->cfg.hints; h++) s.agree[h] += p->hint_dev[(size_t)h * n + vr] == x;
+            }
+            s.units++;
         }
         /* ---- schedule and fusion of node v on its device ---- */
         const int dv = A->dev_rank[i];
@@ -427,7 +480,7 @@ static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err)
             for (int j = 0; j < w; j++) {
                 float zz = base[j];
                 if (Hc > 0)
-                    for (int m = 0; m < POLICY_NPSI; m++) zz += psi[m] * wc[m * w + j];
+                    for (int m = 0; m < npsi; m++) zz += psi[m] * wc[m * w + j];
                 z[j] = zz;
             }
             const uint32_t mask = full_mask(w);
@@ -450,7 +503,7 @@ static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err)
                 for (int j = 0; j < w; j++) dl[j] += dz[j];
                 if (Hc > 0) {
                     float *gc = t == GOPT_TASK_SCHED ? p->G.cond_sched : p->G.cond_fuse;
-                    for (int m = 0; m < POLICY_NPSI; m++)
+                    for (int m = 0; m < npsi; m++)
                         for (int j = 0; j < w; j++) gc[m * w + j] += psi[m] * dz[j];
                 }
             }

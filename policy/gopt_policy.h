@@ -53,6 +53,10 @@ typedef struct {
                               1: gradients also flow into the previous segment */
     int32_t cond_hidden;   /* Hc: hidden width of the conditioned decoder's placement
                               scorer (decisions already made -> logits); 0 = off */
+    int32_t hints;         /* H > 0: the decoder also reads H classical placements given with
+                              gopt_policy_set_hints (their device per unit) and a classical
+                              schedule and fusion (priority rank, fusion per node); needs
+                              cond_hidden > 0; 0 = off (at most GOPT_POLICY_MAX_HINTS) */
 } gopt_policy_config;
 
 void gopt_policy_config_default(gopt_policy_config *cfg);
@@ -109,6 +113,22 @@ gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const flo
  * Values that are negative or not finite are refused naming the index. */
 gopt_status gopt_policy_set_decoder_inputs(gopt_policy *p, int32_t n, int32_t ndev, const double *node_time,
                                            const double *node_mem, const double *dev_cap, gopt_error *err);
+
+/* Hints (a policy with cfg.hints = H > 0): classical solutions the decoder
+ * reads as features, never as answers (docs/policy.md, "Hints"): dev (H, n)
+ * the device of every node under each of H classical placements (row h,
+ * 0..ndev-1, or -1 for a row without a hint; a unit reads its first
+ * member's), feat (n, GOPT_POLICY_NHINT) per-node values in [0, 1]: a
+ * classical schedule's priority rank (1 = runs first), 1 when a classical
+ * fusion fuses the node into a predecessor's group, 1 when the node roots a
+ * fused group. Borrowed like the decoder inputs (kept for later forwards; a
+ * forward on a graph of another node count is refused); NULL arrays clear
+ * them (hint features 0). nh must equal cfg.hints. Out-of-range values are
+ * refused naming the node. */
+#define GOPT_POLICY_NHINT 3
+#define GOPT_POLICY_MAX_HINTS 8
+gopt_status gopt_policy_set_hints(gopt_policy *p, int32_t n, int32_t ndev, int nh, const int32_t *dev,
+                                  const float *feat, gopt_error *err);
 
 /* Per-node logits of the last forward for task t: (n, width) rows in node-id
  * order are copied into out; width = max_devices, sched_levels or

@@ -42,6 +42,7 @@ void gopt_policy_config_default(gopt_policy_config *c) {
     c->fusion_levels = 4;
     c->memory_grad = 0;
     c->cond_hidden = 8;
+    c->hints = 0;
 }
 
 static gopt_status check_range(const char *field, int32_t v, int32_t lo, int32_t hi, gopt_error *err) {
@@ -67,6 +68,10 @@ gopt_status gopt_policy_config_check(const gopt_policy_config *c, gopt_error *er
     if ((st = check_range("fusion_levels", c->fusion_levels, 1, 32, err))) return st;
     if ((st = check_range("memory_grad", c->memory_grad, 0, 1, err))) return st;
     if ((st = check_range("cond_hidden", c->cond_hidden, 0, POLICY_MAX_COND, err))) return st;
+    if ((st = check_range("hints", c->hints, 0, GOPT_POLICY_MAX_HINTS, err))) return st;
+    if (c->hints && c->cond_hidden < 1)
+        return gopt_error_set(err, GOPT_EINVAL, "policy config: hints = %d needs the conditioned decoder (cond_hidden > 0)",
+                              (int)c->hints);
     return GOPT_OK;
 }
 
@@ -143,12 +148,12 @@ static size_t layout(gopt_policy *p) {
     }
     if (c->cond_hidden > 0) {
         const size_t Hc = (size_t)c->cond_hidden;
-        T(cond_u, (size_t)POLICY_NPHI * Hc, 1, "cond.u");
+        T(cond_u, (size_t)POLICY_CFG_NPHI(c) * Hc, 1, "cond.u");
         T(cond_v, D * Hc, 1, "cond.v");
         T(cond_b, Hc, 0, "cond.b");
         T(cond_w, Hc, 1, "cond.w");
-        T(cond_sched, (size_t)POLICY_NPSI * (size_t)p->width[GOPT_TASK_SCHED], 1, "cond.sched");
-        T(cond_fuse, (size_t)POLICY_NPSI * (size_t)p->width[GOPT_TASK_FUSE], 1, "cond.fuse");
+        T(cond_sched, (size_t)POLICY_CFG_NPSI(c) * (size_t)p->width[GOPT_TASK_SCHED], 1, "cond.sched");
+        T(cond_fuse, (size_t)POLICY_CFG_NPSI(c) * (size_t)p->width[GOPT_TASK_FUSE], 1, "cond.fuse");
     }
 #undef T
     return lc.off;
@@ -197,7 +202,7 @@ static void init_params(gopt_policy *p, uint64_t seed) {
      * scorer gradient at the first step) */
     if (c->cond_hidden > 0) {
         const int Hc = c->cond_hidden;
-        fill_normal(P->cond_u, (size_t)POLICY_NPHI * Hc, 1.0 / sqrt((double)POLICY_NPHI), &rng);
+        fill_normal(P->cond_u, (size_t)POLICY_CFG_NPHI(c) * Hc, 1.0 / sqrt((double)POLICY_CFG_NPHI(c)), &rng);
         fill_normal(P->cond_v, (size_t)D * Hc, 0.3 / sqrt(D), &rng);
         fill_normal(P->cond_w, (size_t)Hc, 0.3 / sqrt(Hc), &rng);
     }
@@ -484,6 +489,11 @@ gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const flo
                               "policy forward: device capacities were set for %d devices, asked for %d "
                               "(gopt_policy_set_decoder_inputs)",
                               (int)p->in_ndev, (int)ndev);
+    if ((p->hint_dev || p->hint_feat) && (p->hint_n != fz->n || p->hint_ndev != ndev))
+        return gopt_error_set(err, GOPT_EINVAL,
+                              "policy forward: hints were set for %d nodes on %d devices, graph has %d nodes on %d "
+                              "(gopt_policy_set_hints)",
+                              (int)p->hint_n, (int)p->hint_ndev, (int)fz->n, (int)ndev);
     gopt_status st = gopt_policy_reserve(p, fz->n, fz->m, 0, err);
     if (st) return st;
     const int n = fz->n, D = c->hidden;

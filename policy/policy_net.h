@@ -22,6 +22,13 @@
 #define POLICY_MAX_COND 64 /* largest cond_hidden */
 #define POLICY_NPHI 8      /* features phi(unit, device) of the conditioned placement scorer (decode.c) */
 #define POLICY_NPSI 5      /* features psi(node, its device) of the schedule and fusion terms (decode.c) */
+#define POLICY_NHINT_PSI GOPT_POLICY_NHINT /* hint features appended to psi when cfg.hints > 0 */
+#define POLICY_MAX_PHI (POLICY_NPHI + GOPT_POLICY_MAX_HINTS + 1)
+#define POLICY_MAX_PSI (POLICY_NPSI + POLICY_NHINT_PSI)
+/* features of the scorer (H hint indicators and the agreement feature appended when
+ * cfg.hints = H > 0) and of the schedule/fusion terms for a config */
+#define POLICY_CFG_NPHI(c) (POLICY_NPHI + ((c)->hints ? (c)->hints + 1 : 0))
+#define POLICY_CFG_NPSI(c) (POLICY_NPSI + ((c)->hints ? POLICY_NHINT_PSI : 0))
 
 typedef struct {
     float *w;    /* (5D, D) */
@@ -161,6 +168,11 @@ struct gopt_policy {
     /* decoder inputs (gopt_policy_set_decoder_inputs; caller-owned, may be NULL) */
     const double *in_time, *in_mem, *in_cap;
     int32_t in_n, in_ndev;
+    /* hints (gopt_policy_set_hints; caller-owned, may be NULL): cfg.hints
+     * classical placements (hints, n) and per-node features (n, POLICY_NHINT_PSI) */
+    const int32_t *hint_dev;
+    const float *hint_feat;
+    int32_t hint_n, hint_ndev;
     double total_time; /* sum of node times of the last forward's graph (n when no times) */
 
     /* state of the last forward */

@@ -57,7 +57,7 @@ static void common_options_help(FILE *f) {
             "                    (single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla)\n"
             "  --canonical-targets on|off (on: imitation targets' devices relabelled canonically by a\n"
             "                    symmetry of the cluster, kept where that simulates no slower; off: the\n"
-            "                    baseline's own device ids, what session 1's tables in docs/results.md used)\n"
+            "                    baseline's own device ids, what the 2026-11-21 tables in docs/results.md used)\n"
             "  --fresh-optimizer on|off (finetune: on, train --init: off) start from the loaded policy's\n"
             "                    parameters with a fresh Adam (off: keep its moments and step count)\n"
             "  --shrink L (1: off) multiply the loaded policy's parameters by L in (0, 1] before training\n"
@@ -93,7 +93,10 @@ static void train_usage(FILE *f) {
     common_options_help(f);
     fprintf(f, "Network (new runs; defaults from the policy library):\n"
                "  --hidden D  --sage-layers L  --attn-layers L  --heads H  --segment S\n"
-               "  --sched-levels P  --fusion-levels F  --init CKPT (start from a trained policy)\n");
+               "  --sched-levels P  --fusion-levels F  --init CKPT (start from a trained policy)\n"
+               "  --hints H (0: off) the decoder also reads H classical placements (of heft, metf,\n"
+               "                    metis, expert, msct, mtopo, single, in that order) and heft+cp+xla's\n"
+               "                    priorities and fusion as features (docs/policy.md, \"Hints\")\n");
 }
 
 static void finetune_usage(FILE *f) {
@@ -864,6 +867,7 @@ int cmd_train(int argc, char **argv) {
         else if (cli_opt_long(&a, "--segment", &l, 1, 4096)) ta.pc.segment = (int32_t)l;
         else if (cli_opt_long(&a, "--sched-levels", &l, 1, 16)) ta.pc.sched_levels = (int32_t)l;
         else if (cli_opt_long(&a, "--fusion-levels", &l, 1, 16)) ta.pc.fusion_levels = (int32_t)l;
+        else if (cli_opt_long(&a, "--hints", &l, 0, 7)) ta.pc.hints = (int32_t)l;
         else if (cli_opt_str(&a, "--init", &ta.init) || cli_opt_str(&a, "--profiles", &ta.profiles_s) ||
                  cli_opt_str(&a, "--manifest", &ta.manifest)) {
         } else if (cli_opt_long(&a, "--graph-cache", &l, 0, 1000000L)) ta.cache = (int)l;

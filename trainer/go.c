@@ -19,6 +19,9 @@
  * of each round's best candidate, which may be a sample, so the greedy
  * trajectory alone (K = 0) is run first from the same caps and the better
  * answer kept: the best of K is never worse than greedy.
+ * Hints: a checkpoint whose network has cfg.hints = H reads H classical
+ * placements and a classical schedule and fusion as features (hint.c);
+ * every decision is still the decoder's.
  * Cost: one forward plus (K + 1) decodes and evaluations per round (and the
  * greedy trajectory's rounds when K > 0).
  */
@@ -79,7 +82,8 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     gopt_policy *pol = NULL;
     float *feat = NULL, *pred = NULL;
     double *ntime = NULL, *nmem = NULL, *cap = NULL, *cap0 = NULL;
-    int32_t *buf = NULL, *group = NULL;
+    int32_t *buf = NULL, *group = NULL, *hdev = NULL;
+    float *hfeat = NULL;
     gopt_decisions cand = {0}, rbest = {0};
     unsigned tasks = GOPT_TASKS_ALL;
     gopt_status st;
@@ -110,6 +114,18 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     for (int32_t v = 0; v < n; v++) pred[v] = (float)ntime[v];
     if ((st = gopt_policy_features(fz, p->ndev, pred, feat, err))) goto out;
     if ((st = gopt_policy_set_decoder_inputs(pol, n, p->ndev, ntime, nmem, cap, err))) goto out;
+    const int nh = gopt_policy_get_config(pol)->hints;
+    if (nh) { /* the hints: classical solutions read as features */
+        int have = 0;
+        hdev = gopt_malloc(sizeof(int32_t) * N * (size_t)nh, err);
+        hfeat = gopt_malloc(sizeof(float) * N * GOPT_POLICY_NHINT, err);
+        if (!hdev || !hfeat) {
+            st = GOPT_ENOMEM;
+            goto out;
+        }
+        if ((st = gopt_go_hints(p, nh, hdev, hfeat, &have, err))) goto out;
+        if ((st = gopt_policy_set_hints(pol, n, p->ndev, nh, have ? hdev : NULL, have ? hfeat : NULL, err))) goto out;
+    }
     if ((st = gopt_policy_forward(pol, fz, feat, p->ndev, NULL, err))) goto out;
     if ((st = gopt_decisions_init(&cand, n, err)) || (st = gopt_decisions_init(&rbest, n, err))) goto out;
     gopt_policy_actions a = {buf, buf + N, buf + 2 * N};
@@ -168,5 +184,7 @@ out:
     free(cap0);
     free(buf);
     free(group);
+    free(hdev);
+    free(hfeat);
     return st;
 }

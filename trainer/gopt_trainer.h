@@ -271,6 +271,22 @@ const char *gopt_trainer_default_checkpoint(void);
  * gopt_bl_device_capacity: the memory model every classical placer fits. */
 void gopt_go_decoder_inputs(const gopt_bl_problem *p, double *node_time, double *node_mem, double *dev_cap);
 
+/* Hints for a policy with cfg.hints = H (trainer/hint.c, docs/policy.md):
+ * dev (H, n): row h the placement of gopt_go_hint_placers[h], device labels
+ * canonical under the cluster's symmetries (-1: that placer found nothing
+ * that fits); feat (n, GOPT_POLICY_NHINT) from the schedule and fusion of
+ * GOPT_GO_HINT_METHOD. gopt_go_hints runs the methods on p (*have = 0 when
+ * none finds anything that fits: then there is no hint);
+ * gopt_go_hints_from converts decisions already made (hd[h] NULL: no row h;
+ * sd NULL: features 0; ct: the graph's cost table with cm). */
+#define GOPT_GO_HINT_METHOD "heft+cp+xla"
+extern const char *const gopt_go_hint_placers[GOPT_POLICY_MAX_HINTS]; /* heft, metf, metis, expert, msct,
+                                                                          mtopo, single, then NULL */
+gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float *feat, int *have, gopt_error *err);
+gopt_status gopt_go_hints_from(const gopt_frozen *fz, const gopt_costmodel *cm, const gopt_cost_table *ct, int ndev,
+                               int nh, const gopt_decisions *const *hd, const gopt_decisions *sd, int32_t *dev,
+                               float *feat, gopt_error *err);
+
 /* Decide everything for problem p with the policy in o->checkpoint (the
  * tasks it was not trained for get defaults); candidates are judged by
  * p's evaluator. The decoder masks devices a unit would overflow under the

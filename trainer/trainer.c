@@ -237,6 +237,8 @@ static void graph_destroy(gopt_trainer *t, tr_graph *G) {
     if (G->hot >= 0) hot_release(t, &t->hot[G->hot]);
     gopt_graph_free(G->g);
     free(G->unit_first);
+    free(G->hint_dev);
+    free(G->hint_feat);
     gopt_decisions_destroy(&G->ref_dec);
     gopt_decisions_destroy(&G->best_dec);
     memset(G, 0, sizeof *G);

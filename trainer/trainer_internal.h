@@ -43,6 +43,10 @@ typedef struct {
     int prof;                 /* index in t->profs */
     int32_t hot;              /* its entry in t->hot, -1 when not built */
     int32_t *unit_first;    /* (n) first member (topological order) of v's colocation group, or v */
+    int32_t *hint_dev;      /* (H, n) the hints' devices (policy cfg.hints = H; gopt_go_hints), built
+                               by the graph's first tr_forward and kept; NULL: none (hint_state) */
+    float *hint_feat;       /* (n, GOPT_POLICY_NHINT) */
+    int hint_state;         /* 0 not built, 1 built, -1 no hint method found anything that fits */
     int32_t rows;           /* learned decision rows: units (place) + n per other learned task */
     double ref;             /* reference step time (s) */
     char ref_method[64];
@@ -111,6 +115,8 @@ uint64_t tr_fnv64(uint64_t h, const void *p, size_t n);
 
 /* The policy's forward on graph G with its decoder inputs (memory model) set. */
 gopt_status tr_forward(gopt_trainer *t, tr_graph *G, gopt_error *err);
+/* Build G's hints (hint.c; the policy has cfg.hints) with its built simulator H. */
+gopt_status tr_build_hints(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_error *err);
 /* Actions of sample k of batch slot b. */
 gopt_policy_actions tr_actions(gopt_trainer *t, int b, int k);
 /* Make sure every scratch array fits n nodes. */

@@ -1,0 +1,176 @@
+/* test_hints.c: the decoder's hints (trainer/hint.c).
+ *
+ * gopt_go_hints_from on hand-made decisions: device labels canonical (on
+ * identical, uniformly linked devices: numbered in order of first use along
+ * the topological order), priority ranks in [0, 1] with 1 for the highest
+ * priority and ties equal, fusion flags (root of a group of two or more;
+ * joins a group; singletons and ungrouped nodes 0). gopt_go_hints runs the
+ * hint method on a problem. A trainer with a hinted policy builds the hints
+ * and imitation then copies the hint's placement where it is the target.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gopt_trainer.h"
+#include "trainer_internal.h" /* tr_graph: the hints the trainer built */
+
+static int32_t add(gopt_graph *g, const char *name, gopt_op_class c, double flops) {
+    gopt_node_attrs a = {0};
+    a.name = name;
+    a.op = c == GOPT_OP_CLASS_GEMM ? "MatMul" : "Add";
+    a.cls = c;
+    a.flops = flops;
+    a.out_bytes = 4096;
+    a.layer = -1;
+    int32_t id = -1;
+    assert_int_equal(gopt_graph_add_node(g, &a, &id, NULL), GOPT_OK);
+    return id;
+}
+
+/* a chain of 6 (ids 0..5) plus two side branches from node 1 (ids 6, 7) into node 5 */
+static gopt_graph *small_graph(void) {
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, "hints", "test", NULL), GOPT_OK);
+    char nm[16];
+    for (int i = 0; i < 8; i++) {
+        snprintf(nm, sizeof nm, "n%d", i);
+        add(g, nm, i % 2 ? GOPT_OP_CLASS_GEMM : GOPT_OP_CLASS_ELEMENTWISE, i % 2 ? 1e9 : 1e5);
+    }
+    for (int i = 0; i < 5; i++) assert_int_equal(gopt_graph_add_edge(g, i, i + 1, 4096, NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_add_edge(g, 1, 6, 4096, NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_add_edge(g, 6, 7, 4096, NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_add_edge(g, 7, 5, 4096, NULL), GOPT_OK);
+    gopt_error err = {0};
+    assert_int_equal(gopt_graph_finalize(g, &err), GOPT_OK);
+    return g;
+}
+
+static void test_hints_from(void **state) {
+    (void)state;
+    enum { NDEV = 3 };
+    gopt_graph *g = small_graph();
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    const int n = fz->n;
+    gopt_profile *prof = test_profile_uniform(NDEV, 1e12, 1e12, "test_hints");
+    gopt_costmodel *cm = NULL;
+    gopt_error err = {0};
+    assert_int_equal(gopt_cost_create(prof, NDEV, &cm, NULL), GOPT_OK);
+    gopt_sim *sim = NULL;
+    assert_int_equal(gopt_sim_create(g, cm, &sim, &err), GOPT_OK);
+    gopt_decisions d = {0};
+    assert_int_equal(gopt_decisions_init(&d, n, &err), GOPT_OK);
+    /* devices 2 for the chain's head, 1 for the rest: canonical 0 then 1 */
+    for (int v = 0; v < n; v++) d.device[v] = v < 2 ? 2 : 1;
+    const int32_t prio[8] = {5, 9, 1, 1, 0, 7, 3, 2};
+    for (int v = 0; v < n; v++) d.priority[v] = prio[v];
+    for (int v = 0; v < n; v++) d.group[v] = -1;
+    d.group[2] = d.group[3] = d.group[4] = 0; /* a group of three rooted at node 2 */
+    d.group[6] = 1;                          /* a singleton group */
+    int32_t dev[2 * 8];
+    float feat[8 * GOPT_POLICY_NHINT];
+    const gopt_decisions *hd[2] = {&d, NULL}; /* row 1: a placer that found nothing */
+    assert_int_equal(gopt_go_hints_from(fz, cm, gopt_sim_cost_table(sim), NDEV, 2, hd, &d, dev, feat, &err), GOPT_OK);
+    for (int v = 0; v < n; v++) assert_int_equal(dev[v], v < 2 ? 0 : 1);
+    for (int v = 0; v < n; v++) assert_int_equal(dev[n + v], -1);
+    /* ranks: sorted priorities 0,1,1,2,3,5,7,9 -> share of nodes strictly below / 7 */
+    const float rank[8] = {5 / 7.f, 7 / 7.f, 1 / 7.f, 1 / 7.f, 0.f, 6 / 7.f, 4 / 7.f, 3 / 7.f};
+    for (int v = 0; v < n; v++) assert_float_equal(feat[v * GOPT_POLICY_NHINT], rank[v], 1e-6);
+    for (int v = 0; v < n; v++) {
+        const float *f = feat + v * GOPT_POLICY_NHINT;
+        assert_float_equal(f[2], v == 2 ? 1.0f : 0.0f, 0); /* root */
+        assert_float_equal(f[1], v == 3 || v == 4 ? 1.0f : 0.0f, 0); /* joins */
+    }
+    /* the method on a problem: a hint with every device in range */
+    gopt_bl_problem p = {0};
+    p.graph = g;
+    p.cm = cm;
+    p.cost = gopt_sim_cost_table(sim);
+    p.ndev = NDEV;
+    int have = 0;
+    assert_int_equal(gopt_go_hints(&p, 2, dev, feat, &have, &err), GOPT_OK);
+    assert_int_equal(have, 1);
+    for (int v = 0; v < 2 * n; v++) assert_true(dev[v] >= 0 && dev[v] < NDEV);
+    for (int i = 0; i < n * GOPT_POLICY_NHINT; i++) assert_true(feat[i] >= 0.0f && feat[i] <= 1.0f);
+    assert_int_equal(gopt_go_hints(&p, 0, dev, feat, &have, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_go_hints(&p, 8, dev, feat, &have, &err), GOPT_EINVAL);
+    gopt_decisions_destroy(&d);
+    gopt_sim_free(sim);
+    gopt_cost_free(cm);
+    gopt_profile_free(prof);
+    gopt_graph_free(g);
+}
+
+/* Imitation with a hinted policy: the target is the best reference baseline, here the hint's
+ * own method (the only reference), so after a few steps greedy placement equals the target. */
+static void test_trainer_uses_hints(void **state) {
+    (void)state;
+    enum { NDEV = 2 };
+    gopt_profile *prof = test_profile_uniform(NDEV, 1e12, 1e11, "test_hints");
+    gopt_costmodel *cm = NULL;
+    gopt_error err = {0};
+    assert_int_equal(gopt_cost_create(prof, NDEV, &cm, NULL), GOPT_OK);
+    gopt_policy_config c;
+    gopt_policy_config_default(&c);
+    c.hidden = 8, c.sage_layers = 1, c.attn_layers = 1, c.heads = 2, c.segment = 4, c.ffn_mult = 1;
+    c.max_devices = NDEV, c.sched_levels = 3, c.fusion_levels = 2, c.cond_hidden = 4, c.hints = 2;
+    gopt_policy *pol = NULL;
+    assert_int_equal(gopt_policy_create(&pol, &c, 1, &err), GOPT_OK);
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.reference = GOPT_GO_HINT_METHOD;
+    o.imitate_steps = 60;
+    o.sim_threads = 1;
+    o.tasks = GOPT_TASK_BIT(GOPT_TASK_PLACE);
+    gopt_trainer *t = NULL;
+    assert_int_equal(gopt_trainer_create(&t, pol, cm, &o, &err), GOPT_OK);
+    assert_int_equal(gopt_trainer_add_graph(t, small_graph(), 0, &err), GOPT_OK);
+    gopt_trainer_stats st;
+    for (int i = 0; i < 60; i++) assert_int_equal(gopt_trainer_step(t, &st, &err), GOPT_OK);
+    assert_float_equal(st.imitate_acc[GOPT_TASK_PLACE], 1.0, 1e-12);
+    /* the trainer built the graph's hints once, from the hint method: equal to its own run */
+    const tr_graph *G = &t->graphs[0];
+    assert_int_equal(G->hint_state, 1);
+    tr_hot *H = NULL;
+    assert_int_equal(tr_hot_get(t, 0, &H, &err), GOPT_OK);
+    assert_non_null(G->hint_dev);
+    gopt_bl_problem p = {0};
+    p.graph = G->g;
+    p.cm = cm;
+    p.cost = gopt_sim_cost_table(H->sim);
+    p.ndev = NDEV;
+    p.evaluate = gopt_bl_sim_evaluate;
+    gopt_bl_sim_ctx ctx = {0};
+    ctx.sim = H->sim;
+    ctx.scratch = H->scratch[0];
+    p.eval_ctx = &ctx;
+    p.last_peak = gopt_bl_sim_last_peak;
+    int32_t dev[2 * 8];
+    float feat[8 * GOPT_POLICY_NHINT];
+    int have = 0;
+    assert_int_equal(gopt_go_hints(&p, 2, dev, feat, &have, &err), GOPT_OK);
+    assert_int_equal(have, 1);
+    assert_memory_equal(dev, G->hint_dev, sizeof dev);
+    assert_memory_equal(feat, G->hint_feat, sizeof feat);
+    gopt_trainer_free(t);
+    gopt_policy_free(pol);
+    gopt_cost_free(cm);
+    gopt_profile_free(prof);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hints_from),
+        cmocka_unit_test(test_trainer_uses_hints),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,173 @@
+/* hint.c: the decoder's hints (policy cfg.hints = H, docs/policy.md
+ * "Hints"): classical solutions read as features, never as answers.
+ *
+ * Row h of the placement hints is the h-th placer of GOPT_GO_HINT_PLACERS
+ * run through the optimizer registry on the problem, its device labels made
+ * canonical under the cluster's symmetries (gopt_trainer_device_symmetries +
+ * gopt_trainer_canonical_devices), the labelling the trainer gives its
+ * imitation targets, so that a hint and a target that place alike read
+ * alike; a placer that finds nothing that fits gives a row of -1 (no hint).
+ * The per-node features come from GOPT_GO_HINT_METHOD (HEFT + critical-path
+ * priorities + XLA-style fusion): the priority rank in [0, 1] (1 = highest
+ * priority; ties share the rank of the first of them), 1 when the node joins
+ * a predecessor's fused group, 1 when it roots a fused group of two or more.
+ * Cost: one run of each method (list placers O(n ndev), METIS, the schedule's
+ * O(n log n) sort) plus one symmetry search (up to 8! permutations).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer_internal.h"
+
+typedef struct {
+    int32_t prio;
+    int32_t v;
+} hint_key;
+
+static int cmp_key(const void *a, const void *b) {
+    const hint_key *x = a, *y = b;
+    if (x->prio != y->prio) return x->prio < y->prio ? -1 : 1;
+    return x->v < y->v ? -1 : x->v > y->v;
+}
+
+const char *const gopt_go_hint_placers[GOPT_POLICY_MAX_HINTS] = {"heft",   "metf",  "metis", "expert",
+                                                                   "msct",   "mtopo", "single", NULL};
+
+/* Canonical labels of placement dev_in into dev_out (perms: np symmetries, rows of ndev). */
+static gopt_status canonical(const gopt_frozen *fz, int ndev, const int32_t *perms, int np, const int32_t *dev_in,
+                             int32_t *dev_out, gopt_error *err) {
+    if (np >= 1) return gopt_trainer_canonical_devices(fz, ndev, dev_in, perms, np, dev_out, NULL, err);
+    memcpy(dev_out, dev_in, sizeof(int32_t) * (size_t)fz->n);
+    return GOPT_OK;
+}
+
+gopt_status gopt_go_hints_from(const gopt_frozen *fz, const gopt_costmodel *cm, const gopt_cost_table *ct, int ndev,
+                               int nh, const gopt_decisions *const *hd, const gopt_decisions *sd, int32_t *dev,
+                               float *feat, gopt_error *err) {
+    const int32_t n = fz->n;
+    gopt_status st = GOPT_OK;
+    int32_t *perms = gopt_malloc(sizeof(int32_t) * (size_t)TR_MAX_SYM * (size_t)ndev, err);
+    hint_key *key = gopt_malloc(sizeof(hint_key) * (size_t)(n ? n : 1), err);
+    int32_t *first = gopt_malloc(sizeof(int32_t) * (size_t)(n ? n : 1), err);
+    int32_t *size = gopt_calloc((size_t)(n ? n : 1), sizeof(int32_t), err);
+    if (!perms || !key || !first || !size) {
+        st = GOPT_ENOMEM;
+        goto out;
+    }
+    int np = gopt_trainer_device_symmetries(cm, ct, perms, TR_MAX_SYM);
+    for (int h = 0; h < nh; h++) {
+        int32_t *row = dev + (size_t)h * n;
+        if (!hd[h]) {
+            for (int32_t v = 0; v < n; v++) row[v] = -1;
+        } else if ((st = canonical(fz, ndev, perms, np, hd[h]->device, row, err))) {
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < (size_t)n * GOPT_POLICY_NHINT; i++) feat[i] = 0.0f;
+    if (!sd) goto out;
+    /* priority rank: the share of nodes strictly below in priority */
+    for (int32_t v = 0; v < n; v++) key[v] = (hint_key){sd->priority[v], v};
+    qsort(key, (size_t)n, sizeof *key, cmp_key);
+    for (int32_t i = 0, lo = 0; i < n; i++) {
+        if (i > 0 && key[i].prio != key[i - 1].prio) lo = i;
+        feat[(size_t)key[i].v * GOPT_POLICY_NHINT] = n > 1 ? (float)lo / (float)(n - 1) : 1.0f;
+    }
+    /* fusion: the first member of each group in topological order is its root */
+    for (int32_t v = 0; v < n; v++) first[v] = -1;
+    for (int32_t v = 0; v < n; v++)
+        if (sd->group[v] >= 0 && sd->group[v] < n) size[sd->group[v]]++;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = fz->topo[i], g = sd->group[v];
+        float *f = feat + (size_t)v * GOPT_POLICY_NHINT;
+        if (g < 0 || g >= n || size[g] < 2) continue;
+        if (first[g] < 0) {
+            first[g] = v;
+            f[2] = 1.0f;
+        } else {
+            f[1] = 1.0f;
+        }
+    }
+out:
+    free(perms);
+    free(key);
+    free(first);
+    free(size);
+    return st;
+}
+
+/* Run method spec on p into d (initialised here); *found = 0 when it finds nothing that fits. */
+static gopt_status run_method(const gopt_bl_registry *reg, const char *spec, const gopt_bl_problem *p, gopt_decisions *d,
+                              int *found, gopt_error *err) {
+    gopt_bl_combo c;
+    *found = 0;
+    gopt_status st = gopt_bl_combo_parse(reg, spec, &c, err);
+    if (!st) st = gopt_bl_combo_decide(reg, &c, p, d, err);
+    if (st == GOPT_EUNSUP) { /* nothing fits: no hint from this method */
+        if (err) memset(err, 0, sizeof *err);
+        return GOPT_OK;
+    }
+    *found = st == GOPT_OK;
+    return st;
+}
+
+gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float *feat, int *have, gopt_error *err) {
+    const gopt_frozen *fz = gopt_graph_frozen(p->graph);
+    gopt_bl_registry reg;
+    gopt_bl_registry_init(&reg);
+    gopt_decisions hd[GOPT_POLICY_MAX_HINTS], sd = {0};
+    const gopt_decisions *hp[GOPT_POLICY_MAX_HINTS];
+    memset(hd, 0, sizeof hd);
+    *have = 0;
+    gopt_status st = GOPT_OK;
+    if (nh < 1 || nh > GOPT_POLICY_MAX_HINTS || !gopt_go_hint_placers[nh - 1])
+        return gopt_error_set(err, GOPT_EINVAL, "hints: %d placements asked for, there are 1..7", nh);
+    int found = 0, any = 0;
+    for (int h = 0; h < nh; h++) {
+        if ((st = run_method(&reg, gopt_go_hint_placers[h], p, &hd[h], &found, err))) goto out;
+        hp[h] = found ? &hd[h] : NULL;
+        any |= found;
+    }
+    if ((st = run_method(&reg, GOPT_GO_HINT_METHOD, p, &sd, &found, err))) goto out;
+    any |= found;
+    if (any && !(st = gopt_go_hints_from(fz, p->cm, p->cost, p->ndev, nh, hp, found ? &sd : NULL, dev, feat, err)))
+        *have = 1;
+out:
+    for (int h = 0; h < nh; h++) gopt_decisions_destroy(&hd[h]);
+    gopt_decisions_destroy(&sd);
+    return st;
+}
+
+gopt_status tr_build_hints(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_error *err) {
+    const int32_t n = G->fz->n;
+    const int nh = gopt_policy_get_config(t->pol)->hints;
+    G->hint_dev = gopt_malloc(sizeof(int32_t) * (size_t)nh * (size_t)n, err);
+    G->hint_feat = gopt_malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NHINT, err);
+    if (!G->hint_dev || !G->hint_feat) return GOPT_ENOMEM; /* freed with the graph */
+    gopt_bl_sim_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.sim = H->sim;
+    ctx.scratch = H->scratch[0];
+    gopt_bl_problem bp = {0};
+    bp.graph = G->g;
+    bp.cm = G->cm;
+    bp.cost = gopt_sim_cost_table(H->sim);
+    bp.ndev = G->ndev;
+    bp.opt.seed = t->o.seed;
+    bp.evaluate = gopt_bl_sim_evaluate;
+    bp.eval_ctx = &ctx;
+    bp.last_peak = gopt_bl_sim_last_peak;
+    int have = 0;
+    gopt_status st = gopt_go_hints(&bp, nh, G->hint_dev, G->hint_feat, &have, err);
+    if (st) {
+        gopt_error_prefix(err, "graph '%s': hints", gopt_graph_name(G->g));
+        return st;
+    }
+    G->hint_state = have ? 1 : -1;
+    if (!have) {
+        free(G->hint_dev);
+        free(G->hint_feat);
+        G->hint_dev = NULL;
+        G->hint_feat = NULL;
+    }
+    return GOPT_OK;
+}
