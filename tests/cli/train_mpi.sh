@@ -89,7 +89,7 @@ same "$TMP/u.ckpt" "$TMP/k.ckpt"
 # SIGTERM to mpirun: every rank stops before the same step, rank 0 writes the checkpoint of that step
 $MPIRUN -np 2 "$GOPT" $RUN --steps 100000 --graphs-per-step 2 -o "$TMP/t.ckpt" >/dev/null 2>"$TMP/t.err" &
 MP=$!
-for i in $(seq 1 600); do
+for i in $(seq 1 3000); do
   [ -s "$TMP/t.ckpt.metrics.jsonl" ] && [ "$(wc -l <"$TMP/t.ckpt.metrics.jsonl")" -ge 3 ] && break
   sleep 0.05
 done
