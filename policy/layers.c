@@ -22,27 +22,7 @@ void gopt_gemm(const gopt_gemm_args *g) {
                 g->n, g->k, g->alpha, g->a, g->lda, g->b, g->ldb, g->beta, g->c, g->ldc);
 }
 
-/* Cephes expf: x = n ln2 + r, |r| <= ln2/2, exp(r) by a polynomial, 2^n by
- * building the exponent bits. Round-to-nearest by the 1.5 * 2^23 trick and
- * branch-free clamps, so that loops over it vectorize. */
-static inline float fast_expf(float x) {
-    x = x >= -87.0f ? x : -87.0f; /* NaN too: 2^n below is then built from n in [-126, 127] for any input */
-    x = x > 88.0f ? 88.0f : x;
-    float fn = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = x - fn * 0.693359375f;
-    r = r - fn * -2.12194440e-4f;
-    float p = 1.9875691500E-4f;
-    p = p * r + 1.3981999507E-3f;
-    p = p * r + 8.3334519073E-3f;
-    p = p * r + 4.1665795894E-2f;
-    p = p * r + 1.6666665459E-1f;
-    p = p * r + 5.0000001201E-1f;
-    p = p * r * r + r + 1.0f;
-    uint32_t bits = (uint32_t)((int32_t)fn + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
+#define fast_expf gopt_expf_inline
 
 float gopt_fast_expf(float x) { return fast_expf(x); }
 
@@ -418,21 +398,27 @@ void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, co
 }
 
 /* ---- masked log-softmax ------------------------------------------------------------------ */
-double gopt_logsoftmax_row(float *logp, const float *z, int width, uint32_t mask) {
-    double mx = -INFINITY;
+double gopt_logsoftmax_row(float *logp, double *prob, const float *z, int width, uint32_t mask) {
+    double mx = -INFINITY, e[32];
+    assert(width <= 32);
     for (int j = 0; j < width; j++)
         if ((mask >> j) & 1u && z[j] > mx) mx = z[j];
     double s = 0.0;
-    for (int j = 0; j < width; j++)
-        if ((mask >> j) & 1u) s += exp((double)z[j] - mx);
-    double lse = mx + log(s), ent = 0.0;
+    for (int j = 0; j < width; j++) {
+        e[j] = (mask >> j) & 1u ? exp((double)z[j] - mx) : 0.0;
+        s += e[j];
+    }
+    const double lse = mx + log(s), inv = 1.0 / s;
+    double ent = 0.0;
     for (int j = 0; j < width; j++) {
         if ((mask >> j) & 1u) {
-            double lp = (double)z[j] - lse;
+            double lp = (double)z[j] - lse, pj = e[j] * inv;
             logp[j] = (float)lp;
-            ent -= exp(lp) * lp;
+            ent -= pj * lp;
+            if (prob) prob[j] = pj;
         } else {
             logp[j] = -INFINITY;
+            if (prob) prob[j] = 0.0;
         }
     }
     return ent;

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ---- GEMM: C = alpha * op(A) @ op(B) + beta * C, C (m, n), k the inner size. */
 typedef struct {
@@ -29,7 +30,29 @@ void gopt_gemm(const gopt_gemm_args *g);
 #define GOPT_GEMM(...) gopt_gemm(&(gopt_gemm_args){__VA_ARGS__})
 
 /* exp(x) by range reduction and a degree-6 polynomial; vectorizable,
- * deterministic, relative error < 3e-7 over [-87, 88]. */
+ * deterministic, relative error < 3e-7 over [-87, 88]. Cephes expf: x = n ln2
+ * + r, |r| <= ln2/2, exp(r) by a polynomial, 2^n by building the exponent
+ * bits; round-to-nearest by the 1.5 * 2^23 trick and branch-free clamps, so
+ * that loops over it vectorize (inline here for that: decode.c's tanh and
+ * layers.c's softmax). gopt_fast_expf is the same function, out of line. */
+static inline float gopt_expf_inline(float x) {
+    x = x >= -87.0f ? x : -87.0f; /* NaN too: 2^n below is then built from n in [-126, 127] for any input */
+    x = x > 88.0f ? 88.0f : x;
+    float fn = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = x - fn * 0.693359375f;
+    r = r - fn * -2.12194440e-4f;
+    float p = 1.9875691500E-4f;
+    p = p * r + 1.3981999507E-3f;
+    p = p * r + 8.3334519073E-3f;
+    p = p * r + 4.1665795894E-2f;
+    p = p * r + 1.6666665459E-1f;
+    p = p * r + 5.0000001201E-1f;
+    p = p * r * r + r + 1.0f;
+    uint32_t bits = (uint32_t)((int32_t)fn + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
 float gopt_fast_expf(float x);
 
 /* ---- linear: out (n, o) = in (n, i) @ w (i, o) + b (o) [+ res (n, o)] ------
@@ -100,8 +123,10 @@ struct gopt_policy;
 int gopt_policy_debug_freeze_memory(struct gopt_policy *p, int on);
 
 /* ---- masked log-softmax of one row ------------------------------------------
- * logp[j] = log softmax over allowed j (bit j of mask), -inf elsewhere.
- * Returns the entropy of the row. */
-double gopt_logsoftmax_row(float *logp, const float *z, int width, uint32_t mask);
+ * logp[j] = log softmax over allowed j (bit j of mask), -inf elsewhere;
+ * prob[j] (NULL: not wanted) its probability (0 where masked), from the one
+ * exp per allowed entry that the normaliser needs. width <= 32. Returns the
+ * entropy of the row. */
+double gopt_logsoftmax_row(float *logp, double *prob, const float *z, int width, uint32_t mask);
 
 #endif /* GOPT_POLICY_INTERNAL_H */
