@@ -27,7 +27,7 @@ void gopt_gemm(const gopt_gemm_args *g) {
 float gopt_fast_expf(float x) { return fast_expf(x); }
 
 /* ---- linear ------------------------------------------------------------------ */
-void gopt_linear_forward(float *out, const float *in, const float *w, const float *b, const float *res, int n,
+GOPT_SIMD_CLONES void gopt_linear_forward(float *out, const float *in, const float *w, const float *b, const float *res, int n,
                          int in_dim, int out_dim) {
     for (int i = 0; i < n; i++) {
         float *o = out + (size_t)i * out_dim;
@@ -59,11 +59,11 @@ void gopt_linear_backward(float *din, float *dw, float *db, const float *dout, c
 }
 
 /* ---- relu ---------------------------------------------------------------------- */
-void gopt_relu_forward(float *x, size_t count) {
+GOPT_SIMD_CLONES void gopt_relu_forward(float *x, size_t count) {
     for (size_t i = 0; i < count; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-void gopt_relu_backward(float *dx, const float *out, size_t count) {
+GOPT_SIMD_CLONES void gopt_relu_backward(float *dx, const float *out, size_t count) {
     for (size_t i = 0; i < count; i++) dx[i] = out[i] > 0.0f ? dx[i] : 0.0f;
 }
 
@@ -104,7 +104,7 @@ static inline float dot8(const float *x, const float *y, int d) {
 
 #define LN_MAX_D 1024
 
-void gopt_layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
+GOPT_SIMD_CLONES void gopt_layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
                             const float *ms, const float *mb, int n, int d) {
     float sc[LN_MAX_D], sh[LN_MAX_D];
     assert(d <= LN_MAX_D);
@@ -123,7 +123,7 @@ void gopt_layernorm_forward(float *out, float *mean, float *rstd, const float *i
     }
 }
 
-void gopt_layernorm_backward(float *din, float *dw, float *db, float *dms, float *dmb, const float *dout,
+GOPT_SIMD_CLONES void gopt_layernorm_backward(float *din, float *dw, float *db, float *dms, float *dmb, const float *dout,
                              const float *in, const float *w, const float *ms, const float *mean, const float *rstd,
                              int n, int d) {
     float sc[LN_MAX_D], gw[LN_MAX_D], gb[LN_MAX_D], nrm[LN_MAX_D], dn[LN_MAX_D];
@@ -189,7 +189,7 @@ void gopt_meanpool_forward(float *g, const float *h, int n, int d) {
     for (int j = 0; j < d; j++) g[j] = (float)(acc[j] / n);
 }
 
-void gopt_meanpool_backward(float *dh, const float *dg, int n, int d) {
+GOPT_SIMD_CLONES void gopt_meanpool_backward(float *dh, const float *dg, int n, int d) {
     float inv = 1.0f / (float)n;
     for (int i = 0; i < n; i++)
         for (int j = 0; j < d; j++) dh[(size_t)i * d + j] += dg[j] * inv;
@@ -214,7 +214,7 @@ static void aggregate_one(float *mean, float *mx, const float *h, const int32_t 
     for (int j = 0; j < d; j++) mean[j] *= inv;
 }
 
-void gopt_sage_aggregate_forward(float *cat, const float *h, const int32_t *pred_ptr, const int32_t *pred_idx,
+GOPT_SIMD_CLONES void gopt_sage_aggregate_forward(float *cat, const float *h, const int32_t *pred_ptr, const int32_t *pred_idx,
                                  const int32_t *succ_ptr, const int32_t *succ_idx, int n, int d) {
     for (int i = 0; i < n; i++) {
         float *c = cat + (size_t)i * 5 * d;
@@ -248,7 +248,7 @@ static void aggregate_one_backward(float *dh, const float *dmean, const float *d
     }
 }
 
-void gopt_sage_aggregate_backward(float *dh, const float *dcat, const float *cat, const float *h,
+GOPT_SIMD_CLONES void gopt_sage_aggregate_backward(float *dh, const float *dcat, const float *cat, const float *h,
                                   const int32_t *pred_ptr, const int32_t *pred_idx, const int32_t *succ_ptr,
                                   const int32_t *succ_idx, int n, int d) {
     for (int i = 0; i < n; i++) {
@@ -263,12 +263,82 @@ void gopt_sage_aggregate_backward(float *dh, const float *dcat, const float *cat
 }
 
 /* ---- segment-recurrent attention ------------------------------------------------------- */
-void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos, int n,
+/* Register tiles of the forward's two products: 4 query rows x 8 columns
+ * (two 4-float vectors per row, GCC/Clang vector extensions) accumulated
+ * over the inner dimension, so each loaded key or value vector serves 4
+ * rows. Edge tiles take a scalar loop. Every output is one sum in index
+ * order of the inner dimension, whichever path computes it. */
+typedef float v8f __attribute__((vector_size(32))); /* two SSE registers, or one AVX register */
+#define V8_LOAD(v, x) memcpy(&(v), (x), sizeof(v8f))
+#define V8_STORE(x, v) memcpy((x), &(v), sizeof(v8f))
+
+/* s (sq, nk) = Q (sq, dh; row stride ldq) . keys, with Kt (dh, nk) the keys transposed */
+static inline __attribute__((always_inline)) void attn_scores(float *s, const float *Q, int ldq, const float *Kt, int sq, int nk, int dh) {
+    for (int i0 = 0; i0 < sq; i0 += 4) {
+        const int ni = sq - i0 < 4 ? sq - i0 : 4;
+        for (int j0 = 0; j0 < nk; j0 += 8) {
+            const int nj = nk - j0 < 8 ? nk - j0 : 8;
+            if (ni == 4 && nj == 8) {
+                v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+                const float *q0 = Q + (size_t)i0 * ldq, *q1 = q0 + ldq, *q2 = q1 + ldq, *q3 = q2 + ldq;
+                for (int c = 0; c < dh; c++) {
+                    v8f k;
+                    V8_LOAD(k, Kt + (size_t)c * nk + j0);
+                    a0 += q0[c] * k, a1 += q1[c] * k, a2 += q2[c] * k, a3 += q3[c] * k;
+                }
+                float *o = s + (size_t)i0 * nk + j0;
+                V8_STORE(o, a0), V8_STORE(o + nk, a1), V8_STORE(o + 2 * nk, a2), V8_STORE(o + 3 * nk, a3);
+                continue;
+            }
+            for (int ii = 0; ii < ni; ii++)
+                for (int jj = 0; jj < nj; jj++) {
+                    float acc = 0.0f;
+                    for (int c = 0; c < dh; c++) acc += Q[(size_t)(i0 + ii) * ldq + c] * Kt[(size_t)c * nk + j0 + jj];
+                    s[(size_t)(i0 + ii) * nk + j0 + jj] = acc;
+                }
+        }
+    }
+}
+
+/* C (sq, dh; row stride ldc) = P (sq, nk; row stride ldp) V, value row j from Vm (j < nmem)
+ * or Vs (row j - nmem), row stride ldv each. */
+static inline __attribute__((always_inline)) void attn_values(float *C, int ldc, const float *P, int ldp, const float *Vm, const float *Vs, int ldv,
+                        int nmem, int sq, int nk, int dh) {
+    for (int i0 = 0; i0 < sq; i0 += 4) {
+        const int ni = sq - i0 < 4 ? sq - i0 : 4;
+        for (int c0 = 0; c0 < dh; c0 += 8) {
+            const int nc = dh - c0 < 8 ? dh - c0 : 8;
+            if (ni == 4 && nc == 8) {
+                v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+                const float *p0 = P + (size_t)i0 * ldp, *p1 = p0 + ldp, *p2 = p1 + ldp, *p3 = p2 + ldp;
+                for (int j = 0; j < nk; j++) {
+                    v8f v;
+                    V8_LOAD(v, (j < nmem ? Vm + (size_t)j * ldv : Vs + (size_t)(j - nmem) * ldv) + c0);
+                    a0 += p0[j] * v, a1 += p1[j] * v, a2 += p2[j] * v, a3 += p3[j] * v;
+                }
+                float *o = C + (size_t)i0 * ldc + c0;
+                V8_STORE(o, a0), V8_STORE(o + ldc, a1), V8_STORE(o + 2 * ldc, a2), V8_STORE(o + 3 * ldc, a3);
+                continue;
+            }
+            for (int ii = 0; ii < ni; ii++)
+                for (int cc = 0; cc < nc; cc++) {
+                    float acc = 0.0f;
+                    for (int j = 0; j < nk; j++) {
+                        const float *v = j < nmem ? Vm + (size_t)j * ldv : Vs + (size_t)(j - nmem) * ldv;
+                        acc += P[(size_t)(i0 + ii) * ldp + j] * v[c0 + cc];
+                    }
+                    C[(size_t)(i0 + ii) * ldc + c0 + cc] = acc;
+                }
+        }
+    }
+}
+
+GOPT_SIMD_CLONES void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos, int n,
                           int d, int nh, int seg, float *scratch) {
     const int dh = d / nh, ld = 3 * d, s2 = 2 * seg, nrel = 3 * seg - 1;
     const float scale = 1.0f / sqrtf((float)dh);
-    const int shared = qkv_mem == qkv; /* memory rows are the previous rows of qkv: one product */
     float *rrev_all = scratch + (size_t)seg * s2;
+    float *kt = rrev_all + (size_t)nh * 3 * seg; /* (dh, nk): the keys of one head, transposed */
     for (int hh = 0; hh < nh; hh++)
         for (int t = 0; t < nrel; t++) rrev_all[(size_t)hh * nrel + t] = relpos[(size_t)hh * nrel + nrel - 1 - t];
     for (int s0 = 0; s0 < n; s0 += seg) {
@@ -280,16 +350,13 @@ void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float 
             const float *Km = qkv_mem + (size_t)k0 * ld + d + hh * dh, *Ks = qkv + (size_t)s0 * ld + d + hh * dh;
             const float *Vm = qkv_mem + (size_t)k0 * ld + 2 * d + hh * dh, *Vs = qkv + (size_t)s0 * ld + 2 * d + hh * dh;
             float *P = att + ((size_t)s0 * nh + hh) * s2;
-            if (shared) {
-                GOPT_GEMM(.trans_b = 1, .m = sq, .n = nk, .k = dh, .alpha = scale, .beta = 0.0f, .a = Q, .lda = ld,
-                          .b = Km, .ldb = ld, .c = scratch, .ldc = nk);
-            } else {
-                GOPT_GEMM(.trans_b = 1, .m = sq, .n = nmem, .k = dh, .alpha = scale, .beta = 0.0f, .a = Q, .lda = ld,
-                          .b = Km, .ldb = ld, .c = scratch, .ldc = nk);
-                GOPT_GEMM(.trans_b = 1, .m = sq, .n = sq, .k = dh, .alpha = scale, .beta = 0.0f, .a = Q, .lda = ld,
-                          .b = Ks, .ldb = ld, .c = scratch + nmem, .ldc = nk);
+            for (int c = 0; c < dh; c++) { /* memory keys (from qkv_mem), then the segment's own */
+                float *kc = kt + (size_t)c * nk;
+                for (int j = 0; j < nmem; j++) kc[j] = Km[(size_t)j * ld + c];
+                for (int j = nmem; j < nk; j++) kc[j] = Ks[(size_t)(j - nmem) * ld + c];
             }
-            const float *rrev = scratch + (size_t)seg * s2 + (size_t)hh * nrel;
+            attn_scores(scratch, Q, ld, kt, sq, nk, dh);
+            const float *rrev = rrev_all + (size_t)hh * nrel;
             for (int i = 0; i < sq; i++) {
                 float *row = scratch + (size_t)i * nk;
                 /* key j (row k0 + j) against query row s0 + i: offset s0 + i - k0 - j,
@@ -299,13 +366,13 @@ void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float 
                 int j = 0;
                 for (; j + 8 <= nk; j += 8)
                     for (int u = 0; u < 8; u++) {
-                        float x = row[j + u] + rpi[j + u];
+                        float x = row[j + u] * scale + rpi[j + u];
                         row[j + u] = x;
                         mx8[u] = x > mx8[u] ? x : mx8[u];
                     }
                 float mx = -INFINITY;
                 for (; j < nk; j++) {
-                    row[j] += rpi[j];
+                    row[j] = row[j] * scale + rpi[j];
                     mx = row[j] > mx ? row[j] : mx;
                 }
                 for (int u = 0; u < 8; u++) mx = mx8[u] > mx ? mx8[u] : mx;
@@ -316,22 +383,12 @@ void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float 
                 for (j = 0; j < nk; j++) p[j] = row[j] * inv;
                 for (j = nk; j < s2; j++) p[j] = 0.0f;
             }
-            float *C = ctx + (size_t)s0 * d + hh * dh;
-            if (shared) {
-                GOPT_GEMM(.m = sq, .n = dh, .k = nk, .alpha = 1.0f, .beta = 0.0f, .a = P, .lda = nh * s2, .b = Vm,
-                          .ldb = ld, .c = C, .ldc = d);
-            } else {
-                if (nmem)
-                    GOPT_GEMM(.m = sq, .n = dh, .k = nmem, .alpha = 1.0f, .beta = 0.0f, .a = P, .lda = nh * s2,
-                              .b = Vm, .ldb = ld, .c = C, .ldc = d);
-                GOPT_GEMM(.m = sq, .n = dh, .k = sq, .alpha = 1.0f, .beta = nmem ? 1.0f : 0.0f, .a = P + nmem,
-                          .lda = nh * s2, .b = Vs, .ldb = ld, .c = C, .ldc = d);
-            }
+            attn_values(ctx + (size_t)s0 * d + hh * dh, d, P, nh * s2, Vm, Vs, ld, nmem, sq, nk, dh);
         }
     }
 }
 
-void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,
+GOPT_SIMD_CLONES void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,
                            const float *qkv_mem, const float *att, int n, int d, int nh, int seg, float *scratch) {
     const int dh = d / nh, ld = 3 * d, s2 = 2 * seg, nrel = 3 * seg - 1;
     const float scale = 1.0f / sqrtf((float)dh);

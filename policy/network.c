@@ -364,7 +364,7 @@ static void carve_acts(gopt_policy *p, carver *cv, size_t N, size_t M) {
     A->vh = CARVE_F(cv, N * (size_t)c->cond_hidden);
     A->vh_unit = CARVE_F(cv, N * (size_t)c->cond_hidden);
     A->dev_rank = CARVE_I(cv, N);
-    p->seg_scratch_fwd = CARVE_F(cv, GOPT_SEGATTN_SCRATCH(S, H));
+    p->seg_scratch_fwd = CARVE_F(cv, GOPT_SEGATTN_SCRATCH(S, H, D));
 }
 
 static void carve_bwd(gopt_policy *p, carver *cv, size_t N) {
@@ -386,7 +386,7 @@ static void carve_bwd(gopt_policy *p, carver *cv, size_t N) {
     B->dg = CARVE_F(cv, D);
     B->dms = CARVE_F(cv, D);
     B->dmb = CARVE_F(cv, D);
-    B->seg_scratch = CARVE_F(cv, GOPT_SEGATTN_SCRATCH(S, H));
+    B->seg_scratch = CARVE_F(cv, GOPT_SEGATTN_SCRATCH(S, H, D));
 }
 
 gopt_status gopt_policy_reserve(gopt_policy *p, int32_t n_nodes, int32_t n_edges, int with_backward,

@@ -13,6 +13,18 @@
 #include <stdint.h>
 #include <string.h>
 
+/* ---- SIMD clones -------------------------------------------------------------
+ * The builds target x86-64-v2 (SSE4.2). The hot elementwise loops and the
+ * attention's small products are also compiled for AVX2, picked at load time
+ * on CPUs that have it (ifunc). Without FMA, so that every float operation
+ * is the same IEEE operation in both clones: results are bit-identical
+ * whichever clone runs; AVX2 only does 8 lanes where SSE does 4. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && !defined(GOPT_NO_SIMD_CLONES)
+#define GOPT_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define GOPT_SIMD_CLONES
+#endif
+
 /* ---- GEMM: C = alpha * op(A) @ op(B) + beta * C, C (m, n), k the inner size. */
 typedef struct {
     int trans_a, trans_b; /* 0: as stored; 1: transposed */
@@ -105,10 +117,13 @@ void gopt_sage_aggregate_backward(float *dh, const float *dcat, const float *cat
  * relpos[head][i - j + seg - 1] (relpos (nh, 3 seg - 1), i, j row indices).
  * ctx (n, d) gets the heads' outputs side by side; att (n, nh, 2 seg) keeps
  * the probabilities (memory keys first). scratch: GOPT_SEGATTN_SCRATCH floats.
+ * The forward's products are direct register-tiled loops (a segment's
+ * products are 32 x 64 x 32: too small for a BLAS call to pay off).
  * Backward: gradients of self keys/values and queries go to dqkv_self, those
  * of memory keys/values to dqkv_mem (so the caller can stop the gradient at
  * the cached states but still train the projections). */
-#define GOPT_SEGATTN_SCRATCH(seg, nh) ((size_t)(seg) * 2 * (seg) + (size_t)(nh) * 3 * (seg))
+#define GOPT_SEGATTN_SCRATCH(seg, nh, d) \
+    ((size_t)(seg) * 2 * (seg) + (size_t)(nh) * 3 * (seg) + (size_t)(d) / (size_t)(nh) * 2 * (seg))
 void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos, int n,
                           int d, int nh, int seg, float *scratch);
 void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,

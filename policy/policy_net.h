@@ -132,7 +132,7 @@ typedef struct {
     float *dvh, *dvh_unit;        /* (N, Hc) per rank, per unit */
     float *dg;                    /* (D) */
     float *dms, *dmb;             /* (D) */
-    float *seg_scratch;           /* GOPT_SEGATTN_SCRATCH(S, H) */
+    float *seg_scratch;           /* GOPT_SEGATTN_SCRATCH(S, H, D) */
 } policy_bwd;
 
 struct gopt_policy {
@@ -152,7 +152,7 @@ struct gopt_policy {
     size_t act_bytes, bwd_bytes;
     policy_acts A;
     policy_bwd B;
-    float *seg_scratch_fwd; /* GOPT_SEGATTN_SCRATCH(S, H) */
+    float *seg_scratch_fwd; /* GOPT_SEGATTN_SCRATCH(S, H, D) */
     /* test hook (gopt_policy_debug_freeze_memory): frozen memory states */
     float *frozen_x1[POLICY_MAX_ATTN_ALL];  /* (N, D) or NULL */
     float *frozen_qkv[POLICY_MAX_ATTN_ALL]; /* (N, 3D) */

@@ -335,7 +335,7 @@ static void test_grad_segattn(void **state) {
     gopt_rng rng;
     gopt_rng_seed(&rng, 8);
     float qkv[N * 3 * D], relpos[NH * (3 * SEG - 1)], ctx[N * D], att[N * NH * 2 * SEG], r[N * D];
-    float scr[GOPT_SEGATTN_SCRATCH(SEG, NH)];
+    float scr[GOPT_SEGATTN_SCRATCH(SEG, NH, D)];
     float ds[N * 3 * D] = {0}, dm[N * 3 * D] = {0}, drp[NH * (3 * SEG - 1)] = {0}, tot[N * 3 * D];
     fill_rand(qkv, N * 3 * D, &rng, 1), fill_rand(relpos, NH * (3 * SEG - 1), &rng, 0.5f), fill_rand(r, N * D, &rng, 1);
     att_ctx A = {N, D, NH, SEG, qkv, relpos, ctx, att, scr, r, NULL};
