@@ -43,10 +43,10 @@ GOPT_SIMD_CLONES void gopt_linear_forward(float *out, const float *in, const flo
               .ldb = out_dim, .c = out, .ldc = out_dim);
 }
 
-void gopt_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
-                          int n, int in_dim, int out_dim) {
+static void linear_backward(float *din, float beta, float *dw, float *db, const float *dout, const float *in,
+                            const float *w, int n, int in_dim, int out_dim) {
     if (din)
-        GOPT_GEMM(.trans_b = 1, .m = n, .n = in_dim, .k = out_dim, .alpha = 1.0f, .beta = 1.0f, .a = dout,
+        GOPT_GEMM(.trans_b = 1, .m = n, .n = in_dim, .k = out_dim, .alpha = 1.0f, .beta = beta, .a = dout,
                   .lda = out_dim, .b = w, .ldb = out_dim, .c = din, .ldc = in_dim);
     if (dw)
         GOPT_GEMM(.trans_a = 1, .m = in_dim, .n = out_dim, .k = n, .alpha = 1.0f, .beta = 1.0f, .a = in,
@@ -56,6 +56,16 @@ void gopt_linear_backward(float *din, float *dw, float *db, const float *dout, c
             const float *r = dout + (size_t)i * out_dim;
             for (int j = 0; j < out_dim; j++) db[j] += r[j];
         }
+}
+
+void gopt_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
+                          int n, int in_dim, int out_dim) {
+    linear_backward(din, 1.0f, dw, db, dout, in, w, n, in_dim, out_dim);
+}
+
+void gopt_linear_backward_set(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
+                              int n, int in_dim, int out_dim) {
+    linear_backward(din, 0.0f, dw, db, dout, in, w, n, in_dim, out_dim);
 }
 
 /* ---- relu ---------------------------------------------------------------------- */
@@ -301,9 +311,10 @@ static inline __attribute__((always_inline)) void attn_scores(float *s, const fl
 }
 
 /* C (sq, dh; row stride ldc) = P (sq, nk; row stride ldp) V, value row j from Vm (j < nmem)
- * or Vs (row j - nmem), row stride ldv each. */
-static inline __attribute__((always_inline)) void attn_values(float *C, int ldc, const float *P, int ldp, const float *Vm, const float *Vs, int ldv,
-                        int nmem, int sq, int nk, int dh) {
+ * or Vs (row j - nmem), row stride ldv each; acc = 1: C += instead. */
+static inline __attribute__((always_inline)) void attn_values(float *C, int ldc, const float *P, int ldp,
+                                                              const float *Vm, const float *Vs, int ldv, int nmem,
+                                                              int sq, int nk, int dh, int acc) {
     for (int i0 = 0; i0 < sq; i0 += 4) {
         const int ni = sq - i0 < 4 ? sq - i0 : 4;
         for (int c0 = 0; c0 < dh; c0 += 8) {
@@ -317,19 +328,68 @@ static inline __attribute__((always_inline)) void attn_values(float *C, int ldc,
                     a0 += p0[j] * v, a1 += p1[j] * v, a2 += p2[j] * v, a3 += p3[j] * v;
                 }
                 float *o = C + (size_t)i0 * ldc + c0;
+                if (acc) {
+                    v8f c;
+                    V8_LOAD(c, o), a0 += c, V8_LOAD(c, o + ldc), a1 += c;
+                    V8_LOAD(c, o + 2 * ldc), a2 += c, V8_LOAD(c, o + 3 * ldc), a3 += c;
+                }
                 V8_STORE(o, a0), V8_STORE(o + ldc, a1), V8_STORE(o + 2 * ldc, a2), V8_STORE(o + 3 * ldc, a3);
                 continue;
             }
             for (int ii = 0; ii < ni; ii++)
                 for (int cc = 0; cc < nc; cc++) {
-                    float acc = 0.0f;
+                    float sum = 0.0f;
+                    const int a = acc;
                     for (int j = 0; j < nk; j++) {
                         const float *v = j < nmem ? Vm + (size_t)j * ldv : Vs + (size_t)(j - nmem) * ldv;
-                        acc += P[(size_t)(i0 + ii) * ldp + j] * v[c0 + cc];
+                        sum += P[(size_t)(i0 + ii) * ldp + j] * v[c0 + cc];
                     }
-                    C[(size_t)(i0 + ii) * ldc + c0 + cc] = acc;
+                    float *o = C + (size_t)(i0 + ii) * ldc + c0 + cc;
+                    *o = a ? *o + sum : sum;
                 }
         }
+    }
+}
+
+/* C (m, nc; row stride ldc) += A^T B: A (k, m) read as A[i lda + j], B (k, nc; row stride ldb). */
+static inline __attribute__((always_inline)) void attn_atb(float *C, int ldc, const float *A, int lda, const float *B,
+                                                           int ldb, int m, int k, int nc) {
+    for (int j0 = 0; j0 < m; j0 += 4) {
+        const int nj = m - j0 < 4 ? m - j0 : 4;
+        for (int c0 = 0; c0 < nc; c0 += 8) {
+            const int ncc = nc - c0 < 8 ? nc - c0 : 8;
+            if (nj == 4 && ncc == 8) {
+                v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+                for (int i = 0; i < k; i++) {
+                    v8f b;
+                    V8_LOAD(b, B + (size_t)i * ldb + c0);
+                    const float *ai = A + (size_t)i * lda + j0;
+                    a0 += ai[0] * b, a1 += ai[1] * b, a2 += ai[2] * b, a3 += ai[3] * b;
+                }
+                float *o = C + (size_t)j0 * ldc + c0;
+                v8f c;
+                V8_LOAD(c, o), a0 += c, V8_LOAD(c, o + ldc), a1 += c;
+                V8_LOAD(c, o + 2 * ldc), a2 += c, V8_LOAD(c, o + 3 * ldc), a3 += c;
+                V8_STORE(o, a0), V8_STORE(o + ldc, a1), V8_STORE(o + 2 * ldc, a2), V8_STORE(o + 3 * ldc, a3);
+                continue;
+            }
+            for (int jj = 0; jj < nj; jj++)
+                for (int cc = 0; cc < ncc; cc++) {
+                    float sum = 0.0f;
+                    for (int i = 0; i < k; i++) sum += A[(size_t)i * lda + j0 + jj] * B[(size_t)i * ldb + c0 + cc];
+                    C[(size_t)(j0 + jj) * ldc + c0 + cc] += sum;
+                }
+        }
+    }
+}
+
+/* xt (dh, nk) = the nk rows (dh wide) transposed: the first nmem from Xm, the rest from Xs. */
+static inline __attribute__((always_inline)) void attn_transpose(float *xt, const float *Xm, const float *Xs, int ld,
+                                                                 int nmem, int nk, int dh) {
+    for (int c = 0; c < dh; c++) {
+        float *xc = xt + (size_t)c * nk;
+        for (int j = 0; j < nmem; j++) xc[j] = Xm[(size_t)j * ld + c];
+        for (int j = nmem; j < nk; j++) xc[j] = Xs[(size_t)(j - nmem) * ld + c];
     }
 }
 
@@ -350,11 +410,7 @@ GOPT_SIMD_CLONES void gopt_segattn_forward(float *ctx, float *att, const float *
             const float *Km = qkv_mem + (size_t)k0 * ld + d + hh * dh, *Ks = qkv + (size_t)s0 * ld + d + hh * dh;
             const float *Vm = qkv_mem + (size_t)k0 * ld + 2 * d + hh * dh, *Vs = qkv + (size_t)s0 * ld + 2 * d + hh * dh;
             float *P = att + ((size_t)s0 * nh + hh) * s2;
-            for (int c = 0; c < dh; c++) { /* memory keys (from qkv_mem), then the segment's own */
-                float *kc = kt + (size_t)c * nk;
-                for (int j = 0; j < nmem; j++) kc[j] = Km[(size_t)j * ld + c];
-                for (int j = nmem; j < nk; j++) kc[j] = Ks[(size_t)(j - nmem) * ld + c];
-            }
+            attn_transpose(kt, Km, Ks, ld, nmem, nk, dh); /* memory keys (from qkv_mem), then the segment's own */
             attn_scores(scratch, Q, ld, kt, sq, nk, dh);
             const float *rrev = rrev_all + (size_t)hh * nrel;
             for (int i = 0; i < sq; i++) {
@@ -383,16 +439,17 @@ GOPT_SIMD_CLONES void gopt_segattn_forward(float *ctx, float *att, const float *
                 for (j = 0; j < nk; j++) p[j] = row[j] * inv;
                 for (j = nk; j < s2; j++) p[j] = 0.0f;
             }
-            attn_values(ctx + (size_t)s0 * d + hh * dh, d, P, nh * s2, Vm, Vs, ld, nmem, sq, nk, dh);
+            attn_values(ctx + (size_t)s0 * d + hh * dh, d, P, nh * s2, Vm, Vs, ld, nmem, sq, nk, dh, 0);
         }
     }
 }
 
-GOPT_SIMD_CLONES void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,
-                           const float *qkv_mem, const float *att, int n, int d, int nh, int seg, float *scratch) {
+GOPT_SIMD_CLONES void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx,
+                                             const float *qkv, const float *qkv_mem, const float *att, int n, int d,
+                                             int nh, int seg, float *scratch) {
     const int dh = d / nh, ld = 3 * d, s2 = 2 * seg, nrel = 3 * seg - 1;
     const float scale = 1.0f / sqrtf((float)dh);
-    const int shared = qkv_mem == qkv;
+    float *vt = scratch + (size_t)seg * s2 + (size_t)nh * 3 * seg; /* (dh, nk): values transposed */
     for (int s0 = 0; s0 < n; s0 += seg) {
         int sq = n - s0 < seg ? n - s0 : seg;
         int k0 = s0 == 0 ? 0 : s0 - seg;
@@ -405,20 +462,11 @@ GOPT_SIMD_CLONES void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, f
             const float *Km = qkv_mem + (size_t)k0 * ld + d + hh * dh, *Ks = qkv + (size_t)s0 * ld + d + hh * dh;
             const float *Vm = qkv_mem + (size_t)k0 * ld + 2 * d + hh * dh, *Vs = qkv + (size_t)s0 * ld + 2 * d + hh * dh;
             /* dP = dctx V^T */
-            if (shared) {
-                GOPT_GEMM(.trans_b = 1, .m = sq, .n = nk, .k = dh, .alpha = 1.0f, .beta = 0.0f, .a = dc, .lda = d,
-                          .b = Vm, .ldb = ld, .c = scratch, .ldc = nk);
-            } else {
-                GOPT_GEMM(.trans_b = 1, .m = sq, .n = nmem, .k = dh, .alpha = 1.0f, .beta = 0.0f, .a = dc, .lda = d,
-                          .b = Vm, .ldb = ld, .c = scratch, .ldc = nk);
-                GOPT_GEMM(.trans_b = 1, .m = sq, .n = sq, .k = dh, .alpha = 1.0f, .beta = 0.0f, .a = dc, .lda = d,
-                          .b = Vs, .ldb = ld, .c = scratch + nmem, .ldc = nk);
-            }
+            attn_transpose(vt, Vm, Vs, ld, nmem, nk, dh);
+            attn_scores(scratch, dc, d, vt, sq, nk, dh);
             /* dV = P^T dctx, memory rows and own rows apart */
-            GOPT_GEMM(.trans_a = 1, .m = nmem, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = P, .lda = ldp,
-                      .b = dc, .ldb = d, .c = dqkv_mem + (size_t)k0 * ld + 2 * d + hh * dh, .ldc = ld);
-            GOPT_GEMM(.trans_a = 1, .m = sq, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = P + nmem, .lda = ldp,
-                      .b = dc, .ldb = d, .c = dqkv_self + (size_t)s0 * ld + 2 * d + hh * dh, .ldc = ld);
+            attn_atb(dqkv_mem + (size_t)k0 * ld + 2 * d + hh * dh, ld, P, ldp, dc, d, nmem, sq, dh);
+            attn_atb(dqkv_self + (size_t)s0 * ld + 2 * d + hh * dh, ld, P + nmem, ldp, dc, d, sq, sq, dh);
             /* softmax backward; relative-position bias gradient; fold the scale */
             float *drp = drelpos + (size_t)hh * nrel;
             for (int i = 0; i < sq; i++) {
@@ -435,21 +483,9 @@ GOPT_SIMD_CLONES void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, f
                 }
             }
             /* dQ = dS K ; dK = dS^T Q */
-            float *dQ = dqkv_self + (size_t)s0 * ld + hh * dh;
-            if (shared) {
-                GOPT_GEMM(.m = sq, .n = dh, .k = nk, .alpha = 1.0f, .beta = 1.0f, .a = scratch, .lda = nk, .b = Km,
-                          .ldb = ld, .c = dQ, .ldc = ld);
-            } else {
-                if (nmem)
-                    GOPT_GEMM(.m = sq, .n = dh, .k = nmem, .alpha = 1.0f, .beta = 1.0f, .a = scratch, .lda = nk,
-                              .b = Km, .ldb = ld, .c = dQ, .ldc = ld);
-                GOPT_GEMM(.m = sq, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = scratch + nmem, .lda = nk,
-                          .b = Ks, .ldb = ld, .c = dQ, .ldc = ld);
-            }
-            GOPT_GEMM(.trans_a = 1, .m = nmem, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = scratch, .lda = nk,
-                      .b = Q, .ldb = ld, .c = dqkv_mem + (size_t)k0 * ld + d + hh * dh, .ldc = ld);
-            GOPT_GEMM(.trans_a = 1, .m = sq, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = scratch + nmem,
-                      .lda = nk, .b = Q, .ldb = ld, .c = dqkv_self + (size_t)s0 * ld + d + hh * dh, .ldc = ld);
+            attn_values(dqkv_self + (size_t)s0 * ld + hh * dh, ld, scratch, nk, Km, Ks, ld, nmem, sq, nk, dh, 1);
+            attn_atb(dqkv_mem + (size_t)k0 * ld + d + hh * dh, ld, scratch, nk, Q, ld, nmem, sq, dh);
+            attn_atb(dqkv_self + (size_t)s0 * ld + d + hh * dh, ld, scratch + nmem, nk, Q, ld, sq, sq, dh);
         }
     }
 }

@@ -573,33 +573,29 @@ static void attn_layer_backward(gopt_policy *p, int k, const float *hin, const f
     const size_t nd = (size_t)n * D;
     /* out = h2 + fc2(relu(fc1(ln2(h2)))) */
     memcpy(B->dh2, dout, sizeof(float) * nd);
-    memset(B->dff, 0, sizeof(float) * (size_t)n * Fh);
-    gopt_linear_backward(B->dff, g->fc2_w, g->fc2_b, dout, a->f1, w->fc2_w, n, Fh, D);
+    gopt_linear_backward_set(B->dff, g->fc2_w, g->fc2_b, dout, a->f1, w->fc2_w, n, Fh, D);
     gopt_relu_backward(B->dff, a->f1, (size_t)n * Fh);
-    memset(B->dtmp, 0, sizeof(float) * nd);
-    gopt_linear_backward(B->dtmp, g->fc1_w, g->fc1_b, B->dff, a->x2, w->fc1_w, n, D, Fh);
+    gopt_linear_backward_set(B->dtmp, g->fc1_w, g->fc1_b, B->dff, a->x2, w->fc1_w, n, D, Fh);
     gopt_layernorm_backward(B->dh2, g->ln2_w, g->ln2_b, NULL, NULL, B->dtmp, a->h2, w->ln2_w, NULL, a->mean2, a->rstd2,
                             n, D);
     /* h2 = hin + proj(segattn(qkv(ln1(hin)))) */
     memcpy(din, B->dh2, sizeof(float) * nd);
-    memset(B->dtmp, 0, sizeof(float) * nd);
-    gopt_linear_backward(B->dtmp, g->proj_w, g->proj_b, B->dh2, a->ctx, w->proj_w, n, D, D);
+    gopt_linear_backward_set(B->dtmp, g->proj_w, g->proj_b, B->dh2, a->ctx, w->proj_w, n, D, D);
     memset(B->dqkv_self, 0, sizeof(float) * nd * 3);
     memset(B->dqkv_mem, 0, sizeof(float) * nd * 3);
     const float *qkv_mem = p->frozen_x1[k] ? p->frozen_qkv[k] : a->qkv;
     gopt_segattn_backward(B->dqkv_self, B->dqkv_mem, g->relpos, B->dtmp, a->qkv, qkv_mem, a->att, n, D, c->heads,
                           c->segment, B->seg_scratch);
-    memset(B->dtmp, 0, sizeof(float) * nd);
     if (p->frozen_x1[k]) {
         gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, B->dqkv_mem, p->frozen_x1[k], w->qkv_w, n, D, 3 * D);
-        gopt_linear_backward(B->dtmp, g->qkv_w, g->qkv_b, B->dqkv_self, a->x1, w->qkv_w, n, D, 3 * D);
+        gopt_linear_backward_set(B->dtmp, g->qkv_w, g->qkv_b, B->dqkv_self, a->x1, w->qkv_w, n, D, 3 * D);
     } else {
         /* the projections see both uses of a row; the row's state gets the
          * memory part only when memory_grad is on (else stop-gradient) */
         for (size_t i = 0; i < nd * 3; i++) B->dqkv_mem[i] += B->dqkv_self[i];
         gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, B->dqkv_mem, a->x1, w->qkv_w, n, D, 3 * D);
-        gopt_linear_backward(B->dtmp, NULL, NULL, c->memory_grad ? B->dqkv_mem : B->dqkv_self, a->x1, w->qkv_w, n, D,
-                             3 * D);
+        gopt_linear_backward_set(B->dtmp, NULL, NULL, c->memory_grad ? B->dqkv_mem : B->dqkv_self, a->x1, w->qkv_w,
+                                 n, D, 3 * D);
     }
     memset(B->dms, 0, sizeof(float) * D);
     memset(B->dmb, 0, sizeof(float) * D);
@@ -622,8 +618,7 @@ void policy_network_backward(gopt_policy *p) {
         if (k >= c->attn_layers) {
             int t = k - c->attn_layers;
             head_acts *ha = &A->head[t];
-            memset(B->dtmp, 0, sizeof(float) * nd);
-            gopt_linear_backward(B->dtmp, p->G.head[t].w, p->G.head[t].b, B->dlogits[t], ha->x, p->P.head[t].w, n, D,
+            gopt_linear_backward_set(B->dtmp, p->G.head[t].w, p->G.head[t].b, B->dlogits[t], ha->x, p->P.head[t].w, n, D,
                                  p->width[t]);
             if (t == GOPT_TASK_PLACE && c->cond_hidden > 0)
                 gopt_linear_backward(B->dtmp, p->G.cond_v, NULL, B->dvh, ha->x, p->P.cond_v, n, D, c->cond_hidden);
@@ -647,8 +642,7 @@ void policy_network_backward(gopt_policy *p) {
                                 D);
         memcpy(dnext, B->dtmp, sizeof(float) * nd);
         gopt_relu_backward(B->dtmp, s->a, nd);
-        memset(B->dcat, 0, sizeof(float) * nd * 5);
-        gopt_linear_backward(B->dcat, g->w, g->b, B->dtmp, s->cat, w->w, n, 5 * D, D);
+        gopt_linear_backward_set(B->dcat, g->w, g->b, B->dtmp, s->cat, w->w, n, 5 * D, D);
         gopt_sage_aggregate_backward(dnext, B->dcat, s->cat, l ? A->sage[l - 1].out : A->h0, A->pred_ptr,
                                      A->pred_idx, A->succ_ptr, A->succ_idx, n, D);
         float *t = dcur;

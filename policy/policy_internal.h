@@ -74,6 +74,9 @@ void gopt_linear_forward(float *out, const float *in, const float *w, const floa
                          int in_dim, int out_dim);
 void gopt_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
                           int n, int in_dim, int out_dim);
+/* The same with din overwritten instead of accumulated (no zeroing pass before it). */
+void gopt_linear_backward_set(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
+                              int n, int in_dim, int out_dim);
 
 /* ---- relu, in place on the forward; backward reads the output ------------- */
 void gopt_relu_forward(float *x, size_t count);

@@ -373,6 +373,63 @@ static void test_grad_segattn(void **state) {
     fd_check("segattn.relpos(split)", att_loss, &A, relpos, drp, NH * (3 * SEG - 1), 1e-3, 2e-3);
 }
 
+/* The attention at sizes that take the register tiles (4 rows x 8 columns; head width 16,
+ * segment 8, a partial last segment): the forward against a direct double-precision
+ * reference, the backward by finite differences, with shared and separate memory. */
+static void test_segattn_tiles(void **state) {
+    (void)state;
+    enum { N = 45, D = 32, NH = 2, SEG = 8, DH = D / NH, NREL = 3 * SEG - 1 };
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 21);
+    float *qkv = malloc(sizeof(float) * N * 3 * D), *mem = malloc(sizeof(float) * N * 3 * D);
+    float relpos[NH * NREL], *ctx = malloc(sizeof(float) * N * D), *att = malloc(sizeof(float) * N * NH * 2 * SEG);
+    float *r = malloc(sizeof(float) * N * D), *scr = malloc(sizeof(float) * GOPT_SEGATTN_SCRATCH(SEG, NH, D));
+    float *ds = calloc(N * 3 * D, sizeof(float)), *dm = calloc(N * 3 * D, sizeof(float)), drp[NH * NREL];
+    fill_rand(qkv, N * 3 * D, &rng, 1), fill_rand(mem, N * 3 * D, &rng, 1);
+    fill_rand(relpos, NH * NREL, &rng, 0.5f), fill_rand(r, N * D, &rng, 1);
+    for (int split = 0; split < 2; split++) {
+        const float *km = split ? mem : qkv;
+        att_ctx A = {N, D, NH, SEG, qkv, relpos, ctx, att, scr, r, split ? mem : NULL};
+        att_loss(&A);
+        double maxerr = 0;
+        for (int i = 0; i < N; i++)
+            for (int hh = 0; hh < NH; hh++) {
+                const int s0 = i / SEG * SEG, k0 = s0 ? s0 - SEG : 0, end = s0 + SEG < N ? s0 + SEG : N;
+                double sc[2 * SEG], mx = -INFINITY, sum = 0;
+                int nk = 0;
+                for (int j = k0; j < end; j++, nk++) {
+                    const float *kr = (j < s0 ? km : qkv) + (size_t)j * 3 * D + D + hh * DH;
+                    double dot = 0;
+                    for (int c = 0; c < DH; c++) dot += (double)qkv[(size_t)i * 3 * D + hh * DH + c] * kr[c];
+                    sc[nk] = dot / sqrt((double)DH) + relpos[hh * NREL + (i - j) + SEG - 1];
+                    mx = fmax(mx, sc[nk]);
+                }
+                for (int j = 0; j < nk; j++) sum += sc[j] = exp(sc[j] - mx);
+                for (int c = 0; c < DH; c++) {
+                    double o = 0;
+                    for (int j = k0; j < end; j++)
+                        o += sc[j - k0] / sum * (j < s0 ? km : qkv)[(size_t)j * 3 * D + 2 * D + hh * DH + c];
+                    maxerr = fmax(maxerr, fabs(o - ctx[(size_t)i * D + hh * DH + c]));
+                }
+            }
+        if (maxerr > 1e-5) print_error("segattn tiles (split %d): forward off by %g\n", split, maxerr);
+        assert_true(maxerr <= 1e-5);
+        memset(ds, 0, sizeof(float) * N * 3 * D);
+        memset(dm, 0, sizeof(float) * N * 3 * D);
+        memset(drp, 0, sizeof drp);
+        gopt_segattn_backward(ds, dm, drp, r, qkv, split ? mem : qkv, att, N, D, NH, SEG, scr);
+        if (split) {
+            fd_check("segattn_tiles.qkv(split)", att_loss, &A, qkv, ds, N * 3 * D, 1e-3, 2e-3);
+            fd_check("segattn_tiles.mem(split)", att_loss, &A, mem, dm, N * 3 * D, 1e-3, 2e-3);
+        } else {
+            for (int i = 0; i < N * 3 * D; i++) ds[i] += dm[i];
+            fd_check("segattn_tiles.qkv", att_loss, &A, qkv, ds, N * 3 * D, 1e-3, 2e-3);
+        }
+        fd_check("segattn_tiles.relpos", att_loss, &A, relpos, drp, NH * NREL, 1e-3, 2e-3);
+    }
+    free(qkv), free(mem), free(ctx), free(att), free(r), free(scr), free(ds), free(dm);
+}
+
 static void test_fast_exp(void **state) {
     (void)state;
     for (float x = -80.0f; x < 80.0f; x += 0.37f) {
@@ -1485,7 +1542,7 @@ int main(void) {
         cmocka_unit_test(test_config),          cmocka_unit_test(test_features),
         cmocka_unit_test(test_fast_exp),        cmocka_unit_test(test_grad_linear_relu),
         cmocka_unit_test(test_grad_layernorm),  cmocka_unit_test(test_grad_film_meanpool),
-        cmocka_unit_test(test_grad_sage),       cmocka_unit_test(test_grad_segattn),
+        cmocka_unit_test(test_grad_sage),       cmocka_unit_test(test_grad_segattn),   cmocka_unit_test(test_segattn_tiles),
         cmocka_unit_test(test_grad_network_full), cmocka_unit_test(test_grad_network_stopgrad),    cmocka_unit_test(test_decode),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_fusion),          cmocka_unit_test(test_example_graph),
