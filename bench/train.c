@@ -65,7 +65,8 @@ int main(int argc, char **argv) {
     int hidden = argc > 5 ? atoi(argv[5]) : 0;
     int old_path = argc > 6 ? atoi(argv[6]) : 1;
     if (nodes < 50 || K < 2 || E < 1 || !(ft_budget >= 0)) {
-        fprintf(stderr, "usage: bench_train [nodes>=50 [samples>=2 [epochs>=1 [finetune_seconds [hidden [old_path 0|1]]]]]]\n");
+        fprintf(stderr, "usage: bench_train [nodes>=50 [samples>=2 [epochs>=1 [finetune_seconds [hidden "
+                        "[old_path 0|1]]]]]]\n");
         return 2;
     }
     gopt_error err = {0};

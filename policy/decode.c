@@ -324,7 +324,8 @@ static void row_grad(float *dz, const float *lp, const double *pr, int w, uint32
  * phi_d U) for every device d (one flat loop over the ndev x Hc values, so
  * the tanh vectorizes; a masked device's row is computed and ignored), and
  * c[d] = w . th[d] added to z[d] for the allowed ones. */
-static inline __attribute__((always_inline)) void scorer_rows(const gopt_policy *p, const float *phi, const float *vb, uint32_t mask, float *th, float *z) {
+static inline __attribute__((always_inline))
+void scorer_rows(const gopt_policy *p, const float *phi, const float *vb, uint32_t mask, float *th, float *z) {
     const int nd = p->ndev, Hc = p->cfg.cond_hidden;
     for (int d = 0; d < nd; d++) {
         const float *f = phi + (size_t)d * POLICY_NPHI;
@@ -359,7 +360,8 @@ static inline __attribute__((always_inline)) void scorer_rows(const gopt_policy 
  * decisions, log-probabilities, entropies and logit gradients do not depend
  * on k; only the decoder's own weight gradients (sums over sets and nodes)
  * are added in another order (node-major), equal within float rounding. */
-GOPT_SIMD_CLONES static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gopt_error *err) {
+GOPT_SIMD_CLONES
+static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gopt_error *err) {
     const gopt_frozen *fz = p->fz;
     policy_acts *A = &p->A;
     policy_bwd *B = &p->B;
@@ -451,7 +453,8 @@ GOPT_SIMD_CLONES static gopt_status replay_block(gopt_policy *p, int k, const re
                     }
                 }
                 if (ob->decide)
-                    for (int32_t m = A->unit_ptr[u]; m < A->unit_ptr[u + 1]; m++) a->place[fz->topo[A->unit_idx[m]]] = x;
+                    for (int32_t m = A->unit_ptr[u]; m < A->unit_ptr[u + 1]; m++)
+                        a->place[fz->topo[A->unit_idx[m]]] = x;
                 s->load[x] += t_u;
                 s->load_sum += t_u;
                 s->mem[x] += charge;

@@ -27,7 +27,8 @@ void gopt_gemm(const gopt_gemm_args *g) {
 float gopt_fast_expf(float x) { return fast_expf(x); }
 
 /* ---- linear ------------------------------------------------------------------ */
-GOPT_SIMD_CLONES void gopt_linear_forward(float *out, const float *in, const float *w, const float *b, const float *res, int n,
+GOPT_SIMD_CLONES
+void gopt_linear_forward(float *out, const float *in, const float *w, const float *b, const float *res, int n,
                          int in_dim, int out_dim) {
     for (int i = 0; i < n; i++) {
         float *o = out + (size_t)i * out_dim;
@@ -69,11 +70,13 @@ void gopt_linear_backward_set(float *din, float *dw, float *db, const float *dou
 }
 
 /* ---- relu ---------------------------------------------------------------------- */
-GOPT_SIMD_CLONES void gopt_relu_forward(float *x, size_t count) {
+GOPT_SIMD_CLONES
+void gopt_relu_forward(float *x, size_t count) {
     for (size_t i = 0; i < count; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-GOPT_SIMD_CLONES void gopt_relu_backward(float *dx, const float *out, size_t count) {
+GOPT_SIMD_CLONES
+void gopt_relu_backward(float *dx, const float *out, size_t count) {
     for (size_t i = 0; i < count; i++) dx[i] = out[i] > 0.0f ? dx[i] : 0.0f;
 }
 
@@ -114,7 +117,8 @@ static inline float dot8(const float *x, const float *y, int d) {
 
 #define LN_MAX_D 1024
 
-GOPT_SIMD_CLONES void gopt_layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
+GOPT_SIMD_CLONES
+void gopt_layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
                             const float *ms, const float *mb, int n, int d) {
     float sc[LN_MAX_D], sh[LN_MAX_D];
     assert(d <= LN_MAX_D);
@@ -133,7 +137,8 @@ GOPT_SIMD_CLONES void gopt_layernorm_forward(float *out, float *mean, float *rst
     }
 }
 
-GOPT_SIMD_CLONES void gopt_layernorm_backward(float *din, float *dw, float *db, float *dms, float *dmb, const float *dout,
+GOPT_SIMD_CLONES
+void gopt_layernorm_backward(float *din, float *dw, float *db, float *dms, float *dmb, const float *dout,
                              const float *in, const float *w, const float *ms, const float *mean, const float *rstd,
                              int n, int d) {
     float sc[LN_MAX_D], gw[LN_MAX_D], gb[LN_MAX_D], nrm[LN_MAX_D], dn[LN_MAX_D];
@@ -199,7 +204,8 @@ void gopt_meanpool_forward(float *g, const float *h, int n, int d) {
     for (int j = 0; j < d; j++) g[j] = (float)(acc[j] / n);
 }
 
-GOPT_SIMD_CLONES void gopt_meanpool_backward(float *dh, const float *dg, int n, int d) {
+GOPT_SIMD_CLONES
+void gopt_meanpool_backward(float *dh, const float *dg, int n, int d) {
     float inv = 1.0f / (float)n;
     for (int i = 0; i < n; i++)
         for (int j = 0; j < d; j++) dh[(size_t)i * d + j] += dg[j] * inv;
@@ -224,11 +230,17 @@ static void aggregate_one(float *mean, float *mx, const float *h, const int32_t 
     for (int j = 0; j < d; j++) mean[j] *= inv;
 }
 
-GOPT_SIMD_CLONES void gopt_sage_aggregate_forward(float *cat, const float *h, const int32_t *pred_ptr, const int32_t *pred_idx,
+void gopt_sage_aggregate_forward(float *cat, const float *h, const int32_t *pred_ptr, const int32_t *pred_idx,
                                  const int32_t *succ_ptr, const int32_t *succ_idx, int n, int d) {
-    for (int i = 0; i < n; i++) {
+    gopt_sage_aggregate_rows(cat, h, pred_ptr, pred_idx, succ_ptr, succ_idx, 0, n, d);
+}
+
+GOPT_SIMD_CLONES
+void gopt_sage_aggregate_rows(float *cat, const float *h, const int32_t *pred_ptr, const int32_t *pred_idx,
+                              const int32_t *succ_ptr, const int32_t *succ_idx, int r0, int m, int d) {
+    for (int i = 0; i < m; i++) {
         float *c = cat + (size_t)i * 5 * d;
-        memcpy(c, h + (size_t)i * d, sizeof(float) * (size_t)d);
+        memcpy(c, h + (size_t)(r0 + i) * d, sizeof(float) * (size_t)d);
         aggregate_one(c + d, c + 2 * d, h, pred_idx + pred_ptr[i], pred_ptr[i + 1] - pred_ptr[i], d);
         aggregate_one(c + 3 * d, c + 4 * d, h, succ_idx + succ_ptr[i], succ_ptr[i + 1] - succ_ptr[i], d);
     }
@@ -258,7 +270,8 @@ static void aggregate_one_backward(float *dh, const float *dmean, const float *d
     }
 }
 
-GOPT_SIMD_CLONES void gopt_sage_aggregate_backward(float *dh, const float *dcat, const float *cat, const float *h,
+GOPT_SIMD_CLONES
+void gopt_sage_aggregate_backward(float *dh, const float *dcat, const float *cat, const float *h,
                                   const int32_t *pred_ptr, const int32_t *pred_idx, const int32_t *succ_ptr,
                                   const int32_t *succ_idx, int n, int d) {
     for (int i = 0; i < n; i++) {
@@ -283,7 +296,8 @@ typedef float v8f __attribute__((vector_size(32))); /* two SSE registers, or one
 #define V8_STORE(x, v) memcpy((x), &(v), sizeof(v8f))
 
 /* s (sq, nk) = Q (sq, dh; row stride ldq) . keys, with Kt (dh, nk) the keys transposed */
-static inline __attribute__((always_inline)) void attn_scores(float *s, const float *Q, int ldq, const float *Kt, int sq, int nk, int dh) {
+static inline __attribute__((always_inline))
+void attn_scores(float *s, const float *Q, int ldq, const float *Kt, int sq, int nk, int dh) {
     for (int i0 = 0; i0 < sq; i0 += 4) {
         const int ni = sq - i0 < 4 ? sq - i0 : 4;
         for (int j0 = 0; j0 < nk; j0 += 8) {
@@ -312,9 +326,9 @@ static inline __attribute__((always_inline)) void attn_scores(float *s, const fl
 
 /* C (sq, dh; row stride ldc) = P (sq, nk; row stride ldp) V, value row j from Vm (j < nmem)
  * or Vs (row j - nmem), row stride ldv each; acc = 1: C += instead. */
-static inline __attribute__((always_inline)) void attn_values(float *C, int ldc, const float *P, int ldp,
-                                                              const float *Vm, const float *Vs, int ldv, int nmem,
-                                                              int sq, int nk, int dh, int acc) {
+static inline __attribute__((always_inline))
+void attn_values(float *C, int ldc, const float *P, int ldp, const float *Vm, const float *Vs, int ldv, int nmem,
+                 int sq, int nk, int dh, int acc) {
     for (int i0 = 0; i0 < sq; i0 += 4) {
         const int ni = sq - i0 < 4 ? sq - i0 : 4;
         for (int c0 = 0; c0 < dh; c0 += 8) {
@@ -352,8 +366,8 @@ static inline __attribute__((always_inline)) void attn_values(float *C, int ldc,
 }
 
 /* C (m, nc; row stride ldc) += A^T B: A (k, m) read as A[i lda + j], B (k, nc; row stride ldb). */
-static inline __attribute__((always_inline)) void attn_atb(float *C, int ldc, const float *A, int lda, const float *B,
-                                                           int ldb, int m, int k, int nc) {
+static inline __attribute__((always_inline))
+void attn_atb(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int m, int k, int nc) {
     for (int j0 = 0; j0 < m; j0 += 4) {
         const int nj = m - j0 < 4 ? m - j0 : 4;
         for (int c0 = 0; c0 < nc; c0 += 8) {
@@ -384,8 +398,8 @@ static inline __attribute__((always_inline)) void attn_atb(float *C, int ldc, co
 }
 
 /* xt (dh, nk) = the nk rows (dh wide) transposed: the first nmem from Xm, the rest from Xs. */
-static inline __attribute__((always_inline)) void attn_transpose(float *xt, const float *Xm, const float *Xs, int ld,
-                                                                 int nmem, int nk, int dh) {
+static inline __attribute__((always_inline))
+void attn_transpose(float *xt, const float *Xm, const float *Xs, int ld, int nmem, int nk, int dh) {
     for (int c = 0; c < dh; c++) {
         float *xc = xt + (size_t)c * nk;
         for (int j = 0; j < nmem; j++) xc[j] = Xm[(size_t)j * ld + c];
@@ -393,15 +407,21 @@ static inline __attribute__((always_inline)) void attn_transpose(float *xt, cons
     }
 }
 
-GOPT_SIMD_CLONES void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos, int n,
+void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos, int n,
                           int d, int nh, int seg, float *scratch) {
+    gopt_segattn_forward_rows(ctx, att, qkv, qkv_mem, relpos, n, d, nh, seg, scratch, 0, n);
+}
+
+GOPT_SIMD_CLONES
+void gopt_segattn_forward_rows(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos,
+                               int n, int d, int nh, int seg, float *scratch, int r0, int r1) {
     const int dh = d / nh, ld = 3 * d, s2 = 2 * seg, nrel = 3 * seg - 1;
     const float scale = 1.0f / sqrtf((float)dh);
     float *rrev_all = scratch + (size_t)seg * s2;
     float *kt = rrev_all + (size_t)nh * 3 * seg; /* (dh, nk): the keys of one head, transposed */
     for (int hh = 0; hh < nh; hh++)
         for (int t = 0; t < nrel; t++) rrev_all[(size_t)hh * nrel + t] = relpos[(size_t)hh * nrel + nrel - 1 - t];
-    for (int s0 = 0; s0 < n; s0 += seg) {
+    for (int s0 = r0; s0 < r1 && s0 < n; s0 += seg) {
         int sq = n - s0 < seg ? n - s0 : seg;
         int k0 = s0 == 0 ? 0 : s0 - seg;
         int nmem = s0 - k0, nk = nmem + sq;
@@ -444,9 +464,9 @@ GOPT_SIMD_CLONES void gopt_segattn_forward(float *ctx, float *att, const float *
     }
 }
 
-GOPT_SIMD_CLONES void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx,
-                                             const float *qkv, const float *qkv_mem, const float *att, int n, int d,
-                                             int nh, int seg, float *scratch) {
+GOPT_SIMD_CLONES
+void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,
+                           const float *qkv_mem, const float *att, int n, int d, int nh, int seg, float *scratch) {
     const int dh = d / nh, ld = 3 * d, s2 = 2 * seg, nrel = 3 * seg - 1;
     const float scale = 1.0f / sqrtf((float)dh);
     float *vt = scratch + (size_t)seg * s2 + (size_t)nh * 3 * seg; /* (dh, nk): values transposed */

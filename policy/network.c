@@ -276,6 +276,8 @@ int gopt_policy_debug_freeze_memory(gopt_policy *p, int on) {
     return 0;
 }
 
+void gopt_policy_debug_chunk(gopt_policy *p, int segments) { p->fwd_chunk = segments > 0 ? segments : 0; }
+
 const gopt_policy_config *gopt_policy_get_config(const gopt_policy *p) { return &p->cfg; }
 size_t gopt_policy_num_params(const gopt_policy *p) { return p->nparams; }
 int gopt_policy_num_tensors(const gopt_policy *p) { return p->nt; }
@@ -435,26 +437,51 @@ gopt_status gopt_policy_reserve(gopt_policy *p, int32_t n_nodes, int32_t n_edges
 }
 
 /* ---- forward -------------------------------------------------------------------- */
-static double attn_layer_forward(gopt_policy *p, int k, const float *hin, int n) {
+#define FWD_CHUNK 32 /* segments per chunk of the forward's row-local work */
+
+/* Rows [r0, r0 + m) of attention layer k (r0 a multiple of the segment): hin is the layer's
+ * input (all rows). The attention reads keys and values from row r0 - segment on, which the
+ * chunk before computed. */
+static void attn_layer_rows(gopt_policy *p, int k, const float *hin, int n, int r0, int m) {
     const gopt_policy_config *c = &p->cfg;
     const int D = c->hidden, Fh = D * c->ffn_mult;
     const attn_params *w = &p->P.attn[k];
     attn_acts *a = &p->A.attn[k];
-    gopt_film_forward(a->ms, a->mb, p->A.g, w->film_s, w->film_b, D);
-    gopt_layernorm_forward(a->x1, a->mean1, a->rstd1, hin, w->ln1_w, w->ln1_b, a->ms, a->mb, n, D);
-    gopt_linear_forward(a->qkv, a->x1, w->qkv_w, w->qkv_b, NULL, n, D, 3 * D);
+    const size_t o = (size_t)r0;
+    gopt_layernorm_forward(a->x1 + o * D, a->mean1 + o, a->rstd1 + o, hin + o * D, w->ln1_w, w->ln1_b, a->ms, a->mb, m,
+                           D);
+    gopt_linear_forward(a->qkv + o * 3 * D, a->x1 + o * D, w->qkv_w, w->qkv_b, NULL, m, D, 3 * D);
     const float *qkv_mem = a->qkv;
     if (p->frozen_x1[k]) { /* test hook: memory from the snapshot, current weights */
-        gopt_linear_forward(p->frozen_qkv[k], p->frozen_x1[k], w->qkv_w, w->qkv_b, NULL, n, D, 3 * D);
+        gopt_linear_forward(p->frozen_qkv[k] + o * 3 * D, p->frozen_x1[k] + o * D, w->qkv_w, w->qkv_b, NULL, m, D,
+                            3 * D);
         qkv_mem = p->frozen_qkv[k];
     }
-    gopt_segattn_forward(a->ctx, a->att, a->qkv, qkv_mem, w->relpos, n, D, c->heads, c->segment, p->seg_scratch_fwd);
-    gopt_linear_forward(a->h2, a->ctx, w->proj_w, w->proj_b, hin, n, D, D);
-    gopt_layernorm_forward(a->x2, a->mean2, a->rstd2, a->h2, w->ln2_w, w->ln2_b, NULL, NULL, n, D);
-    gopt_linear_forward(a->f1, a->x2, w->fc1_w, w->fc1_b, NULL, n, D, Fh);
-    gopt_relu_forward(a->f1, (size_t)n * Fh);
-    gopt_linear_forward(a->out, a->f1, w->fc2_w, w->fc2_b, a->h2, n, Fh, D);
-    /* flops: projections + scores and values over (self + memory) keys */
+    gopt_segattn_forward_rows(a->ctx, a->att, a->qkv, qkv_mem, w->relpos, n, D, c->heads, c->segment,
+                              p->seg_scratch_fwd, r0, r0 + m);
+    gopt_linear_forward(a->h2 + o * D, a->ctx + o * D, w->proj_w, w->proj_b, hin + o * D, m, D, D);
+    gopt_layernorm_forward(a->x2 + o * D, a->mean2 + o, a->rstd2 + o, a->h2 + o * D, w->ln2_w, w->ln2_b, NULL, NULL,
+                           m, D);
+    gopt_linear_forward(a->f1 + o * Fh, a->x2 + o * D, w->fc1_w, w->fc1_b, NULL, m, D, Fh);
+    gopt_relu_forward(a->f1 + o * Fh, (size_t)m * Fh);
+    gopt_linear_forward(a->out + o * D, a->f1 + o * Fh, w->fc2_w, w->fc2_b, a->h2 + o * D, m, Fh, D);
+}
+
+/* Rows [r0, r0 + m) of task head t (its layer's output h, all rows). */
+static void head_rows(gopt_policy *p, int t, const float *h, int r0, int m) {
+    const int D = p->cfg.hidden, W = p->width[t], Hc = p->cfg.cond_hidden;
+    head_acts *ha = &p->A.head[t];
+    const head_params *hp = &p->P.head[t];
+    const size_t o = (size_t)r0;
+    gopt_layernorm_forward(ha->x + o * D, ha->mean + o, ha->rstd + o, h + o * D, hp->ln_w, hp->ln_b, NULL, NULL, m, D);
+    gopt_linear_forward(ha->logits + o * W, ha->x + o * D, hp->w, hp->b, NULL, m, D, W);
+    if (t == GOPT_TASK_PLACE && Hc > 0) /* the scorer's node input */
+        gopt_linear_forward(p->A.vh + o * Hc, ha->x + o * D, p->P.cond_v, NULL, NULL, m, D, Hc);
+}
+
+/* Flops of one attention layer over n rows: projections + scores and values over (self + memory) keys. */
+static double attn_layer_flops(const gopt_policy_config *c, int n) {
+    const int D = c->hidden, Fh = D * c->ffn_mult;
     double keys = 0.0;
     for (int s0 = 0; s0 < n; s0 += c->segment) {
         int sq = n - s0 < c->segment ? n - s0 : c->segment;
@@ -515,32 +542,47 @@ gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const flo
     gopt_linear_forward(A->h0, A->x0, p->P.in_w, p->P.in_b, NULL, n, GOPT_POLICY_NFEAT, D);
     flops += 2.0 * n * GOPT_POLICY_NFEAT * D;
     const float *h = A->h0;
+    /* Everything after the input layer runs in chunks of whole segments, so that a chunk's rows
+     * go through the row-local steps while in cache: a GraphSAGE layer's chunk reads its input's
+     * neighbour rows (any row: the layers run one after the other); the attention layers and
+     * heads run chunk by chunk through all of them (a chunk of layer k reads the previous
+     * segment's keys and values of layer k, from the chunk before). */
+    const int ch = (p->fwd_chunk > 0 ? p->fwd_chunk : FWD_CHUNK) * c->segment;
     for (int l = 0; l < c->sage_layers; l++) {
         sage_acts *s = &A->sage[l];
         const sage_params *w = &p->P.sage[l];
-        gopt_sage_aggregate_forward(s->cat, h, A->pred_ptr, A->pred_idx, A->succ_ptr, A->succ_idx, n, D);
-        gopt_linear_forward(s->a, s->cat, w->w, w->b, NULL, n, 5 * D, D);
-        gopt_relu_forward(s->a, (size_t)n * D);
-        for (size_t i = 0; i < (size_t)n * D; i++) s->r[i] = h[i] + s->a[i];
-        gopt_layernorm_forward(s->out, s->mean, s->rstd, s->r, w->ln_w, w->ln_b, NULL, NULL, n, D);
+        for (int r0 = 0; r0 < n; r0 += ch) {
+            const int m = n - r0 < ch ? n - r0 : ch;
+            const size_t o = (size_t)r0 * D;
+            gopt_sage_aggregate_rows(s->cat + o * 5, h, A->pred_ptr + r0, A->pred_idx, A->succ_ptr + r0, A->succ_idx,
+                                     r0, m, D);
+            gopt_linear_forward(s->a + o, s->cat + o * 5, w->w, w->b, NULL, m, 5 * D, D);
+            gopt_relu_forward(s->a + o, (size_t)m * D);
+            for (size_t i = 0; i < (size_t)m * D; i++) s->r[o + i] = h[o + i] + s->a[o + i];
+            gopt_layernorm_forward(s->out + o, s->mean + r0, s->rstd + r0, s->r + o, w->ln_w, w->ln_b, NULL, NULL, m,
+                                   D);
+        }
         flops += 2.0 * n * 5 * D * D;
         h = s->out;
     }
     gopt_meanpool_forward(A->g, h, n, D);
     for (int k = 0; k < p->n_attn; k++) {
-        flops += attn_layer_forward(p, k, h, n);
-        h = A->attn[k].out;
+        const attn_params *w = &p->P.attn[k];
+        gopt_film_forward(A->attn[k].ms, A->attn[k].mb, A->g, w->film_s, w->film_b, D);
+        flops += attn_layer_flops(c, n);
         if (k >= c->attn_layers) {
             int t = k - c->attn_layers;
-            head_acts *ha = &A->head[t];
-            const head_params *hp = &p->P.head[t];
-            gopt_layernorm_forward(ha->x, ha->mean, ha->rstd, h, hp->ln_w, hp->ln_b, NULL, NULL, n, D);
-            gopt_linear_forward(ha->logits, ha->x, hp->w, hp->b, NULL, n, D, p->width[t]);
             flops += 2.0 * n * D * p->width[t];
-            if (t == GOPT_TASK_PLACE && c->cond_hidden > 0) { /* the scorer's node input */
-                gopt_linear_forward(A->vh, ha->x, p->P.cond_v, NULL, NULL, n, D, c->cond_hidden);
-                flops += 2.0 * n * D * c->cond_hidden;
-            }
+            if (t == GOPT_TASK_PLACE && c->cond_hidden > 0) flops += 2.0 * n * D * c->cond_hidden;
+        }
+    }
+    for (int r0 = 0; r0 < n; r0 += ch) {
+        const int m = n - r0 < ch ? n - r0 : ch;
+        const float *hk = h;
+        for (int k = 0; k < p->n_attn; k++) {
+            attn_layer_rows(p, k, hk, n, r0, m);
+            hk = A->attn[k].out;
+            if (k >= c->attn_layers) head_rows(p, k - c->attn_layers, hk, r0, m);
         }
     }
     p->fwd_flops = flops;
@@ -618,8 +660,8 @@ void policy_network_backward(gopt_policy *p) {
         if (k >= c->attn_layers) {
             int t = k - c->attn_layers;
             head_acts *ha = &A->head[t];
-            gopt_linear_backward_set(B->dtmp, p->G.head[t].w, p->G.head[t].b, B->dlogits[t], ha->x, p->P.head[t].w, n, D,
-                                 p->width[t]);
+            gopt_linear_backward_set(B->dtmp, p->G.head[t].w, p->G.head[t].b, B->dlogits[t], ha->x, p->P.head[t].w, n,
+                                     D, p->width[t]);
             if (t == GOPT_TASK_PLACE && c->cond_hidden > 0)
                 gopt_linear_backward(B->dtmp, p->G.cond_v, NULL, B->dvh, ha->x, p->P.cond_v, n, D, c->cond_hidden);
             gopt_layernorm_backward(dcur, p->G.head[t].ln_w, p->G.head[t].ln_b, NULL, NULL, B->dtmp, A->attn[k].out,

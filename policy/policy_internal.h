@@ -107,6 +107,10 @@ void gopt_meanpool_backward(float *dh, const float *dg, int n, int d);
  * winner again from cat and h (no argmax is stored). Cost O((n + m) d). */
 void gopt_sage_aggregate_forward(float *cat, const float *h, const int32_t *pred_ptr, const int32_t *pred_idx,
                                  const int32_t *succ_ptr, const int32_t *succ_idx, int n, int d);
+/* The same for rows [r0, r0 + m): cat (m, 5d) gets their rows; pred_ptr and succ_ptr point at
+ * row r0's entry (m + 1 of them), the index arrays and h are whole. */
+void gopt_sage_aggregate_rows(float *cat, const float *h, const int32_t *pred_ptr, const int32_t *pred_idx,
+                              const int32_t *succ_ptr, const int32_t *succ_idx, int r0, int m, int d);
 void gopt_sage_aggregate_backward(float *dh, const float *dcat, const float *cat, const float *h,
                                   const int32_t *pred_ptr, const int32_t *pred_idx, const int32_t *succ_ptr,
                                   const int32_t *succ_idx, int n, int d);
@@ -129,6 +133,10 @@ void gopt_sage_aggregate_backward(float *dh, const float *dcat, const float *cat
     ((size_t)(seg) * 2 * (seg) + (size_t)(nh) * 3 * (seg) + (size_t)(d) / (size_t)(nh) * 2 * (seg))
 void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos, int n,
                           int d, int nh, int seg, float *scratch);
+/* The forward of the segments that start in rows [r0, r1) (r0 a multiple of seg): their
+ * queries' rows of ctx and att; reads keys and values from row r0 - seg on. */
+void gopt_segattn_forward_rows(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos,
+                               int n, int d, int nh, int seg, float *scratch, int r0, int r1);
 void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,
                            const float *qkv_mem, const float *att, int n, int d, int nh, int seg, float *scratch);
 
@@ -139,6 +147,10 @@ void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, co
  * forwards. Needs a forward first. */
 struct gopt_policy;
 int gopt_policy_debug_freeze_memory(struct gopt_policy *p, int on);
+/* Test hook: the forward's chunk of rows, in segments (0: the default, 32). The result is the
+ * same function for every chunk size, equal within float rounding (sgemm's rounding depends on
+ * the row count). */
+void gopt_policy_debug_chunk(struct gopt_policy *p, int segments);
 
 /* ---- masked log-softmax of one row ------------------------------------------
  * logp[j] = log softmax over allowed j (bit j of mask), -inf elsewhere;

@@ -118,7 +118,7 @@ typedef struct {
     float *pooled;       /* (N, maxdev) pooled placement logits per unit */
     float *vh;           /* (N, Hc) LN'd placement head input @ cond_v, per rank */
     float *vh_unit;      /* (N, Hc) its mean over each unit's members */
-    int32_t *dev_rank;   /* (N) decoder scratch: device of each rank once decided */
+    int32_t *dev_rank;   /* (N) scratch of policy_decode_prepare (fill cursors) */
 } policy_acts;
 
 typedef struct {
@@ -157,6 +157,7 @@ struct gopt_policy {
     float *frozen_x1[POLICY_MAX_ATTN_ALL];  /* (N, D) or NULL */
     float *frozen_qkv[POLICY_MAX_ATTN_ALL]; /* (N, 3D) */
     int32_t frozen_n;
+    int fwd_chunk; /* segments per chunk of the forward; 0: the default (gopt_policy_debug_chunk) */
 
     /* decoder inputs (gopt_policy_set_decoder_inputs; caller-owned, may be NULL) */
     const double *in_time, *in_mem, *in_cap;

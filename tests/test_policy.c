@@ -557,6 +557,7 @@ static void grad_network(int memory_grad) {
     c.memory_grad = memory_grad;
     gopt_policy *p = NULL;
     assert_int_equal(gopt_policy_create(&p, &c, 42, &err), GOPT_OK);
+    gopt_policy_debug_chunk(p, memory_grad ? 1 : 2); /* the forward's chunk boundaries inside the graph */
     float feat[N * GOPT_POLICY_NFEAT], t[N];
     for (int i = 0; i < N; i++) t[i] = 1e-4f * (1 + i % 7);
     assert_int_equal(gopt_policy_features(fz, 3, t, feat, &err), GOPT_OK);
@@ -661,6 +662,47 @@ static void grad_network(int memory_grad) {
     }
     free(ab.buf);
     dec_inputs_free(&di);
+    gopt_policy_free(p);
+    gopt_graph_free(g);
+}
+
+/* The forward runs in chunks of whole segments: every chunk size gives the same function
+ * (within the float rounding of sgemm, which depends on the row count), on a graph of 10 chunks
+ * of the default size. */
+static void test_forward_chunks(void **state) {
+    (void)state;
+    enum { N = 1300 };
+    gopt_graph *g = make_graph(N, 31, 7);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    gopt_error err;
+    gopt_policy_config c = tiny_config();
+    gopt_policy *p = NULL;
+    assert_int_equal(gopt_policy_create(&p, &c, 5, &err), GOPT_OK);
+    float *feat = malloc(sizeof(float) * N * GOPT_POLICY_NFEAT);
+    assert_int_equal(gopt_policy_features(fz, 4, NULL, feat, &err), GOPT_OK);
+    const int W = c.max_devices + c.sched_levels + c.fusion_levels;
+    float *ref = malloc(sizeof(float) * N * W), *got = malloc(sizeof(float) * N * W);
+    static const int chunks[] = {1000, 0, 1, 3, 7};
+    for (size_t r = 0; r < sizeof chunks / sizeof *chunks; r++) {
+        gopt_policy_debug_chunk(p, chunks[r]);
+        assert_int_equal(gopt_policy_forward(p, fz, feat, 4, NULL, &err), GOPT_OK);
+        float *out = r ? got : ref;
+        assert_int_equal(gopt_policy_logits(p, GOPT_TASK_PLACE, out, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_logits(p, GOPT_TASK_SCHED, out + N * c.max_devices, &err), GOPT_OK);
+        assert_int_equal(
+            gopt_policy_logits(p, GOPT_TASK_FUSE, out + N * (c.max_devices + c.sched_levels), &err), GOPT_OK);
+        if (!r) continue;
+        double diff = 0, scale = 0;
+        for (int i = 0; i < N * W; i++) {
+            diff = fmax(diff, fabs((double)got[i] - ref[i]));
+            scale = fmax(scale, fabs((double)ref[i]));
+        }
+        if (diff > 1e-5 * scale) print_error("chunk %d: logits differ by %g (scale %g)\n", chunks[r], diff, scale);
+        assert_true(scale > 0 && diff <= 1e-5 * scale);
+    }
+    free(ref);
+    free(got);
+    free(feat);
     gopt_policy_free(p);
     gopt_graph_free(g);
 }
@@ -1542,7 +1584,8 @@ int main(void) {
         cmocka_unit_test(test_config),          cmocka_unit_test(test_features),
         cmocka_unit_test(test_fast_exp),        cmocka_unit_test(test_grad_linear_relu),
         cmocka_unit_test(test_grad_layernorm),  cmocka_unit_test(test_grad_film_meanpool),
-        cmocka_unit_test(test_grad_sage),       cmocka_unit_test(test_grad_segattn),   cmocka_unit_test(test_segattn_tiles),
+        cmocka_unit_test(test_grad_sage),       cmocka_unit_test(test_grad_segattn),
+        cmocka_unit_test(test_segattn_tiles),   cmocka_unit_test(test_forward_chunks),
         cmocka_unit_test(test_grad_network_full), cmocka_unit_test(test_grad_network_stopgrad),    cmocka_unit_test(test_decode),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_fusion),          cmocka_unit_test(test_example_graph),
