@@ -464,13 +464,19 @@ void gopt_segattn_forward_rows(float *ctx, float *att, const float *qkv, const f
     }
 }
 
-GOPT_SIMD_CLONES
 void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,
                            const float *qkv_mem, const float *att, int n, int d, int nh, int seg, float *scratch) {
+    gopt_segattn_backward_rows(dqkv_self, dqkv_mem, drelpos, dctx, qkv, qkv_mem, att, n, d, nh, seg, scratch, 0, n);
+}
+
+GOPT_SIMD_CLONES
+void gopt_segattn_backward_rows(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,
+                                const float *qkv_mem, const float *att, int n, int d, int nh, int seg, float *scratch,
+                                int r0, int r1) {
     const int dh = d / nh, ld = 3 * d, s2 = 2 * seg, nrel = 3 * seg - 1;
     const float scale = 1.0f / sqrtf((float)dh);
     float *vt = scratch + (size_t)seg * s2 + (size_t)nh * 3 * seg; /* (dh, nk): values transposed */
-    for (int s0 = 0; s0 < n; s0 += seg) {
+    for (int s0 = r0; s0 < r1 && s0 < n; s0 += seg) {
         int sq = n - s0 < seg ? n - s0 : seg;
         int k0 = s0 == 0 ? 0 : s0 - seg;
         int nmem = s0 - k0, nk = nmem + sq;

@@ -604,45 +604,73 @@ gopt_status gopt_policy_logits(const gopt_policy *p, gopt_task t, float *out, go
 }
 
 /* ---- backward ------------------------------------------------------------------- */
-/* dout: gradient of the layer's output (kept); din: receives (zeroed here). */
-static void attn_layer_backward(gopt_policy *p, int k, const float *hin, const float *dout, float *din, int n) {
+/* Attention layer k's backward (task layer: its head's first), in chunks of whole segments from
+ * the last: dout: gradient of the layer's output (the head's part is added to it); din:
+ * receives (overwritten). A chunk's attention sends gradient into the previous segment's keys
+ * and values (the chunk before, done next), so dqkv_mem rows are zeroed by the first chunk
+ * that touches them. The layer-norm modulation's gradient goes to the graph vector once, at
+ * the end. */
+static void attn_layer_backward(gopt_policy *p, int k, const float *hin, float *dout, float *din, int n) {
     const gopt_policy_config *c = &p->cfg;
-    const int D = c->hidden, Fh = D * c->ffn_mult;
+    const int D = c->hidden, Fh = D * c->ffn_mult, S = c->segment, D3 = 3 * D;
     const attn_params *w = &p->P.attn[k];
     attn_params *g = &p->G.attn[k];
     attn_acts *a = &p->A.attn[k];
     policy_bwd *B = &p->B;
-    const size_t nd = (size_t)n * D;
-    /* out = h2 + fc2(relu(fc1(ln2(h2)))) */
-    memcpy(B->dh2, dout, sizeof(float) * nd);
-    gopt_linear_backward_set(B->dff, g->fc2_w, g->fc2_b, dout, a->f1, w->fc2_w, n, Fh, D);
-    gopt_relu_backward(B->dff, a->f1, (size_t)n * Fh);
-    gopt_linear_backward_set(B->dtmp, g->fc1_w, g->fc1_b, B->dff, a->x2, w->fc1_w, n, D, Fh);
-    gopt_layernorm_backward(B->dh2, g->ln2_w, g->ln2_b, NULL, NULL, B->dtmp, a->h2, w->ln2_w, NULL, a->mean2, a->rstd2,
-                            n, D);
-    /* h2 = hin + proj(segattn(qkv(ln1(hin)))) */
-    memcpy(din, B->dh2, sizeof(float) * nd);
-    gopt_linear_backward_set(B->dtmp, g->proj_w, g->proj_b, B->dh2, a->ctx, w->proj_w, n, D, D);
-    memset(B->dqkv_self, 0, sizeof(float) * nd * 3);
-    memset(B->dqkv_mem, 0, sizeof(float) * nd * 3);
+    const int ch = (p->fwd_chunk > 0 ? p->fwd_chunk : FWD_CHUNK) * S, nch = (n + ch - 1) / ch;
     const float *qkv_mem = p->frozen_x1[k] ? p->frozen_qkv[k] : a->qkv;
-    gopt_segattn_backward(B->dqkv_self, B->dqkv_mem, g->relpos, B->dtmp, a->qkv, qkv_mem, a->att, n, D, c->heads,
-                          c->segment, B->seg_scratch);
-    if (p->frozen_x1[k]) {
-        gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, B->dqkv_mem, p->frozen_x1[k], w->qkv_w, n, D, 3 * D);
-        gopt_linear_backward_set(B->dtmp, g->qkv_w, g->qkv_b, B->dqkv_self, a->x1, w->qkv_w, n, D, 3 * D);
-    } else {
-        /* the projections see both uses of a row; the row's state gets the
-         * memory part only when memory_grad is on (else stop-gradient) */
-        for (size_t i = 0; i < nd * 3; i++) B->dqkv_mem[i] += B->dqkv_self[i];
-        gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, B->dqkv_mem, a->x1, w->qkv_w, n, D, 3 * D);
-        gopt_linear_backward_set(B->dtmp, NULL, NULL, c->memory_grad ? B->dqkv_mem : B->dqkv_self, a->x1, w->qkv_w,
-                                 n, D, 3 * D);
-    }
     memset(B->dms, 0, sizeof(float) * D);
     memset(B->dmb, 0, sizeof(float) * D);
-    gopt_layernorm_backward(din, g->ln1_w, g->ln1_b, B->dms, B->dmb, B->dtmp, hin, w->ln1_w, a->ms, a->mean1, a->rstd1,
-                            n, D);
+    for (int ci = nch - 1; ci >= 0; ci--) {
+        const int r0 = ci * ch, m = n - r0 < ch ? n - r0 : ch;
+        const size_t o = (size_t)r0, md = (size_t)m * D;
+        if (k >= c->attn_layers) { /* the head reads this layer's output */
+            const int t = k - c->attn_layers, W = p->width[t], Hc = c->cond_hidden;
+            head_acts *ha = &p->A.head[t];
+            gopt_linear_backward_set(B->dtmp + o * D, p->G.head[t].w, p->G.head[t].b, B->dlogits[t] + o * W,
+                                     ha->x + o * D, p->P.head[t].w, m, D, W);
+            if (t == GOPT_TASK_PLACE && Hc > 0)
+                gopt_linear_backward(B->dtmp + o * D, p->G.cond_v, NULL, B->dvh + o * Hc, ha->x + o * D, p->P.cond_v,
+                                     m, D, Hc);
+            gopt_layernorm_backward(dout + o * D, p->G.head[t].ln_w, p->G.head[t].ln_b, NULL, NULL, B->dtmp + o * D,
+                                    a->out + o * D, p->P.head[t].ln_w, NULL, ha->mean + o, ha->rstd + o, m, D);
+        }
+        /* out = h2 + fc2(relu(fc1(ln2(h2)))) */
+        memcpy(B->dh2 + o * D, dout + o * D, sizeof(float) * md);
+        gopt_linear_backward_set(B->dff + o * Fh, g->fc2_w, g->fc2_b, dout + o * D, a->f1 + o * Fh, w->fc2_w, m, Fh,
+                                 D);
+        gopt_relu_backward(B->dff + o * Fh, a->f1 + o * Fh, (size_t)m * Fh);
+        gopt_linear_backward_set(B->dtmp + o * D, g->fc1_w, g->fc1_b, B->dff + o * Fh, a->x2 + o * D, w->fc1_w, m, D,
+                                 Fh);
+        gopt_layernorm_backward(B->dh2 + o * D, g->ln2_w, g->ln2_b, NULL, NULL, B->dtmp + o * D, a->h2 + o * D,
+                                w->ln2_w, NULL, a->mean2 + o, a->rstd2 + o, m, D);
+        /* h2 = hin + proj(segattn(qkv(ln1(hin)))) */
+        memcpy(din + o * D, B->dh2 + o * D, sizeof(float) * md);
+        gopt_linear_backward_set(B->dtmp + o * D, g->proj_w, g->proj_b, B->dh2 + o * D, a->ctx + o * D, w->proj_w, m,
+                                 D, D);
+        /* zero what this chunk is the first to touch: its own rows' self part; the memory part of
+         * the segment before it and of its rows but the last segment's (the chunk after wrote
+         * that one), all of its rows when it is the last chunk */
+        const int z0 = r0 - S > 0 ? r0 - S : 0, z1 = ci == nch - 1 ? r0 + m : r0 + m - S;
+        memset(B->dqkv_self + o * D3, 0, sizeof(float) * (size_t)m * D3);
+        memset(B->dqkv_mem + (size_t)z0 * D3, 0, sizeof(float) * (size_t)(z1 - z0) * D3);
+        gopt_segattn_backward_rows(B->dqkv_self, B->dqkv_mem, g->relpos, B->dtmp, a->qkv, qkv_mem, a->att, n, D,
+                                   c->heads, S, B->seg_scratch, r0, r0 + m);
+        float *dqs = B->dqkv_self + o * D3, *dqm = B->dqkv_mem + o * D3;
+        if (p->frozen_x1[k]) {
+            gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, dqm, p->frozen_x1[k] + o * D, w->qkv_w, m, D, D3);
+            gopt_linear_backward_set(B->dtmp + o * D, g->qkv_w, g->qkv_b, dqs, a->x1 + o * D, w->qkv_w, m, D, D3);
+        } else {
+            /* the projections see both uses of a row; the row's state gets the
+             * memory part only when memory_grad is on (else stop-gradient) */
+            for (size_t i = 0; i < (size_t)m * D3; i++) dqm[i] += dqs[i];
+            gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, dqm, a->x1 + o * D, w->qkv_w, m, D, D3);
+            gopt_linear_backward_set(B->dtmp + o * D, NULL, NULL, c->memory_grad ? dqm : dqs, a->x1 + o * D, w->qkv_w,
+                                     m, D, D3);
+        }
+        gopt_layernorm_backward(din + o * D, g->ln1_w, g->ln1_b, B->dms, B->dmb, B->dtmp + o * D, hin + o * D, w->ln1_w,
+                                a->ms, a->mean1 + o, a->rstd1 + o, m, D);
+    }
     gopt_film_backward(B->dg, g->film_s, g->film_b, B->dms, B->dmb, p->A.g, w->film_s, w->film_b, D);
 }
 
@@ -657,16 +685,6 @@ void policy_network_backward(gopt_policy *p) {
     memset(B->dg, 0, sizeof(float) * D);
     const float *h_sage = c->sage_layers ? A->sage[c->sage_layers - 1].out : A->h0;
     for (int k = p->n_attn - 1; k >= 0; k--) {
-        if (k >= c->attn_layers) {
-            int t = k - c->attn_layers;
-            head_acts *ha = &A->head[t];
-            gopt_linear_backward_set(B->dtmp, p->G.head[t].w, p->G.head[t].b, B->dlogits[t], ha->x, p->P.head[t].w, n,
-                                     D, p->width[t]);
-            if (t == GOPT_TASK_PLACE && c->cond_hidden > 0)
-                gopt_linear_backward(B->dtmp, p->G.cond_v, NULL, B->dvh, ha->x, p->P.cond_v, n, D, c->cond_hidden);
-            gopt_layernorm_backward(dcur, p->G.head[t].ln_w, p->G.head[t].ln_b, NULL, NULL, B->dtmp, A->attn[k].out,
-                                    p->P.head[t].ln_w, NULL, ha->mean, ha->rstd, n, D);
-        }
         const float *hin = k ? A->attn[k - 1].out : h_sage;
         attn_layer_backward(p, k, hin, dcur, dnext, n);
         float *t = dcur;

@@ -140,6 +140,13 @@ void gopt_segattn_forward_rows(float *ctx, float *att, const float *qkv, const f
 void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,
                            const float *qkv_mem, const float *att, int n, int d, int nh, int seg, float *scratch);
 
+/* The backward of the segments that start in rows [r0, r1) (r0 a multiple of seg): gradients
+ * of their queries, keys and values, and of the previous segment's keys and values (rows from
+ * r0 - seg on) in dqkv_mem. */
+void gopt_segattn_backward_rows(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,
+                                const float *qkv_mem, const float *att, int n, int d, int nh, int seg, float *scratch,
+                                int r0, int r1);
+
 /* Test hook: with on = 1, snapshot every attention layer's normalised input
  * of the last forward and make later forwards compute the memory keys and
  * values from that snapshot (with the current weights): the function whose

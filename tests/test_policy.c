@@ -666,9 +666,9 @@ static void grad_network(int memory_grad) {
     gopt_graph_free(g);
 }
 
-/* The forward runs in chunks of whole segments: every chunk size gives the same function
- * (within the float rounding of sgemm, which depends on the row count), on a graph of 10 chunks
- * of the default size. */
+/* The forward and the backward run in chunks of whole segments: every chunk size gives the
+ * same function and gradient (within the float rounding of sgemm, which depends on the row
+ * count, and of the per-chunk weight-gradient sums), on a graph of 10 chunks of the default size. */
 static void test_forward_chunks(void **state) {
     (void)state;
     enum { N = 1300 };
@@ -681,27 +681,55 @@ static void test_forward_chunks(void **state) {
     float *feat = malloc(sizeof(float) * N * GOPT_POLICY_NFEAT);
     assert_int_equal(gopt_policy_features(fz, 4, NULL, feat, &err), GOPT_OK);
     const int W = c.max_devices + c.sched_levels + c.fusion_levels;
+    const size_t np = gopt_policy_num_params(p);
     float *ref = malloc(sizeof(float) * N * W), *got = malloc(sizeof(float) * N * W);
+    float *gref = malloc(sizeof(float) * np), *ggot = malloc(sizeof(float) * np), *wl = malloc(sizeof(float) * 3 * N);
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 8);
+    fill_rand(wl, 3 * N, &rng, 1.0f);
+    actions_buf ab;
+    actions_alloc(&ab, N);
     static const int chunks[] = {1000, 0, 1, 3, 7};
     for (size_t r = 0; r < sizeof chunks / sizeof *chunks; r++) {
         gopt_policy_debug_chunk(p, chunks[r]);
         assert_int_equal(gopt_policy_forward(p, fz, feat, 4, NULL, &err), GOPT_OK);
-        float *out = r ? got : ref;
+        float *out = r ? got : ref, *gout = r ? ggot : gref;
         assert_int_equal(gopt_policy_logits(p, GOPT_TASK_PLACE, out, &err), GOPT_OK);
         assert_int_equal(gopt_policy_logits(p, GOPT_TASK_SCHED, out + N * c.max_devices, &err), GOPT_OK);
         assert_int_equal(
             gopt_policy_logits(p, GOPT_TASK_FUSE, out + N * (c.max_devices + c.sched_levels), &err), GOPT_OK);
+        if (!r) assert_int_equal(gopt_policy_greedy(p, &ab.a, &err), GOPT_OK); /* one action set for all */
+        gopt_policy_zero_grad(p);
+        assert_int_equal(gopt_policy_backward(p, &ab.a, wl, NULL, &err), GOPT_OK);
+        for (int i = 0, off = 0; i < gopt_policy_num_tensors(p); i++) {
+            float *grd;
+            size_t cnt;
+            gopt_policy_tensor(p, i, NULL, NULL, &grd, &cnt);
+            memcpy(gout + off, grd, sizeof(float) * cnt);
+            off += (int)cnt;
+        }
         if (!r) continue;
-        double diff = 0, scale = 0;
+        double diff = 0, scale = 0, gdiff = 0, gscale = 0;
         for (int i = 0; i < N * W; i++) {
             diff = fmax(diff, fabs((double)got[i] - ref[i]));
             scale = fmax(scale, fabs((double)ref[i]));
         }
-        if (diff > 1e-5 * scale) print_error("chunk %d: logits differ by %g (scale %g)\n", chunks[r], diff, scale);
+        for (size_t i = 0; i < np; i++) {
+            gdiff = fmax(gdiff, fabs((double)ggot[i] - gref[i]));
+            gscale = fmax(gscale, fabs((double)gref[i]));
+        }
+        if (diff > 1e-5 * scale || gdiff > 1e-4 * gscale)
+            print_error("chunk %d: logits differ by %g (scale %g), gradients by %g (scale %g)\n", chunks[r], diff,
+                        scale, gdiff, gscale);
         assert_true(scale > 0 && diff <= 1e-5 * scale);
+        assert_true(gscale > 0 && gdiff <= 1e-4 * gscale);
     }
+    free(ab.buf);
     free(ref);
     free(got);
+    free(gref);
+    free(ggot);
+    free(wl);
     free(feat);
     gopt_policy_free(p);
     gopt_graph_free(g);
