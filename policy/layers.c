@@ -230,11 +230,6 @@ static void aggregate_one(float *mean, float *mx, const float *h, const int32_t 
     for (int j = 0; j < d; j++) mean[j] *= inv;
 }
 
-void gopt_sage_aggregate_forward(float *cat, const float *h, const int32_t *pred_ptr, const int32_t *pred_idx,
-                                 const int32_t *succ_ptr, const int32_t *succ_idx, int n, int d) {
-    gopt_sage_aggregate_rows(cat, h, pred_ptr, pred_idx, succ_ptr, succ_idx, 0, n, d);
-}
-
 GOPT_SIMD_CLONES
 void gopt_sage_aggregate_rows(float *cat, const float *h, const int32_t *pred_ptr, const int32_t *pred_idx,
                               const int32_t *succ_ptr, const int32_t *succ_idx, int r0, int m, int d) {
@@ -244,6 +239,11 @@ void gopt_sage_aggregate_rows(float *cat, const float *h, const int32_t *pred_pt
         aggregate_one(c + d, c + 2 * d, h, pred_idx + pred_ptr[i], pred_ptr[i + 1] - pred_ptr[i], d);
         aggregate_one(c + 3 * d, c + 4 * d, h, succ_idx + succ_ptr[i], succ_ptr[i + 1] - succ_ptr[i], d);
     }
+}
+
+void gopt_sage_aggregate_forward(float *cat, const float *h, const int32_t *pred_ptr, const int32_t *pred_idx,
+                                 const int32_t *succ_ptr, const int32_t *succ_idx, int n, int d) {
+    gopt_sage_aggregate_rows(cat, h, pred_ptr, pred_idx, succ_ptr, succ_idx, 0, n, d);
 }
 
 /* The max's gradient goes to the first neighbour holding the maximum (found
@@ -407,11 +407,6 @@ void attn_transpose(float *xt, const float *Xm, const float *Xs, int ld, int nme
     }
 }
 
-void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos, int n,
-                          int d, int nh, int seg, float *scratch) {
-    gopt_segattn_forward_rows(ctx, att, qkv, qkv_mem, relpos, n, d, nh, seg, scratch, 0, n);
-}
-
 GOPT_SIMD_CLONES
 void gopt_segattn_forward_rows(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos,
                                int n, int d, int nh, int seg, float *scratch, int r0, int r1) {
@@ -464,9 +459,9 @@ void gopt_segattn_forward_rows(float *ctx, float *att, const float *qkv, const f
     }
 }
 
-void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,
-                           const float *qkv_mem, const float *att, int n, int d, int nh, int seg, float *scratch) {
-    gopt_segattn_backward_rows(dqkv_self, dqkv_mem, drelpos, dctx, qkv, qkv_mem, att, n, d, nh, seg, scratch, 0, n);
+void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos, int n,
+                          int d, int nh, int seg, float *scratch) {
+    gopt_segattn_forward_rows(ctx, att, qkv, qkv_mem, relpos, n, d, nh, seg, scratch, 0, n);
 }
 
 GOPT_SIMD_CLONES
@@ -514,6 +509,11 @@ void gopt_segattn_backward_rows(float *dqkv_self, float *dqkv_mem, float *drelpo
             attn_atb(dqkv_self + (size_t)s0 * ld + d + hh * dh, ld, scratch + nmem, nk, Q, ld, sq, sq, dh);
         }
     }
+}
+
+void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,
+                           const float *qkv_mem, const float *att, int n, int d, int nh, int seg, float *scratch) {
+    gopt_segattn_backward_rows(dqkv_self, dqkv_mem, drelpos, dctx, qkv, qkv_mem, att, n, d, nh, seg, scratch, 0, n);
 }
 
 /* ---- masked log-softmax ------------------------------------------------------------------ */
