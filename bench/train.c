@@ -1,7 +1,8 @@
 /* bench/train.c: speed of the PPO trainer.
  *
- *   bench_train [nodes [samples [epochs [finetune_seconds [hidden]]]]]
- *   defaults: 10000 nodes, K = 16, 4 epochs, 60 s, the policy's default width
+ *   bench_train [nodes [samples [epochs [finetune_seconds [hidden [old_path]]]]]]
+ *   defaults: 10000 nodes, K = 16, 4 epochs, 60 s, the policy's default width,
+ *   old_path 1 (0 skips the --backward rounds comparison, which costs ~K steps)
  *
  * 1. One PPO step (K samples, E epochs) on a synthetic training-step graph of
  *    `nodes` nodes on the 8 V100s of a DGX-1-like cluster (datasheet profile
@@ -62,8 +63,10 @@ int main(int argc, char **argv) {
     int nodes = argc > 1 ? atoi(argv[1]) : 10000, K = argc > 2 ? atoi(argv[2]) : 16, E = argc > 3 ? atoi(argv[3]) : 4;
     double ft_budget = argc > 4 ? atof(argv[4]) : 60.0;
     int hidden = argc > 5 ? atoi(argv[5]) : 0;
+    int old_path = argc > 6 ? atoi(argv[6]) : 1;
     if (nodes < 50 || K < 2 || E < 1 || !(ft_budget >= 0)) {
-        fprintf(stderr, "usage: bench_train [nodes>=50 [samples>=2 [epochs>=1 [finetune_seconds [hidden]]]]]\n");
+        fprintf(stderr, "usage: bench_train [nodes>=50 [samples>=2 [epochs>=1 [finetune_seconds [hidden "
+                        "[old_path 0|1]]]]]]\n");
         return 2;
     }
     gopt_error err = {0};
@@ -147,6 +150,45 @@ int main(int argc, char **argv) {
            t_bwd, t_sim);
     printf("conditioned decoder (Hc=%d, memory masks): one sample %.3f s, one teacher-forced logprob %.3f s\n",
            pc.cond_hidden, t_sample, t_logp);
+    {
+        /* the PPO step's teacher-forced replays: K action sets one by one (K logprob passes) and
+         * together (one batched backward, whose network part is one single backward's) */
+        int32_t *kb = malloc(sizeof(int32_t) * 3 * (size_t)n * K);
+        gopt_policy_actions *ka = malloc(sizeof(gopt_policy_actions) * K);
+        float *kw = malloc(sizeof(float) * 3 * (size_t)n * K);
+        if (!kb || !ka || !kw) return 1;
+        for (int k = 0; k < K; k++) {
+            int32_t *b = kb + (size_t)k * 3 * n;
+            ka[k] = (gopt_policy_actions){b, b + n, b + 2 * (size_t)n};
+            CHECK(gopt_policy_sample(pol, &rng, &ka[k], &err));
+        }
+        for (size_t i = 0; i < 3 * (size_t)n * K; i++) kw[i] = -1e-4f;
+        /* CPU seconds too: on a loaded machine the wall times of these short calls are noise */
+        double c0 = cpu_seconds();
+        t0 = gopt_now_seconds();
+        for (int k = 0; k < K; k++) CHECK(gopt_policy_logprob(pol, &ka[k], NULL, NULL, NULL, NULL, &err));
+        double t_seq = gopt_now_seconds() - t0, c_seq = cpu_seconds() - c0;
+        c0 = cpu_seconds();
+        t0 = gopt_now_seconds();
+        CHECK(gopt_policy_logprob(pol, &ka[0], NULL, NULL, NULL, NULL, &err));
+        double t_lp1 = gopt_now_seconds() - t0, c_lp1 = cpu_seconds() - c0;
+        c0 = cpu_seconds();
+        t0 = gopt_now_seconds();
+        CHECK(gopt_policy_backward(pol, &ka[0], kw, NULL, &err));
+        double t_one = gopt_now_seconds() - t0, c_one = cpu_seconds() - c0;
+        c0 = cpu_seconds();
+        t0 = gopt_now_seconds();
+        CHECK(gopt_policy_backward_batch(pol, K, ka, kw, NULL, &err));
+        double t_bb = gopt_now_seconds() - t0, c_bb = cpu_seconds() - c0;
+        gopt_policy_zero_grad(pol);
+        double t_rep = t_bb - t_one + t_lp1, c_rep = c_bb - c_one + c_lp1;
+        printf("replay of K=%d action sets: one by one (K logprobs) %.3f s, cpu %.3f s; batched with gradients %.3f s, "
+               "cpu %.3f s (backward of K sets - backward of one + one logprob; cpu %.3f - %.3f + %.3f s)\n",
+               K, t_seq, c_seq, t_rep, c_rep, c_bb, c_one, c_lp1);
+        free(kb);
+        free(ka);
+        free(kw);
+    }
 
     /* warm start (imitation), then the timed PPO step */
     gopt_trainer_stats st;
@@ -165,7 +207,7 @@ int main(int argc, char **argv) {
     printf("  = %.1f forward+backward passes; the floor of %d forwards + %d backwards is %.2f s\n", t_step / fb, E + 1,
            E, (E + 1) * t_fwd + E * t_bwd);
     printf("  best sample %.4g ms = %.3fx reference, mean %.3fx\n", st.best_step_s * 1e3, st.best_rel, st.mean_rel);
-    {
+    if (old_path) {
         /* the old path in the same run: one network backward per sample (--backward rounds) */
         gopt_trainer_options orr = o;
         orr.imitate_steps = 0;

@@ -28,8 +28,11 @@
  * logprob is exact for the decoder's distribution.
  * Sampling draws one uniform per decision (placement only at a unit's first
  * member) from the caller's gopt_rng: one RNG state gives one answer.
- * Cost per pass: O(n (P + F) + m + units * ndev * Hc * NPHI); the backward
- * replays one pass per action set, then ONE network backward.
+ * Cost per pass: O(n (P + F) + m + units * ndev * Hc * NPHI) per action set;
+ * the backward of k action sets replays them together (up to 16 sets per
+ * pass over the nodes, each node's k decisions side by side, so the node's
+ * shared inputs are read once while they are in cache), then runs ONE
+ * network backward.
  */
 #include <math.h>
 #include <string.h>
@@ -43,7 +46,7 @@ static uint32_t full_mask(int w) { return w >= 32 ? 0xffffffffu : (1u << w) - 1u
 static inline float fast_tanh(float x) {
     if (x != x) return x;
     x = x > 9.0f ? 9.0f : x < -9.0f ? -9.0f : x;
-    float e = gopt_fast_expf(2.0f * x);
+    float e = gopt_expf_inline(2.0f * x);
     return (e - 1.0f) / (e + 1.0f);
 }
 
@@ -231,7 +234,8 @@ typedef struct {
 
 static double edge_weight(const gopt_frozen *fz, int32_t slot) { return fz->edge_bytes[fz->in_eid[slot]] + 1.0; }
 
-/* phi (ndev, NPHI) of unit u decided at rank i, for every device:
+/* phi (ndev, NPHI) of unit u decided at rank i, for every device, in the
+ * state s of one action set whose decided devices are in place (node ids):
  *   0 share of the unit's input bytes (from outside the unit) whose producer is decided and on d
  *   1 the decided producer of the unit's largest input is on d
  *   2 committed compute of d / fair share (total time / ndev)
@@ -243,7 +247,8 @@ static double edge_weight(const gopt_frozen *fz, int32_t slot) { return fz->edge
  *   8..8+H-1 (cfg.hints = H) hint placement h puts the unit on d (gopt_policy_set_hints; 0 without)
  *   8+H the agreement of d: sum over the hints that put the unit on d of the share of the units
  *       decided so far that followed that hint (0 at the first unit) */
-static void phi_features(const gopt_policy *p, const dec_state *s, int u, double charge, float *phi) {
+static void phi_features(const gopt_policy *p, const dec_state *s, const int32_t *place, int u, double charge,
+                         float *phi) {
     const gopt_frozen *fz = p->fz;
     const policy_acts *A = &p->A;
     const int nd = p->ndev;
@@ -253,12 +258,12 @@ static void phi_features(const gopt_policy *p, const dec_state *s, int u, double
     for (int32_t k = A->unit_ptr[u]; k < A->unit_ptr[u + 1]; k++) {
         int32_t v = fz->topo[A->unit_idx[k]];
         for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1]; e++) {
-            int32_t rq = fz->rank[fz->in_src[e]], uq = A->unit_of[rq];
+            int32_t q = fz->in_src[e], uq = A->unit_of[fz->rank[q]];
             if (uq == u) continue;
             double w = edge_weight(fz, e);
             tot += w;
             if (A->unit_rep[uq] >= rep) continue; /* not decided yet */
-            int d = A->dev_rank[rq];
+            int d = place[q];
             inb[d] += w;
             if (w > best) {
                 best = w;
@@ -291,19 +296,20 @@ static void phi_features(const gopt_policy *p, const dec_state *s, int u, double
     }
 }
 
-/* psi (NPSI) of node v at rank i on its device dv:
+/* psi (NPSI) of node v at rank i on its device dv (every producer of v is decided):
  *   0 share of v's input bytes produced on dv
  *   1 the producer of v's largest input is on dv
  *   2 the previous node (rank i - 1) is on dv
  *   3 committed compute of dv minus the mean over devices, / fair share
  *   4 committed memory of dv / its capacity (0 without memory inputs)
- *   5..7 (cfg.hints) the hint's per-node features (gopt_policy_set_hints; 0 without hints) */
-static void psi_features(const gopt_policy *p, const dec_state *s, int32_t v, int dv, float *psi) {
+ *   5..7 (cfg.hints) the hints' per-node features (gopt_policy_set_hints; 0 without hints) */
+static void psi_features(const gopt_policy *p, const dec_state *s, const int32_t *place, int32_t v, int dv,
+                         float *psi) {
     const gopt_frozen *fz = p->fz;
     double same = 0, tot = 0, best = -1;
     int best_dev = -1;
     for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1]; e++) {
-        int d = p->A.dev_rank[fz->rank[fz->in_src[e]]];
+        int d = place[fz->in_src[e]];
         double w = edge_weight(fz, e);
         tot += w;
         if (d == dv) same += w;
@@ -348,181 +354,227 @@ static int choose(const float *lp, const float *z, int w, uint32_t mask, gopt_rn
     return choice;
 }
 
-/* dz_j = wl * (1[j = a] - p_j) + we * (-p_j (log p_j + H)) over allowed j. */
-static void row_grad(float *dz, const float *lp, int w, uint32_t mask, int a, float wl, float we, float ent) {
+/* dz_j = wl * (1[j = a] - p_j) + we * (-p_j (log p_j + H)) over allowed j (pr: the row's
+ * probabilities from gopt_logsoftmax_row). */
+static void row_grad(float *dz, const float *lp, const double *pr, int w, uint32_t mask, int a, float wl, float we,
+                     float ent) {
     for (int j = 0; j < w; j++) {
         dz[j] = 0.0f;
         if (!((mask >> j) & 1u)) continue;
-        double pj = exp((double)lp[j]);
+        double pj = pr[j];
         double g = wl * ((j == a ? 1.0 : 0.0) - pj) - we * pj * ((double)lp[j] + ent);
         dz[j] = (float)g;
     }
 }
 
-/* One pass over the nodes in topological order: decide (or read) every
- * action with the conditioned logits; report log-probabilities and
- * entropies; accumulate gradients when o->grad. */
-static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err) {
+/* The scorer's hidden rows of one unit for one action set: th[d] = tanh(vb +
+ * phi_d U) for every device d (one flat loop over the ndev x Hc values, so
+ * the tanh vectorizes; a masked device's row is computed and ignored), and
+ * c[d] = w . th[d] added to z[d] for the allowed ones. */
+static inline __attribute__((always_inline))
+void scorer_rows(const gopt_policy *p, const float *phi, const float *vb, uint32_t mask, float *th, float *z) {
+    const int nd = p->ndev, Hc = p->cfg.cond_hidden, nphi = POLICY_CFG_NPHI(&p->cfg);
+    for (int d = 0; d < nd; d++) {
+        const float *f = phi + (size_t)d * nphi;
+        float *h = th + (size_t)d * Hc;
+        memcpy(h, vb, sizeof(float) * (size_t)Hc);
+        for (int j = 0; j < nphi; j++) { /* most features are 0 (indicators, shares) */
+            const float fj = f[j];
+            if (fj == 0.0f) continue;
+            const float *uj = p->P.cond_u + (size_t)j * Hc;
+            for (int k = 0; k < Hc; k++) h[k] += fj * uj[k];
+        }
+    }
+    const int nh = nd * Hc;
+    for (int k = 0; k < nh; k++) th[k] = fast_tanh(th[k]);
+    for (int d = 0; d < nd; d++) {
+        if (!((mask >> d) & 1u)) continue;
+        const float *h = th + (size_t)d * Hc;
+        float c = 0.0f;
+        for (int k = 0; k < Hc; k++) c += p->P.cond_w[k] * h[k];
+        z[d] += c;
+    }
+}
+
+/* The action sets replayed together: at most REPLAY_BLOCK per pass over the nodes. */
+#define REPLAY_BLOCK 16
+
+/* One pass over the nodes in topological order for k <= REPLAY_BLOCK action
+ * sets together (node by node, each node's k decisions side by side): decide
+ * (or read) every action with the conditioned logits; report
+ * log-probabilities and entropies; accumulate gradients when o[s].grad.
+ * Each set's arithmetic is the same as on its own, in the same order, so its
+ * decisions, log-probabilities, entropies and logit gradients do not depend
+ * on k; only the decoder's own weight gradients (sums over sets and nodes)
+ * are added in another order (node-major), equal within float rounding. */
+GOPT_SIMD_CLONES
+static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gopt_error *err) {
     const gopt_frozen *fz = p->fz;
     policy_acts *A = &p->A;
     policy_bwd *B = &p->B;
     const int n = p->n, nd = p->ndev, W = p->width[GOPT_TASK_PLACE], Hc = p->cfg.cond_hidden, S = p->cfg.segment;
     const int has_mem = p->in_mem && p->in_cap;
-    const int need_lp = !o->decide || o->rng; /* greedy decoding needs no softmax */
-    gopt_policy_actions *a = o->a;
-    dec_state s;
-    memset(&s, 0, sizeof s);
-    s.prev_dev = -1;
+    dec_state st[REPLAY_BLOCK];
+    double tl[REPLAY_BLOCK][GOPT_TASK_COUNT], te[REPLAY_BLOCK][GOPT_TASK_COUNT];
+    memset(st, 0, sizeof st);
+    memset(tl, 0, sizeof tl);
+    memset(te, 0, sizeof te);
+    for (int b = 0; b < k; b++) {
+        st[b].prev_dev = -1;
+        if (o[b].logp) memset(o[b].logp, 0, sizeof(float) * 3 * (size_t)n);
+        if (o[b].ent) memset(o[b].ent, 0, sizeof(float) * 3 * (size_t)n);
+    }
     const int nphi = POLICY_CFG_NPHI(&p->cfg), npsi = POLICY_CFG_NPSI(&p->cfg);
     float phi[GOPT_POLICY_MAX_DEVICES * POLICY_MAX_PHI], th[GOPT_POLICY_MAX_DEVICES * POLICY_MAX_COND];
-    float z[32], lp[32], dz[32], psi[POLICY_MAX_PSI];
-    if (o->logp) memset(o->logp, 0, sizeof(float) * 3 * (size_t)n);
-    if (o->ent) memset(o->ent, 0, sizeof(float) * 3 * (size_t)n);
-    double tl[GOPT_TASK_COUNT] = {0}, te[GOPT_TASK_COUNT] = {0};
+    float z[32], lp[32], dz[32], psi[POLICY_MAX_PSI], vb[POLICY_MAX_COND];
+    double pr[32];
     for (int i = 0; i < n; i++) {
         const int32_t v = fz->topo[i];
         const int u = A->unit_of[i];
         if (A->unit_rep[u] == i) { /* ---- placement of the unit ---- */
             double t_u = 0, charge = 0;
-            for (int32_t k = A->unit_ptr[u]; k < A->unit_ptr[u + 1]; k++) {
-                int32_t m = fz->topo[A->unit_idx[k]];
-                t_u += p->in_time ? p->in_time[m] : 1.0;
-                if (has_mem) charge += p->in_mem[m];
-            }
-            uint32_t mask = A->unit_mask[u];
-            if (has_mem) { /* memory-safe by construction: keep the devices that fit, if any */
-                uint32_t fit = 0;
-                for (int d = 0; d < nd; d++)
-                    if (((mask >> d) & 1u) && s.mem[d] + charge <= p->in_cap[d] * (1.0 + 1e-9)) fit |= 1u << d;
-                if (fit) mask = fit;
+            for (int32_t m = A->unit_ptr[u]; m < A->unit_ptr[u + 1]; m++) {
+                int32_t vm = fz->topo[A->unit_idx[m]];
+                t_u += p->in_time ? p->in_time[vm] : 1.0;
+                if (has_mem) charge += p->in_mem[vm];
             }
             const float *base = A->pooled + (size_t)u * W;
-            for (int d = 0; d < W; d++) z[d] = base[d];
             if (Hc > 0) {
-                phi_features(p, &s, u, charge, phi);
                 const float *vh = A->vh_unit + (size_t)u * Hc;
-                float vb[POLICY_MAX_COND];
-                for (int k = 0; k < Hc; k++) vb[k] = vh[k] + p->P.cond_b[k];
-                for (int d = 0; d < nd; d++) {
-                    if (!((mask >> d) & 1u)) continue;
-                    const float *f = phi + (size_t)d * nphi;
-                    float *h = th + (size_t)d * Hc, c = 0.0f;
-                    memcpy(h, vb, sizeof(float) * (size_t)Hc);
-                    for (int j = 0; j < nphi; j++) { /* most features are 0 (indicators, shares) */
-                        const float fj = f[j];
-                        if (fj == 0.0f) continue;
-                        const float *uj = p->P.cond_u + (size_t)j * Hc;
-                        for (int k = 0; k < Hc; k++) h[k] += fj * uj[k];
-                    }
-                    for (int k = 0; k < Hc; k++) h[k] = fast_tanh(h[k]);
-                    for (int k = 0; k < Hc; k++) c += p->P.cond_w[k] * h[k];
-                    z[d] += c;
+                for (int c = 0; c < Hc; c++) vb[c] = vh[c] + p->P.cond_b[c];
+            }
+            for (int b = 0; b < k; b++) {
+                const replay_opts *ob = &o[b];
+                dec_state *s = &st[b];
+                gopt_policy_actions *a = ob->a;
+                const int need_lp = !ob->decide || ob->rng; /* greedy decoding needs no softmax */
+                uint32_t mask = A->unit_mask[u];
+                if (has_mem) { /* memory-safe by construction: keep the devices that fit, if any */
+                    uint32_t fit = 0;
+                    for (int d = 0; d < nd; d++)
+                        if (((mask >> d) & 1u) && s->mem[d] + charge <= p->in_cap[d] * (1.0 + 1e-9)) fit |= 1u << d;
+                    if (fit) mask = fit;
                 }
-            }
-            float ent = need_lp ? (float)gopt_logsoftmax_row(lp, z, W, mask) : 0.0f;
-            int x;
-            if (o->decide) {
-                x = choose(lp, z, W, mask, o->rng);
-                if (!need_lp) lp[x] = 0.0f;
-            } else {
-                x = a->place[v];
-                if (!((mask >> x) & 1u))
-                    return gopt_error_set(err, GOPT_EINVAL,
-                                          "policy: node %d: device %d is masked for it (its unit needs %.4g bytes; "
-                                          "device %d holds %.4g of %.4g)",
-                                          (int)v, x, charge, x, s.mem[x], has_mem ? p->in_cap[x] : 0.0);
-            }
-            tl[GOPT_TASK_PLACE] += lp[x];
-            te[GOPT_TASK_PLACE] += ent;
-            if (o->logp) o->logp[v] = lp[x];
-            if (o->ent) o->ent[v] = ent;
-            float wl = o->wfn ? o->wfn(o->wctx, o->set, GOPT_TASK_PLACE, v, lp[x]) : o->wl ? o->wl[v] : 0.0f;
-            float we = o->we ? o->we[v] : 0.0f;
-            if (o->grad && (wl != 0.0f || we != 0.0f)) {
-                row_grad(dz, lp, W, mask, x, wl, we, ent);
-                float *dp = B->dpooled + (size_t)u * W;
-                for (int d = 0; d < W; d++) dp[d] += dz[d];
+                for (int d = 0; d < W; d++) z[d] = base[d];
                 if (Hc > 0) {
-                    float *dvh = B->dvh_unit + (size_t)u * Hc;
-                    for (int d = 0; d < nd; d++) {
-                        if (!((mask >> d) & 1u) || dz[d] == 0.0f) continue;
-                        const float *f = phi + (size_t)d * nphi, *h = th + (size_t)d * Hc;
-                        for (int k = 0; k < Hc; k++) {
-                            p->G.cond_w[k] += dz[d] * h[k];
-                            float dpre = dz[d] * p->P.cond_w[k] * (1.0f - h[k] * h[k]);
-                            p->G.cond_b[k] += dpre;
-                            dvh[k] += dpre;
-                            for (int j = 0; j < nphi; j++) p->G.cond_u[j * Hc + k] += dpre * f[j];
+                    phi_features(p, s, a->place, u, charge, phi);
+                    scorer_rows(p, phi, vb, mask, th, z);
+                }
+                float ent = need_lp ? (float)gopt_logsoftmax_row(lp, pr, z, W, mask) : 0.0f;
+                int x;
+                if (ob->decide) {
+                    x = choose(lp, z, W, mask, ob->rng);
+                    if (!need_lp) lp[x] = 0.0f;
+                } else {
+                    x = a->place[v];
+                    if (!((mask >> x) & 1u))
+                        return gopt_error_set(err, GOPT_EINVAL,
+                                              "policy: node %d: device %d is masked for it (its unit needs %.4g "
+                                              "bytes; device %d holds %.4g of %.4g)",
+                                              (int)v, x, charge, x, s->mem[x], has_mem ? p->in_cap[x] : 0.0);
+                }
+                tl[b][GOPT_TASK_PLACE] += lp[x];
+                te[b][GOPT_TASK_PLACE] += ent;
+                if (ob->logp) ob->logp[v] = lp[x];
+                if (ob->ent) ob->ent[v] = ent;
+                float wl = ob->wfn ? ob->wfn(ob->wctx, ob->set, GOPT_TASK_PLACE, v, lp[x]) : ob->wl ? ob->wl[v] : 0.0f;
+                float we = ob->we ? ob->we[v] : 0.0f;
+                if (ob->grad && (wl != 0.0f || we != 0.0f)) {
+                    row_grad(dz, lp, pr, W, mask, x, wl, we, ent);
+                    float *dp = B->dpooled + (size_t)u * W;
+                    for (int d = 0; d < W; d++) dp[d] += dz[d];
+                    if (Hc > 0) {
+                        float *dvh = B->dvh_unit + (size_t)u * Hc;
+                        float dpre[POLICY_MAX_COND];
+                        for (int d = 0; d < nd; d++) {
+                            if (!((mask >> d) & 1u) || dz[d] == 0.0f) continue;
+                            const float *f = phi + (size_t)d * nphi, *h = th + (size_t)d * Hc;
+                            for (int c = 0; c < Hc; c++) {
+                                p->G.cond_w[c] += dz[d] * h[c];
+                                dpre[c] = dz[d] * p->P.cond_w[c] * (1.0f - h[c] * h[c]);
+                                p->G.cond_b[c] += dpre[c];
+                                dvh[c] += dpre[c];
+                            }
+                            for (int j = 0; j < nphi; j++)
+                                for (int c = 0; c < Hc; c++) p->G.cond_u[j * Hc + c] += dpre[c] * f[j];
                         }
                     }
                 }
+                if (ob->decide)
+                    for (int32_t m = A->unit_ptr[u]; m < A->unit_ptr[u + 1]; m++)
+                        a->place[fz->topo[A->unit_idx[m]]] = x;
+                s->load[x] += t_u;
+                s->load_sum += t_u;
+                s->mem[x] += charge;
+                if (p->cfg.hints && p->hint_dev) {
+                    const int32_t vr = fz->topo[A->unit_rep[u]];
+                    for (int h = 0; h < p->cfg.hints; h++) s->agree[h] += p->hint_dev[(size_t)h * n + vr] == x;
+                }
+                s->units++;
             }
-            for (int32_t k = A->unit_ptr[u]; k < A->unit_ptr[u + 1]; k++) {
-                A->dev_rank[A->unit_idx[k]] = x;
-                if (o->decide) a->place[fz->topo[A->unit_idx[k]]] = x;
-            }
-            s.load[x] += t_u;
-            s.load_sum += t_u;
-            s.mem[x] += charge;
-            if (p->cfg.hints && p->hint_dev) {
-                const int32_t vr = fz->topo[A->unit_rep[u]];
-                for (int h = 0; h < p->cfg.hints; h++) s.agree[h] += p->hint_dev[(size_t)h * n + vr] == x;
-            }
-            s.units++;
         }
         /* ---- schedule and fusion of node v on its device ---- */
-        const int dv = A->dev_rank[i];
-        if (Hc > 0) psi_features(p, &s, v, dv, psi);
-        for (int t = GOPT_TASK_SCHED; t < GOPT_TASK_COUNT; t++) {
-            const int w = p->width[t];
-            const float *base = A->head[t].logits + (size_t)i * w;
-            const float *wc = t == GOPT_TASK_SCHED ? p->P.cond_sched : p->P.cond_fuse;
-            for (int j = 0; j < w; j++) {
-                float zz = base[j];
-                if (Hc > 0)
-                    for (int m = 0; m < npsi; m++) zz += psi[m] * wc[m * w + j];
-                z[j] = zz;
-            }
-            const uint32_t mask = full_mask(w);
-            float ent = need_lp ? (float)gopt_logsoftmax_row(lp, z, w, mask) : 0.0f;
-            int32_t *act = action_array(a, t);
-            int x = o->decide ? choose(lp, z, w, mask, o->rng) : act[v];
-            if (!need_lp) lp[x] = 0.0f;
-            if (o->decide) act[v] = x;
-            tl[t] += lp[x];
-            te[t] += ent;
-            if (o->logp) o->logp[(size_t)t * n + v] = lp[x];
-            if (o->ent) o->ent[(size_t)t * n + v] = ent;
-            float wl = o->wfn   ? o->wfn(o->wctx, o->set, t, v, lp[x])
-                       : o->wl ? o->wl[(size_t)t * n + v]
-                               : 0.0f;
-            float we = o->we ? o->we[(size_t)t * n + v] : 0.0f;
-            if (o->grad && (wl != 0.0f || we != 0.0f)) {
-                row_grad(dz, lp, w, mask, x, wl, we, ent);
-                float *dl = B->dlogits[t] + (size_t)i * w;
-                for (int j = 0; j < w; j++) dl[j] += dz[j];
-                if (Hc > 0) {
-                    float *gc = t == GOPT_TASK_SCHED ? p->G.cond_sched : p->G.cond_fuse;
-                    for (int m = 0; m < npsi; m++)
-                        for (int j = 0; j < w; j++) gc[m * w + j] += psi[m] * dz[j];
+        for (int b = 0; b < k; b++) {
+            const replay_opts *ob = &o[b];
+            dec_state *s = &st[b];
+            gopt_policy_actions *a = ob->a;
+            const int need_lp = !ob->decide || ob->rng;
+            const int dv = a->place[v];
+            if (Hc > 0) psi_features(p, s, a->place, v, dv, psi);
+            for (int t = GOPT_TASK_SCHED; t < GOPT_TASK_COUNT; t++) {
+                const int w = p->width[t];
+                const float *base = A->head[t].logits + (size_t)i * w;
+                const float *wc = t == GOPT_TASK_SCHED ? p->P.cond_sched : p->P.cond_fuse;
+                for (int j = 0; j < w; j++) {
+                    float zz = base[j];
+                    if (Hc > 0)
+                        for (int m = 0; m < npsi; m++) zz += psi[m] * wc[m * w + j];
+                    z[j] = zz;
+                }
+                const uint32_t mask = full_mask(w);
+                float ent = need_lp ? (float)gopt_logsoftmax_row(lp, pr, z, w, mask) : 0.0f;
+                int32_t *act = action_array(a, t);
+                int x = ob->decide ? choose(lp, z, w, mask, ob->rng) : act[v];
+                if (!need_lp) lp[x] = 0.0f;
+                if (ob->decide) act[v] = x;
+                tl[b][t] += lp[x];
+                te[b][t] += ent;
+                if (ob->logp) ob->logp[(size_t)t * n + v] = lp[x];
+                if (ob->ent) ob->ent[(size_t)t * n + v] = ent;
+                float wl = ob->wfn  ? ob->wfn(ob->wctx, ob->set, t, v, lp[x])
+                           : ob->wl ? ob->wl[(size_t)t * n + v]
+                                    : 0.0f;
+                float we = ob->we ? ob->we[(size_t)t * n + v] : 0.0f;
+                if (ob->grad && (wl != 0.0f || we != 0.0f)) {
+                    row_grad(dz, lp, pr, w, mask, x, wl, we, ent);
+                    float *dl = B->dlogits[t] + (size_t)i * w;
+                    for (int j = 0; j < w; j++) dl[j] += dz[j];
+                    if (Hc > 0) {
+                        float *gc = t == GOPT_TASK_SCHED ? p->G.cond_sched : p->G.cond_fuse;
+                        for (int m = 0; m < npsi; m++)
+                            for (int j = 0; j < w; j++) gc[m * w + j] += psi[m] * dz[j];
+                    }
                 }
             }
-        }
-        /* ---- running state: segments and the previous node ---- */
-        s.cur_cnt[dv]++;
-        s.prev_dev = dv;
-        if ((i + 1) % S == 0) {
-            memcpy(s.prev_cnt, s.cur_cnt, sizeof s.prev_cnt);
-            memset(s.cur_cnt, 0, sizeof s.cur_cnt);
-            s.prev_total = S;
+            /* ---- running state: segments and the previous node ---- */
+            s->cur_cnt[dv]++;
+            s->prev_dev = dv;
+            if ((i + 1) % S == 0) {
+                memcpy(s->prev_cnt, s->cur_cnt, sizeof s->prev_cnt);
+                memset(s->cur_cnt, 0, sizeof s->cur_cnt);
+                s->prev_total = S;
+            }
         }
     }
-    for (int t = 0; t < GOPT_TASK_COUNT; t++) {
-        if (o->tl) o->tl[t] = tl[t];
-        if (o->te) o->te[t] = te[t];
-    }
+    for (int b = 0; b < k; b++)
+        for (int t = 0; t < GOPT_TASK_COUNT; t++) {
+            if (o[b].tl) o[b].tl[t] = tl[b][t];
+            if (o[b].te) o[b].te[t] = te[b][t];
+        }
     return GOPT_OK;
 }
+
+static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err) { return replay_block(p, 1, o, err); }
 
 static gopt_status decide(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *out, gopt_error *err) {
     gopt_status st = need_forward(p, out, rng ? "sample" : "greedy", err);
@@ -596,18 +648,22 @@ static gopt_status decode_backward_k(gopt_policy *p, int k, const gopt_policy_ac
     for (int t = 0; t < GOPT_TASK_COUNT; t++) memset(B->dlogits[t], 0, sizeof(float) * (size_t)n * p->width[t]);
     memset(B->dpooled, 0, sizeof(float) * (size_t)p->n_units * W);
     memset(B->dvh_unit, 0, sizeof(float) * (size_t)p->n_units * Hc);
-    for (int s = 0; s < k; s++) {
-        const float *wl = w_logp ? w_logp + (size_t)s * 3 * n : NULL, *we = s == 0 ? w_ent : NULL;
-        replay_opts o = {0}; /* replayed even without weights: it checks the memory masks */
-        o.a = (gopt_policy_actions *)&a[s]; /* read only */
-        o.wl = wl;
-        o.we = we;
-        o.wfn = wfn;
-        o.wctx = wctx;
-        o.set = s;
-        o.ent = s == 0 ? ent0 : NULL;
-        o.grad = 1;
-        if ((st = replay(p, &o, err))) return st;
+    replay_opts o[REPLAY_BLOCK];
+    for (int b0 = 0; b0 < k; b0 += REPLAY_BLOCK) {
+        const int kb = k - b0 < REPLAY_BLOCK ? k - b0 : REPLAY_BLOCK;
+        for (int b = 0; b < kb; b++) {
+            const int s = b0 + b;
+            /* replayed even without weights: it checks the memory masks */
+            o[b] = (replay_opts){.a = (gopt_policy_actions *)&a[s], /* read only */
+                                 .wl = w_logp ? w_logp + (size_t)s * 3 * n : NULL,
+                                 .we = s == 0 ? w_ent : NULL,
+                                 .wfn = wfn,
+                                 .wctx = wctx,
+                                 .set = s,
+                                 .ent = s == 0 ? ent0 : NULL,
+                                 .grad = 1};
+        }
+        if ((st = replay_block(p, kb, o, err))) return st;
     }
     /* pooled = mean of the members' logits (and scorer inputs) */
     for (int i = 0; i < n; i++) {

@@ -22,31 +22,12 @@ void gopt_gemm(const gopt_gemm_args *g) {
                 g->n, g->k, g->alpha, g->a, g->lda, g->b, g->ldb, g->beta, g->c, g->ldc);
 }
 
-/* Cephes expf: x = n ln2 + r, |r| <= ln2/2, exp(r) by a polynomial, 2^n by
- * building the exponent bits. Round-to-nearest by the 1.5 * 2^23 trick and
- * branch-free clamps, so that loops over it vectorize. */
-static inline float fast_expf(float x) {
-    x = x >= -87.0f ? x : -87.0f; /* NaN too: 2^n below is then built from n in [-126, 127] for any input */
-    x = x > 88.0f ? 88.0f : x;
-    float fn = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = x - fn * 0.693359375f;
-    r = r - fn * -2.12194440e-4f;
-    float p = 1.9875691500E-4f;
-    p = p * r + 1.3981999507E-3f;
-    p = p * r + 8.3334519073E-3f;
-    p = p * r + 4.1665795894E-2f;
-    p = p * r + 1.6666665459E-1f;
-    p = p * r + 5.0000001201E-1f;
-    p = p * r * r + r + 1.0f;
-    uint32_t bits = (uint32_t)((int32_t)fn + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
+#define fast_expf gopt_expf_inline
 
 float gopt_fast_expf(float x) { return fast_expf(x); }
 
 /* ---- linear ------------------------------------------------------------------ */
+GOPT_SIMD_CLONES
 void gopt_linear_forward(float *out, const float *in, const float *w, const float *b, const float *res, int n,
                          int in_dim, int out_dim) {
     for (int i = 0; i < n; i++) {
@@ -63,10 +44,10 @@ void gopt_linear_forward(float *out, const float *in, const float *w, const floa
               .ldb = out_dim, .c = out, .ldc = out_dim);
 }
 
-void gopt_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
-                          int n, int in_dim, int out_dim) {
+static void linear_backward(float *din, float beta, float *dw, float *db, const float *dout, const float *in,
+                            const float *w, int n, int in_dim, int out_dim) {
     if (din)
-        GOPT_GEMM(.trans_b = 1, .m = n, .n = in_dim, .k = out_dim, .alpha = 1.0f, .beta = 1.0f, .a = dout,
+        GOPT_GEMM(.trans_b = 1, .m = n, .n = in_dim, .k = out_dim, .alpha = 1.0f, .beta = beta, .a = dout,
                   .lda = out_dim, .b = w, .ldb = out_dim, .c = din, .ldc = in_dim);
     if (dw)
         GOPT_GEMM(.trans_a = 1, .m = in_dim, .n = out_dim, .k = n, .alpha = 1.0f, .beta = 1.0f, .a = in,
@@ -78,11 +59,23 @@ void gopt_linear_backward(float *din, float *dw, float *db, const float *dout, c
         }
 }
 
+void gopt_linear_backward(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
+                          int n, int in_dim, int out_dim) {
+    linear_backward(din, 1.0f, dw, db, dout, in, w, n, in_dim, out_dim);
+}
+
+void gopt_linear_backward_set(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
+                              int n, int in_dim, int out_dim) {
+    linear_backward(din, 0.0f, dw, db, dout, in, w, n, in_dim, out_dim);
+}
+
 /* ---- relu ---------------------------------------------------------------------- */
+GOPT_SIMD_CLONES
 void gopt_relu_forward(float *x, size_t count) {
     for (size_t i = 0; i < count; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
+GOPT_SIMD_CLONES
 void gopt_relu_backward(float *dx, const float *out, size_t count) {
     for (size_t i = 0; i < count; i++) dx[i] = out[i] > 0.0f ? dx[i] : 0.0f;
 }
@@ -124,6 +117,7 @@ static inline float dot8(const float *x, const float *y, int d) {
 
 #define LN_MAX_D 1024
 
+GOPT_SIMD_CLONES
 void gopt_layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *w, const float *b,
                             const float *ms, const float *mb, int n, int d) {
     float sc[LN_MAX_D], sh[LN_MAX_D];
@@ -143,6 +137,7 @@ void gopt_layernorm_forward(float *out, float *mean, float *rstd, const float *i
     }
 }
 
+GOPT_SIMD_CLONES
 void gopt_layernorm_backward(float *din, float *dw, float *db, float *dms, float *dmb, const float *dout,
                              const float *in, const float *w, const float *ms, const float *mean, const float *rstd,
                              int n, int d) {
@@ -209,6 +204,7 @@ void gopt_meanpool_forward(float *g, const float *h, int n, int d) {
     for (int j = 0; j < d; j++) g[j] = (float)(acc[j] / n);
 }
 
+GOPT_SIMD_CLONES
 void gopt_meanpool_backward(float *dh, const float *dg, int n, int d) {
     float inv = 1.0f / (float)n;
     for (int i = 0; i < n; i++)
@@ -234,14 +230,20 @@ static void aggregate_one(float *mean, float *mx, const float *h, const int32_t 
     for (int j = 0; j < d; j++) mean[j] *= inv;
 }
 
-void gopt_sage_aggregate_forward(float *cat, const float *h, const int32_t *pred_ptr, const int32_t *pred_idx,
-                                 const int32_t *succ_ptr, const int32_t *succ_idx, int n, int d) {
-    for (int i = 0; i < n; i++) {
+GOPT_SIMD_CLONES
+void gopt_sage_aggregate_rows(float *cat, const float *h, const int32_t *pred_ptr, const int32_t *pred_idx,
+                              const int32_t *succ_ptr, const int32_t *succ_idx, int r0, int m, int d) {
+    for (int i = 0; i < m; i++) {
         float *c = cat + (size_t)i * 5 * d;
-        memcpy(c, h + (size_t)i * d, sizeof(float) * (size_t)d);
+        memcpy(c, h + (size_t)(r0 + i) * d, sizeof(float) * (size_t)d);
         aggregate_one(c + d, c + 2 * d, h, pred_idx + pred_ptr[i], pred_ptr[i + 1] - pred_ptr[i], d);
         aggregate_one(c + 3 * d, c + 4 * d, h, succ_idx + succ_ptr[i], succ_ptr[i + 1] - succ_ptr[i], d);
     }
+}
+
+void gopt_sage_aggregate_forward(float *cat, const float *h, const int32_t *pred_ptr, const int32_t *pred_idx,
+                                 const int32_t *succ_ptr, const int32_t *succ_idx, int n, int d) {
+    gopt_sage_aggregate_rows(cat, h, pred_ptr, pred_idx, succ_ptr, succ_idx, 0, n, d);
 }
 
 /* The max's gradient goes to the first neighbour holding the maximum (found
@@ -268,6 +270,7 @@ static void aggregate_one_backward(float *dh, const float *dmean, const float *d
     }
 }
 
+GOPT_SIMD_CLONES
 void gopt_sage_aggregate_backward(float *dh, const float *dcat, const float *cat, const float *h,
                                   const int32_t *pred_ptr, const int32_t *pred_idx, const int32_t *succ_ptr,
                                   const int32_t *succ_idx, int n, int d) {
@@ -283,15 +286,137 @@ void gopt_sage_aggregate_backward(float *dh, const float *dcat, const float *cat
 }
 
 /* ---- segment-recurrent attention ------------------------------------------------------- */
-void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos, int n,
-                          int d, int nh, int seg, float *scratch) {
+/* Register tiles of the forward's two products: 4 query rows x 8 columns
+ * (two 4-float vectors per row, GCC/Clang vector extensions) accumulated
+ * over the inner dimension, so each loaded key or value vector serves 4
+ * rows. Edge tiles take a scalar loop. Every output is one sum in index
+ * order of the inner dimension, whichever path computes it. */
+typedef float v8f __attribute__((vector_size(32))); /* two SSE registers, or one AVX register */
+#define V8_LOAD(v, x) memcpy(&(v), (x), sizeof(v8f))
+#define V8_STORE(x, v) memcpy((x), &(v), sizeof(v8f))
+
+/* s (sq, nk) = Q (sq, dh; row stride ldq) . keys, with Kt (dh, nk) the keys transposed */
+static inline __attribute__((always_inline))
+void attn_scores(float *s, const float *Q, int ldq, const float *Kt, int sq, int nk, int dh) {
+    for (int i0 = 0; i0 < sq; i0 += 4) {
+        const int ni = sq - i0 < 4 ? sq - i0 : 4;
+        for (int j0 = 0; j0 < nk; j0 += 8) {
+            const int nj = nk - j0 < 8 ? nk - j0 : 8;
+            if (ni == 4 && nj == 8) {
+                v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+                const float *q0 = Q + (size_t)i0 * ldq, *q1 = q0 + ldq, *q2 = q1 + ldq, *q3 = q2 + ldq;
+                for (int c = 0; c < dh; c++) {
+                    v8f k;
+                    V8_LOAD(k, Kt + (size_t)c * nk + j0);
+                    a0 += q0[c] * k, a1 += q1[c] * k, a2 += q2[c] * k, a3 += q3[c] * k;
+                }
+                float *o = s + (size_t)i0 * nk + j0;
+                V8_STORE(o, a0), V8_STORE(o + nk, a1), V8_STORE(o + 2 * nk, a2), V8_STORE(o + 3 * nk, a3);
+                continue;
+            }
+            for (int ii = 0; ii < ni; ii++)
+                for (int jj = 0; jj < nj; jj++) {
+                    float acc = 0.0f;
+                    for (int c = 0; c < dh; c++) acc += Q[(size_t)(i0 + ii) * ldq + c] * Kt[(size_t)c * nk + j0 + jj];
+                    s[(size_t)(i0 + ii) * nk + j0 + jj] = acc;
+                }
+        }
+    }
+}
+
+/* C (sq, dh; row stride ldc) = P (sq, nk; row stride ldp) V, value row j from Vm (j < nmem)
+ * or Vs (row j - nmem), row stride ldv each; acc = 1: C += instead. */
+static inline __attribute__((always_inline))
+void attn_values(float *C, int ldc, const float *P, int ldp, const float *Vm, const float *Vs, int ldv, int nmem,
+                 int sq, int nk, int dh, int acc) {
+    for (int i0 = 0; i0 < sq; i0 += 4) {
+        const int ni = sq - i0 < 4 ? sq - i0 : 4;
+        for (int c0 = 0; c0 < dh; c0 += 8) {
+            const int nc = dh - c0 < 8 ? dh - c0 : 8;
+            if (ni == 4 && nc == 8) {
+                v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+                const float *p0 = P + (size_t)i0 * ldp, *p1 = p0 + ldp, *p2 = p1 + ldp, *p3 = p2 + ldp;
+                for (int j = 0; j < nk; j++) {
+                    v8f v;
+                    V8_LOAD(v, (j < nmem ? Vm + (size_t)j * ldv : Vs + (size_t)(j - nmem) * ldv) + c0);
+                    a0 += p0[j] * v, a1 += p1[j] * v, a2 += p2[j] * v, a3 += p3[j] * v;
+                }
+                float *o = C + (size_t)i0 * ldc + c0;
+                if (acc) {
+                    v8f c;
+                    V8_LOAD(c, o), a0 += c, V8_LOAD(c, o + ldc), a1 += c;
+                    V8_LOAD(c, o + 2 * ldc), a2 += c, V8_LOAD(c, o + 3 * ldc), a3 += c;
+                }
+                V8_STORE(o, a0), V8_STORE(o + ldc, a1), V8_STORE(o + 2 * ldc, a2), V8_STORE(o + 3 * ldc, a3);
+                continue;
+            }
+            for (int ii = 0; ii < ni; ii++)
+                for (int cc = 0; cc < nc; cc++) {
+                    float sum = 0.0f;
+                    const int a = acc;
+                    for (int j = 0; j < nk; j++) {
+                        const float *v = j < nmem ? Vm + (size_t)j * ldv : Vs + (size_t)(j - nmem) * ldv;
+                        sum += P[(size_t)(i0 + ii) * ldp + j] * v[c0 + cc];
+                    }
+                    float *o = C + (size_t)(i0 + ii) * ldc + c0 + cc;
+                    *o = a ? *o + sum : sum;
+                }
+        }
+    }
+}
+
+/* C (m, nc; row stride ldc) += A^T B: A (k, m) read as A[i lda + j], B (k, nc; row stride ldb). */
+static inline __attribute__((always_inline))
+void attn_atb(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int m, int k, int nc) {
+    for (int j0 = 0; j0 < m; j0 += 4) {
+        const int nj = m - j0 < 4 ? m - j0 : 4;
+        for (int c0 = 0; c0 < nc; c0 += 8) {
+            const int ncc = nc - c0 < 8 ? nc - c0 : 8;
+            if (nj == 4 && ncc == 8) {
+                v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+                for (int i = 0; i < k; i++) {
+                    v8f b;
+                    V8_LOAD(b, B + (size_t)i * ldb + c0);
+                    const float *ai = A + (size_t)i * lda + j0;
+                    a0 += ai[0] * b, a1 += ai[1] * b, a2 += ai[2] * b, a3 += ai[3] * b;
+                }
+                float *o = C + (size_t)j0 * ldc + c0;
+                v8f c;
+                V8_LOAD(c, o), a0 += c, V8_LOAD(c, o + ldc), a1 += c;
+                V8_LOAD(c, o + 2 * ldc), a2 += c, V8_LOAD(c, o + 3 * ldc), a3 += c;
+                V8_STORE(o, a0), V8_STORE(o + ldc, a1), V8_STORE(o + 2 * ldc, a2), V8_STORE(o + 3 * ldc, a3);
+                continue;
+            }
+            for (int jj = 0; jj < nj; jj++)
+                for (int cc = 0; cc < ncc; cc++) {
+                    float sum = 0.0f;
+                    for (int i = 0; i < k; i++) sum += A[(size_t)i * lda + j0 + jj] * B[(size_t)i * ldb + c0 + cc];
+                    C[(size_t)(j0 + jj) * ldc + c0 + cc] += sum;
+                }
+        }
+    }
+}
+
+/* xt (dh, nk) = the nk rows (dh wide) transposed: the first nmem from Xm, the rest from Xs. */
+static inline __attribute__((always_inline))
+void attn_transpose(float *xt, const float *Xm, const float *Xs, int ld, int nmem, int nk, int dh) {
+    for (int c = 0; c < dh; c++) {
+        float *xc = xt + (size_t)c * nk;
+        for (int j = 0; j < nmem; j++) xc[j] = Xm[(size_t)j * ld + c];
+        for (int j = nmem; j < nk; j++) xc[j] = Xs[(size_t)(j - nmem) * ld + c];
+    }
+}
+
+GOPT_SIMD_CLONES
+void gopt_segattn_forward_rows(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos,
+                               int n, int d, int nh, int seg, float *scratch, int r0, int r1) {
     const int dh = d / nh, ld = 3 * d, s2 = 2 * seg, nrel = 3 * seg - 1;
     const float scale = 1.0f / sqrtf((float)dh);
-    const int shared = qkv_mem == qkv; /* memory rows are the previous rows of qkv: one product */
     float *rrev_all = scratch + (size_t)seg * s2;
+    float *kt = rrev_all + (size_t)nh * 3 * seg; /* (dh, nk): the keys of one head, transposed */
     for (int hh = 0; hh < nh; hh++)
         for (int t = 0; t < nrel; t++) rrev_all[(size_t)hh * nrel + t] = relpos[(size_t)hh * nrel + nrel - 1 - t];
-    for (int s0 = 0; s0 < n; s0 += seg) {
+    for (int s0 = r0; s0 < r1 && s0 < n; s0 += seg) {
         int sq = n - s0 < seg ? n - s0 : seg;
         int k0 = s0 == 0 ? 0 : s0 - seg;
         int nmem = s0 - k0, nk = nmem + sq;
@@ -300,16 +425,9 @@ void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float 
             const float *Km = qkv_mem + (size_t)k0 * ld + d + hh * dh, *Ks = qkv + (size_t)s0 * ld + d + hh * dh;
             const float *Vm = qkv_mem + (size_t)k0 * ld + 2 * d + hh * dh, *Vs = qkv + (size_t)s0 * ld + 2 * d + hh * dh;
             float *P = att + ((size_t)s0 * nh + hh) * s2;
-            if (shared) {
-                GOPT_GEMM(.trans_b = 1, .m = sq, .n = nk, .k = dh, .alpha = scale, .beta = 0.0f, .a = Q, .lda = ld,
-                          .b = Km, .ldb = ld, .c = scratch, .ldc = nk);
-            } else {
-                GOPT_GEMM(.trans_b = 1, .m = sq, .n = nmem, .k = dh, .alpha = scale, .beta = 0.0f, .a = Q, .lda = ld,
-                          .b = Km, .ldb = ld, .c = scratch, .ldc = nk);
-                GOPT_GEMM(.trans_b = 1, .m = sq, .n = sq, .k = dh, .alpha = scale, .beta = 0.0f, .a = Q, .lda = ld,
-                          .b = Ks, .ldb = ld, .c = scratch + nmem, .ldc = nk);
-            }
-            const float *rrev = scratch + (size_t)seg * s2 + (size_t)hh * nrel;
+            attn_transpose(kt, Km, Ks, ld, nmem, nk, dh); /* memory keys (from qkv_mem), then the segment's own */
+            attn_scores(scratch, Q, ld, kt, sq, nk, dh);
+            const float *rrev = rrev_all + (size_t)hh * nrel;
             for (int i = 0; i < sq; i++) {
                 float *row = scratch + (size_t)i * nk;
                 /* key j (row k0 + j) against query row s0 + i: offset s0 + i - k0 - j,
@@ -319,13 +437,13 @@ void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float 
                 int j = 0;
                 for (; j + 8 <= nk; j += 8)
                     for (int u = 0; u < 8; u++) {
-                        float x = row[j + u] + rpi[j + u];
+                        float x = row[j + u] * scale + rpi[j + u];
                         row[j + u] = x;
                         mx8[u] = x > mx8[u] ? x : mx8[u];
                     }
                 float mx = -INFINITY;
                 for (; j < nk; j++) {
-                    row[j] += rpi[j];
+                    row[j] = row[j] * scale + rpi[j];
                     mx = row[j] > mx ? row[j] : mx;
                 }
                 for (int u = 0; u < 8; u++) mx = mx8[u] > mx ? mx8[u] : mx;
@@ -336,27 +454,24 @@ void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float 
                 for (j = 0; j < nk; j++) p[j] = row[j] * inv;
                 for (j = nk; j < s2; j++) p[j] = 0.0f;
             }
-            float *C = ctx + (size_t)s0 * d + hh * dh;
-            if (shared) {
-                GOPT_GEMM(.m = sq, .n = dh, .k = nk, .alpha = 1.0f, .beta = 0.0f, .a = P, .lda = nh * s2, .b = Vm,
-                          .ldb = ld, .c = C, .ldc = d);
-            } else {
-                if (nmem)
-                    GOPT_GEMM(.m = sq, .n = dh, .k = nmem, .alpha = 1.0f, .beta = 0.0f, .a = P, .lda = nh * s2,
-                              .b = Vm, .ldb = ld, .c = C, .ldc = d);
-                GOPT_GEMM(.m = sq, .n = dh, .k = sq, .alpha = 1.0f, .beta = nmem ? 1.0f : 0.0f, .a = P + nmem,
-                          .lda = nh * s2, .b = Vs, .ldb = ld, .c = C, .ldc = d);
-            }
+            attn_values(ctx + (size_t)s0 * d + hh * dh, d, P, nh * s2, Vm, Vs, ld, nmem, sq, nk, dh, 0);
         }
     }
 }
 
-void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,
-                           const float *qkv_mem, const float *att, int n, int d, int nh, int seg, float *scratch) {
+void gopt_segattn_forward(float *ctx, float *att, const float *qkv, const float *qkv_mem, const float *relpos, int n,
+                          int d, int nh, int seg, float *scratch) {
+    gopt_segattn_forward_rows(ctx, att, qkv, qkv_mem, relpos, n, d, nh, seg, scratch, 0, n);
+}
+
+GOPT_SIMD_CLONES
+void gopt_segattn_backward_rows(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,
+                                const float *qkv_mem, const float *att, int n, int d, int nh, int seg, float *scratch,
+                                int r0, int r1) {
     const int dh = d / nh, ld = 3 * d, s2 = 2 * seg, nrel = 3 * seg - 1;
     const float scale = 1.0f / sqrtf((float)dh);
-    const int shared = qkv_mem == qkv;
-    for (int s0 = 0; s0 < n; s0 += seg) {
+    float *vt = scratch + (size_t)seg * s2 + (size_t)nh * 3 * seg; /* (dh, nk): values transposed */
+    for (int s0 = r0; s0 < r1 && s0 < n; s0 += seg) {
         int sq = n - s0 < seg ? n - s0 : seg;
         int k0 = s0 == 0 ? 0 : s0 - seg;
         int nmem = s0 - k0, nk = nmem + sq;
@@ -368,20 +483,11 @@ void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, co
             const float *Km = qkv_mem + (size_t)k0 * ld + d + hh * dh, *Ks = qkv + (size_t)s0 * ld + d + hh * dh;
             const float *Vm = qkv_mem + (size_t)k0 * ld + 2 * d + hh * dh, *Vs = qkv + (size_t)s0 * ld + 2 * d + hh * dh;
             /* dP = dctx V^T */
-            if (shared) {
-                GOPT_GEMM(.trans_b = 1, .m = sq, .n = nk, .k = dh, .alpha = 1.0f, .beta = 0.0f, .a = dc, .lda = d,
-                          .b = Vm, .ldb = ld, .c = scratch, .ldc = nk);
-            } else {
-                GOPT_GEMM(.trans_b = 1, .m = sq, .n = nmem, .k = dh, .alpha = 1.0f, .beta = 0.0f, .a = dc, .lda = d,
-                          .b = Vm, .ldb = ld, .c = scratch, .ldc = nk);
-                GOPT_GEMM(.trans_b = 1, .m = sq, .n = sq, .k = dh, .alpha = 1.0f, .beta = 0.0f, .a = dc, .lda = d,
-                          .b = Vs, .ldb = ld, .c = scratch + nmem, .ldc = nk);
-            }
+            attn_transpose(vt, Vm, Vs, ld, nmem, nk, dh);
+            attn_scores(scratch, dc, d, vt, sq, nk, dh);
             /* dV = P^T dctx, memory rows and own rows apart */
-            GOPT_GEMM(.trans_a = 1, .m = nmem, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = P, .lda = ldp,
-                      .b = dc, .ldb = d, .c = dqkv_mem + (size_t)k0 * ld + 2 * d + hh * dh, .ldc = ld);
-            GOPT_GEMM(.trans_a = 1, .m = sq, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = P + nmem, .lda = ldp,
-                      .b = dc, .ldb = d, .c = dqkv_self + (size_t)s0 * ld + 2 * d + hh * dh, .ldc = ld);
+            attn_atb(dqkv_mem + (size_t)k0 * ld + 2 * d + hh * dh, ld, P, ldp, dc, d, nmem, sq, dh);
+            attn_atb(dqkv_self + (size_t)s0 * ld + 2 * d + hh * dh, ld, P + nmem, ldp, dc, d, sq, sq, dh);
             /* softmax backward; relative-position bias gradient; fold the scale */
             float *drp = drelpos + (size_t)hh * nrel;
             for (int i = 0; i < sq; i++) {
@@ -398,41 +504,40 @@ void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, co
                 }
             }
             /* dQ = dS K ; dK = dS^T Q */
-            float *dQ = dqkv_self + (size_t)s0 * ld + hh * dh;
-            if (shared) {
-                GOPT_GEMM(.m = sq, .n = dh, .k = nk, .alpha = 1.0f, .beta = 1.0f, .a = scratch, .lda = nk, .b = Km,
-                          .ldb = ld, .c = dQ, .ldc = ld);
-            } else {
-                if (nmem)
-                    GOPT_GEMM(.m = sq, .n = dh, .k = nmem, .alpha = 1.0f, .beta = 1.0f, .a = scratch, .lda = nk,
-                              .b = Km, .ldb = ld, .c = dQ, .ldc = ld);
-                GOPT_GEMM(.m = sq, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = scratch + nmem, .lda = nk,
-                          .b = Ks, .ldb = ld, .c = dQ, .ldc = ld);
-            }
-            GOPT_GEMM(.trans_a = 1, .m = nmem, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = scratch, .lda = nk,
-                      .b = Q, .ldb = ld, .c = dqkv_mem + (size_t)k0 * ld + d + hh * dh, .ldc = ld);
-            GOPT_GEMM(.trans_a = 1, .m = sq, .n = dh, .k = sq, .alpha = 1.0f, .beta = 1.0f, .a = scratch + nmem,
-                      .lda = nk, .b = Q, .ldb = ld, .c = dqkv_self + (size_t)s0 * ld + d + hh * dh, .ldc = ld);
+            attn_values(dqkv_self + (size_t)s0 * ld + hh * dh, ld, scratch, nk, Km, Ks, ld, nmem, sq, nk, dh, 1);
+            attn_atb(dqkv_mem + (size_t)k0 * ld + d + hh * dh, ld, scratch, nk, Q, ld, nmem, sq, dh);
+            attn_atb(dqkv_self + (size_t)s0 * ld + d + hh * dh, ld, scratch + nmem, nk, Q, ld, sq, sq, dh);
         }
     }
 }
 
+void gopt_segattn_backward(float *dqkv_self, float *dqkv_mem, float *drelpos, const float *dctx, const float *qkv,
+                           const float *qkv_mem, const float *att, int n, int d, int nh, int seg, float *scratch) {
+    gopt_segattn_backward_rows(dqkv_self, dqkv_mem, drelpos, dctx, qkv, qkv_mem, att, n, d, nh, seg, scratch, 0, n);
+}
+
 /* ---- masked log-softmax ------------------------------------------------------------------ */
-double gopt_logsoftmax_row(float *logp, const float *z, int width, uint32_t mask) {
-    double mx = -INFINITY;
+double gopt_logsoftmax_row(float *logp, double *prob, const float *z, int width, uint32_t mask) {
+    double mx = -INFINITY, e[32];
+    assert(width <= 32);
     for (int j = 0; j < width; j++)
         if ((mask >> j) & 1u && z[j] > mx) mx = z[j];
     double s = 0.0;
-    for (int j = 0; j < width; j++)
-        if ((mask >> j) & 1u) s += exp((double)z[j] - mx);
-    double lse = mx + log(s), ent = 0.0;
+    for (int j = 0; j < width; j++) {
+        e[j] = (mask >> j) & 1u ? exp((double)z[j] - mx) : 0.0;
+        s += e[j];
+    }
+    const double lse = mx + log(s), inv = 1.0 / s;
+    double ent = 0.0;
     for (int j = 0; j < width; j++) {
         if ((mask >> j) & 1u) {
-            double lp = (double)z[j] - lse;
+            double lp = (double)z[j] - lse, pj = e[j] * inv;
             logp[j] = (float)lp;
-            ent -= exp(lp) * lp;
+            ent -= pj * lp;
+            if (prob) prob[j] = pj;
         } else {
             logp[j] = -INFINITY;
+            if (prob) prob[j] = 0.0;
         }
     }
     return ent;

@@ -281,6 +281,8 @@ int gopt_policy_debug_freeze_memory(gopt_policy *p, int on) {
     return 0;
 }
 
+void gopt_policy_debug_chunk(gopt_policy *p, int segments) { p->fwd_chunk = segments > 0 ? segments : 0; }
+
 const gopt_policy_config *gopt_policy_get_config(const gopt_policy *p) { return &p->cfg; }
 size_t gopt_policy_num_params(const gopt_policy *p) { return p->nparams; }
 int gopt_policy_num_tensors(const gopt_policy *p) { return p->nt; }
@@ -369,7 +371,7 @@ static void carve_acts(gopt_policy *p, carver *cv, size_t N, size_t M) {
     A->vh = CARVE_F(cv, N * (size_t)c->cond_hidden);
     A->vh_unit = CARVE_F(cv, N * (size_t)c->cond_hidden);
     A->dev_rank = CARVE_I(cv, N);
-    p->seg_scratch_fwd = CARVE_F(cv, GOPT_SEGATTN_SCRATCH(S, H));
+    p->seg_scratch_fwd = CARVE_F(cv, GOPT_SEGATTN_SCRATCH(S, H, D));
 }
 
 static void carve_bwd(gopt_policy *p, carver *cv, size_t N) {
@@ -391,7 +393,7 @@ static void carve_bwd(gopt_policy *p, carver *cv, size_t N) {
     B->dg = CARVE_F(cv, D);
     B->dms = CARVE_F(cv, D);
     B->dmb = CARVE_F(cv, D);
-    B->seg_scratch = CARVE_F(cv, GOPT_SEGATTN_SCRATCH(S, H));
+    B->seg_scratch = CARVE_F(cv, GOPT_SEGATTN_SCRATCH(S, H, D));
 }
 
 gopt_status gopt_policy_reserve(gopt_policy *p, int32_t n_nodes, int32_t n_edges, int with_backward,
@@ -440,26 +442,51 @@ gopt_status gopt_policy_reserve(gopt_policy *p, int32_t n_nodes, int32_t n_edges
 }
 
 /* ---- forward -------------------------------------------------------------------- */
-static double attn_layer_forward(gopt_policy *p, int k, const float *hin, int n) {
+#define FWD_CHUNK 32 /* segments per chunk of the forward's row-local work */
+
+/* Rows [r0, r0 + m) of attention layer k (r0 a multiple of the segment): hin is the layer's
+ * input (all rows). The attention reads keys and values from row r0 - segment on, which the
+ * chunk before computed. */
+static void attn_layer_rows(gopt_policy *p, int k, const float *hin, int n, int r0, int m) {
     const gopt_policy_config *c = &p->cfg;
     const int D = c->hidden, Fh = D * c->ffn_mult;
     const attn_params *w = &p->P.attn[k];
     attn_acts *a = &p->A.attn[k];
-    gopt_film_forward(a->ms, a->mb, p->A.g, w->film_s, w->film_b, D);
-    gopt_layernorm_forward(a->x1, a->mean1, a->rstd1, hin, w->ln1_w, w->ln1_b, a->ms, a->mb, n, D);
-    gopt_linear_forward(a->qkv, a->x1, w->qkv_w, w->qkv_b, NULL, n, D, 3 * D);
+    const size_t o = (size_t)r0;
+    gopt_layernorm_forward(a->x1 + o * D, a->mean1 + o, a->rstd1 + o, hin + o * D, w->ln1_w, w->ln1_b, a->ms, a->mb, m,
+                           D);
+    gopt_linear_forward(a->qkv + o * 3 * D, a->x1 + o * D, w->qkv_w, w->qkv_b, NULL, m, D, 3 * D);
     const float *qkv_mem = a->qkv;
     if (p->frozen_x1[k]) { /* test hook: memory from the snapshot, current weights */
-        gopt_linear_forward(p->frozen_qkv[k], p->frozen_x1[k], w->qkv_w, w->qkv_b, NULL, n, D, 3 * D);
+        gopt_linear_forward(p->frozen_qkv[k] + o * 3 * D, p->frozen_x1[k] + o * D, w->qkv_w, w->qkv_b, NULL, m, D,
+                            3 * D);
         qkv_mem = p->frozen_qkv[k];
     }
-    gopt_segattn_forward(a->ctx, a->att, a->qkv, qkv_mem, w->relpos, n, D, c->heads, c->segment, p->seg_scratch_fwd);
-    gopt_linear_forward(a->h2, a->ctx, w->proj_w, w->proj_b, hin, n, D, D);
-    gopt_layernorm_forward(a->x2, a->mean2, a->rstd2, a->h2, w->ln2_w, w->ln2_b, NULL, NULL, n, D);
-    gopt_linear_forward(a->f1, a->x2, w->fc1_w, w->fc1_b, NULL, n, D, Fh);
-    gopt_relu_forward(a->f1, (size_t)n * Fh);
-    gopt_linear_forward(a->out, a->f1, w->fc2_w, w->fc2_b, a->h2, n, Fh, D);
-    /* flops: projections + scores and values over (self + memory) keys */
+    gopt_segattn_forward_rows(a->ctx, a->att, a->qkv, qkv_mem, w->relpos, n, D, c->heads, c->segment,
+                              p->seg_scratch_fwd, r0, r0 + m);
+    gopt_linear_forward(a->h2 + o * D, a->ctx + o * D, w->proj_w, w->proj_b, hin + o * D, m, D, D);
+    gopt_layernorm_forward(a->x2 + o * D, a->mean2 + o, a->rstd2 + o, a->h2 + o * D, w->ln2_w, w->ln2_b, NULL, NULL,
+                           m, D);
+    gopt_linear_forward(a->f1 + o * Fh, a->x2 + o * D, w->fc1_w, w->fc1_b, NULL, m, D, Fh);
+    gopt_relu_forward(a->f1 + o * Fh, (size_t)m * Fh);
+    gopt_linear_forward(a->out + o * D, a->f1 + o * Fh, w->fc2_w, w->fc2_b, a->h2 + o * D, m, Fh, D);
+}
+
+/* Rows [r0, r0 + m) of task head t (its layer's output h, all rows). */
+static void head_rows(gopt_policy *p, int t, const float *h, int r0, int m) {
+    const int D = p->cfg.hidden, W = p->width[t], Hc = p->cfg.cond_hidden;
+    head_acts *ha = &p->A.head[t];
+    const head_params *hp = &p->P.head[t];
+    const size_t o = (size_t)r0;
+    gopt_layernorm_forward(ha->x + o * D, ha->mean + o, ha->rstd + o, h + o * D, hp->ln_w, hp->ln_b, NULL, NULL, m, D);
+    gopt_linear_forward(ha->logits + o * W, ha->x + o * D, hp->w, hp->b, NULL, m, D, W);
+    if (t == GOPT_TASK_PLACE && Hc > 0) /* the scorer's node input */
+        gopt_linear_forward(p->A.vh + o * Hc, ha->x + o * D, p->P.cond_v, NULL, NULL, m, D, Hc);
+}
+
+/* Flops of one attention layer over n rows: projections + scores and values over (self + memory) keys. */
+static double attn_layer_flops(const gopt_policy_config *c, int n) {
+    const int D = c->hidden, Fh = D * c->ffn_mult;
     double keys = 0.0;
     for (int s0 = 0; s0 < n; s0 += c->segment) {
         int sq = n - s0 < c->segment ? n - s0 : c->segment;
@@ -525,32 +552,47 @@ gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const flo
     gopt_linear_forward(A->h0, A->x0, p->P.in_w, p->P.in_b, NULL, n, GOPT_POLICY_NFEAT, D);
     flops += 2.0 * n * GOPT_POLICY_NFEAT * D;
     const float *h = A->h0;
+    /* Everything after the input layer runs in chunks of whole segments, so that a chunk's rows
+     * go through the row-local steps while in cache: a GraphSAGE layer's chunk reads its input's
+     * neighbour rows (any row: the layers run one after the other); the attention layers and
+     * heads run chunk by chunk through all of them (a chunk of layer k reads the previous
+     * segment's keys and values of layer k, from the chunk before). */
+    const int ch = (p->fwd_chunk > 0 ? p->fwd_chunk : FWD_CHUNK) * c->segment;
     for (int l = 0; l < c->sage_layers; l++) {
         sage_acts *s = &A->sage[l];
         const sage_params *w = &p->P.sage[l];
-        gopt_sage_aggregate_forward(s->cat, h, A->pred_ptr, A->pred_idx, A->succ_ptr, A->succ_idx, n, D);
-        gopt_linear_forward(s->a, s->cat, w->w, w->b, NULL, n, 5 * D, D);
-        gopt_relu_forward(s->a, (size_t)n * D);
-        for (size_t i = 0; i < (size_t)n * D; i++) s->r[i] = h[i] + s->a[i];
-        gopt_layernorm_forward(s->out, s->mean, s->rstd, s->r, w->ln_w, w->ln_b, NULL, NULL, n, D);
+        for (int r0 = 0; r0 < n; r0 += ch) {
+            const int m = n - r0 < ch ? n - r0 : ch;
+            const size_t o = (size_t)r0 * D;
+            gopt_sage_aggregate_rows(s->cat + o * 5, h, A->pred_ptr + r0, A->pred_idx, A->succ_ptr + r0, A->succ_idx,
+                                     r0, m, D);
+            gopt_linear_forward(s->a + o, s->cat + o * 5, w->w, w->b, NULL, m, 5 * D, D);
+            gopt_relu_forward(s->a + o, (size_t)m * D);
+            for (size_t i = 0; i < (size_t)m * D; i++) s->r[o + i] = h[o + i] + s->a[o + i];
+            gopt_layernorm_forward(s->out + o, s->mean + r0, s->rstd + r0, s->r + o, w->ln_w, w->ln_b, NULL, NULL, m,
+                                   D);
+        }
         flops += 2.0 * n * 5 * D * D;
         h = s->out;
     }
     gopt_meanpool_forward(A->g, h, n, D);
     for (int k = 0; k < p->n_attn; k++) {
-        flops += attn_layer_forward(p, k, h, n);
-        h = A->attn[k].out;
+        const attn_params *w = &p->P.attn[k];
+        gopt_film_forward(A->attn[k].ms, A->attn[k].mb, A->g, w->film_s, w->film_b, D);
+        flops += attn_layer_flops(c, n);
         if (k >= c->attn_layers) {
             int t = k - c->attn_layers;
-            head_acts *ha = &A->head[t];
-            const head_params *hp = &p->P.head[t];
-            gopt_layernorm_forward(ha->x, ha->mean, ha->rstd, h, hp->ln_w, hp->ln_b, NULL, NULL, n, D);
-            gopt_linear_forward(ha->logits, ha->x, hp->w, hp->b, NULL, n, D, p->width[t]);
             flops += 2.0 * n * D * p->width[t];
-            if (t == GOPT_TASK_PLACE && c->cond_hidden > 0) { /* the scorer's node input */
-                gopt_linear_forward(A->vh, ha->x, p->P.cond_v, NULL, NULL, n, D, c->cond_hidden);
-                flops += 2.0 * n * D * c->cond_hidden;
-            }
+            if (t == GOPT_TASK_PLACE && c->cond_hidden > 0) flops += 2.0 * n * D * c->cond_hidden;
+        }
+    }
+    for (int r0 = 0; r0 < n; r0 += ch) {
+        const int m = n - r0 < ch ? n - r0 : ch;
+        const float *hk = h;
+        for (int k = 0; k < p->n_attn; k++) {
+            attn_layer_rows(p, k, hk, n, r0, m);
+            hk = A->attn[k].out;
+            if (k >= c->attn_layers) head_rows(p, k - c->attn_layers, hk, r0, m);
         }
     }
     p->fwd_flops = flops;
@@ -572,49 +614,73 @@ gopt_status gopt_policy_logits(const gopt_policy *p, gopt_task t, float *out, go
 }
 
 /* ---- backward ------------------------------------------------------------------- */
-/* dout: gradient of the layer's output (kept); din: receives (zeroed here). */
-static void attn_layer_backward(gopt_policy *p, int k, const float *hin, const float *dout, float *din, int n) {
+/* Attention layer k's backward (task layer: its head's first), in chunks of whole segments from
+ * the last: dout: gradient of the layer's output (the head's part is added to it); din:
+ * receives (overwritten). A chunk's attention sends gradient into the previous segment's keys
+ * and values (the chunk before, done next), so dqkv_mem rows are zeroed by the first chunk
+ * that touches them. The layer-norm modulation's gradient goes to the graph vector once, at
+ * the end. */
+static void attn_layer_backward(gopt_policy *p, int k, const float *hin, float *dout, float *din, int n) {
     const gopt_policy_config *c = &p->cfg;
-    const int D = c->hidden, Fh = D * c->ffn_mult;
+    const int D = c->hidden, Fh = D * c->ffn_mult, S = c->segment, D3 = 3 * D;
     const attn_params *w = &p->P.attn[k];
     attn_params *g = &p->G.attn[k];
     attn_acts *a = &p->A.attn[k];
     policy_bwd *B = &p->B;
-    const size_t nd = (size_t)n * D;
-    /* out = h2 + fc2(relu(fc1(ln2(h2)))) */
-    memcpy(B->dh2, dout, sizeof(float) * nd);
-    memset(B->dff, 0, sizeof(float) * (size_t)n * Fh);
-    gopt_linear_backward(B->dff, g->fc2_w, g->fc2_b, dout, a->f1, w->fc2_w, n, Fh, D);
-    gopt_relu_backward(B->dff, a->f1, (size_t)n * Fh);
-    memset(B->dtmp, 0, sizeof(float) * nd);
-    gopt_linear_backward(B->dtmp, g->fc1_w, g->fc1_b, B->dff, a->x2, w->fc1_w, n, D, Fh);
-    gopt_layernorm_backward(B->dh2, g->ln2_w, g->ln2_b, NULL, NULL, B->dtmp, a->h2, w->ln2_w, NULL, a->mean2, a->rstd2,
-                            n, D);
-    /* h2 = hin + proj(segattn(qkv(ln1(hin)))) */
-    memcpy(din, B->dh2, sizeof(float) * nd);
-    memset(B->dtmp, 0, sizeof(float) * nd);
-    gopt_linear_backward(B->dtmp, g->proj_w, g->proj_b, B->dh2, a->ctx, w->proj_w, n, D, D);
-    memset(B->dqkv_self, 0, sizeof(float) * nd * 3);
-    memset(B->dqkv_mem, 0, sizeof(float) * nd * 3);
+    const int ch = (p->fwd_chunk > 0 ? p->fwd_chunk : FWD_CHUNK) * S, nch = (n + ch - 1) / ch;
     const float *qkv_mem = p->frozen_x1[k] ? p->frozen_qkv[k] : a->qkv;
-    gopt_segattn_backward(B->dqkv_self, B->dqkv_mem, g->relpos, B->dtmp, a->qkv, qkv_mem, a->att, n, D, c->heads,
-                          c->segment, B->seg_scratch);
-    memset(B->dtmp, 0, sizeof(float) * nd);
-    if (p->frozen_x1[k]) {
-        gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, B->dqkv_mem, p->frozen_x1[k], w->qkv_w, n, D, 3 * D);
-        gopt_linear_backward(B->dtmp, g->qkv_w, g->qkv_b, B->dqkv_self, a->x1, w->qkv_w, n, D, 3 * D);
-    } else {
-        /* the projections see both uses of a row; the row's state gets the
-         * memory part only when memory_grad is on (else stop-gradient) */
-        for (size_t i = 0; i < nd * 3; i++) B->dqkv_mem[i] += B->dqkv_self[i];
-        gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, B->dqkv_mem, a->x1, w->qkv_w, n, D, 3 * D);
-        gopt_linear_backward(B->dtmp, NULL, NULL, c->memory_grad ? B->dqkv_mem : B->dqkv_self, a->x1, w->qkv_w, n, D,
-                             3 * D);
-    }
     memset(B->dms, 0, sizeof(float) * D);
     memset(B->dmb, 0, sizeof(float) * D);
-    gopt_layernorm_backward(din, g->ln1_w, g->ln1_b, B->dms, B->dmb, B->dtmp, hin, w->ln1_w, a->ms, a->mean1, a->rstd1,
-                            n, D);
+    for (int ci = nch - 1; ci >= 0; ci--) {
+        const int r0 = ci * ch, m = n - r0 < ch ? n - r0 : ch;
+        const size_t o = (size_t)r0, md = (size_t)m * D;
+        if (k >= c->attn_layers) { /* the head reads this layer's output */
+            const int t = k - c->attn_layers, W = p->width[t], Hc = c->cond_hidden;
+            head_acts *ha = &p->A.head[t];
+            gopt_linear_backward_set(B->dtmp + o * D, p->G.head[t].w, p->G.head[t].b, B->dlogits[t] + o * W,
+                                     ha->x + o * D, p->P.head[t].w, m, D, W);
+            if (t == GOPT_TASK_PLACE && Hc > 0)
+                gopt_linear_backward(B->dtmp + o * D, p->G.cond_v, NULL, B->dvh + o * Hc, ha->x + o * D, p->P.cond_v,
+                                     m, D, Hc);
+            gopt_layernorm_backward(dout + o * D, p->G.head[t].ln_w, p->G.head[t].ln_b, NULL, NULL, B->dtmp + o * D,
+                                    a->out + o * D, p->P.head[t].ln_w, NULL, ha->mean + o, ha->rstd + o, m, D);
+        }
+        /* out = h2 + fc2(relu(fc1(ln2(h2)))) */
+        memcpy(B->dh2 + o * D, dout + o * D, sizeof(float) * md);
+        gopt_linear_backward_set(B->dff + o * Fh, g->fc2_w, g->fc2_b, dout + o * D, a->f1 + o * Fh, w->fc2_w, m, Fh,
+                                 D);
+        gopt_relu_backward(B->dff + o * Fh, a->f1 + o * Fh, (size_t)m * Fh);
+        gopt_linear_backward_set(B->dtmp + o * D, g->fc1_w, g->fc1_b, B->dff + o * Fh, a->x2 + o * D, w->fc1_w, m, D,
+                                 Fh);
+        gopt_layernorm_backward(B->dh2 + o * D, g->ln2_w, g->ln2_b, NULL, NULL, B->dtmp + o * D, a->h2 + o * D,
+                                w->ln2_w, NULL, a->mean2 + o, a->rstd2 + o, m, D);
+        /* h2 = hin + proj(segattn(qkv(ln1(hin)))) */
+        memcpy(din + o * D, B->dh2 + o * D, sizeof(float) * md);
+        gopt_linear_backward_set(B->dtmp + o * D, g->proj_w, g->proj_b, B->dh2 + o * D, a->ctx + o * D, w->proj_w, m,
+                                 D, D);
+        /* zero what this chunk is the first to touch: its own rows' self part; the memory part of
+         * the segment before it and of its rows but the last segment's (the chunk after wrote
+         * that one), all of its rows when it is the last chunk */
+        const int z0 = r0 - S > 0 ? r0 - S : 0, z1 = ci == nch - 1 ? r0 + m : r0 + m - S;
+        memset(B->dqkv_self + o * D3, 0, sizeof(float) * (size_t)m * D3);
+        memset(B->dqkv_mem + (size_t)z0 * D3, 0, sizeof(float) * (size_t)(z1 - z0) * D3);
+        gopt_segattn_backward_rows(B->dqkv_self, B->dqkv_mem, g->relpos, B->dtmp, a->qkv, qkv_mem, a->att, n, D,
+                                   c->heads, S, B->seg_scratch, r0, r0 + m);
+        float *dqs = B->dqkv_self + o * D3, *dqm = B->dqkv_mem + o * D3;
+        if (p->frozen_x1[k]) {
+            gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, dqm, p->frozen_x1[k] + o * D, w->qkv_w, m, D, D3);
+            gopt_linear_backward_set(B->dtmp + o * D, g->qkv_w, g->qkv_b, dqs, a->x1 + o * D, w->qkv_w, m, D, D3);
+        } else {
+            /* the projections see both uses of a row; the row's state gets the
+             * memory part only when memory_grad is on (else stop-gradient) */
+            for (size_t i = 0; i < (size_t)m * D3; i++) dqm[i] += dqs[i];
+            gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, dqm, a->x1 + o * D, w->qkv_w, m, D, D3);
+            gopt_linear_backward_set(B->dtmp + o * D, NULL, NULL, c->memory_grad ? dqm : dqs, a->x1 + o * D, w->qkv_w,
+                                     m, D, D3);
+        }
+        gopt_layernorm_backward(din + o * D, g->ln1_w, g->ln1_b, B->dms, B->dmb, B->dtmp + o * D, hin + o * D, w->ln1_w,
+                                a->ms, a->mean1 + o, a->rstd1 + o, m, D);
+    }
     gopt_film_backward(B->dg, g->film_s, g->film_b, B->dms, B->dmb, p->A.g, w->film_s, w->film_b, D);
 }
 
@@ -629,17 +695,6 @@ void policy_network_backward(gopt_policy *p) {
     memset(B->dg, 0, sizeof(float) * D);
     const float *h_sage = c->sage_layers ? A->sage[c->sage_layers - 1].out : A->h0;
     for (int k = p->n_attn - 1; k >= 0; k--) {
-        if (k >= c->attn_layers) {
-            int t = k - c->attn_layers;
-            head_acts *ha = &A->head[t];
-            memset(B->dtmp, 0, sizeof(float) * nd);
-            gopt_linear_backward(B->dtmp, p->G.head[t].w, p->G.head[t].b, B->dlogits[t], ha->x, p->P.head[t].w, n, D,
-                                 p->width[t]);
-            if (t == GOPT_TASK_PLACE && c->cond_hidden > 0)
-                gopt_linear_backward(B->dtmp, p->G.cond_v, NULL, B->dvh, ha->x, p->P.cond_v, n, D, c->cond_hidden);
-            gopt_layernorm_backward(dcur, p->G.head[t].ln_w, p->G.head[t].ln_b, NULL, NULL, B->dtmp, A->attn[k].out,
-                                    p->P.head[t].ln_w, NULL, ha->mean, ha->rstd, n, D);
-        }
         const float *hin = k ? A->attn[k - 1].out : h_sage;
         attn_layer_backward(p, k, hin, dcur, dnext, n);
         float *t = dcur;
@@ -657,8 +712,7 @@ void policy_network_backward(gopt_policy *p) {
                                 D);
         memcpy(dnext, B->dtmp, sizeof(float) * nd);
         gopt_relu_backward(B->dtmp, s->a, nd);
-        memset(B->dcat, 0, sizeof(float) * nd * 5);
-        gopt_linear_backward(B->dcat, g->w, g->b, B->dtmp, s->cat, w->w, n, 5 * D, D);
+        gopt_linear_backward_set(B->dcat, g->w, g->b, B->dtmp, s->cat, w->w, n, 5 * D, D);
         gopt_sage_aggregate_backward(dnext, B->dcat, s->cat, l ? A->sage[l - 1].out : A->h0, A->pred_ptr,
                                      A->pred_idx, A->succ_ptr, A->succ_idx, n, D);
         float *t = dcur;

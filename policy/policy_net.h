@@ -125,7 +125,7 @@ typedef struct {
     float *pooled;       /* (N, maxdev) pooled placement logits per unit */
     float *vh;           /* (N, Hc) LN'd placement head input @ cond_v, per rank */
     float *vh_unit;      /* (N, Hc) its mean over each unit's members */
-    int32_t *dev_rank;   /* (N) decoder scratch: device of each rank once decided */
+    int32_t *dev_rank;   /* (N) scratch of policy_decode_prepare (fill cursors) */
 } policy_acts;
 
 typedef struct {
@@ -139,7 +139,7 @@ typedef struct {
     float *dvh, *dvh_unit;        /* (N, Hc) per rank, per unit */
     float *dg;                    /* (D) */
     float *dms, *dmb;             /* (D) */
-    float *seg_scratch;           /* GOPT_SEGATTN_SCRATCH(S, H) */
+    float *seg_scratch;           /* GOPT_SEGATTN_SCRATCH(S, H, D) */
 } policy_bwd;
 
 struct gopt_policy {
@@ -159,11 +159,12 @@ struct gopt_policy {
     size_t act_bytes, bwd_bytes;
     policy_acts A;
     policy_bwd B;
-    float *seg_scratch_fwd; /* GOPT_SEGATTN_SCRATCH(S, H) */
+    float *seg_scratch_fwd; /* GOPT_SEGATTN_SCRATCH(S, H, D) */
     /* test hook (gopt_policy_debug_freeze_memory): frozen memory states */
     float *frozen_x1[POLICY_MAX_ATTN_ALL];  /* (N, D) or NULL */
     float *frozen_qkv[POLICY_MAX_ATTN_ALL]; /* (N, 3D) */
     int32_t frozen_n;
+    int fwd_chunk; /* segments per chunk of the forward; 0: the default (gopt_policy_debug_chunk) */
 
     /* decoder inputs (gopt_policy_set_decoder_inputs; caller-owned, may be NULL) */
     const double *in_time, *in_mem, *in_cap;

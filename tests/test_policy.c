@@ -335,7 +335,7 @@ static void test_grad_segattn(void **state) {
     gopt_rng rng;
     gopt_rng_seed(&rng, 8);
     float qkv[N * 3 * D], relpos[NH * (3 * SEG - 1)], ctx[N * D], att[N * NH * 2 * SEG], r[N * D];
-    float scr[GOPT_SEGATTN_SCRATCH(SEG, NH)];
+    float scr[GOPT_SEGATTN_SCRATCH(SEG, NH, D)];
     float ds[N * 3 * D] = {0}, dm[N * 3 * D] = {0}, drp[NH * (3 * SEG - 1)] = {0}, tot[N * 3 * D];
     fill_rand(qkv, N * 3 * D, &rng, 1), fill_rand(relpos, NH * (3 * SEG - 1), &rng, 0.5f), fill_rand(r, N * D, &rng, 1);
     att_ctx A = {N, D, NH, SEG, qkv, relpos, ctx, att, scr, r, NULL};
@@ -371,6 +371,63 @@ static void test_grad_segattn(void **state) {
     fd_check("segattn.qkv(split)", att_loss, &A, qkv, ds, N * 3 * D, 1e-3, 2e-3);
     fd_check("segattn.mem(split)", att_loss, &A, mem, dm, N * 3 * D, 1e-3, 2e-3);
     fd_check("segattn.relpos(split)", att_loss, &A, relpos, drp, NH * (3 * SEG - 1), 1e-3, 2e-3);
+}
+
+/* The attention at sizes that take the register tiles (4 rows x 8 columns; head width 16,
+ * segment 8, a partial last segment): the forward against a direct double-precision
+ * reference, the backward by finite differences, with shared and separate memory. */
+static void test_segattn_tiles(void **state) {
+    (void)state;
+    enum { N = 45, D = 32, NH = 2, SEG = 8, DH = D / NH, NREL = 3 * SEG - 1 };
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 21);
+    float *qkv = malloc(sizeof(float) * N * 3 * D), *mem = malloc(sizeof(float) * N * 3 * D);
+    float relpos[NH * NREL], *ctx = malloc(sizeof(float) * N * D), *att = malloc(sizeof(float) * N * NH * 2 * SEG);
+    float *r = malloc(sizeof(float) * N * D), *scr = malloc(sizeof(float) * GOPT_SEGATTN_SCRATCH(SEG, NH, D));
+    float *ds = calloc(N * 3 * D, sizeof(float)), *dm = calloc(N * 3 * D, sizeof(float)), drp[NH * NREL];
+    fill_rand(qkv, N * 3 * D, &rng, 1), fill_rand(mem, N * 3 * D, &rng, 1);
+    fill_rand(relpos, NH * NREL, &rng, 0.5f), fill_rand(r, N * D, &rng, 1);
+    for (int split = 0; split < 2; split++) {
+        const float *km = split ? mem : qkv;
+        att_ctx A = {N, D, NH, SEG, qkv, relpos, ctx, att, scr, r, split ? mem : NULL};
+        att_loss(&A);
+        double maxerr = 0;
+        for (int i = 0; i < N; i++)
+            for (int hh = 0; hh < NH; hh++) {
+                const int s0 = i / SEG * SEG, k0 = s0 ? s0 - SEG : 0, end = s0 + SEG < N ? s0 + SEG : N;
+                double sc[2 * SEG], mx = -INFINITY, sum = 0;
+                int nk = 0;
+                for (int j = k0; j < end; j++, nk++) {
+                    const float *kr = (j < s0 ? km : qkv) + (size_t)j * 3 * D + D + hh * DH;
+                    double dot = 0;
+                    for (int c = 0; c < DH; c++) dot += (double)qkv[(size_t)i * 3 * D + hh * DH + c] * kr[c];
+                    sc[nk] = dot / sqrt((double)DH) + relpos[hh * NREL + (i - j) + SEG - 1];
+                    mx = fmax(mx, sc[nk]);
+                }
+                for (int j = 0; j < nk; j++) sum += sc[j] = exp(sc[j] - mx);
+                for (int c = 0; c < DH; c++) {
+                    double o = 0;
+                    for (int j = k0; j < end; j++)
+                        o += sc[j - k0] / sum * (j < s0 ? km : qkv)[(size_t)j * 3 * D + 2 * D + hh * DH + c];
+                    maxerr = fmax(maxerr, fabs(o - ctx[(size_t)i * D + hh * DH + c]));
+                }
+            }
+        if (maxerr > 1e-5) print_error("segattn tiles (split %d): forward off by %g\n", split, maxerr);
+        assert_true(maxerr <= 1e-5);
+        memset(ds, 0, sizeof(float) * N * 3 * D);
+        memset(dm, 0, sizeof(float) * N * 3 * D);
+        memset(drp, 0, sizeof drp);
+        gopt_segattn_backward(ds, dm, drp, r, qkv, split ? mem : qkv, att, N, D, NH, SEG, scr);
+        if (split) {
+            fd_check("segattn_tiles.qkv(split)", att_loss, &A, qkv, ds, N * 3 * D, 1e-3, 2e-3);
+            fd_check("segattn_tiles.mem(split)", att_loss, &A, mem, dm, N * 3 * D, 1e-3, 2e-3);
+        } else {
+            for (int i = 0; i < N * 3 * D; i++) ds[i] += dm[i];
+            fd_check("segattn_tiles.qkv", att_loss, &A, qkv, ds, N * 3 * D, 1e-3, 2e-3);
+        }
+        fd_check("segattn_tiles.relpos", att_loss, &A, relpos, drp, NH * NREL, 1e-3, 2e-3);
+    }
+    free(qkv), free(mem), free(ctx), free(att), free(r), free(scr), free(ds), free(dm);
 }
 
 static void test_fast_exp(void **state) {
@@ -501,6 +558,7 @@ static void grad_network(int memory_grad, int hints) {
     c.hints = hints;
     gopt_policy *p = NULL;
     assert_int_equal(gopt_policy_create(&p, &c, 42, &err), GOPT_OK);
+    gopt_policy_debug_chunk(p, memory_grad ? 1 : 2); /* the forward's chunk boundaries inside the graph */
     float feat[N * GOPT_POLICY_NFEAT], t[N];
     for (int i = 0; i < N; i++) t[i] = 1e-4f * (1 + i % 7);
     assert_int_equal(gopt_policy_features(fz, 3, t, feat, &err), GOPT_OK);
@@ -612,6 +670,75 @@ static void grad_network(int memory_grad, int hints) {
     }
     free(ab.buf);
     dec_inputs_free(&di);
+    gopt_policy_free(p);
+    gopt_graph_free(g);
+}
+
+/* The forward and the backward run in chunks of whole segments: every chunk size gives the
+ * same function and gradient (within the float rounding of sgemm, which depends on the row
+ * count, and of the per-chunk weight-gradient sums), on a graph of 10 chunks of the default size. */
+static void test_forward_chunks(void **state) {
+    (void)state;
+    enum { N = 1300 };
+    gopt_graph *g = make_graph(N, 31, 7);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    gopt_error err;
+    gopt_policy_config c = tiny_config();
+    gopt_policy *p = NULL;
+    assert_int_equal(gopt_policy_create(&p, &c, 5, &err), GOPT_OK);
+    float *feat = malloc(sizeof(float) * N * GOPT_POLICY_NFEAT);
+    assert_int_equal(gopt_policy_features(fz, 4, NULL, feat, &err), GOPT_OK);
+    const int W = c.max_devices + c.sched_levels + c.fusion_levels;
+    const size_t np = gopt_policy_num_params(p);
+    float *ref = malloc(sizeof(float) * N * W), *got = malloc(sizeof(float) * N * W);
+    float *gref = malloc(sizeof(float) * np), *ggot = malloc(sizeof(float) * np), *wl = malloc(sizeof(float) * 3 * N);
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 8);
+    fill_rand(wl, 3 * N, &rng, 1.0f);
+    actions_buf ab;
+    actions_alloc(&ab, N);
+    static const int chunks[] = {1000, 0, 1, 3, 7};
+    for (size_t r = 0; r < sizeof chunks / sizeof *chunks; r++) {
+        gopt_policy_debug_chunk(p, chunks[r]);
+        assert_int_equal(gopt_policy_forward(p, fz, feat, 4, NULL, &err), GOPT_OK);
+        float *out = r ? got : ref, *gout = r ? ggot : gref;
+        assert_int_equal(gopt_policy_logits(p, GOPT_TASK_PLACE, out, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_logits(p, GOPT_TASK_SCHED, out + N * c.max_devices, &err), GOPT_OK);
+        assert_int_equal(
+            gopt_policy_logits(p, GOPT_TASK_FUSE, out + N * (c.max_devices + c.sched_levels), &err), GOPT_OK);
+        if (!r) assert_int_equal(gopt_policy_greedy(p, &ab.a, &err), GOPT_OK); /* one action set for all */
+        gopt_policy_zero_grad(p);
+        assert_int_equal(gopt_policy_backward(p, &ab.a, wl, NULL, &err), GOPT_OK);
+        for (int i = 0, off = 0; i < gopt_policy_num_tensors(p); i++) {
+            float *grd;
+            size_t cnt;
+            gopt_policy_tensor(p, i, NULL, NULL, &grd, &cnt);
+            memcpy(gout + off, grd, sizeof(float) * cnt);
+            off += (int)cnt;
+        }
+        if (!r) continue;
+        double diff = 0, scale = 0, gdiff = 0, gscale = 0;
+        for (int i = 0; i < N * W; i++) {
+            diff = fmax(diff, fabs((double)got[i] - ref[i]));
+            scale = fmax(scale, fabs((double)ref[i]));
+        }
+        for (size_t i = 0; i < np; i++) {
+            gdiff = fmax(gdiff, fabs((double)ggot[i] - gref[i]));
+            gscale = fmax(gscale, fabs((double)gref[i]));
+        }
+        if (diff > 1e-5 * scale || gdiff > 1e-4 * gscale)
+            print_error("chunk %d: logits differ by %g (scale %g), gradients by %g (scale %g)\n", chunks[r], diff,
+                        scale, gdiff, gscale);
+        assert_true(scale > 0 && diff <= 1e-5 * scale);
+        assert_true(gscale > 0 && gdiff <= 1e-4 * gscale);
+    }
+    free(ab.buf);
+    free(ref);
+    free(got);
+    free(gref);
+    free(ggot);
+    free(wl);
+    free(feat);
     gopt_policy_free(p);
     gopt_graph_free(g);
 }
@@ -1592,6 +1719,7 @@ int main(void) {
         cmocka_unit_test(test_fast_exp),        cmocka_unit_test(test_grad_linear_relu),
         cmocka_unit_test(test_grad_layernorm),  cmocka_unit_test(test_grad_film_meanpool),
         cmocka_unit_test(test_grad_sage),       cmocka_unit_test(test_grad_segattn),
+        cmocka_unit_test(test_segattn_tiles),   cmocka_unit_test(test_forward_chunks),
         cmocka_unit_test(test_grad_network_full), cmocka_unit_test(test_grad_network_stopgrad),
         cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_hints),    cmocka_unit_test(test_decode),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),

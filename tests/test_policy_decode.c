@@ -1,0 +1,297 @@
+/* test_policy_decode.c: the conditioned decoder's batched teacher-forced
+ * replay (policy/decode.c) against the sequential one.
+ *
+ * gopt_policy_backward_batch(_fn) replays k action sets together, node by
+ * node (16 sets per pass over the nodes). Checked on a synthetic training
+ * graph with colocation groups and binding memory masks, with k = 20 so that
+ * two passes (16 + 4) run:
+ * - every decision's log-probability handed to the weight callback equals,
+ *   bit for bit, what gopt_policy_logprob gives for that set alone, and set
+ *   0's entropies likewise;
+ * - the logit gradients that the replay hands to the network backward equal,
+ *   bit for bit, the sums of k single backwards' (summed in the same set
+ *   order), and the scorer's node-input gradient within float rounding;
+ * - every weight gradient, the decoder's own (cond.*, whose sums over sets
+ *   and nodes are added in another order) included, within 1e-5 of its
+ *   tensor's scale: float rounding;
+ * - one seed on one thread reproduces the batched gradient bit for bit;
+ * - an action on a memory-excluded device in a set of the second pass is
+ *   refused, naming the node.
+ * The graph is small so the test stays fast under sanitizers.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gopt_policy.h"
+#include "gopt_zoo.h"
+#include "policy_net.h"
+
+enum { K = 20, NDEV = 4 };
+
+typedef struct {
+    gopt_graph *g;
+    const gopt_frozen *fz;
+    int n;
+    gopt_policy *p;
+    float *feat;
+    double *time, *mem, *cap;
+    int32_t *buf;
+    gopt_policy_actions a[K];
+    float *w; /* (K, 3n) gradient weights */
+    float *we; /* (3n) entropy weights of set 0 */
+} fixture;
+
+static void fixture_make(fixture *f) {
+    gopt_error err = {0};
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 11);
+    gopt_synth_opts so = {GOPT_SYNTH_LAYERED, 300, 150, 600};
+    assert_int_equal(gopt_zoo_synthetic(&rng, &so, "decode", &f->g, &err), GOPT_OK);
+    f->fz = gopt_graph_frozen(f->g);
+    f->n = f->fz->n;
+    assert_true(f->fz->n_coloc > 0); /* colocation units are replayed too */
+    const int n = f->n;
+    gopt_policy_config c;
+    gopt_policy_config_default(&c);
+    c.hidden = 16;
+    c.segment = 8;
+    c.max_devices = 8;
+    assert_int_equal(gopt_policy_create(&f->p, &c, 7, &err), GOPT_OK);
+    f->feat = malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NFEAT);
+    assert_int_equal(gopt_policy_features(f->fz, NDEV, NULL, f->feat, &err), GOPT_OK);
+    /* memory inputs whose masks bind: every device holds 1.05 x its share */
+    f->time = malloc(sizeof(double) * (size_t)n);
+    f->mem = malloc(sizeof(double) * (size_t)n);
+    f->cap = malloc(sizeof(double) * NDEV);
+    double tot = 0;
+    for (int v = 0; v < n; v++) {
+        f->time[v] = 1e-4 * (0.1 + gopt_rng_uniform(&rng));
+        f->mem[v] = 1.0 + 99.0 * gopt_rng_uniform(&rng);
+        tot += f->mem[v];
+    }
+    for (int d = 0; d < NDEV; d++) f->cap[d] = 1.05 * tot / NDEV;
+    assert_int_equal(gopt_policy_set_decoder_inputs(f->p, n, NDEV, f->time, f->mem, f->cap, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_forward(f->p, f->fz, f->feat, NDEV, NULL, &err), GOPT_OK);
+    f->buf = malloc(sizeof(int32_t) * 3 * (size_t)n * K);
+    for (int k = 0; k < K; k++) {
+        int32_t *b = f->buf + (size_t)k * 3 * n;
+        f->a[k] = (gopt_policy_actions){b, b + n, b + 2 * (size_t)n};
+        assert_int_equal(gopt_policy_sample(f->p, &rng, &f->a[k], &err), GOPT_OK);
+    }
+    f->w = malloc(sizeof(float) * 3 * (size_t)n * K);
+    f->we = malloc(sizeof(float) * 3 * (size_t)n);
+    for (size_t i = 0; i < 3 * (size_t)n * K; i++) f->w[i] = (float)(gopt_rng_uniform(&rng) - 0.5);
+    for (size_t i = 0; i < 3 * (size_t)n; i++) f->we[i] = (float)(gopt_rng_uniform(&rng) - 0.5);
+}
+
+static void fixture_free(fixture *f) {
+    gopt_policy_free(f->p);
+    gopt_graph_free(f->g);
+    free(f->feat);
+    free(f->time);
+    free(f->mem);
+    free(f->cap);
+    free(f->buf);
+    free(f->w);
+    free(f->we);
+}
+
+/* The weight callback: weights from the table; records every log-probability it is handed. */
+typedef struct {
+    const float *w;
+    float *seen; /* (K, 3n) */
+    int n;
+    long calls;
+} wfn_ctx;
+
+static float table_weight(void *ctx, int set, int task, int32_t v, float logp) {
+    wfn_ctx *c = ctx;
+    size_t i = (size_t)set * 3 * c->n + (size_t)task * c->n + (size_t)v;
+    c->seen[i] = logp;
+    c->calls++;
+    return c->w[i];
+}
+
+static size_t grad_snapshot(gopt_policy *p, float *out) {
+    size_t off = 0;
+    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
+        float *grd;
+        size_t cnt;
+        gopt_policy_tensor(p, i, NULL, NULL, &grd, &cnt);
+        if (out) memcpy(out + off, grd, sizeof(float) * cnt);
+        off += cnt;
+    }
+    return off;
+}
+
+static void test_batched_replay_equals_sequential(void **state) {
+    (void)state;
+    fixture f;
+    fixture_make(&f);
+    gopt_policy *p = f.p;
+    const int n = f.n, U = p->n_units, W = p->width[GOPT_TASK_PLACE], Hc = p->cfg.cond_hidden;
+    gopt_error err = {0};
+    /* sequential: one backward per set; the decoder's hand-offs to the network summed in set order */
+    const size_t nl = (size_t)n * (p->width[GOPT_TASK_SCHED] + p->width[GOPT_TASK_FUSE]);
+    float *dl_seq = calloc(nl, sizeof(float)), *dvh_seq = calloc((size_t)U * Hc, sizeof(float));
+    float *dp_seq = calloc((size_t)U * W, sizeof(float));
+    float *lp_seq = malloc(sizeof(float) * 3 * (size_t)n * K), *ent_seq = malloc(sizeof(float) * 3 * (size_t)n);
+    gopt_policy_zero_grad(p);
+    for (int k = 0; k < K; k++) {
+        assert_int_equal(gopt_policy_logprob(p, &f.a[k], lp_seq + (size_t)k * 3 * n, k == 0 ? ent_seq : NULL, NULL,
+                                             NULL, &err),
+                         GOPT_OK);
+        assert_int_equal(gopt_policy_backward(p, &f.a[k], f.w + (size_t)k * 3 * n, k == 0 ? f.we : NULL, &err),
+                         GOPT_OK);
+        size_t off = 0;
+        for (int t = GOPT_TASK_SCHED; t < GOPT_TASK_COUNT; t++) {
+            const size_t cnt = (size_t)n * p->width[t];
+            for (size_t j = 0; j < cnt; j++) dl_seq[off + j] += p->B.dlogits[t][j];
+            off += cnt;
+        }
+        for (size_t j = 0; j < (size_t)U * W; j++) dp_seq[j] += p->B.dpooled[j];
+        for (size_t j = 0; j < (size_t)U * Hc; j++) dvh_seq[j] += p->B.dvh_unit[j];
+    }
+    const size_t total = grad_snapshot(p, NULL);
+    float *g_seq = malloc(sizeof(float) * total), *g_bat = malloc(sizeof(float) * total);
+    grad_snapshot(p, g_seq);
+
+    /* batched: the same sets in one call (16 + 4 per pass) */
+    gopt_policy_zero_grad(p);
+    float *seen = malloc(sizeof(float) * 3 * (size_t)n * K), *ent0 = malloc(sizeof(float) * 3 * (size_t)n);
+    for (size_t i = 0; i < 3 * (size_t)n * K; i++) seen[i] = NAN;
+    wfn_ctx wc = {f.w, seen, n, 0};
+    assert_int_equal(gopt_policy_backward_batch_fn(p, K, f.a, table_weight, &wc, f.we, ent0, &err), GOPT_OK);
+    grad_snapshot(p, g_bat);
+    /* log-probabilities: every decision that carries a term, bit for bit */
+    long terms = 0;
+    for (int k = 0; k < K; k++)
+        for (int t = 0; t < GOPT_TASK_COUNT; t++)
+            for (int v = 0; v < n; v++) {
+                size_t i = (size_t)k * 3 * n + (size_t)t * n + v;
+                int carries = t != GOPT_TASK_PLACE || p->A.unit_rep[p->A.unit_of[f.fz->rank[v]]] == f.fz->rank[v];
+                if (!carries) continue;
+                terms++;
+                assert_memory_equal(&seen[i], &lp_seq[i], sizeof(float));
+            }
+    assert_int_equal(wc.calls, terms);
+    assert_memory_equal(ent0, ent_seq, sizeof(float) * 3 * (size_t)n);
+    /* the decoder's hand-offs to the network: bit for bit (placement per unit, before the
+     * mean over the unit's members) */
+    size_t off = 0;
+    for (int t = GOPT_TASK_SCHED; t < GOPT_TASK_COUNT; t++) {
+        const size_t cnt = (size_t)n * p->width[t];
+        assert_memory_equal(p->B.dlogits[t], dl_seq + off, sizeof(float) * cnt);
+        off += cnt;
+    }
+    assert_memory_equal(p->B.dpooled, dp_seq, sizeof(float) * (size_t)U * W);
+    /* the scorer's node-input gradient sums several devices' terms per set: equal within rounding */
+    double vscale = 0, vdiff = 0;
+    for (size_t j = 0; j < (size_t)U * Hc; j++) {
+        vscale = fmax(vscale, fabs((double)dvh_seq[j]));
+        vdiff = fmax(vdiff, fabs((double)p->B.dvh_unit[j] - dvh_seq[j]));
+    }
+    assert_true(vscale > 0);
+    assert_true(vdiff <= 1e-6 * vscale);
+    /* weights: within float rounding (1e-5 of each tensor's scale) */
+    size_t o = 0;
+    int cond_seen = 0;
+    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
+        const char *name;
+        size_t cnt;
+        gopt_policy_tensor(p, i, &name, NULL, NULL, &cnt);
+        double scale = 0, diff = 0;
+        for (size_t j = 0; j < cnt; j++) {
+            scale = fmax(scale, fabs((double)g_seq[o + j]));
+            diff = fmax(diff, fabs((double)g_bat[o + j] - g_seq[o + j]));
+        }
+        const int cond = strncmp(name, "cond.", 5) == 0;
+        cond_seen += cond;
+        const double tol = 1e-5 * scale + 1e-12; /* sums of thousands of float terms, reordered */
+        if (diff > tol) print_error("%s: batched differs from sequential by %g (scale %g)\n", name, diff, scale);
+        assert_true(diff <= tol);
+        if (cond) assert_true(scale > 0); /* the scorer's gradients are exercised */
+        o += cnt;
+    }
+    assert_int_equal(cond_seen, 6);
+
+    /* one seed, one thread: the batched gradient reproduces bit for bit, and weights given as a
+     * table give the callback's gradient */
+    float *g_tab = malloc(sizeof(float) * total), *g_again = malloc(sizeof(float) * total);
+    gopt_policy_zero_grad(p);
+    assert_int_equal(gopt_policy_backward_batch(p, K, f.a, f.w, f.we, &err), GOPT_OK);
+    grad_snapshot(p, g_tab);
+    gopt_policy_zero_grad(p);
+    assert_int_equal(gopt_policy_backward_batch(p, K, f.a, f.w, f.we, &err), GOPT_OK);
+    grad_snapshot(p, g_again);
+    assert_memory_equal(g_tab, g_again, sizeof(float) * total);
+    assert_memory_equal(g_tab, g_bat, sizeof(float) * total);
+    free(g_tab);
+    free(dl_seq);
+    free(dp_seq);
+    free(dvh_seq);
+    free(lp_seq);
+    free(ent_seq);
+    free(g_seq);
+    free(g_bat);
+    free(g_again);
+    free(seen);
+    free(ent0);
+    fixture_free(&f);
+}
+
+/* A set of the second pass (index 17) that puts a node on a device its memory excludes. */
+static void test_batched_replay_refuses(void **state) {
+    (void)state;
+    fixture f;
+    fixture_make(&f);
+    gopt_policy *p = f.p;
+    const int n = f.n;
+    gopt_error err = {0};
+    /* find a unit whose sampled device in set 17 can be moved onto an excluded one: replay the
+     * memory rule on set 17's placement (units in order of their first member) */
+    gopt_policy_actions *a = &f.a[17];
+    double used[NDEV] = {0};
+    int bad_node = -1, bad_dev = -1;
+    for (int i = 0; i < n && bad_node < 0; i++) {
+        const int u = p->A.unit_of[i];
+        if (p->A.unit_rep[u] != i) continue;
+        double charge = 0;
+        for (int m = p->A.unit_ptr[u]; m < p->A.unit_ptr[u + 1]; m++) charge += f.mem[f.fz->topo[p->A.unit_idx[m]]];
+        const int v = f.fz->topo[i];
+        if (p->A.unit_ptr[u + 1] - p->A.unit_ptr[u] == 1) /* a single node: moving it splits no group */
+            for (int d = 0; d < NDEV; d++)
+                if (((p->A.unit_mask[u] >> d) & 1u) && used[d] + charge > f.cap[d] * (1.0 + 1e-9) &&
+                    used[a->place[v]] + charge <= f.cap[a->place[v]]) {
+                    bad_node = v;
+                    bad_dev = d;
+                    break;
+                }
+        used[a->place[v]] += charge;
+    }
+    assert_true(bad_node >= 0); /* the masks bind on this graph */
+    a->place[bad_node] = bad_dev;
+    gopt_policy_zero_grad(p);
+    assert_int_equal(gopt_policy_backward_batch(p, K, f.a, f.w, f.we, &err), GOPT_EINVAL);
+    char want[64];
+    snprintf(want, sizeof want, "node %d: device %d is masked", bad_node, bad_dev);
+    if (!strstr(err.msg, want)) print_error("message: %s (want %s)\n", err.msg, want);
+    assert_non_null(strstr(err.msg, want));
+    assert_int_equal(gopt_policy_backward_batch(p, 0, f.a, f.w, f.we, &err), GOPT_EINVAL);
+    fixture_free(&f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batched_replay_equals_sequential),
+        cmocka_unit_test(test_batched_replay_refuses),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
