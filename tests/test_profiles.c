@@ -230,6 +230,11 @@ static void test_bad_inputs(void **state) {
                GOPT_EINVAL, "needs exactly 8 devices");
     expect_bad("\"links\":[", "\"topology\":{\"kind\":\"uniform\",\"latency\":0},\"links\":[", GOPT_EFORMAT,
                "'bandwidth' is missing");
+    /* a shared memory bus: only on shared_memory, within the bandwidth bounds */
+    expect_bad("\"links\":[", "\"topology\":{\"kind\":\"uniform\",\"bandwidth\":1,\"latency\":0,\"memory_bandwidth\":5e9},\"links\":[",
+               GOPT_EINVAL, "'memory_bandwidth' belongs to kind 'shared_memory', not 'uniform'");
+    expect_bad("\"links\":[", "\"topology\":{\"kind\":\"shared_memory\",\"bandwidth\":1,\"latency\":0,\"memory_bandwidth\":0},\"links\":[",
+               GOPT_EINVAL, "field 'memory_bandwidth' = 0 must be in");
 }
 
 static void test_topology_overrides(void **state) {
@@ -250,6 +255,22 @@ static void test_topology_overrides(void **state) {
     assert_true(gopt_profile_link_latency(p, 1, 0) == 2e-6);
     gopt_profile_table t;
     assert_int_equal(gopt_profile_link_table(p, 0, 1, &t), 0);
+    assert_true(gopt_profile_shared_bandwidth(p) == 0); /* no bus given */
+    gopt_profile_free(p);
+    /* shared_memory with a bus: read, and written back */
+    const char *bus = "\"topology\":{\"kind\":\"shared_memory\",\"bandwidth\":1e9,\"latency\":2e-6,\"memory_bandwidth\":3e10},"
+                      "\"links\":[{\"src\":\"a\",\"dst\":\"b\",\"bandwidth\":7e9,\"latency\":1e-6}]";
+    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - GOOD), GOOD, bus, at + strlen(from));
+    assert_int_equal(parse(text, &p, &err), GOPT_OK);
+    assert_true(gopt_profile_shared_bandwidth(p) == 3e10);
+    gopt_buf js;
+    gopt_buf_init(&js);
+    assert_int_equal(gopt_profile_write_json(p, &js, &err), GOPT_OK);
+    gopt_profile *q = NULL;
+    assert_int_equal(gopt_profile_parse(js.data, js.len, "t.json", &q, &err), GOPT_OK);
+    assert_true(gopt_profile_shared_bandwidth(q) == 3e10);
+    gopt_buf_destroy(&js);
+    gopt_profile_free(q);
     gopt_profile_free(p);
 }
 
