@@ -396,6 +396,13 @@ static void test_cli(void **state) {
     snprintf(cmd, sizeof cmd, "%s profile show --json %s/profiles/h100-nvswitch-x8.json | grep -q '\"gpu7\"'",
              GOPT_BINARY, GOPT_SOURCE_DIR);
     assert_int_equal(test_run(cmd), 0);
+    /* the CPU profile's memory bus, in text and JSON */
+    snprintf(cmd, sizeof cmd, "%s profile show %s/profiles/cpu-epyc-2core-measured.json | grep -q '^memory bus .* GB/s, all devices at once'",
+             GOPT_BINARY, GOPT_SOURCE_DIR);
+    assert_int_equal(test_run(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s profile show --json %s/profiles/cpu-epyc-2core-measured.json | grep -q '\"shared_memory_bandwidth\"'",
+             GOPT_BINARY, GOPT_SOURCE_DIR);
+    assert_int_equal(test_run(cmd), 0);
     snprintf(cmd, sizeof cmd, "%s profile show /nonexistent.json 2>/dev/null", GOPT_BINARY);
     assert_int_equal(test_run(cmd), 2);
     snprintf(cmd, sizeof cmd, "%s profile calibrate --backend tpu -o x.json 2>/dev/null", GOPT_BINARY);
