@@ -413,21 +413,28 @@ static double memory_bandwidth(const double *rows, int32_t n) {
 }
 
 /* ---- shared memory bandwidth ------------------------------------------------------------
- * The core groups share one memory bus: a thread per group streams `c = a + b` over its own
- * part of the buffers (arrays far beyond the caches), all at once, SHARED_ROUNDS times. With
- * one core per group each thread times itself by its own CPU time (a shared machine deschedules
- * threads; the wall time from the first start to the last end then measures the other jobs),
- * and the bus's rate is the sum of the threads' rates; with larger groups, the bytes over that
- * wall time. The median round is kept. Each group alone gets the device's memory_bandwidth; the
- * simulator slows memory traffic down when the groups' demands together exceed the bus
- * (docs/simulator.md, "Shared memory bus"). */
-#define SHARED_ROUNDS 7
-#define SHARED_PASSES 3
+ * The core groups share one memory bus. Each round, first one thread streams `c = a + b` alone,
+ * then a thread per group streams at once, each over its own part of the buffers (arrays far
+ * beyond the caches), in chunks of BUS_CHUNK floats, each chunk timed by the wall clock and the
+ * thread's CPU time. A chunk counts only when its thread ran through it (CPU time >= 90% of its
+ * wall time) and, for the concurrent part, when every other thread ran >= 90% of that interval
+ * too: on a machine shared with other jobs the threads are often not running together, and
+ * timing whole passes (wall or CPU) then measured the other jobs (8 GB/s for two cores against
+ * 15 GB/s for one) or no sharing at all. The round's slowdown is the threads' mean rate over
+ * such chunks against the lone thread's, the bus `ndev x bandwidth x that ratio` (bandwidth: the
+ * device's memory_bandwidth, from the elementwise table); the median of the rounds that had
+ * chunks enough is kept, 0 (no bus: the simulator shares nothing) when none had. Under `nice`
+ * on a loaded machine the threads hardly ever run together and no round counts: calibrate at
+ * normal priority (about one round in two counted at a load average of 10 on 2 cores). */
+#define SHARED_ROUNDS 15
+#define BUS_CHUNK (256 * 1024)
+#define BUS_PASSES 2
+#define BUS_MIN_CHUNKS 4
 typedef struct {
     float *a, *b, *c;
     size_t n;
-    int thread_clock;
-    double t0, t1, cpu;
+    int nch;
+    double *t0, *t1, *cpu; /* (chunks) */
 } bus_arg;
 
 static double thread_cpu_now(void) {
@@ -437,47 +444,100 @@ static double thread_cpu_now(void) {
 
 static void *bus_stream(void *arg) {
     bus_arg *x = arg;
-    x->t0 = gopt_now_seconds();
-    double c0 = thread_cpu_now();
-    for (int r = 0; r < SHARED_PASSES; r++) {
-        float *restrict a = x->a, *restrict b = x->b, *restrict c = x->c;
-        for (size_t i = 0; i < x->n; i++) c[i] = a[i] + b[i];
-    }
-    x->cpu = thread_cpu_now() - c0;
-    x->t1 = gopt_now_seconds();
+    int j = 0;
+    for (int r = 0; r < BUS_PASSES; r++)
+        for (size_t o = 0; o + BUS_CHUNK <= x->n && j < x->nch; o += BUS_CHUNK, j++) {
+            float *restrict a = x->a + o, *restrict b = x->b + o, *restrict c = x->c + o;
+            x->t0[j] = gopt_now_seconds();
+            double c0 = thread_cpu_now();
+            for (size_t i = 0; i < BUS_CHUNK; i++) c[i] = a[i] + b[i];
+            x->cpu[j] = thread_cpu_now() - c0;
+            x->t1[j] = gopt_now_seconds();
+        }
+    x->nch = j;
     return NULL;
 }
 
-static gopt_status shared_bandwidth(calib *k, int ndev, double *out, gopt_error *err) {
+/* Fraction of [t0, t1] thread x was running (its chunks' CPU share over their overlap). */
+static double running_share(const bus_arg *x, double t0, double t1) {
+    double on = 0;
+    for (int j = 0; j < x->nch; j++) {
+        double lo = x->t0[j] > t0 ? x->t0[j] : t0, hi = x->t1[j] < t1 ? x->t1[j] : t1, w = x->t1[j] - x->t0[j];
+        if (hi > lo && w > 0) on += (hi - lo) * (x->cpu[j] < w ? x->cpu[j] / w : 1);
+    }
+    return t1 > t0 ? on / (t1 - t0) : 0;
+}
+
+/* Bytes per CPU second over thread x's chunks that ran through, and (concurrent) while every
+ * other thread of xs ran; 0 when fewer than BUS_MIN_CHUNKS count. */
+static double clean_rate(const bus_arg *xs, int nx, int self) {
+    const bus_arg *x = &xs[self];
+    double bytes = 0, cpu = 0;
+    int used = 0;
+    for (int j = 0; j < x->nch; j++) {
+        double w = x->t1[j] - x->t0[j];
+        if (w <= 0 || x->cpu[j] < 0.9 * w) continue;
+        int all = 1;
+        for (int e = 0; e < nx && all; e++)
+            if (e != self && running_share(&xs[e], x->t0[j], x->t1[j]) < 0.9) all = 0;
+        if (!all) continue;
+        bytes += 12.0 * BUS_CHUNK;
+        cpu += x->cpu[j];
+        used++;
+    }
+    return used >= BUS_MIN_CHUNKS && cpu > 0 ? bytes / cpu : 0;
+}
+
+static gopt_status shared_bandwidth(calib *k, int ndev, double bw, double *out, gopt_error *err) {
     *out = 0;
     if (ndev < 2) return GOPT_OK;
     pthread_t th[GOPT_PROFILE_MAX_DEVICES];
     bus_arg args[GOPT_PROFILE_MAX_DEVICES];
-    double rates[SHARED_ROUNDS];
+    double ratio[SHARED_ROUNDS];
+    int nr = 0;
     size_t n = k->cap / (size_t)ndev;
-    n -= n % 16;
-    double bytes = 12.0 * (double)n * SHARED_PASSES; /* per thread */
+    int nch = BUS_PASSES * (int)(n / BUS_CHUNK);
+    if (nch < BUS_MIN_CHUNKS) return GOPT_OK;
+    double *mem = gopt_malloc((size_t)ndev * 3 * (size_t)nch * sizeof(double), err);
+    if (!mem) return GOPT_ENOMEM;
+    gopt_status st = GOPT_OK;
+    for (int d = 0; d < ndev; d++) {
+        size_t o = (size_t)d * n;
+        double *m = mem + (size_t)d * 3 * (size_t)nch;
+        args[d] = (bus_arg){k->a + o, k->b + o, k->c + o, n, nch, m, m + nch, m + 2 * nch};
+    }
     for (int r = 0; r < SHARED_ROUNDS; r++) {
+        args[0].nch = nch;
+        bus_stream(&args[0]); /* alone */
+        double solo = clean_rate(args, 1, 0);
         int started = 0;
         for (int d = 0; d < ndev; d++) {
-            size_t o = (size_t)d * n;
-            args[d] = (bus_arg){k->a + o, k->b + o, k->c + o, n, k->thread_clock, 0, 0, 0};
+            args[d].nch = nch;
             if (pthread_create(&th[d], NULL, bus_stream, &args[d])) break;
             started++;
         }
         for (int d = 0; d < started; d++) pthread_join(th[d], NULL);
-        if (started < ndev) return gopt_error_set(err, GOPT_ENOMEM, "calibrate: cannot start thread %d of %d", started + 1, ndev);
-        double t0 = args[0].t0, t1 = args[0].t1, sum = 0;
-        for (int d = 0; d < ndev; d++) {
-            if (args[d].t0 < t0) t0 = args[d].t0;
-            if (args[d].t1 > t1) t1 = args[d].t1;
-            sum += args[d].cpu > 0 ? bytes / args[d].cpu : 0;
+        if (started < ndev) {
+            st = gopt_error_set(err, GOPT_ENOMEM, "calibrate: cannot start thread %d of %d", started + 1, ndev);
+            break;
         }
-        rates[r] = k->thread_clock ? sum : t1 > t0 ? bytes * ndev / (t1 - t0) : 0;
+        double sum = 0;
+        int ok = solo > 0;
+        for (int d = 0; d < ndev && ok; d++) {
+            double rate = clean_rate(args, ndev, d);
+            ok = rate > 0;
+            sum += rate;
+        }
+        if (ok) {
+            double q = sum / ndev / solo;
+            ratio[nr++] = q < 1 ? q : 1;
+        }
         progress(k, (r + 1.0) / SHARED_ROUNDS);
     }
-    qsort(rates, SHARED_ROUNDS, sizeof rates[0], cmp_double);
-    *out = rates[SHARED_ROUNDS / 2];
+    free(mem);
+    if (st || nr == 0) return st;
+    qsort(ratio, (size_t)nr, sizeof ratio[0], cmp_double);
+    *out = ndev * bw * ratio[nr / 2];
     return GOPT_OK;
 }
 
@@ -555,7 +615,7 @@ gopt_status gopt_calibrate_cpu(const gopt_calib_options *o, gopt_profile **out, 
 
     double bus = 0;
     phase_begin(&k, "memory bus, all groups at once", 0.02);
-    if ((st = shared_bandwidth(&k, ndev, &bus, err))) goto out;
+    if ((st = shared_bandwidth(&k, ndev, bw, &bus, err))) goto out;
     phase_end(&k);
 
     phase_begin(&k, "reduction kernels", 0.08);
