@@ -232,7 +232,9 @@ gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g,
     t->compute = gopt_malloc((cells ? cells : 1) * sizeof(double), err);
     t->launch = gopt_malloc((size_t)nd * sizeof(double), err);
     t->mem_bw = gopt_malloc((size_t)nd * sizeof(double), err);
-    if (!t->time || !t->compute || !t->launch || !t->mem_bw) {
+    t->memory = gopt_malloc((cells ? cells : 1) * sizeof(double), err);
+    t->heavy = gopt_malloc(n > 0 ? (size_t)n : 1, err);
+    if (!t->time || !t->compute || !t->launch || !t->mem_bw || !t->memory || !t->heavy) {
         gopt_cost_table_destroy(t);
         return GOPT_ENOMEM;
     }
@@ -252,8 +254,14 @@ gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g,
         op.dtype = dt < 0 ? GOPT_DTYPE_FP32 : (gopt_dtype)dt;
         if (op.cls == GOPT_OP_CLASS_GEMM || op.cls == GOPT_OP_CLASS_CONV)
             gopt_cost_gemm_dims(a.shape, op.flops, &op.m, &op.n, &op.k);
-        for (int d = 0; d < nd; d++)
-            t->time[(size_t)v * nd + d] = gopt_cost_op_time(cm, d, &op, &t->compute[(size_t)v * nd + d]);
+        t->heavy[v] = (uint8_t)gopt_cost_keeps_kernel(op.cls);
+        for (int d = 0; d < nd; d++) {
+            size_t i = (size_t)v * nd + d;
+            t->time[i] = gopt_cost_op_time(cm, d, &op, &t->compute[i]);
+            /* a memory-bound op's time beyond its launch and arithmetic is memory traffic */
+            double m = t->heavy[v] || t->time[i] == 0 ? 0 : t->time[i] - t->launch[d] - t->compute[i];
+            t->memory[i] = m > 0 ? m : 0;
+        }
     }
     return GOPT_OK;
 }
@@ -264,11 +272,24 @@ void gopt_cost_table_destroy(gopt_cost_table *t) {
     free(t->compute);
     free(t->launch);
     free(t->mem_bw);
+    free(t->memory);
+    free(t->heavy);
     memset(t, 0, sizeof *t);
 }
 
+int gopt_cost_keeps_kernel(gopt_op_class cls) {
+    return cls == GOPT_OP_CLASS_GEMM || cls == GOPT_OP_CLASS_CONV || cls == GOPT_OP_CLASS_OTHER;
+}
+
 double gopt_cost_group_time(const gopt_cost_table *t, int d, const int32_t *members, int k, double external_bytes) {
-    double s = t->launch[d];
-    for (int i = 0; i < k; i++) s += t->compute[(size_t)members[i] * t->ndev + d];
-    return s + external_bytes / t->mem_bw[d];
+    double s = 0;
+    int kernels = 0, pass = 0;
+    for (int i = 0; i < k; i++) {
+        int32_t v = members[i];
+        s += t->compute[(size_t)v * t->ndev + d];
+        if (t->heavy[v]) kernels++;
+        else if (t->time[(size_t)v * t->ndev + d] > 0) pass = 1;
+    }
+    if (kernels + pass == 0) pass = 1;
+    return s + (kernels + pass) * t->launch[d] + external_bytes / t->mem_bw[d];
 }

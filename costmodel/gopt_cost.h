@@ -18,11 +18,15 @@
  *   reduction             REDUCTION table at bytes read
  *   other                 roofline
  *
- * In a fused group only the group's external inputs and outputs touch
- * memory: the `compute` part of memory-bound ops (elementwise, reduction,
- * data movement) is their arithmetic alone (flops/peak), and the group pays
- * external_bytes / mem_bw once. Compute-bound ops (gemm, conv, other) keep
- * their whole time as compute.
+ * A fused group (docs/costmodel.md, "Fused groups"): its memory-bound members
+ * (elementwise, reduction, data movement) are one pass: their `compute` part
+ * is their arithmetic alone (flops/peak), and the pass pays the bytes they read
+ * from outside the group and write out of it once, at mem_bw, and one launch.
+ * Its compute-bound members (gemm, conv, other) stay kernels of their own, as
+ * a library call is (gopt_cost_keeps_kernel): each keeps its whole time (its
+ * table time already reads its operands and writes its result) and its own
+ * launch. So a group of several GEMMs costs what they cost apart, less only
+ * the memory traffic of the elementwise work fused into them.
  *
  * A gopt_costmodel is immutable after creation and may be shared read-only
  * between threads. Building a cost table is O(n + m) table lookups; each
@@ -81,6 +85,9 @@ typedef struct {
     double *compute; /* (n, ndev) the compute part (what adds up inside a fused group) */
     double *launch;  /* (ndev) launch overhead per kernel */
     double *mem_bw;  /* (ndev) bytes/s for a fused group's external traffic */
+    double *memory;  /* (n, ndev) the part of time that is memory traffic (memory-bound ops; 0 for
+                      * the others): what slows down when devices share a memory bus */
+    uint8_t *heavy;  /* (n) gopt_cost_keeps_kernel of the node's class */
 } gopt_cost_table;
 
 /* Fill *t for a finalized graph (t is overwritten; destroy it afterwards). */
@@ -88,7 +95,15 @@ gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g,
                                   gopt_error *err);
 void gopt_cost_table_destroy(gopt_cost_table *t);
 
-/* Fused group time on device d: one launch + sum of compute + external bytes / bandwidth. */
+/* Whether an op of class cls stays a kernel of its own inside a fused group (gemm, conv, other:
+ * library calls) rather than joining the group's memory pass. */
+int gopt_cost_keeps_kernel(gopt_op_class cls);
+
+/* Fused group time on device d: the members' compute parts, one launch per member that keeps
+ * its kernel plus one for the memory pass (when the group has memory-bound members, or nothing
+ * else), and external_bytes / mem_bw. external_bytes: what the memory pass moves, the bytes the
+ * memory-bound members read from outside the group plus their outputs read outside it (or by
+ * nobody); a caller that counts every member's external bytes prices the group higher. */
 double gopt_cost_group_time(const gopt_cost_table *t, int d, const int32_t *members, int k, double external_bytes);
 
 /* Time to move `bytes` from device src to device dst: the link's copy table

@@ -126,6 +126,9 @@ double gopt_profile_device_memory(const gopt_profile *p, int d);          /* byt
  * always present. */
 double gopt_profile_device_peak(const gopt_profile *p, int d, gopt_dtype t);
 double gopt_profile_device_bandwidth(const gopt_profile *p, int d);       /* memory bytes/s */
+/* A shared_memory topology's `memory_bandwidth`: bytes/s of all devices' memory traffic at once
+ * (they share one memory bus; each device alone gets its own memory_bandwidth); 0 when not given. */
+double gopt_profile_shared_bandwidth(const gopt_profile *p);
 double gopt_profile_device_launch_overhead(const gopt_profile *p, int d); /* seconds per kernel */
 /* A measured table of the device, or 0 (and *out zeroed) when it has none. */
 int gopt_profile_device_table(const gopt_profile *p, int d, gopt_table_kind kind, gopt_profile_table *out);

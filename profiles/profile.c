@@ -138,6 +138,7 @@ double gopt_profile_device_peak(const gopt_profile *p, int d, gopt_dtype t) {
     return (t >= 0 && t < GOPT_DTYPE_COUNT) ? DEV(p, d)->peak[t] : 0.0;
 }
 double gopt_profile_device_bandwidth(const gopt_profile *p, int d) { return DEV(p, d)->bandwidth; }
+double gopt_profile_shared_bandwidth(const gopt_profile *p) { return p->bus_bw; }
 double gopt_profile_device_launch_overhead(const gopt_profile *p, int d) { return DEV(p, d)->launch; }
 
 static int fill_table(const gopt_profile *p, int set, gopt_table_kind kind, gopt_profile_table *out) {
@@ -193,6 +194,9 @@ gopt_status gopt_profile_check(const gopt_profile *p, const char *origin, gopt_e
                 return gopt_error_set(err, GOPT_EINVAL, "%s: device '%s': peak_flops.%s = %.17g must be in [%g, %g]",
                                       origin, nm, DTYPE_NAMES[t], v->peak[t], GOPT_PROFILE_MIN_RATE,
                                       GOPT_PROFILE_MAX_FLOPS_RATE);
+        if (p->bus_bw != 0 && !within(p->bus_bw, GOPT_PROFILE_MIN_RATE, GOPT_PROFILE_MAX_BANDWIDTH))
+            return gopt_error_set(err, GOPT_EINVAL, "%s: topology: memory_bandwidth = %.17g must be in [%g, %g]", origin,
+                                  p->bus_bw, GOPT_PROFILE_MIN_RATE, GOPT_PROFILE_MAX_BANDWIDTH);
         if (!within(v->launch, 0, GOPT_PROFILE_MAX_DELAY))
             return gopt_error_set(err, GOPT_EINVAL, "%s: device '%s': launch_overhead = %.17g must be in [0, %g]", origin,
                                   nm, v->launch, GOPT_PROFILE_MAX_DELAY);

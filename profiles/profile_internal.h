@@ -35,6 +35,7 @@ struct gopt_profile {
     int nsets;
     gopt_tableset *sets;
     double *link_bw, *link_lat; /* (ndev, ndev) */
+    double bus_bw;              /* shared_memory topology: the devices' memory traffic at once, bytes/s (0: not given) */
     int32_t *link_set;          /* (ndev, ndev) tableset with a COPY table, or -1 */
 };
 

@@ -130,7 +130,7 @@ static const int CUBE_MESH[8][8] = {
 static gopt_status read_topology(ctx *c, json_t *t, gopt_profile *p) {
     static const char *const allowed[] = {"kind", "bandwidth", "latency", "devices_per_switch", "cross_bandwidth",
                                           "cross_latency", "link_bandwidth", "fallback_bandwidth", "fallback_latency",
-                                          "note", NULL};
+                                          "memory_bandwidth", "note", NULL};
     const char *w = "topology";
     if (!json_is_object(t)) return gopt_error_set(c->err, GOPT_EFORMAT, "%s: field 'topology' is not an object", c->origin);
     gopt_status st = unknown_keys(c, t, w, allowed);
@@ -145,6 +145,12 @@ static gopt_status read_topology(ctx *c, json_t *t, gopt_profile *p) {
     if (strcmp(kind, "uniform") == 0 || strcmp(kind, "nvswitch") == 0 || strcmp(kind, "shared_memory") == 0) {
         if ((st = get_num(c, t, w, "bandwidth", 1, RATE_BW, &bw, NULL)) || (st = get_num(c, t, w, "latency", 1, DELAY, &lat, NULL)))
             return st;
+        int has_bus = 0;
+        if ((st = get_num(c, t, w, "memory_bandwidth", 0, RATE_BW, &p->bus_bw, &has_bus))) return st;
+        if (has_bus && strcmp(kind, "shared_memory") != 0)
+            return gopt_error_set(c->err, GOPT_EINVAL,
+                                  "%s: topology: field 'memory_bandwidth' belongs to kind 'shared_memory', not '%s'",
+                                  c->origin, kind);
         for (int i = 0; i < n * n; i++) {
             p->link_bw[i] = bw;
             p->link_lat[i] = lat;

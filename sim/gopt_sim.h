@@ -10,9 +10,15 @@
  * Semantics (docs/simulator.md has the full rules and their reasons):
  *   - a task is one unfused node or one fusion group (>= 2 members); a group
  *     runs as one kernel costing gopt_cost_group_time (external bytes = bytes
- *     of edges entering the group + output bytes of members read outside the
- *     group or by nobody); its priority is the max of its members', its tie
- *     rank the smallest topological rank of its members;
+ *     of edges entering its memory-bound members from outside the group +
+ *     output bytes of memory-bound members read outside the group or by
+ *     nobody; GEMM and convolution members move their own in their time);
+ *     its priority is the max of its members', its tie rank the smallest
+ *     topological rank of its members;
+ *   - on a profile with a shared memory bus (gopt_profile_shared_bandwidth),
+ *     a task's memory part is slowed when it starts while tasks that started
+ *     earlier on other devices draw on the bus beyond its bandwidth; a
+ *     duration is fixed when its task starts;
  *   - a task is ready when every tensor it reads from outside is present on
  *     its device; each device runs one task at a time, the ready task with
  *     the highest priority first, ties by topological rank;

@@ -101,6 +101,14 @@ gopt_status gopt_sim_create(const gopt_graph *g, const gopt_costmodel *cm, gopt_
     }
     free(islot);
     for (int d = 0; d < nd; d++) sim->capacity[d] = gopt_cost_device_memory(cm, d);
+    /* a shared memory bus: each device's bandwidth alone as a fraction of the bus's (at most 1:
+     * a bus is never slower than one device on it alone) */
+    double bus = gopt_profile_shared_bandwidth(gopt_cost_profile(cm));
+    sim->shared_bus = bus > 0 && nd > 1;
+    for (int d = 0; d < nd; d++) {
+        double r = bus > 0 ? sim->table.mem_bw[d] / bus : 0;
+        sim->bus_share[d] = r < 1 ? r : 1;
+    }
     for (int a = 0; a < nd; a++)
         for (int b = 0; b < nd; b++) {
             int l = a * nd + b;
@@ -316,6 +324,7 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
         x->mem_first = -1;
         x->mem_count = 1;
         x->dur = time[(size_t)v * (size_t)nd + (size_t)dv];
+        x->mem_s = (float)tab->memory[(size_t)v * (size_t)nd + (size_t)dv];
         s->mem[dv] += sim->psize[v];
         ncount[dv]++;
         if (sim->nin[v] == 0) zlist[nz++] = v;
@@ -381,11 +390,14 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
             double ext_bytes = 0;
             for (int32_t j = 0; j < k; j++) {
                 int32_t v = ml[j];
+                /* the memory pass moves the memory-bound members' external bytes; a member that
+                 * keeps its kernel (gemm, conv) reads and writes its own in its time */
+                double pass = tab->heavy[v] ? 0.0 : 1.0;
                 if (d->priority[v] > prio) prio = d->priority[v];
                 for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
                     int32_t u = f->in_src[e];
                     if (nt[u].task == c) continue;
-                    ext_bytes += sim->in_slot_bytes[e];
+                    ext_bytes += pass * sim->in_slot_bytes[e];
                     if (th[u].stamp_u != c) {
                         th[u].stamp_u = c;
                         pending++;
@@ -395,10 +407,11 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
                 for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1] && !ext; e++)
                     if (nt[f->out_dst[e]].task != c) ext = 1;
                 nt[v].ext = (uint8_t)ext;
-                if (ext) ext_bytes += f->out_bytes[v];
+                if (ext) ext_bytes += pass * f->out_bytes[v];
             }
             tp[c].pending = pending;
             nc[c].dur = gopt_cost_group_time(tab, dc, ml, k, ext_bytes);
+            nc[c].mem_s = (float)(ext_bytes / tab->mem_bw[dc]);
             uint32_t up = (uint32_t)prio ^ 0x80000000u;
             tp[c].key = ((uint64_t)(~up) << 32) | (uint32_t)rank[c];
             if (pending == 0) flist[nf++] = c;
@@ -416,6 +429,8 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
         s->peak[dd] = s->mem[dd];
         s->peak_t[dd] = 0;
         s->busy_s[dd] = 0;
+        s->dstart[dd] = s->dend[dd] = -1;
+        s->ddraw[dd] = 0;
         s->sent[dd] = 0;
         s->dstamp[dd] = -1;
     }

@@ -48,6 +48,10 @@ struct gopt_sim {
     uint8_t link_plain[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];
     double link_lat[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];
     double link_bw[GOPT_SIM_MAX_DEVICES * GOPT_SIM_MAX_DEVICES];
+    /* shared memory bus (gopt_profile_shared_bandwidth): each device's memory bandwidth alone
+     * over the bus's, at most 1; shared_bus: the profile has a bus and more than one device */
+    int shared_bus;
+    double bus_share[GOPT_SIM_MAX_DEVICES];
 };
 
 __extension__ typedef unsigned __int128 sim_u128;
@@ -126,7 +130,7 @@ typedef struct {
     double start;  /* (task) start time, -1 when it did not run */
     int64_t osize; /* constant: sim->osize */
     uint32_t xf_mask; /* (tensor) receiving devices (when ndev <= 32): record = xf_first + popcount below */
-    int32_t spare;
+    float mem_s;      /* (task) the part of dur that is memory traffic (seconds; gopt_cost_table.memory) */
 } sim_nc;
 
 /* One change of a device's memory: the bytes in use after it. */
@@ -188,6 +192,9 @@ struct gopt_sim_scratch {
     double peak_t[GOPT_SIM_MAX_DEVICES]; /* when peak[d] was first reached */
     double busy_s[GOPT_SIM_MAX_DEVICES];
     double sent[GOPT_SIM_MAX_DEVICES];
+    /* shared bus: the task each device runs, its start and end, and the fraction of the bus its
+     * memory traffic draws on average over it (bus_share x memory part / duration) */
+    double dstart[GOPT_SIM_MAX_DEVICES], dend[GOPT_SIM_MAX_DEVICES], ddraw[GOPT_SIM_MAX_DEVICES];
     double total_bytes;
     double now;
     uint32_t instant; /* distinct event times so far: orders link queues like time does */

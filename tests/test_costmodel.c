@@ -268,6 +268,20 @@ static void test_table_build_and_groups(void **state) {
     assert_true(close_rel(gopt_cost_group_time(&t, 1, mem, 2, ext), want, 1e-12));
     /* fusing saves: the group is cheaper than the two ops alone */
     assert_true(gopt_cost_group_time(&t, 1, mem, 2, ext) < t.time[3 * 2 + 1] + t.time[4 * 2 + 1]);
+    /* mm + relu + sum: the GEMM keeps its kernel (its whole time and its own launch), the two
+     * memory-bound members are one pass with one launch over their external bytes (here the
+     * sum's output alone: relu reads mm's output inside the group) */
+    assert_true(t.heavy[2] && !t.heavy[3] && !t.heavy[4]);
+    assert_true(t.memory[2 * 2 + 1] == 0 && close_rel(t.memory[3 * 2 + 1], t.time[3 * 2 + 1] - 1e-7 - t.compute[3 * 2 + 1], 1e-12));
+    int32_t mem3[3] = {2, 3, 4};
+    double want3 = 2e-7 + t.compute[2 * 2 + 1] + t.compute[3 * 2 + 1] + t.compute[4 * 2 + 1] + 4.0 / 1e10;
+    assert_true(close_rel(gopt_cost_group_time(&t, 1, mem3, 3, 4.0), want3, 1e-12));
+    assert_true(gopt_cost_group_time(&t, 1, mem3, 3, 4.0) >= t.time[2 * 2 + 1]); /* never below the GEMM alone */
+    /* two GEMMs fused cost what they cost apart: no launch or traffic saved */
+    int32_t mm2[2] = {2, 2};
+    assert_true(close_rel(gopt_cost_group_time(&t, 1, mm2, 2, 0), 2 * t.time[2 * 2 + 1], 1e-12));
+    assert_int_equal(gopt_cost_keeps_kernel(GOPT_OP_CLASS_CONV), 1);
+    assert_int_equal(gopt_cost_keeps_kernel(GOPT_OP_CLASS_REDUCTION), 0);
     gopt_cost_table_destroy(&t);
     assert_null(t.time);
     gopt_cost_table_destroy(&t); /* twice is harmless */

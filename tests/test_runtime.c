@@ -22,6 +22,7 @@
 #include "gopt_baselines.h"
 #include "gopt_runtime.h"
 #include "gopt_zoo.h"
+#include "rt_internal.h"
 #include "test_util.h"
 
 typedef struct {
@@ -341,9 +342,43 @@ static void test_names(void **state) {
     assert_null(gopt_rt_backend_name(GOPT_RT_BACKEND_COUNT));
 }
 
+/* The memory-bound kernel's values: a short input is read cyclically (a broadcast; its cycle is
+ * tiled by whole copies, also when the pass is shorter than one block), input floats past the
+ * outputs' end are summed into the returned reduction, and nothing is summed when there are none. */
+static void test_memory_kernel_values(void **state) {
+    (void)state;
+    enum { N = 5003, B = 7, R = 10000 };
+    float *a = malloc(R * sizeof(float)), *b = malloc(B * sizeof(float)), *o = malloc(N * sizeof(float));
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(o);
+    for (int i = 0; i < R; i++) a[i] = 0.25f * (float)(i % 4);
+    for (int i = 0; i < B; i++) b[i] = (float)(i + 1);
+    int lens[] = {N, 5, 2048, 2049}; /* outputs shorter than one block, exactly one, across two */
+    for (size_t t = 0; t < sizeof lens / sizeof lens[0]; t++) {
+        int n = lens[t];
+        rt_span in[2] = {{a, n}, {b, B}}, out = {o, n};
+        float red = rt_memory_kernel(in, 2, &out, 1), want = 0;
+        for (int i = n; i < B; i++) want += b[i]; /* the broadcast input past a shorter output */
+        assert_true(red == want);
+        for (int i = 0; i < n; i++) assert_true(o[i] == a[i] + b[i % B]);
+    }
+    /* a reduction: 10000 floats into 3 */
+    rt_span in = {a, R}, out = {o, 3};
+    float red = rt_memory_kernel(&in, 1, &out, 1);
+    double want = 0;
+    for (int i = 3; i < R; i++) want += a[i];
+    assert_true(fabs(red - want) < 1e-3);
+    for (int i = 0; i < 3; i++) assert_true(o[i] == a[i]);
+    free(a);
+    free(b);
+    free(o);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_memory_kernel_values),
         cmocka_unit_test(test_mlp_two_devices),
         cmocka_unit_test(test_peak_equals_simulator),
         cmocka_unit_test(test_methods_two_devices),

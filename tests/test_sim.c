@@ -53,6 +53,14 @@ static const char *TABLE_PROFILE =
     "\"links\":[{\"src\":\"dev0\",\"dst\":\"dev1\",\"bandwidth\":1024.0,\"latency\":1.0,\"tables\":\"cp\"}],"
     "\"tables\":{\"cp\":{\"copy\":[[256,0.75],[1024,3.0],[4096,5.0]]}}}";
 
+/* UNIT_PROFILE's devices on one memory bus of 1536 B/s (each alone: 1024 B/s, 2/3 of it). */
+static const char *BUS_PROFILE =
+    "{\"format\":\"gopt-profile\",\"version\":1,\"name\":\"bus\",\"description\":\"simulator tests\","
+    "\"provenance\":{\"source\":\"datasheet\",\"reference\":\"unit test numbers\"},"
+    "\"devices\":[{\"name\":\"dev\",\"count\":%d,\"kind\":\"cpu\",\"model\":\"unit\",\"memory_bytes\":%.0f,"
+    "\"peak_flops\":{\"fp32\":1.0},\"memory_bandwidth\":1024.0,\"launch_overhead\":0.5}],"
+    "\"topology\":{\"kind\":\"shared_memory\",\"bandwidth\":1024.0,\"latency\":1.0,\"memory_bandwidth\":1536.0}}";
+
 typedef struct {
     gopt_profile *p;
     gopt_costmodel *cm;
@@ -172,6 +180,50 @@ static void test_two_ops_one_transfer(void **state) {
     gopt_sim_free(sim);
     gopt_graph_free(g);
     cluster_free(&c);
+}
+
+/* Shared memory bus: a memory-bound kernel that starts while another device's memory-bound
+ * kernel runs has its memory part slowed down by how far the two demands exceed the bus; the
+ * one already running keeps its time; without a bus nothing changes. */
+static void test_shared_bus(void **state) {
+    (void)state;
+    /* a (dev 0): elementwise, 4096 B: 0.5 + 4 s (memory 4 s), runs 0-4.5, draws 2/3 * 4/4.5 of
+     * the bus; b (dev 1): 0.5 + 1 s, runs 0-1.5; c (dev 1, after b): elementwise 2048 B, 0.5 + 2 s
+     * alone; it starts at 1.5 while a runs: demand 2/3 + 16/27 = 34/27 of the bus, so its 2 s of
+     * memory traffic take 2 * 34/27 s */
+    node_spec nodes[] = {{"a", GOPT_OP_CLASS_ELEMENTWISE, 0, 4096, 0},
+                         {"b", GOPT_OP_CLASS_OTHER, 1, 1024, 0},
+                         {"c", GOPT_OP_CLASS_ELEMENTWISE, 0, 1024, 0}};
+    edge_spec edges[] = {{1, 2, 1024}};
+    gopt_graph *g = graph_make(nodes, 3, edges, 1);
+    int dev[] = {0, 1, 1};
+    const char *fmts[2] = {BUS_PROFILE, UNIT_PROFILE};
+    for (int k = 0; k < 2; k++) {
+        cluster c;
+        cluster_make(&c, fmts[k], 2, 1e6);
+        gopt_sim *sim;
+        gopt_sim_scratch *s;
+        gopt_decisions d;
+        gopt_sim_result r;
+        run_case(g, &c, dev, NULL, NULL, &r, &sim, &s, &d);
+        double cdur = k == 0 ? 0.5 + 2.0 * 34.0 / 27.0 : 2.5;
+        EXACT(gopt_sim_node_start(s, 2), 1.5);
+        EXACT(gopt_sim_node_end(s, 2), 1.5 + cdur);
+        EXACT(gopt_sim_node_end(s, 0), 4.5);
+        EXACT(r.busy_s[1], 1.5 + cdur);
+        EXACT(r.step_time_s, k == 0 ? 1.5 + cdur : 4.5);
+        /* one device alone never waits for the bus: all three on device 0 */
+        int one[] = {0, 0, 0};
+        for (int v = 0; v < 3; v++) d.device[v] = one[v];
+        gopt_error err = {0};
+        assert_int_equal(gopt_sim_run(sim, &d, &r, s, &err), GOPT_OK);
+        EXACT(r.step_time_s, 4.5 + 1.5 + 2.5);
+        gopt_decisions_destroy(&d);
+        gopt_sim_scratch_free(s);
+        gopt_sim_free(sim);
+        cluster_free(&c);
+    }
+    gopt_graph_free(g);
 }
 
 static void test_diamond_two_devices(void **state) {
@@ -553,15 +605,16 @@ static void ref_simulate(const gopt_graph *g, const gopt_costmodel *cm, const go
         for (int j = 0; j < k; j++) {
             int v = mem[j], outdeg = 0, leaves = 0;
             if (d->priority[v] > R.prio[c]) R.prio[c] = d->priority[v];
+            int pass = !tab.heavy[v]; /* the memory pass moves the memory-bound members' bytes */
             for (int e = 0; e < f->m; e++) {
-                if (f->edge_dst[e] == v && R.rep[f->edge_src[e]] != c) extb += f->edge_bytes[e];
+                if (pass && f->edge_dst[e] == v && R.rep[f->edge_src[e]] != c) extb += f->edge_bytes[e];
                 if (f->edge_src[e] == v) {
                     outdeg++;
                     if (R.rep[f->edge_dst[e]] != c) leaves = 1;
                 }
             }
             R.ext[v] = k == 1 || outdeg == 0 || leaves;
-            if (R.ext[v]) extb += f->out_bytes[v];
+            if (R.ext[v] && pass) extb += f->out_bytes[v];
         }
         R.dur[c] = k == 1 ? tab.time[c * R.nd + D] : gopt_cost_group_time(&tab, D, mem, k, extb);
     }
@@ -1441,6 +1494,7 @@ int main(void) {
     if (!mkdtemp(tmpdir)) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_ops_one_transfer),
+        cmocka_unit_test(test_shared_bus),
         cmocka_unit_test(test_diamond_two_devices),
         cmocka_unit_test(test_priorities_and_ties),
         cmocka_unit_test(test_fused_chain),

@@ -74,6 +74,8 @@ static int profile_show(int argc, char **argv) {
         json_object_set_new(o, "name", json_string(gopt_profile_name(p)));
         json_object_set_new(o, "source", json_string(gopt_profile_source(p)));
         json_object_set_new(o, "topology", json_string(gopt_profile_topology(p)));
+        if (gopt_profile_shared_bandwidth(p) > 0)
+            json_object_set_new(o, "shared_memory_bandwidth", json_real(gopt_profile_shared_bandwidth(p)));
         for (int d = 0; d < n; d++) {
             json_t *jd = json_object();
             json_object_set_new(jd, "name", json_string(gopt_profile_device_name(p, d)));
@@ -107,7 +109,13 @@ static int profile_show(int argc, char **argv) {
     if (gopt_profile_machine(p)[0]) printf("machine     %s\n", gopt_profile_machine(p));
     if (gopt_profile_date(p)[0]) printf("date        %s\n", gopt_profile_date(p));
     if (gopt_profile_command(p)[0]) printf("command     %s\n", gopt_profile_command(p));
-    printf("topology    %s\ndevices     %d\n\n", gopt_profile_topology(p), n);
+    printf("topology    %s\n", gopt_profile_topology(p));
+    if (gopt_profile_shared_bandwidth(p) > 0) {
+        char bus[32];
+        human(gopt_profile_shared_bandwidth(p), "B/s", bus, sizeof bus);
+        printf("memory bus  %s, all devices at once\n", bus);
+    }
+    printf("devices     %d\n\n", n);
     printf("  %-3s %-10s %-4s %-24s %12s %14s %14s %10s  %s\n", "id", "name", "kind", "model", "memory", "peak fp32",
            "mem bandwidth", "launch", "tables (rows)");
     for (int d = 0; d < n; d++) {

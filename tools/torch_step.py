@@ -43,7 +43,7 @@ def main(argv=None):
     table = ex.models()
     if args.list:
         for k, v in table.items():
-            print(f"{k:14s} family {v[3]}, optimizer {v[4]}")
+            print(f"{k:14s} family {v.family}, optimizer {v.optimizer}")
         return 0
     if args.model not in table:
         ap.print_usage(sys.stderr)
@@ -54,8 +54,9 @@ def main(argv=None):
         return 2
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    build, loss_fn, inputs, family, optim = table[args.model]
-    model = build()
+    spec = table[args.model]  # export_torch.Spec, at the exporter's default batch and seq
+    loss_fn, optim = spec.loss, spec.optimizer
+    model = spec.build(spec.batch, spec.seq)
     model.train()
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     names = [n for n, _ in named]
@@ -63,7 +64,7 @@ def main(argv=None):
     states = [torch.zeros_like(p) for p in params for _ in range(ex.OPTIMIZERS[optim])]
     buffers = [b for _, b in model.named_buffers()]
     step = ex.make_step(model, loss_fn, names, optim)
-    flat = params + states + buffers + list(inputs())
+    flat = params + states + buffers + list(spec.inputs(spec.batch, spec.seq))
     walls, cpus = [], []
     for r in range(args.warmup + args.reps):
         w0, c0 = time.perf_counter(), time.thread_time()
