@@ -747,6 +747,7 @@ static int run(train_args *ta, const char *verb, const char *init) {
     printf("%-28s %8s %12s %12s %12s %12s  %-16s%s\n", "graph", "nodes", "reference_ms", "go_greedy_ms", "go_best_ms",
            "best/ref", "reference method", mixing(ta) ? "  cluster" : "");
     double sum_rel = 0;
+    int none = 0;
     for (int i = 0; i < gopt_trainer_num_graphs(tr); i++) {
         const gopt_graph *g = gopt_trainer_graph(tr, i);
         gopt_decisions d = {0};
@@ -761,7 +762,8 @@ static int run(train_args *ta, const char *verb, const char *init) {
         double ref = gopt_trainer_reference(tr, i, &m);
         const gopt_decisions *bd;
         double best = gopt_trainer_best(tr, i, &bd);
-        sum_rel += best / ref;
+        if (isfinite(best)) sum_rel += best / ref;
+        else none++;
         printf("%-28s %8d %12.6g %12.6g%s %12.6g %12.4f  %-16s", gopt_graph_name(g), gopt_graph_num_nodes(g),
                ref * 1e3, res.step_time_s * 1e3, res.oom ? "!" : " ", best * 1e3, best / ref, m);
         if (mixing(ta))
@@ -771,8 +773,10 @@ static int run(train_args *ta, const char *verb, const char *init) {
             if (gopt_decisions_save(ta->decisions, g, ta->fndev[ta->tfile[0]], bd, &err)) goto fail;
         }
     }
-    printf("mean best/ref over %d graphs: %.4f (< 1: GO beats the best baseline)%s%s\n", gopt_trainer_num_graphs(tr),
-           sum_rel / gopt_trainer_num_graphs(tr), ta->outp ? "; checkpoint " : "", ta->outp ? ta->outp : "");
+    const int found = gopt_trainer_num_graphs(tr) - none;
+    printf("mean best/ref over %d graphs: %.4f (< 1: GO beats the best baseline)", found, found ? sum_rel / found : NAN);
+    if (none) printf("; no valid solution found on %d graph(s)", none);
+    printf("%s%s\n", ta->outp ? "; checkpoint " : "", ta->outp ? ta->outp : "");
     if (ta->finetune) { /* the comparison against every reference baseline */
         const char *names[32];
         double steps[32];
