@@ -542,6 +542,9 @@ static void synth_recsys(synth *s) {
     zoo_builder *b = s->b;
     int64_t B = draw(s, 32, 8192), D = draw(s, 8, 128), W = draw(s, 64, 1024);
     int sparse = chance(s, 0.7), cap = 4096;
+    /* many features come with small tables: about 4e7 rows in all (a table has about 4
+     * forward nodes; up to 1e6 rows each) */
+    double rows_hi = fmin(1e6, fmax(1e3, 4e7 / fmax(1.0, 0.7 * s->budget / 4)));
     int32_t *feats = malloc((size_t)cap * sizeof *feats);
     if (!feats) {
         zoo_fail(b, GOPT_ENOMEM, "out of memory");
@@ -558,7 +561,7 @@ static void synth_recsys(synth *s) {
     while (nf < cap && !zoo_failed(b) && gopt_graph_num_nodes(b->g) - start < 0.7 * (s->budget - start)) {
         b->layer = 1 + (nf - 1) / 8; /* tables in groups of 8: each group's lookups, pooling and update together */
         zoo_push(b, "embedding_%d", nf - 1);
-        int64_t rows = draw(s, 100, 1e6), hot = chance(s, 0.5) ? 1 : draw(s, 2, 64);
+        int64_t rows = draw(s, 100, rows_hi), hot = chance(s, 0.5) ? 1 : draw(s, 2, 64);
         int32_t table = ZOO_PARAM(b, "table", rows, D), ids = ZOO_INPUT(b, "ids", B, hot);
         int32_t e = zoo_gather(b, table, ids, sparse);
         int32_t in1 = e;
