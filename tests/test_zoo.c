@@ -465,6 +465,19 @@ static void test_synthetic_new_kinds(void **state) {
         assert_true(count_op(u, "Conv2D", GOPT_PHASE_BWD) >= 2);   /* a transposed conv's input gradient */
         gopt_graph_free(u);
     }
+    /* deterministic per seed: the same seed, the same bytes; and ALL too */
+    for (int k = GOPT_SYNTH_ALL; k < GOPT_SYNTH_KIND_COUNT; k++) {
+        if (k == GOPT_SYNTH_ANY) continue;
+        size_t la, lb;
+        gopt_graph *a = synth(77, (gopt_synth_kind)k, 800), *b = synth(77, (gopt_synth_kind)k, 800);
+        char *ta = graphml_text(a, &la), *tb = graphml_text(b, &lb);
+        assert_int_equal(la, lb);
+        assert_memory_equal(ta, tb, la);
+        free(ta);
+        free(tb);
+        gopt_graph_free(a);
+        gopt_graph_free(b);
+    }
     /* over 8 seeds each option shows up */
     assert_true(moe > 0 && moe < 8);
     assert_true(cross > 0 && cross < 8);
