@@ -422,7 +422,7 @@ static int count_op(const gopt_graph *g, const char *op, gopt_phase ph) {
 /* The transformer, recsys and unet kinds carry the structures they imitate. */
 static void test_synthetic_new_kinds(void **state) {
     (void)state;
-    int moe = 0, cross = 0, sparse = 0, dense_emb = 0, conv1d = 0;
+    int moe = 0, cross = 0, sparse = 0, dense_emb = 0, conv1d = 0, up_tconv = 0, up_resize = 0;
     for (uint64_t seed = 1; seed <= 8; seed++) {
         gopt_graph *t = synth(seed, GOPT_SYNTH_TRANSFORMER, 1200);
         assert_true(count_op(t, "BatchMatMulV2", GOPT_PHASE_FWD) >= 2); /* Q K^T and the weights times V */
@@ -459,10 +459,14 @@ static void test_synthetic_new_kinds(void **state) {
         }
         gopt_graph_free(r);
         gopt_graph *u = synth(seed, GOPT_SYNTH_UNET, 1200);
-        assert_true(count_op(u, "Conv2DBackpropInput", GOPT_PHASE_FWD) >= 2); /* transposed convs up */
+        int tconv = count_op(u, "Conv2DBackpropInput", GOPT_PHASE_FWD), resize = count_op(u, "ResizeNearestNeighbor", GOPT_PHASE_FWD);
+        assert_true((tconv >= 2) != (resize >= 2)); /* up by transposed convs or by resize + conv */
+        if (tconv) assert_true(count_op(u, "Conv2D", GOPT_PHASE_BWD) >= 2); /* a transposed conv's input gradient */
+        else assert_int_equal(count_op(u, "AvgPoolGrad", GOPT_PHASE_BWD), resize);
+        up_tconv += tconv > 0;
+        up_resize += resize > 0;
         assert_true(count_op(u, "MaxPool", GOPT_PHASE_FWD) >= 2);
         assert_true(count_op(u, "ConcatV2", GOPT_PHASE_FWD) >= 2); /* skips */
-        assert_true(count_op(u, "Conv2D", GOPT_PHASE_BWD) >= 2);   /* a transposed conv's input gradient */
         gopt_graph_free(u);
     }
     /* deterministic per seed: the same seed, the same bytes; and ALL too */
@@ -483,6 +487,7 @@ static void test_synthetic_new_kinds(void **state) {
     assert_true(cross > 0 && cross < 8);
     assert_true(conv1d > 0);
     assert_true(sparse > 0 && dense_emb > 0);
+    assert_true(up_tconv > 0 && up_resize > 0);
 }
 
 /* ---- shipped PyTorch exports ----------------------------------------------------------------- */

@@ -19,7 +19,8 @@
  *   recsys   embedding tables (multi-hot, sum-pooled, sparse or dense
  *            gradients), bottom and top MLPs, dot or concat interaction;
  *   unet     stacked U-Nets: conv+BN down with max pooling, optional
- *            bottleneck self-attention, transposed convs up, skip concats.
+ *            bottleneck self-attention, transposed convs (or nearest-neighbour
+ *            resize + conv) up, skip concats.
  * GOPT_SYNTH_ANY draws among the first four only (what it drew before the
  * last three existed), GOPT_SYNTH_ALL among all seven.
  * Sizes (batch, widths, image sides, channels) are drawn log-uniformly so
@@ -610,7 +611,20 @@ static int32_t conv_pair(synth *s, int32_t x, int64_t c, int reps) {
 /* One U-Net: `depth` levels down (convs, then 2x2 max pooling), a bottleneck
  * (optionally with self-attention over the pixels, as diffusion U-Nets have),
  * and up (2x2 stride-2 transposed conv, concat with the skip, convs). */
-static int32_t unet(synth *s, int32_t x, int depth, int64_t c0, int reps, int attn) {
+/* 2x nearest-neighbour upsampling (a resize; its gradient is the ONNX import's
+ * Resize rule: the pooling rule with a 1x1 window, AvgPoolGrad) and a 3x3 conv to c. */
+static int32_t resize_conv(synth *s, int32_t x, int64_t c) {
+    zoo_builder *b = s->b;
+    int64_t B = zoo_dim(b, x, 0), H = zoo_dim(b, x, 1), W = zoo_dim(b, x, 2), C = zoo_dim(b, x, 3);
+    int rank = 4;
+    int32_t attr[4] = {1, 1, 0, 0};
+    zoo_fwd_spec sp = {.kind = ZK_POOL, .op = "ResizeNearestNeighbor", .cls = GOPT_OP_CLASS_DATA_MOVEMENT, .ins = &x,
+                       .nin = 1, .nout = 1, .ranks = &rank,
+                       .dims = (const int64_t[][ZOO_MAX_RANK]){{B, 2 * H, 2 * W, C}}, .attr = attr};
+    return zoo_conv_bias(b, zoo_fwd(b, &sp), 3, 3, c, 1);
+}
+
+static int32_t unet(synth *s, int32_t x, int depth, int64_t c0, int reps, int attn, int resize) {
     zoo_builder *b = s->b;
     int32_t skips[8];
     int64_t c = c0;
@@ -636,7 +650,13 @@ static int32_t unet(synth *s, int32_t x, int depth, int64_t c0, int reps, int at
         c /= 2;
         b->layer++;
         zoo_push(b, "up_%d", d);
-        x = zoo_conv_transpose(b, x, ZOO_PARAM(b, "upconv/weights", 2, 2, c, zoo_dim(b, x, -1)), 2);
+        if (resize) {
+            zoo_push(b, "upsample");
+            x = resize_conv(s, x, c);
+            zoo_pop(b);
+        } else {
+            x = zoo_conv_transpose(b, x, ZOO_PARAM(b, "upconv/weights", 2, 2, c, zoo_dim(b, x, -1)), 2);
+        }
         int32_t cat[2] = {skips[d], x};
         x = conv_pair(s, zoo_concat(b, cat, 2, -1), c, reps);
         zoo_pop(b);
@@ -651,6 +671,7 @@ static void synth_unet(synth *s) {
     int64_t side = draw(s, 32, 512) / unit * unit; /* a multiple of 2^depth, at least twice it */
     if (side < 2 * unit) side = 2 * unit;
     attn = attn && (side >> depth) <= 32; /* attention over at most 1,024 pixels */
+    int resize = chance(s, 0.3);            /* up by resize + conv, else by transposed convs */
     b->layer = 0;
     zoo_push(b, "stem");
     int32_t x = zoo_conv_bn(b, ZOO_INPUT(b, "images", B, side, side, 3), 3, 3, c, 1, 0, 1);
@@ -662,7 +683,7 @@ static void synth_unet(synth *s) {
         int32_t before = gopt_graph_num_nodes(b->g);
         if (m > 0 && before + one > s->budget) break;
         zoo_push(b, "unet_%d", m);
-        int32_t y = unet(s, x, depth, c, reps, attn);
+        int32_t y = unet(s, x, depth, c, reps, attn, resize);
         zoo_pop(b);
         x = m ? zoo_add(b, x, y) : y;
         one = gopt_graph_num_nodes(b->g) - before;
