@@ -310,6 +310,13 @@ gopt_status zoo_backward(zoo_builder *b) {
         int any = 0;
         for (int j = 0; j < o->nout; j++) any |= (dy[j] = grad_sum(b, o->out0 + j)) >= 0;
         if (!any) continue;
+        if (dy[0] < 0 && o->kind != ZK_SPLIT) {
+            /* a gradient reaches a later output only: the rules differentiate output 0, the
+             * others (an imported norm's running statistics) carry none; an op outside the
+             * rules takes the first output's gradient there is */
+            if (o->kind != ZK_OTHER) continue;
+            for (int j = 1; j < o->nout && dy[0] < 0; j++) dy[0] = dy[j];
+        }
         snprintf(fwd_name, sizeof fwd_name, "%s", gopt_graph_node_name(b->g, o->node));
         grad_ctx c = {b, o, fwd_name, &b->args[o->in0], dy, 0};
         gopt_node_attrs a;
