@@ -73,6 +73,15 @@ double gopt_now_seconds(void); /* monotonic clock */
  * nothing above U+10FFFF); 0 when s does not start one. */
 int gopt_utf8_decode(const unsigned char *s, size_t len, uint32_t *cp);
 
+/* ---- JSON ----------------------------------------------------------------- */
+/* Refuse (GOPT_EFORMAT) a JSON text holding a real number a double cannot
+ * hold: beyond 1.8e308, or nonzero and below the smallest normal double
+ * (2.2e-308; jansson would read 1e-400 as 0 silently). The message names
+ * origin, the line, the element's path (devices[0].peak_flops.fp32) and the
+ * number. Every reader of a user's JSON calls it before json_loadb. Text that
+ * is not JSON passes (the parser reports it). */
+gopt_status gopt_json_check_numbers(const char *text, size_t len, const char *origin, gopt_error *err);
+
 /* ---- growable buffer ---------------------------------------------------- */
 typedef struct {
     char *data;

@@ -56,15 +56,22 @@ gopt_status gopt_zoo_generate(const gopt_zoo_spec *spec, gopt_graph **out, gopt_
 /* Synthetic graphs: one random training-step graph per call, every choice
  * drawn from rng (so a seed reproduces the graph exactly). Structure kinds:
  * layered DAGs of dense ops, NAS-like cells stacked into networks, chains
- * with skip connections and branches, unrolled recurrent grids. */
+ * with skip connections and branches, unrolled recurrent grids, transformers
+ * (attention, embeddings, mixture of experts), recommenders, U-Nets. */
 typedef enum {
-    GOPT_SYNTH_ANY = -1, /* draw the kind from rng */
+    GOPT_SYNTH_ALL = -2, /* draw the kind from rng among all kinds */
+    GOPT_SYNTH_ANY = -1, /* draw the kind from rng among the first four (layered .. grid), as
+                            before the later kinds existed: a seed gives the same graphs */
     GOPT_SYNTH_LAYERED = 0,
     GOPT_SYNTH_CELLS,
     GOPT_SYNTH_CHAIN,
     GOPT_SYNTH_GRID,
+    GOPT_SYNTH_TRANSFORMER, /* token embeddings, multi-head attention blocks, optional MoE, encoder-decoder */
+    GOPT_SYNTH_RECSYS,      /* embedding tables (sparse gradients), MLPs, feature interaction */
+    GOPT_SYNTH_UNET,        /* stacked conv U-Nets: pooling down, transposed convs up, skips */
     GOPT_SYNTH_KIND_COUNT
 } gopt_synth_kind;
+#define GOPT_SYNTH_ANY_KIND_COUNT 4 /* the kinds GOPT_SYNTH_ANY draws from */
 
 typedef struct {
     gopt_synth_kind kind;

@@ -425,6 +425,8 @@ fail:
 
 gopt_status gopt_profile_parse(const char *text, size_t len, const char *origin, gopt_profile **out, gopt_error *err) {
     *out = NULL;
+    gopt_status nst = gopt_json_check_numbers(text, len, origin, err);
+    if (nst) return nst;
     json_error_t je;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {

@@ -178,12 +178,53 @@ static void test_utf8_decode(void **state) {
     assert_int_equal(gopt_utf8_decode((const unsigned char *)"\xff", 1, &cp), 0);
 }
 
+static gopt_status num_check(const char *text, gopt_error *err) {
+    return gopt_json_check_numbers(text, strlen(text), "f.json", err);
+}
+
+static void test_json_check_numbers(void **state) {
+    (void)state;
+    gopt_error err = {0};
+    /* accepted: every double, integers (left to jansson), zeros however written, text that is not JSON */
+    assert_int_equal(num_check("{\"a\": [0.0, -0e-999, 1e-300, 2.2250738585072014e-308, 1.7e308, -5, 123456789012345678901234]}", &err), GOPT_OK);
+    assert_int_equal(num_check("{\"s\": \"1e-400 in a string \\\" 1e999\", \"t\": 1.5}", &err), GOPT_OK);
+    assert_int_equal(num_check("{\"a\": [1e-400", &err) == GOPT_EFORMAT, 1); /* unterminated: still scanned */
+    assert_int_equal(num_check("not json at all ]]} {{", &err), GOPT_OK);
+    assert_int_equal(num_check("", &err), GOPT_OK);
+    /* refused, naming the file, the line, the element and the number */
+    static const struct {
+        const char *text, *want;
+    } BAD[] = {
+        {"{\"a\": 1e-400}", "f.json: line 1: a: the number 1e-400 is below the smallest double and would read as 0"},
+        {"{\"a\": {\"b\": [1, 2,\n -3.5e-320]}}", "f.json: line 2: a.b[2]: the number -3.5e-320 is below the smallest normal double"},
+        {"[{\"x\": 1}, {\"y\": 1e400}]", "f.json: line 1: [1].y: the number 1e400 is beyond the largest double"},
+        {"{\"a\": {\"b\": 1}, \"c\": [[], [0.5, 1E-401]]}", "line 1: c[1][1]: the number 1E-401"},
+        {"1e-400", "line 1: (the top-level value): the number 1e-400"},
+        {"{\"step\": 1}\n{\"step\": 2, \"r\": 9e9999}\n", "line 2: r: the number 9e9999"},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        assert_int_equal(num_check(BAD[i].text, &err), GOPT_EFORMAT);
+        if (!strstr(err.msg, BAD[i].want)) fail_msg("case %zu: %s", i, err.msg);
+    }
+    /* a number longer than the scan's stack buffer, and one only its later digits make nonzero */
+    char big[600];
+    snprintf(big, sizeof big, "{\"k\": 0.%0500d1e-10}", 0);
+    assert_int_equal(num_check(big, &err), GOPT_EFORMAT);
+    assert_non_null(strstr(err.msg, "k: the number 0.000"));
+    assert_non_null(strstr(err.msg, "... is below"));
+    snprintf(big, sizeof big, "{\"k\": 0.%0300d1}", 0);
+    assert_int_equal(num_check(big, &err), GOPT_OK); /* 1e-301: in range */
+    /* bounded: only len bytes are read */
+    assert_int_equal(gopt_json_check_numbers("{\"a\": 1e-4001", 11, "f", &err), GOPT_OK); /* sees 1e-40 */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_and_exit_codes),
         cmocka_unit_test(test_rng_deterministic_and_uniform),
         cmocka_unit_test(test_buf),
         cmocka_unit_test(test_utf8_decode),
+        cmocka_unit_test(test_json_check_numbers),
         cmocka_unit_test(test_atomic_write_and_gzip_roundtrip),
         cmocka_unit_test(test_bad_gzip),
     };

@@ -195,7 +195,16 @@ static void test_bad_inputs(void **state) {
     expect_bad("\"memory_bytes\":1e9,", "\"memory_bytes\":1e9,\"count\":1.5,", GOPT_EINVAL, "'count' = 1.5");
     expect_bad("\"fp32\":1e11", "\"fp32\":1e11,\"fp7\":1", GOPT_EINVAL, "unknown dtype 'fp7'");
     /* bounds: extreme but finite values, device counts (checked before the devices^2 links) */
-    expect_bad("\"fp32\":1e11", "\"fp32\":5e-324", GOPT_EINVAL, "devices[0].peak_flops: field 'fp32' = 4.9406564584124654e-324 must be in [1, 1e+18]");
+    expect_bad("\"fp32\":1e11", "\"fp32\":1e-300", GOPT_EINVAL, "devices[0].peak_flops: field 'fp32' = 1e-300 must be in [1, 1e+18]");
+    /* numbers a double cannot hold: refused naming the element (gopt_json_check_numbers), never read as 0 */
+    expect_bad("\"fp32\":1e11", "\"fp32\":5e-324", GOPT_EFORMAT,
+               "t.json: line 4: devices[0].peak_flops.fp32: the number 5e-324 is below the smallest normal double");
+    expect_bad("\"launch_overhead\":1e-6", "\"launch_overhead\":1e-400", GOPT_EFORMAT,
+               "devices[0].launch_overhead: the number 1e-400 is below the smallest double and would read as 0");
+    expect_bad("\"latency\":1e-5", "\"latency\":2.5e-310", GOPT_EFORMAT, "links[0].latency: the number 2.5e-310");
+    expect_bad("[16,16,16,2e-6]", "[16,16,16,2e-999]", GOPT_EFORMAT, "tables.s.gemm[1][3]: the number 2e-999");
+    expect_bad("\"memory_bytes\":2e9", "\"memory_bytes\":2e999", GOPT_EFORMAT,
+               "devices[1].memory_bytes: the number 2e999 is beyond the largest double");
     expect_bad("\"fp32\":1e11", "\"fp32\":1e19", GOPT_EINVAL, "'fp32' = 1e+19 must be in [1, 1e+18]");
     expect_bad("\"launch_overhead\":1e-6", "\"launch_overhead\":1e308", GOPT_EINVAL, "'launch_overhead' = 1e+308 must be in [0, 1]");
     expect_bad("\"memory_bandwidth\":1e10", "\"memory_bandwidth\":1e-300", GOPT_EINVAL, "devices[0]: field 'memory_bandwidth' = 1e-300");

@@ -374,6 +374,12 @@ static void test_resume_equals_uninterrupted(void **state) {
     unsigned tasks = 0;
     assert_int_equal(gopt_trainer_checkpoint_tasks(pb, &tasks, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, ".state: options.tasks: tasks 'bogus'"));
+    /* a number below a double's range is refused, not read as 0 (gopt_json_check_numbers) */
+    snprintf(cmd, sizeof cmd, "sed -i 's/\"tasks\": \"[^\"]*\"/\"tasks\": \"place\"/; s/\"entropy\": [^,]*/\"entropy\": 1e-400/' '%s'", sb);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(gopt_trainer_checkpoint_tasks(pb, &tasks, &err), GOPT_EFORMAT);
+    assert_non_null(strstr(err.msg, ".state: line "));
+    assert_non_null(strstr(err.msg, ": options.entropy: the number 1e-400 is below the smallest double"));
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
 }

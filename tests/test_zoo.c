@@ -322,18 +322,18 @@ static void test_synthetic_kinds(void **state) {
     }
 }
 
-static void test_synthetic_range(void **state) {
-    (void)state;
+/* n graphs drawn with selector sel (ANY or ALL), at most 6,000 nodes each:
+ * every one valid and free of dead ends; counts each kind drawn. */
+static void synth_draws(gopt_synth_kind sel, uint64_t seed, int n, int *kinds, double *flops_ratio) {
     gopt_rng rng;
-    gopt_rng_seed(&rng, 7);
+    gopt_rng_seed(&rng, seed);
     double lo_flops = INFINITY, hi_flops = 0;
-    int kinds[GOPT_SYNTH_KIND_COUNT] = {0};
-    for (int i = 0; i < 24; i++) {
+    for (int i = 0; i < n; i++) {
         gopt_rng child;
         gopt_rng_split(&rng, &child);
         gopt_graph *g = NULL;
         gopt_error err = {0};
-        gopt_synth_opts o = {.kind = GOPT_SYNTH_ANY, .max_nodes = 6000}; /* keep the test fast */
+        gopt_synth_opts o = {.kind = sel, .max_nodes = 6000}; /* keep the test fast */
         if (gopt_zoo_synthetic(&child, &o, "r", &g, &err) != GOPT_OK) fail_msg("%s", err.msg);
         gopt_graph_stats s;
         gopt_graph_get_stats(g, &s);
@@ -348,13 +348,146 @@ static void test_synthetic_range(void **state) {
             kinds[k] += strcmp(gopt_graph_family(g), gopt_synth_kind_name((gopt_synth_kind)k)) == 0;
         gopt_graph_free(g);
     }
-    assert_true(hi_flops / lo_flops > 1e3); /* sizes span orders of magnitude */
-    for (int k = 0; k < GOPT_SYNTH_KIND_COUNT; k++) assert_true(kinds[k] > 0);
+    *flops_ratio = hi_flops / lo_flops;
+}
+
+static void test_synthetic_range(void **state) {
+    (void)state;
+    int kinds[GOPT_SYNTH_KIND_COUNT] = {0};
+    double ratio;
+    synth_draws(GOPT_SYNTH_ANY, 7, 24, kinds, &ratio);
+    assert_true(ratio > 1e3); /* sizes span orders of magnitude */
+    /* ANY draws the first four kinds only (the shipped checkpoint's corpus) */
+    for (int k = 0; k < GOPT_SYNTH_KIND_COUNT; k++) assert_true(k < GOPT_SYNTH_ANY_KIND_COUNT ? kinds[k] > 0 : kinds[k] == 0);
+    int all[GOPT_SYNTH_KIND_COUNT] = {0};
+    synth_draws(GOPT_SYNTH_ALL, 7, 28, all, &ratio);
+    assert_true(ratio > 1e3);
+    for (int k = 0; k < GOPT_SYNTH_KIND_COUNT; k++) assert_true(all[k] > 0);
     gopt_error err = {0};
     gopt_graph *g = NULL;
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 7);
     gopt_synth_opts bad = {.kind = GOPT_SYNTH_ANY, .min_nodes = 500, .max_nodes = 100};
     assert_int_equal(gopt_zoo_synthetic(&rng, &bad, "x", &g, &err), GOPT_EINVAL);
     assert_null(g);
+    bad = (gopt_synth_opts){.kind = (gopt_synth_kind)-3};
+    assert_int_equal(gopt_zoo_synthetic(&rng, &bad, "x", &g, &err), GOPT_EINVAL);
+    bad.kind = GOPT_SYNTH_KIND_COUNT;
+    assert_int_equal(gopt_zoo_synthetic(&rng, &bad, "x", &g, &err), GOPT_EINVAL);
+    assert_null(g);
+}
+
+/* What `gopt graph gen synthetic --seed 1` (kind any) drew before the transformer,
+ * recsys and unet kinds existed: adding kinds must not change it. */
+static void test_synthetic_any_unchanged(void **state) {
+    (void)state;
+    static const struct {
+        const char *family;
+        int32_t nodes, edges;
+        double gflops;
+    } WANT[] = {
+        {"chain", 2301, 3742, 7092.6258}, {"chain", 2036, 3317, 103.0497}, {"cells", 699, 1142, 16.9974},
+        {"chain", 4688, 7633, 444.2846},  {"cells", 567, 938, 131.2461},   {"grid", 1356, 2596, 5.7810},
+        {"cells", 1833, 2971, 0.3377},    {"layered", 2442, 4082, 23.5753},
+    };
+    gopt_rng master, child;
+    gopt_rng_seed(&master, 1);
+    for (size_t i = 0; i < sizeof WANT / sizeof WANT[0]; i++) {
+        gopt_rng_split(&master, &child);
+        gopt_graph *g = NULL;
+        gopt_error err = {0};
+        if (gopt_zoo_synthetic(&child, &(gopt_synth_opts){.kind = GOPT_SYNTH_ANY}, "g", &g, &err) != GOPT_OK)
+            fail_msg("%s", err.msg);
+        gopt_graph_stats s;
+        gopt_graph_get_stats(g, &s);
+        assert_string_equal(gopt_graph_family(g), WANT[i].family);
+        assert_int_equal(s.nodes, WANT[i].nodes);
+        assert_int_equal(s.edges, WANT[i].edges);
+        assert_float_equal(s.flops / 1e9, WANT[i].gflops, 5e-4);
+        gopt_graph_free(g);
+    }
+}
+
+/* Nodes of graph g whose op is `op` in phase ph (GOPT_PHASE_NONE: any). */
+static int count_op(const gopt_graph *g, const char *op, gopt_phase ph) {
+    int n = 0;
+    for (int32_t v = 0; v < gopt_graph_num_nodes(g); v++) {
+        gopt_node_attrs a;
+        gopt_graph_node(g, v, &a);
+        n += strcmp(a.op, op) == 0 && (ph == GOPT_PHASE_NONE || a.phase == ph);
+    }
+    return n;
+}
+
+/* The transformer, recsys and unet kinds carry the structures they imitate. */
+static void test_synthetic_new_kinds(void **state) {
+    (void)state;
+    int moe = 0, cross = 0, sparse = 0, dense_emb = 0, conv1d = 0, up_tconv = 0, up_resize = 0;
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        gopt_graph *t = synth(seed, GOPT_SYNTH_TRANSFORMER, 1200);
+        assert_true(count_op(t, "BatchMatMulV2", GOPT_PHASE_FWD) >= 2); /* Q K^T and the weights times V */
+        assert_true(count_op(t, "Softmax", GOPT_PHASE_FWD) >= 1);
+        assert_true(count_op(t, "SoftmaxGrad", GOPT_PHASE_BWD) >= 1);
+        assert_true(count_op(t, "GatherV2", GOPT_PHASE_FWD) >= 1); /* token embeddings */
+        assert_true(count_op(t, "Transpose", GOPT_PHASE_FWD) >= 2); /* heads split and merged */
+        assert_true(count_op(t, "LayerNorm", GOPT_PHASE_FWD) >= 2);
+        moe += count_op(t, "TopKV2", GOPT_PHASE_FWD) > 0;
+        cross += gopt_graph_find(t, "decoder/layer_0/cross_attention/attention/query/kernel") >= 0;
+        conv1d += count_op(t, "DepthwiseConv2dNative", GOPT_PHASE_FWD) > 0;
+        gopt_graph_free(t);
+        gopt_graph *r = synth(seed, GOPT_SYNTH_RECSYS, 1200);
+        assert_true(count_op(r, "GatherV2", GOPT_PHASE_FWD) >= 8);
+        int slices = count_op(r, "IndexedSlices", GOPT_PHASE_BWD);
+        sparse += slices > 0;
+        dense_emb += count_op(r, "UnsortedSegmentSum", GOPT_PHASE_BWD) > 0;
+        /* a sparse gradient's update touches the gathered rows only */
+        for (int32_t v = 0; slices && v < gopt_graph_num_nodes(r); v++) {
+            gopt_node_attrs a, u;
+            gopt_graph_node(r, v, &a);
+            if (strcmp(a.op, "IndexedSlices")) continue;
+            const gopt_frozen *f = gopt_graph_frozen(r);
+            int found = 0;
+            for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++) {
+                gopt_graph_node(r, f->out_dst[e], &u);
+                if (u.phase != GOPT_PHASE_OPT) continue;
+                found = 1;
+                assert_true(strncmp(u.op, "Sparse", 6) == 0 || strcmp(u.op, "ScatterSub") == 0);
+                double per = u.flops / (a.out_bytes / 4);
+                assert_true(per == 2 || per == 4 || per == 10);
+            }
+            assert_true(found);
+        }
+        gopt_graph_free(r);
+        gopt_graph *u = synth(seed, GOPT_SYNTH_UNET, 1200);
+        int tconv = count_op(u, "Conv2DBackpropInput", GOPT_PHASE_FWD), resize = count_op(u, "ResizeNearestNeighbor", GOPT_PHASE_FWD);
+        assert_true((tconv >= 2) != (resize >= 2)); /* up by transposed convs or by resize + conv */
+        if (tconv) assert_true(count_op(u, "Conv2D", GOPT_PHASE_BWD) >= 2); /* a transposed conv's input gradient */
+        else assert_int_equal(count_op(u, "AvgPoolGrad", GOPT_PHASE_BWD), resize);
+        up_tconv += tconv > 0;
+        up_resize += resize > 0;
+        assert_true(count_op(u, "MaxPool", GOPT_PHASE_FWD) >= 2);
+        assert_true(count_op(u, "ConcatV2", GOPT_PHASE_FWD) >= 2); /* skips */
+        gopt_graph_free(u);
+    }
+    /* deterministic per seed: the same seed, the same bytes; and ALL too */
+    for (int k = GOPT_SYNTH_ALL; k < GOPT_SYNTH_KIND_COUNT; k++) {
+        if (k == GOPT_SYNTH_ANY) continue;
+        size_t la, lb;
+        gopt_graph *a = synth(77, (gopt_synth_kind)k, 800), *b = synth(77, (gopt_synth_kind)k, 800);
+        char *ta = graphml_text(a, &la), *tb = graphml_text(b, &lb);
+        assert_int_equal(la, lb);
+        assert_memory_equal(ta, tb, la);
+        free(ta);
+        free(tb);
+        gopt_graph_free(a);
+        gopt_graph_free(b);
+    }
+    /* over 8 seeds each option shows up */
+    assert_true(moe > 0 && moe < 8);
+    assert_true(cross > 0 && cross < 8);
+    assert_true(conv1d > 0);
+    assert_true(sparse > 0 && dense_emb > 0);
+    assert_true(up_tconv > 0 && up_resize > 0);
 }
 
 /* ---- shipped PyTorch exports ----------------------------------------------------------------- */
@@ -408,6 +541,7 @@ int main(void) {
         cmocka_unit_test(test_amoebanet),       cmocka_unit_test(test_paper_sizes),
         cmocka_unit_test(test_bad_specs),       cmocka_unit_test(test_synthetic_reproducible),
         cmocka_unit_test(test_synthetic_kinds), cmocka_unit_test(test_synthetic_range),
+        cmocka_unit_test(test_synthetic_any_unchanged), cmocka_unit_test(test_synthetic_new_kinds),
         cmocka_unit_test(test_real_graphs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,6 +2,8 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,9 +79,13 @@ int cli_opt_double(cli_args *a, const char *name, double *out, double min, doubl
     if (!cli_opt_str(a, name, &s)) return 0;
     if (a->bad) return 1;
     char *e;
+    errno = 0;
     double v = strtod(s, &e);
     if (e == s || *e || v != v) {
         cli_usage_error(a->verb, "option %s: '%s' is not a number", name, s);
+        a->bad = 1;
+    } else if (errno == ERANGE || (v != 0 && fabs(v) < DBL_MIN)) { /* 1e-400 would be 0; 1e-310 subnormal */
+        cli_usage_error(a->verb, "option %s: '%s' is outside the range of a normal double", name, s);
         a->bad = 1;
     } else if (v < min || v > max) {
         cli_usage_error(a->verb, "option %s: %g is out of range [%g, %g]", name, v, min, max);

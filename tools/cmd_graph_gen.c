@@ -3,6 +3,8 @@
  *
  *   gopt graph gen FAMILY [--layers N] [--batch B] [--seq T] [--optimizer O] -o FILE
  *   gopt graph gen synthetic --count N --seed S -o DIR [--kind K] [--nodes N]
+ *     K: any (default: layered, cells, chain or grid, drawn per graph), all (any of
+ *     the seven kinds, drawn per graph), or one kind
  *   gopt graph gen --list
  *
  * Synthetic graph i is drawn from the i-th child stream of the seed's RNG, so
@@ -120,11 +122,14 @@ int graph_gen(int argc, char **argv) {
             return cli_usage_error(a.verb, "synthetic takes --count, --seed, --kind and --nodes only");
         if (count < 0) return cli_usage_error(a.verb, "synthetic needs --count N");
         gopt_synth_opts opts = {.kind = GOPT_SYNTH_ANY, .target_nodes = (int)target};
-        if (kind && strcmp(kind, "any") != 0) {
+        if (kind && strcmp(kind, "all") == 0) opts.kind = GOPT_SYNTH_ALL;
+        else if (kind && strcmp(kind, "any") != 0) {
             int k = 0;
             while (k < GOPT_SYNTH_KIND_COUNT && strcmp(kind, gopt_synth_kind_name((gopt_synth_kind)k)) != 0) k++;
             if (k == GOPT_SYNTH_KIND_COUNT)
-                return cli_usage_error(a.verb, "option --kind: '%s' is not one of any, layered, cells, chain, grid", kind);
+                return cli_usage_error(a.verb,
+                                       "option --kind: '%s' is not one of any, all, layered, cells, chain, grid, "
+                                       "transformer, recsys, unet", kind);
             opts.kind = (gopt_synth_kind)k;
         }
         return gen_synthetic((int)count, (uint64_t)seed, out, &opts);

@@ -42,6 +42,10 @@ static gopt_status load_series(const char *path, series *s, gopt_error *err) {
     size_t len = 0;
     gopt_status st = gopt_file_read_all(path, &text, &len, err);
     if (st) return st;
+    if ((st = gopt_json_check_numbers(text, len, path, err))) {
+        free(text);
+        return st;
+    }
     int lineno = 0;
     for (char *line = text; line && *line;) {
         char *nl = strchr(line, '\n');

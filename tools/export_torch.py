@@ -154,6 +154,8 @@ FLOPS_RULES = {
 def op_flops(node, cls):
     out = node.meta.get("val")
     name = aten_name(node.target)
+    if name not in FLOPS_RULES:
+        name = name.rstrip("_")  # sigmoid_ is sigmoid, in place: the same FLOPs
     if name in FLOPS_RULES:
         return float(FLOPS_RULES[name](node, out))
     if cls == "elementwise":

@@ -2,14 +2,17 @@
 # pretrain-data.sh: build GO's pre-training corpus in one command (docs/zoo.md,
 # "Pre-training corpus").
 #
-#   tools/pretrain-data.sh OUT_DIR [--synthetic N] [--synthetic-nodes N] [--seed S] [--gopt PATH]
-#                          [--torch-variants]
+#   tools/pretrain-data.sh OUT_DIR [--synthetic N] [--synthetic-nodes N] [--synthetic-kind K] [--seed S]
+#                          [--gopt PATH] [--torch-variants]
 #
 # OUT_DIR receives, flat (gopt train --graphs OUT_DIR reads *.graphml.gz):
 #   synth_NNNNN.graphml.gz   N synthetic training steps (default 1,900; gopt graph gen
 #                            synthetic --seed S: layered, cells, chain, grid kinds, 200-20k nodes,
 #                            median 2k; --synthetic-nodes N: about N nodes each, e.g. fewer
-#                            nodes in all for a shorter run)
+#                            nodes in all for a shorter run;
+#                            --synthetic-kind all: drawn from all seven kinds, transformer, recsys
+#                            and unet too; default any, the four kinds above, as the 2026-11-21
+#                            checkpoint's corpus; or one kind)
 #   zoo_*.graphml.gz         the zoo families at many sizes and batches (132 graphs:
 #                            rnnlm, gnmt, transformer_xl, amoebanet, wavenet, resnet; not
 #                            inception_v3, whose PyTorch export is in the validation split)
@@ -26,16 +29,17 @@
 set -euo pipefail
 
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
-OUT="" NSYN=1900 SNODES=0 SEED=1 GOPT="" VARIANTS=0
-usage() { sed -n '3,5p' "$0" | sed 's/^# *//' >&2; exit 2; }
+OUT="" NSYN=1900 SNODES=0 SKIND=any SEED=1 GOPT="" VARIANTS=0
+usage() { sed -n '5,6p' "$0" | sed 's/^# *//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --synthetic) NSYN="${2:?--synthetic needs a count}"; shift 2 ;;
     --synthetic-nodes) SNODES="${2:?--synthetic-nodes needs a count}"; shift 2 ;;
+    --synthetic-kind) SKIND="${2:?--synthetic-kind needs a kind}"; shift 2 ;;
     --seed) SEED="${2:?--seed needs a value}"; shift 2 ;;
     --gopt) GOPT="${2:?--gopt needs a path}"; shift 2 ;;
     --torch-variants) VARIANTS=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "pretrain-data.sh: unknown option '$1'" >&2; usage ;;
     *) [ -z "$OUT" ] || { echo "pretrain-data.sh: one OUT_DIR only ('$OUT', '$1')" >&2; usage; }; OUT="$1"; shift ;;
   esac
@@ -43,6 +47,8 @@ done
 [ -n "$OUT" ] || { echo "pretrain-data.sh: missing OUT_DIR" >&2; usage; }
 case "$NSYN" in ''|*[!0-9]*) echo "pretrain-data.sh: --synthetic '$NSYN' is not a count" >&2; exit 2 ;; esac
 case "$SNODES" in ''|*[!0-9]*) echo "pretrain-data.sh: --synthetic-nodes '$SNODES' is not a count" >&2; exit 2 ;; esac
+case "$SKIND" in any|all|layered|cells|chain|grid|transformer|recsys|unet) ;;
+  *) echo "pretrain-data.sh: --synthetic-kind '$SKIND' is not one of any, all, layered, cells, chain, grid, transformer, recsys, unet" >&2; exit 2 ;; esac
 case "$SEED" in ''|*[!0-9]*) echo "pretrain-data.sh: --seed '$SEED' is not a number" >&2; exit 2 ;; esac
 if [ -z "$GOPT" ]; then
   for g in "$SRC/build/gopt" "$(command -v gopt || true)"; do [ -x "$g" ] && { GOPT="$g"; break; }; done
@@ -59,6 +65,7 @@ say() { echo "pretrain-data.sh: $* ($(( $(date +%s) - T0 )) s)" >&2; }
 # 1. synthetic graphs: regenerated unless all N are there with the same settings (gopt
 # writes each atomically; .synthetic-settings records count, seed and size)
 stamp="$NSYN seed $SEED nodes $SNODES"
+[ "$SKIND" = any ] || stamp="$stamp kind $SKIND" # (any: the stamp of corpora made before --synthetic-kind)
 have=$(find "$OUT" -maxdepth 1 -name 'synth_*.graphml.gz' | wc -l)
 if [ "$NSYN" -gt 0 ] && { [ "$have" -ne "$NSYN" ] || [ "$(cat "$OUT/.synthetic-settings" 2>/dev/null)" != "$stamp" ]; }; then
   find "$OUT" -maxdepth 1 -name 'synth_*.graphml.gz' -delete
@@ -66,11 +73,12 @@ if [ "$NSYN" -gt 0 ] && { [ "$have" -ne "$NSYN" ] || [ "$(cat "$OUT/.synthetic-s
   sizes=()
   note=""
   if [ "$SNODES" -gt 0 ]; then sizes=(--nodes "$SNODES"); note=", nodes $SNODES"; fi
-  "$GOPT" graph gen synthetic --count "$NSYN" --seed "$SEED" "${sizes[@]}" -o "$OUT" >&2
+  "$GOPT" graph gen synthetic --count "$NSYN" --seed "$SEED" --kind "$SKIND" "${sizes[@]}" -o "$OUT" >&2
   echo "$stamp" > "$OUT/.synthetic-settings"
 fi
 note=""
 [ "$SNODES" -eq 0 ] || note=", nodes $SNODES"
+[ "$SKIND" = any ] || note="$note, kind $SKIND"
 for ((i = 0; i < NSYN; i++)); do
   printf 'synth_%05d.graphml.gz\tsynthetic\tsynthetic\tseed %s%s\t\t\n' "$i" "$SEED" "$note"
 done >> "$MAN"

@@ -156,6 +156,10 @@ static gopt_status read_state(const char *state, json_t **out, gopt_error *err) 
     size_t len = 0;
     gopt_status st = gopt_file_read_all(state, &text, &len, err);
     if (st) return st;
+    if ((st = gopt_json_check_numbers(text, len, state, err))) {
+        free(text);
+        return st;
+    }
     json_error_t je;
     json_t *j = json_loadb(text, len, 0, &je);
     free(text);

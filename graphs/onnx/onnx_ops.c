@@ -485,7 +485,8 @@ static gopt_status run_conv(onnx_node *c) {
     double flops = transposed ? 2.0 * (double)onnx_numel(x) * (double)w->d[1] * per
                               : 2.0 * out_elems(c) * (double)w->d[1] * per;
     int depthwise = g > 1 && g == x->d[1];
-    int32_t attr[4] = {(int32_t)win.k[0], win.n > 1 ? (int32_t)win.k[1] : 1, (int32_t)win.s[0], depthwise};
+    int32_t attr[4] = {(int32_t)win.k[0], win.n > 1 ? (int32_t)win.k[1] : 1, (int32_t)win.s[0],
+                       (depthwise ? ZOO_CONV_DEPTHWISE : 0) | (transposed ? ZOO_CONV_TRANSPOSED : 0)};
     return onnx_emit(c, ZK_CONV, GOPT_OP_CLASS_CONV, flops, (const int[]){0, 1, 2}, 3, attr);
 }
 

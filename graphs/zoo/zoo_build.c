@@ -359,6 +359,19 @@ int32_t zoo_conv(zoo_builder *b, int32_t x, int32_t w, int stride, int flags) {
                      ZOO_DIMS(X->d[0], ho, wo, k), attr);
 }
 
+int32_t zoo_conv_transpose(zoo_builder *b, int32_t x, int32_t w, int stride) {
+    if (b->st != GOPT_OK) return -1;
+    const zoo_tensor *X = &b->t[x], *W = &b->t[w];
+    if (W->d[3] != X->d[3] || stride < 1)
+        return zoo_fail(b, GOPT_EINTERNAL, "%s: transposed conv input has %lld channels, filter %lld", b->scope,
+                        (long long)X->d[3], (long long)W->d[3]), -1;
+    int kh = (int)W->d[0], kw = (int)W->d[1];
+    double flops = 2.0 * (double)zoo_numel(b, x) * (double)kh * kw * (double)W->d[2];
+    int32_t ins[2] = {x, w}, attr[4] = {kh, kw, stride, ZOO_CONV_TRANSPOSED};
+    return fwd_shape(b, ZK_CONV, "Conv2DBackpropInput", GOPT_OP_CLASS_CONV, flops, ins, 2, 4,
+                     ZOO_DIMS(X->d[0], X->d[1] * stride, X->d[2] * stride, W->d[2]), attr);
+}
+
 int32_t zoo_bias(zoo_builder *b, int32_t x, int32_t bias) {
     if (b->st != GOPT_OK) return -1;
     int32_t ins[2] = {x, bias};
@@ -473,14 +486,14 @@ int32_t zoo_const(zoo_builder *b, const char *name, int rank, const int64_t *dim
     return t;
 }
 
-int32_t zoo_gather(zoo_builder *b, int32_t table, int32_t ids) {
+int32_t zoo_gather(zoo_builder *b, int32_t table, int32_t ids, int sparse_grad) {
     if (b->st != GOPT_OK) return -1;
     const zoo_tensor *I = &b->t[ids];
     int64_t d[ZOO_MAX_RANK];
     memcpy(d, I->d, sizeof d);
     d[I->rank] = b->t[table].d[1];
-    int32_t ins[2] = {table, ids};
-    return fwd_shape(b, ZK_GATHER, "GatherV2", GOPT_OP_CLASS_DATA_MOVEMENT, 0, ins, 2, I->rank + 1, d, NULL);
+    int32_t ins[2] = {table, ids}, attr[4] = {sparse_grad != 0, 0, 0, 0};
+    return fwd_shape(b, ZK_GATHER, "GatherV2", GOPT_OP_CLASS_DATA_MOVEMENT, 0, ins, 2, I->rank + 1, d, attr);
 }
 
 int32_t zoo_xent(zoo_builder *b, int32_t logits, int32_t labels) {

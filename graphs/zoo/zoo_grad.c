@@ -11,7 +11,7 @@
  * producer is reached (all its consumers come later on the tape, so all
  * contributions are in) the list is summed by one AddN. Finally each
  * parameter gets one update op (SGD 2, momentum 4, Adam 10, RMSProp 7 FLOPs
- * per weight), colocated with it. The rules serve the zoo's families and the
+ * per weight; a sparse gradient's rows only), colocated with it. The rules serve the zoo's families and the
  * ONNX import (graphs/onnx) alike.
  * Cost: O(ops + contributions).
  */
@@ -126,10 +126,13 @@ static void grad_matmul(const grad_ctx *c) {
     if (c->o->nin > 2) pass_or_sum(c, 2, "BiasAddGrad");
 }
 
+/* A transposed conv's input gradient is the plain conv of the incoming
+ * gradient with the same filter. */
 static void grad_conv(const grad_ctx *c) {
-    int dw = c->o->attr[3];
+    int dw = c->o->attr[3] & ZOO_CONV_DEPTHWISE, tr = c->o->attr[3] & ZOO_CONV_TRANSPOSED;
     int32_t dx[2] = {c->dy[0], c->in[1]}, df[2] = {c->in[0], c->dy[0]};
-    give(c, 0, dw ? "DepthwiseConv2dNativeBackpropInput" : "Conv2DBackpropInput", GOPT_OP_CLASS_CONV, c->flops, dx, 2);
+    give(c, 0, tr ? "Conv2D" : dw ? "DepthwiseConv2dNativeBackpropInput" : "Conv2DBackpropInput", GOPT_OP_CLASS_CONV,
+         c->flops, dx, 2);
     give(c, 1, dw ? "DepthwiseConv2dNativeBackpropFilter" : "Conv2DBackpropFilter", GOPT_OP_CLASS_CONV, c->flops, df, 2);
     if (c->o->nin > 2) pass_or_sum(c, 2, "BiasAddGrad");
 }
@@ -225,9 +228,19 @@ static void grad_move(const grad_ctx *c) {
 
 static void grad_slice(const grad_ctx *c) { give(c, 0, "StridedSliceGrad", GOPT_OP_CLASS_DATA_MOVEMENT, 0, c->dy, 1); }
 
+/* Dense: UnsortedSegmentSum into a table-sized gradient. Sparse
+ * (attr[0]): the IndexedSlices of the gathered rows, shaped like dy; the
+ * update (below) sees a gradient smaller than its parameter and applies a
+ * sparse update to those rows. */
 static void grad_gather(const grad_ctx *c) {
     int32_t ins[2] = {c->dy[0], c->in[1]};
-    give(c, 0, "UnsortedSegmentSum", GOPT_OP_CLASS_REDUCTION, (double)zoo_numel(c->b, c->dy[0]), ins, 2);
+    if (!c->o->attr[0]) {
+        give(c, 0, "UnsortedSegmentSum", GOPT_OP_CLASS_REDUCTION, (double)zoo_numel(c->b, c->dy[0]), ins, 2);
+        return;
+    }
+    if (!needs(c, 0)) return;
+    int32_t g = bwd_node(c->b, c->name, "IndexedSlices", GOPT_OP_CLASS_DATA_MOVEMENT, 0, ins, 2, c->dy, 1, c->o->layer);
+    contrib(c->b, c->in[0], g);
 }
 
 static void grad_xent(const grad_ctx *c) {
@@ -262,17 +275,23 @@ static void (*const GRAD_RULE[ZK_COUNT])(const grad_ctx *) = {
 /* ---- optimizer ---------------------------------------------------------------- */
 static void update(zoo_builder *b, const zoo_param_rec *p) {
     static const struct {
-        const char *op;
+        const char *op, *sparse;
         double flops;
-    } U[] = {{"ApplyGradientDescent", 2}, {"ApplyGradientDescent", 2}, {"ApplyMomentum", 4}, {"ApplyAdam", 10},
-             {"ApplyRMSProp", 7}};
+    } U[] = {{"ApplyGradientDescent", "ScatterSub", 2}, {"ApplyGradientDescent", "ScatterSub", 2},
+             {"ApplyMomentum", "SparseApplyMomentum", 4}, {"ApplyAdam", "SparseApplyAdam", 10},
+             {"ApplyRMSProp", "SparseApplyRMSProp", 7}};
     int32_t g = grad_sum(b, p->tensor);
     if (g < 0) return; /* a parameter no path reaches: nothing to update */
+    /* a sparse gradient: the gathered rows, as grad_gather's IndexedSlices */
+    gopt_node_attrs ga;
+    gopt_graph_node(b->g, b->t[g].node, &ga);
+    int sparse = strcmp(ga.op, "IndexedSlices") == 0;
+    int64_t touched = sparse ? zoo_numel(b, g) : zoo_numel(b, p->tensor);
     const char *pname = gopt_graph_node_name(b->g, b->t[p->tensor].node);
     char name[352];
     snprintf(name, sizeof name, "update/%s", pname);
-    int32_t node = zoo_emit(b, name, U[b->optim].op, GOPT_OP_CLASS_ELEMENTWISE,
-                            U[b->optim].flops * (double)zoo_numel(b, p->tensor), 0, "", GOPT_PHASE_OPT, p->layer, pname);
+    int32_t node = zoo_emit(b, name, sparse ? U[b->optim].sparse : U[b->optim].op, GOPT_OP_CLASS_ELEMENTWISE,
+                            U[b->optim].flops * (double)touched, 0, "", GOPT_PHASE_OPT, p->layer, pname);
     zoo_edge(b, p->tensor, node);
     zoo_edge(b, g, node);
 }
@@ -291,6 +310,13 @@ gopt_status zoo_backward(zoo_builder *b) {
         int any = 0;
         for (int j = 0; j < o->nout; j++) any |= (dy[j] = grad_sum(b, o->out0 + j)) >= 0;
         if (!any) continue;
+        if (dy[0] < 0 && o->kind != ZK_SPLIT) {
+            /* a gradient reaches a later output only: the rules differentiate output 0, the
+             * others (an imported norm's running statistics) carry none; an op outside the
+             * rules takes the first output's gradient there is */
+            if (o->kind != ZK_OTHER) continue;
+            for (int j = 1; j < o->nout && dy[0] < 0; j++) dy[0] = dy[j];
+        }
         snprintf(fwd_name, sizeof fwd_name, "%s", gopt_graph_node_name(b->g, o->node));
         grad_ctx c = {b, o, fwd_name, &b->args[o->in0], dy, 0};
         gopt_node_attrs a;

@@ -164,6 +164,11 @@ enum { ZOO_DEPTHWISE = 1, ZOO_VALID = 2, ZOO_MAX = 4 };
  * ZOO_DEPTHWISE: filter (kh, kw, C, 1), C outputs. Dilation changes neither
  * shapes nor FLOPs, so it is not a parameter. */
 int32_t zoo_conv(zoo_builder *b, int32_t x, int32_t w, int stride, int flags);
+/* The ZK_CONV rule's attr[3] bits: depthwise (1), transposed (2). */
+enum { ZOO_CONV_DEPTHWISE = 1, ZOO_CONV_TRANSPOSED = 2 };
+/* Transposed NHWC conv (TensorFlow's conv2d_transpose, op Conv2DBackpropInput):
+ * filter w (kh, kw, K, C), 'same' padding: (N, H, W, C) -> (N, H s, W s, K). */
+int32_t zoo_conv_transpose(zoo_builder *b, int32_t x, int32_t w, int stride);
 int32_t zoo_bias(zoo_builder *b, int32_t x, int32_t bias);
 int32_t zoo_add(zoo_builder *b, int32_t x, int32_t y);
 int32_t zoo_mul(zoo_builder *b, int32_t x, int32_t y);
@@ -185,7 +190,11 @@ int32_t zoo_move(zoo_builder *b, int32_t x, const char *op, int rank, const int6
 int32_t zoo_slice(zoo_builder *b, int32_t x, int rank, const int64_t *dims);
 /* A constant with no inputs (zero state, masks, position tables): no gradient. */
 int32_t zoo_const(zoo_builder *b, const char *name, int rank, const int64_t *dims);
-int32_t zoo_gather(zoo_builder *b, int32_t table, int32_t ids);
+/* Rows of table (V, D) at ids (any shape) -> (ids..., D). sparse_grad: the
+ * table's gradient is the gathered rows (IndexedSlices) and its update a
+ * sparse one touching those rows only; the table must then be read by this
+ * gather alone. Else a dense UnsortedSegmentSum the table's size. */
+int32_t zoo_gather(zoo_builder *b, int32_t table, int32_t ids, int sparse_grad);
 /* Sparse softmax cross-entropy + mean: the loss. Sets b->loss. */
 int32_t zoo_xent(zoo_builder *b, int32_t logits, int32_t labels);
 int32_t zoo_addn(zoo_builder *b, const int32_t *xs, int n);

@@ -68,7 +68,7 @@ void zoo_lstm_step(zoo_builder *b, const zoo_lstm *l, int32_t x, int32_t *h, int
     *h = zoo_mul(b, zoo_unary(b, *c, ZU_TANH), o);
 }
 
-int32_t zoo_embed(zoo_builder *b, int32_t table, int32_t ids) { return zoo_gather(b, table, ids); }
+int32_t zoo_embed(zoo_builder *b, int32_t table, int32_t ids) { return zoo_gather(b, table, ids, 0); }
 
 int32_t zoo_softmax_loss(zoo_builder *b, int32_t x, int64_t vocab, int32_t labels) {
     zoo_push(b, "softmax");

@@ -1,6 +1,6 @@
 /* zoo_synth.c: random training-step graphs for pre-training.
  *
- * Four structure kinds, each a random forward description over the same zoo
+ * Seven structure kinds, each a random forward description over the same zoo
  * layers as the model families (so backward, accumulation and optimizer ops
  * come out exactly as for real models):
  *   layered  random layered DAG of dense ops (MatMul, activations, Add/Mul,
@@ -11,6 +11,18 @@
  *            plain and downsampling convolutions, long skip additions;
  *   grid     an unrolled recurrent grid (layers x steps) of LSTM, GRU or
  *            vanilla RNN cells.
+ *   transformer  token embeddings + blocks of multi-head self-attention (causal
+ *            mask, or none), FFN or mixture-of-experts FFN (top-k dispatch,
+ *            per-expert batched FFNs, combine), optional Conformer conv
+ *            module (depthwise 1-D conv), pre- or post-norm residuals, or an
+ *            encoder-decoder with cross-attention;
+ *   recsys   embedding tables (multi-hot, sum-pooled, sparse or dense
+ *            gradients), bottom and top MLPs, dot or concat interaction;
+ *   unet     stacked U-Nets: conv+BN down with max pooling, optional
+ *            bottleneck self-attention, transposed convs (or nearest-neighbour
+ *            resize + conv) up, skip concats.
+ * GOPT_SYNTH_ANY draws among the first four only (what it drew before the
+ * last three existed), GOPT_SYNTH_ALL among all seven.
  * Sizes (batch, widths, image sides, channels) are drawn log-uniformly so
  * tensor and FLOP sizes span several orders of magnitude. The forward pass
  * grows until it reaches a node budget derived from the target size (a
@@ -24,9 +36,10 @@
 
 #include "zoo_internal.h"
 
-static const char *const KIND_NAMES[GOPT_SYNTH_KIND_COUNT] = {"layered", "cells", "chain", "grid"};
+static const char *const KIND_NAMES[GOPT_SYNTH_KIND_COUNT] = {"layered", "cells",  "chain", "grid",
+                                                               "transformer", "recsys", "unet"};
 /* forward share of all nodes, per kind (measured; docs/zoo.md) */
-static const double FWD_SHARE[GOPT_SYNTH_KIND_COUNT] = {0.45, 0.42, 0.44, 0.41};
+static const double FWD_SHARE[GOPT_SYNTH_KIND_COUNT] = {0.45, 0.42, 0.44, 0.41, 0.47, 0.50, 0.45};
 
 const char *gopt_synth_kind_name(gopt_synth_kind k) {
     return k >= 0 && k < GOPT_SYNTH_KIND_COUNT ? KIND_NAMES[k] : NULL;
@@ -305,6 +318,390 @@ static void synth_grid(synth *s) {
     free(outs);
 }
 
+/* ---- shared by the new kinds: multi-head attention, FFN, MoE ------------------------------ */
+/* A forward op with no gradient (masks, routing decisions): one output. */
+static int32_t nograd(zoo_builder *b, const char *op, gopt_op_class cls, double flops, const int32_t *ins, int nin,
+                      int rank, const int64_t *dims) {
+    int64_t d[1][ZOO_MAX_RANK] = {{0}};
+    for (int i = 0; i < rank; i++) d[0][i] = dims[i];
+    zoo_fwd_spec sp = {.kind = ZK_NONE, .op = op, .cls = cls, .flops = flops, .ins = ins, .nin = nin, .nout = 1,
+                       .ranks = &rank, .dims = (const int64_t(*)[ZOO_MAX_RANK])d};
+    return zoo_fwd(b, &sp);
+}
+
+/* (B, T, D) -> (B, NH, T, D / NH) and back. */
+static int32_t split_heads(zoo_builder *b, int32_t x, int64_t nh) {
+    int64_t B = zoo_dim(b, x, 0), T = zoo_dim(b, x, 1), D = zoo_dim(b, x, 2);
+    x = zoo_move(b, x, "Reshape", 4, ZOO_DIMS(B, T, nh, D / nh), 0);
+    return zoo_move(b, x, "Transpose", 4, ZOO_DIMS(B, nh, T, D / nh), 0);
+}
+static int32_t merge_heads(zoo_builder *b, int32_t x) {
+    int64_t B = zoo_dim(b, x, 0), nh = zoo_dim(b, x, 1), T = zoo_dim(b, x, 2), dh = zoo_dim(b, x, 3);
+    x = zoo_move(b, x, "Transpose", 4, ZOO_DIMS(B, T, nh, dh), 0);
+    return zoo_move(b, x, "Reshape", 3, ZOO_DIMS(B, T, nh * dh), 0);
+}
+
+/* Multi-head attention of queries xq (B, Tq, D) over xkv (B, Tk, D):
+ * projections (one fused QKV MatMul for self-attention), scaled Q K^T per
+ * head (BatchMatMul), + mask (broadcast), softmax over the keys, times V,
+ * heads merged, output projection. mask: a (Tq, Tk) constant or -1. */
+static int32_t mha(synth *s, int32_t xq, int32_t xkv, int64_t nh, int32_t mask) {
+    zoo_builder *b = s->b;
+    int64_t D = zoo_dim(b, xq, 2);
+    int32_t q, k, v;
+    zoo_push(b, "attention");
+    if (xkv < 0) {
+        zoo_push(b, "qkv");
+        int32_t p[3];
+        zoo_split(b, zoo_dense(b, xq, 3 * D, chance(s, 0.5)), 3, -1, p);
+        zoo_pop(b);
+        q = p[0], k = p[1], v = p[2];
+    } else {
+        zoo_push(b, "query");
+        q = zoo_dense(b, xq, D, 1);
+        zoo_pop(b);
+        zoo_push(b, "key_value");
+        int32_t p[2];
+        zoo_split(b, zoo_dense(b, xkv, 2 * D, 1), 2, -1, p);
+        zoo_pop(b);
+        k = p[0], v = p[1];
+    }
+    q = split_heads(b, q, nh), k = split_heads(b, k, nh), v = split_heads(b, v, nh);
+    int32_t score = zoo_unary(b, zoo_matmul(b, q, k, 0, 1), ZU_SCALE);
+    if (mask >= 0) score = zoo_add(b, score, mask);
+    int32_t ctx = merge_heads(b, zoo_matmul(b, zoo_softmax(b, score), v, 0, 0));
+    zoo_push(b, "output");
+    ctx = zoo_dense(b, ctx, D, 1);
+    zoo_pop(b);
+    zoo_pop(b);
+    return ctx;
+}
+
+static int32_t ffn(synth *s, int32_t x, int64_t inner) {
+    zoo_builder *b = s->b;
+    int64_t D = zoo_dim(b, x, -1);
+    zoo_push(b, "layer_1");
+    int32_t h = zoo_unary(b, zoo_dense(b, x, inner, 1), chance(s, 0.5) ? ZU_RELU : ZU_TANH);
+    zoo_pop(b);
+    zoo_push(b, "layer_2");
+    h = zoo_dense(b, h, D, 1);
+    zoo_pop(b);
+    return h;
+}
+
+/* Mixture of experts (GShard's dense dispatch, static shapes): a softmax gate
+ * over E experts, top-k routing into a (S, E, C) dispatch mask with expert
+ * capacity C, tokens gathered per expert by one MatMul, per-expert FFNs as
+ * batched MatMuls over (E, C, D), combined back with the gate weights. */
+static int32_t moe(synth *s, int32_t x, int64_t inner) {
+    zoo_builder *b = s->b;
+    int64_t B = zoo_dim(b, x, 0), T = zoo_dim(b, x, 1), D = zoo_dim(b, x, 2), S = B * T;
+    int64_t E = 1LL << (2 + below(s, 4)), k = 1 + below(s, 2);
+    int64_t C = (int64_t)ceil(1.25 * (double)(k * S) / (double)E);
+    zoo_push(b, "moe");
+    int32_t tokens = zoo_move(b, x, "Reshape", 2, ZOO_DIMS(S, D), 0);
+    zoo_push(b, "gate");
+    int32_t probs = zoo_softmax(b, zoo_dense(b, tokens, E, 0));
+    zoo_pop(b);
+    int32_t topk = nograd(b, "TopKV2", GOPT_OP_CLASS_REDUCTION, (double)(S * E), &probs, 1, 2, ZOO_DIMS(S, k));
+    int32_t mask = nograd(b, "OneHot", GOPT_OP_CLASS_DATA_MOVEMENT, 0, &topk, 1, 3, ZOO_DIMS(S, E, C));
+    int32_t dispatch = zoo_move(b, mask, "Reshape", 2, ZOO_DIMS(S, E * C), 0);
+    int32_t xin = zoo_move(b, zoo_matmul(b, dispatch, tokens, 1, 0), "Reshape", 3, ZOO_DIMS(E, C, D), 0);
+    zoo_push(b, "experts");
+    int32_t w1 = ZOO_PARAM(b, "layer_1/kernel", E, D, inner), b1 = ZOO_PARAM(b, "layer_1/bias", E, 1, inner);
+    int32_t w2 = ZOO_PARAM(b, "layer_2/kernel", E, inner, D), b2 = ZOO_PARAM(b, "layer_2/bias", E, 1, D);
+    int32_t h = zoo_unary(b, zoo_add(b, zoo_matmul(b, xin, w1, 0, 0), b1), ZU_RELU);
+    h = zoo_add(b, zoo_matmul(b, h, w2, 0, 0), b2);
+    zoo_pop(b);
+    int32_t gates = zoo_move(b, probs, "Reshape", 3, ZOO_DIMS(S, E, 1), 0);
+    int32_t combine = zoo_move(b, zoo_mul(b, mask, gates), "Reshape", 2, ZOO_DIMS(S, E * C), 0);
+    int32_t y = zoo_matmul(b, combine, zoo_move(b, h, "Reshape", 2, ZOO_DIMS(E * C, D), 0), 0, 0);
+    zoo_pop(b);
+    return zoo_move(b, y, "Reshape", 3, ZOO_DIMS(B, T, D), 0);
+}
+
+/* Conformer's convolution module: pointwise conv, GLU, depthwise 1-D conv
+ * (NHWC with H = 1), batch norm, swish, pointwise conv. */
+static int32_t conv_module(synth *s, int32_t x) {
+    zoo_builder *b = s->b;
+    int64_t B = zoo_dim(b, x, 0), T = zoo_dim(b, x, 1), D = zoo_dim(b, x, 2);
+    static const int K[] = {3, 7, 15, 31};
+    int kw = K[below(s, 4)];
+    zoo_push(b, "conv_module");
+    int32_t h = zoo_move(b, x, "Reshape", 4, ZOO_DIMS(B, 1, T, D), 0);
+    zoo_push(b, "pointwise_1");
+    int32_t glu[2];
+    zoo_split(b, zoo_conv_bias(b, h, 1, 1, 2 * D, 1), 2, -1, glu);
+    zoo_pop(b);
+    h = zoo_mul(b, glu[0], zoo_unary(b, glu[1], ZU_SIGMOID));
+    zoo_push(b, "depthwise");
+    h = zoo_conv(b, h, ZOO_PARAM(b, "weights", 1, kw, D, 1), 1, ZOO_DEPTHWISE);
+    h = zoo_norm(b, h, ZOO_PARAM(b, "BatchNorm/gamma", D), ZOO_PARAM(b, "BatchNorm/beta", D), 0);
+    h = zoo_mul(b, h, zoo_unary(b, h, ZU_SIGMOID));
+    zoo_pop(b);
+    zoo_push(b, "pointwise_2");
+    h = zoo_conv_bias(b, h, 1, 1, D, 1);
+    zoo_pop(b);
+    zoo_pop(b);
+    return zoo_move(b, h, "Reshape", 3, ZOO_DIMS(B, T, D), 0);
+}
+
+/* One block: x + sublayer(x) with layer norm before (pre-norm) or after. */
+typedef struct {
+    int pre_norm;
+    int64_t heads, inner;
+} block_cfg;
+
+static int32_t residual(synth *s, const block_cfg *c, int32_t x, int which, int32_t mem, int32_t mask) {
+    static const char *const NAME[] = {"self_attention", "cross_attention", "ffn", "moe", "conv"};
+    zoo_builder *b = s->b;
+    zoo_push(b, "%s", NAME[which]);
+    int32_t h = c->pre_norm ? zoo_layer_norm(b, x) : x;
+    if (which == 0) h = mha(s, h, -1, c->heads, mask);
+    else if (which == 1) h = mha(s, h, mem, c->heads, -1);
+    else if (which == 2) h = ffn(s, h, c->inner);
+    else if (which == 3) h = moe(s, h, c->inner);
+    else h = conv_module(s, h);
+    h = zoo_add(b, x, h);
+    if (!c->pre_norm) h = zoo_layer_norm(b, h);
+    zoo_pop(b);
+    return h;
+}
+
+/* ---- transformer: embeddings, attention blocks, MoE, encoder-decoder -------------------- */
+static void synth_transformer(synth *s) {
+    zoo_builder *b = s->b;
+    int64_t B = draw(s, 1, 64), T = draw(s, 16, 1024), V = draw(s, 1000, 64000);
+    if (B * T > 16384) B = 16384 / T; /* at most 16k tokens a step */
+    block_cfg c = {.pre_norm = chance(s, 0.7), .heads = 1LL << below(s, 5)};
+    int64_t D = c.heads * draw(s, 16, 128);
+    c.inner = D * (2 + below(s, 3));
+    int mode = below(s, 3); /* 0 decoder-only (causal), 1 encoder-only, 2 encoder-decoder */
+    int moe_every = chance(s, 0.3) ? 1 + below(s, 2) : 0, conv = mode == 1 && chance(s, 0.4);
+    int sparse = chance(s, 0.5);
+    b->layer = 0;
+    zoo_push(b, "embeddings");
+    int32_t table = ZOO_PARAM(b, "word_embeddings", V, D), posw = ZOO_PARAM(b, "position_embeddings", T, D);
+    int32_t ids = ZOO_INPUT(b, "input_ids", B, T);
+    int32_t x = zoo_add(b, zoo_gather(b, table, ids, sparse), posw);
+    zoo_pop(b);
+    int32_t causal = mode != 1 ? zoo_const(b, "causal_mask", 2, ZOO_DIMS(T, T)) : -1;
+    int32_t enc = -1, dec_x = -1;
+    int32_t start = gopt_graph_num_nodes(b->g);
+    if (mode == 2) {
+        zoo_push(b, "decoder/embeddings"); /* the target side: its own table, shifted ids */
+        int32_t tt = ZOO_PARAM(b, "word_embeddings", V, D), tids = ZOO_INPUT(b, "target_ids", B, T);
+        dec_x = zoo_add(b, zoo_gather(b, tt, tids, sparse), ZOO_PARAM(b, "position_embeddings", T, D));
+        zoo_pop(b);
+    }
+    int enc_done = mode != 2;
+    for (int l = 0, nenc = 0; !over(s); l++) {
+        b->layer = l + 1;
+        int dec = mode == 2 && enc_done;
+        zoo_push(b, "%s/layer_%d", dec ? "decoder" : mode == 2 ? "encoder" : "blocks", dec ? l - nenc : l);
+        nenc += !dec;
+        int32_t h = dec ? dec_x : x;
+        h = residual(s, &c, h, 0, -1, dec || mode == 0 ? causal : -1);
+        if (dec) h = residual(s, &c, h, 1, enc, -1);
+        if (conv) h = residual(s, &c, h, 4, -1, -1);
+        h = residual(s, &c, h, moe_every && l % moe_every == moe_every - 1 ? 3 : 2, -1, -1);
+        zoo_pop(b);
+        if (dec) dec_x = h;
+        else x = h;
+        /* encoder-decoder: the encoder takes about 40% of the budget */
+        if (!enc_done && gopt_graph_num_nodes(b->g) - start >= 0.4 * (s->budget - start)) {
+            enc_done = 1;
+            enc = c.pre_norm ? zoo_layer_norm(b, x) : x;
+        }
+    }
+    if (mode == 2 && !enc_done) { /* the budget ran out inside the encoder: one decoder layer still */
+        enc = x;
+        zoo_push(b, "decoder/layer_0");
+        dec_x = residual(s, &c, residual(s, &c, dec_x, 0, -1, causal), 1, enc, -1);
+        zoo_pop(b);
+    }
+    b->layer++;
+    int32_t y = mode == 2 ? dec_x : x;
+    zoo_push(b, "head");
+    if (c.pre_norm) y = zoo_layer_norm(b, y);
+    int32_t labels = ZOO_INPUT(b, "labels", B * T);
+    zoo_softmax_loss(b, zoo_move(b, y, "Reshape", 2, ZOO_DIMS(B * T, D), 0), V, labels);
+    zoo_pop(b);
+}
+
+/* ---- recsys: embedding tables, MLPs, feature interaction --------------------------------- */
+static int32_t mlp(synth *s, int32_t x, int n, int64_t width, int64_t last) {
+    for (int i = 0; i < n; i++) {
+        zoo_push(s->b, "dense_%d", i);
+        x = zoo_unary(s->b, zoo_dense(s->b, x, i + 1 < n ? width : last, 1), ZU_RELU);
+        zoo_pop(s->b);
+    }
+    return x;
+}
+
+static void synth_recsys(synth *s) {
+    zoo_builder *b = s->b;
+    int64_t B = draw(s, 32, 8192), D = draw(s, 8, 128), W = draw(s, 64, 1024);
+    int sparse = chance(s, 0.7), cap = 4096;
+    /* many features come with small tables: about 4e7 rows in all (a table has about 4
+     * forward nodes; up to 1e6 rows each) */
+    double rows_hi = fmin(1e6, fmax(1e3, 4e7 / fmax(1.0, 0.7 * s->budget / 4)));
+    int32_t *feats = malloc((size_t)cap * sizeof *feats);
+    if (!feats) {
+        zoo_fail(b, GOPT_ENOMEM, "out of memory");
+        return;
+    }
+    b->layer = 0;
+    zoo_push(b, "bottom_mlp");
+    int32_t dense = mlp(s, ZOO_INPUT(b, "dense_features", B, draw(s, 4, 512)), 1 + below(s, 4), W, D);
+    zoo_pop(b);
+    feats[0] = dense;
+    int nf = 1;
+    /* sparse features until about 70% of the budget; the interaction and top MLP take the rest */
+    int32_t start = gopt_graph_num_nodes(b->g);
+    while (nf < cap && !zoo_failed(b) && gopt_graph_num_nodes(b->g) - start < 0.7 * (s->budget - start)) {
+        b->layer = 1 + (nf - 1) / 8; /* tables in groups of 8: each group's lookups, pooling and update together */
+        zoo_push(b, "embedding_%d", nf - 1);
+        int64_t rows = draw(s, 100, rows_hi), hot = chance(s, 0.5) ? 1 : draw(s, 2, 64);
+        int32_t table = ZOO_PARAM(b, "table", rows, D), ids = ZOO_INPUT(b, "ids", B, hot);
+        int32_t e = zoo_gather(b, table, ids, sparse);
+        int32_t in1 = e;
+        e = zoo_fwd(b, &(zoo_fwd_spec){.kind = ZK_MEAN, .op = "Sum", .cls = GOPT_OP_CLASS_REDUCTION,
+                                       .flops = (double)(B * hot * D), .ins = &in1, .nin = 1, .nout = 1,
+                                       .ranks = (const int[]){2}, .dims = (const int64_t[][ZOO_MAX_RANK]){{B, D}}});
+        zoo_pop(b);
+        feats[nf++] = e;
+    }
+    b->layer = 2 + (nf - 1) / 8;
+    zoo_push(b, "interaction");
+    int32_t z;
+    if (nf <= 64 && chance(s, 0.7)) { /* DLRM's dot interaction: all pairwise dot products */
+        for (int i = 0; i < nf; i++) feats[i] = zoo_move(b, feats[i], "Reshape", 3, ZOO_DIMS(B, 1, D), 0);
+        int32_t stack = zoo_concat(b, feats, nf, 1);
+        int32_t dots = zoo_matmul(b, stack, stack, 0, 1);
+        int32_t flat = zoo_move(b, dots, "Reshape", 2, ZOO_DIMS(B, (int64_t)nf * nf), 0);
+        int32_t cat[2] = {dense, flat};
+        z = zoo_concat(b, cat, 2, 1);
+    } else { /* wide & deep: concatenate every feature */
+        z = zoo_concat_many(b, feats, nf, 1);
+    }
+    zoo_pop(b);
+    b->layer++;
+    zoo_push(b, "top_mlp");
+    z = mlp(s, z, 1 + below(s, 4), W, W);
+    zoo_pop(b);
+    free(feats);
+    b->layer++;
+    zoo_push(b, "head");
+    int32_t labels = ZOO_INPUT(b, "clicks", B);
+    zoo_softmax_loss(b, z, 2, labels);
+    zoo_pop(b);
+}
+
+/* ---- unet: conv encoder-decoder with transposed convs and skips ----------------------------- */
+static int32_t conv_pair(synth *s, int32_t x, int64_t c, int reps) {
+    for (int r = 0; r < reps; r++) {
+        zoo_push(s->b, "conv_%d", r);
+        x = zoo_conv_bn(s->b, x, 3, 3, c, 1, 0, 1);
+        zoo_pop(s->b);
+    }
+    return x;
+}
+
+/* One U-Net: `depth` levels down (convs, then 2x2 max pooling), a bottleneck
+ * (optionally with self-attention over the pixels, as diffusion U-Nets have),
+ * and up (2x2 stride-2 transposed conv, concat with the skip, convs). */
+/* 2x nearest-neighbour upsampling (a resize; its gradient is the ONNX import's
+ * Resize rule: the pooling rule with a 1x1 window, AvgPoolGrad) and a 3x3 conv to c. */
+static int32_t resize_conv(synth *s, int32_t x, int64_t c) {
+    zoo_builder *b = s->b;
+    int64_t B = zoo_dim(b, x, 0), H = zoo_dim(b, x, 1), W = zoo_dim(b, x, 2), C = zoo_dim(b, x, 3);
+    int rank = 4;
+    int32_t attr[4] = {1, 1, 0, 0};
+    zoo_fwd_spec sp = {.kind = ZK_POOL, .op = "ResizeNearestNeighbor", .cls = GOPT_OP_CLASS_DATA_MOVEMENT, .ins = &x,
+                       .nin = 1, .nout = 1, .ranks = &rank,
+                       .dims = (const int64_t[][ZOO_MAX_RANK]){{B, 2 * H, 2 * W, C}}, .attr = attr};
+    return zoo_conv_bias(b, zoo_fwd(b, &sp), 3, 3, c, 1);
+}
+
+static int32_t unet(synth *s, int32_t x, int depth, int64_t c0, int reps, int attn, int resize) {
+    zoo_builder *b = s->b;
+    int32_t skips[8];
+    int64_t c = c0;
+    for (int d = 0; d < depth; d++) {
+        b->layer++;
+        zoo_push(b, "down_%d", d);
+        skips[d] = x = conv_pair(s, x, c, reps);
+        x = zoo_pool(b, x, 2, 2, ZOO_MAX);
+        zoo_pop(b);
+        c *= 2;
+    }
+    b->layer++;
+    zoo_push(b, "bottleneck");
+    x = conv_pair(s, x, c, reps);
+    if (attn) {
+        int64_t B = zoo_dim(b, x, 0), H = zoo_dim(b, x, 1), W = zoo_dim(b, x, 2);
+        int32_t seq = zoo_move(b, x, "Reshape", 3, ZOO_DIMS(B, H * W, c), 0);
+        seq = zoo_add(b, seq, mha(s, zoo_layer_norm(b, seq), -1, c >= 256 ? 8 : 4, -1));
+        x = zoo_move(b, seq, "Reshape", 4, ZOO_DIMS(B, H, W, c), 0);
+    }
+    zoo_pop(b);
+    for (int d = depth - 1; d >= 0; d--) {
+        c /= 2;
+        b->layer++;
+        zoo_push(b, "up_%d", d);
+        if (resize) {
+            zoo_push(b, "upsample");
+            x = resize_conv(s, x, c);
+            zoo_pop(b);
+        } else {
+            x = zoo_conv_transpose(b, x, ZOO_PARAM(b, "upconv/weights", 2, 2, c, zoo_dim(b, x, -1)), 2);
+        }
+        int32_t cat[2] = {skips[d], x};
+        x = conv_pair(s, zoo_concat(b, cat, 2, -1), c, reps);
+        zoo_pop(b);
+    }
+    return x;
+}
+
+static void synth_unet(synth *s) {
+    zoo_builder *b = s->b;
+    int depth = 2 + below(s, 4), reps = 1 + below(s, 3), attn = chance(s, 0.4);
+    int64_t B = draw(s, 1, 16), c = draw(s, 8, 64), K = draw(s, 2, 64), unit = (int64_t)1 << depth;
+    int64_t side = draw(s, 32, 512) / unit * unit; /* a multiple of 2^depth, at least twice it */
+    if (side < 2 * unit) side = 2 * unit;
+    attn = attn && (side >> depth) <= 32; /* attention over at most 1,024 pixels */
+    int resize = chance(s, 0.3);            /* up by resize + conv, else by transposed convs */
+    b->layer = 0;
+    zoo_push(b, "stem");
+    int32_t x = zoo_conv_bn(b, ZOO_INPUT(b, "images", B, side, side, 3), 3, 3, c, 1, 0, 1);
+    zoo_pop(b);
+    /* stacked U-Nets (hourglasses) with residual links while a whole one fits the budget,
+     * then full-resolution residual conv blocks up to it */
+    int32_t one = 0;
+    for (int m = 0; !over(s); m++) {
+        int32_t before = gopt_graph_num_nodes(b->g);
+        if (m > 0 && before + one > s->budget) break;
+        zoo_push(b, "unet_%d", m);
+        int32_t y = unet(s, x, depth, c, reps, attn, resize);
+        zoo_pop(b);
+        x = m ? zoo_add(b, x, y) : y;
+        one = gopt_graph_num_nodes(b->g) - before;
+    }
+    for (int k = 0; !over(s); k++) {
+        b->layer++;
+        zoo_push(b, "refine_%d", k);
+        x = zoo_unary(b, zoo_add(b, x, conv_pair(s, x, c, 1)), ZU_RELU);
+        zoo_pop(b);
+    }
+    b->layer++;
+    zoo_push(b, "head");
+    int32_t labels = ZOO_INPUT(b, "labels", B * side * side);
+    int32_t logits = zoo_conv_bias(b, x, 1, 1, K, 1);
+    zoo_xent(b, zoo_move(b, logits, "Reshape", 2, ZOO_DIMS(B * side * side, K), 0), labels);
+    zoo_pop(b);
+}
+
 gopt_status gopt_zoo_synthetic(gopt_rng *rng, const gopt_synth_opts *opts, const char *name, gopt_graph **out,
                                gopt_error *err) {
     *out = NULL;
@@ -312,14 +709,18 @@ gopt_status gopt_zoo_synthetic(gopt_rng *rng, const gopt_synth_opts *opts, const
     if (lo < 50 || hi < lo || hi > GOPT_ZOO_MAX_NODES)
         return gopt_error_set(err, GOPT_EINVAL, "synthetic: node range [%d, %d] is not valid", lo, hi);
     gopt_synth_kind kind = opts ? opts->kind : GOPT_SYNTH_ANY;
-    if (kind < GOPT_SYNTH_ANY || kind >= GOPT_SYNTH_KIND_COUNT)
+    if (kind < GOPT_SYNTH_ALL || kind >= GOPT_SYNTH_KIND_COUNT)
         return gopt_error_set(err, GOPT_EINVAL, "synthetic: kind %d is not valid", (int)kind);
-    if (kind == GOPT_SYNTH_ANY) kind = (gopt_synth_kind)gopt_rng_below(rng, GOPT_SYNTH_KIND_COUNT);
+    /* ANY draws among the first four kinds only, exactly as before the others existed
+     * (a recipe's corpus stays the same files); ALL draws among every kind */
+    if (kind == GOPT_SYNTH_ANY) kind = (gopt_synth_kind)gopt_rng_below(rng, GOPT_SYNTH_ANY_KIND_COUNT);
+    else if (kind == GOPT_SYNTH_ALL) kind = (gopt_synth_kind)gopt_rng_below(rng, GOPT_SYNTH_KIND_COUNT);
     double target = opts && opts->target_nodes ? opts->target_nodes : 2000.0 * exp(0.8 * gopt_rng_normal(rng));
     if (target < lo) target = lo;
     if (target > hi) target = hi;
     gopt_optimizer optim = (gopt_optimizer)(GOPT_OPTIM_SGD + gopt_rng_below(rng, 3));
-    static void (*const BUILD[GOPT_SYNTH_KIND_COUNT])(synth *) = {synth_layered, synth_cells, synth_chain, synth_grid};
+    static void (*const BUILD[GOPT_SYNTH_KIND_COUNT])(synth *) = {
+        synth_layered, synth_cells, synth_chain, synth_grid, synth_transformer, synth_recsys, synth_unet};
     /* Build; when the size misses the target by more than 15%, rebuild from the
      * same RNG state with a rescaled budget (same structure, shorter or longer). */
     gopt_rng start = *rng;

@@ -32,6 +32,11 @@ expect_rc 2 "$GOPT" optimize "$G" --method heft
 expect_err "missing --profile"
 expect_rc 2 "$GOPT" optimize "$G" --method heft --profile "$P" --devices 9
 expect_rc 2 "$GOPT" optimize "$G" --method heft --profile "$P" --budget -1
+# a number a double cannot hold (it would read as 0, or subnormal) is refused, not rounded
+expect_rc 2 "$GOPT" optimize "$G" --method heft --profile "$P" --mem-fraction 1e-400
+expect_err "option --mem-fraction: '1e-400' is outside the range of a normal double"
+expect_rc 2 "$GOPT" optimize "$G" --method heft --profile "$P" --mem-fraction 1e-310
+expect_err "'1e-310' is outside the range of a normal double"
 expect_rc 2 "$GOPT" optimize "$TMP/none.graphml" --method heft --profile "$P"
 expect_err "none.graphml"
 [ -e "$TMP/none.txt" ] && fail "a decisions file was written on error" || ok

@@ -50,6 +50,14 @@ diff -r "$T/s1" "$T/s2" > /dev/null || fail "synthetic directories differ"
 cmp -s "$T/s1/synth_00000.graphml.gz" "$T/s3/synth_00000.graphml.gz" && fail "seeds 9 and 10 gave the same graph"
 for g in "$T"/s1/*.graphml.gz; do expect_rc 0 "$GOPT" graph info "$g"; done
 expect_rc 0 "$GOPT" graph gen synthetic --count 2 --seed 1 --kind grid --nodes 500 -o "$T/s4"
+for k in transformer recsys unet; do
+  expect_rc 0 "$GOPT" graph gen synthetic --count 1 --seed 2 --kind $k --nodes 500 -o "$T/s4$k"
+  "$GOPT" graph info --json "$T/s4$k/synth_00000.graphml.gz" | grep -q "\"family\": \"$k\"" || fail "--kind $k drew another kind"
+done
+# --kind all draws the new kinds too; any (the default) only the first four
+expect_rc 0 "$GOPT" graph gen synthetic --count 12 --seed 3 --kind all --nodes 300 -o "$T/s4all"
+for g in "$T"/s4all/*.graphml.gz; do "$GOPT" graph info --json "$g"; done | grep -Eq '"family": "(transformer|recsys|unet)"' \
+  || fail "--kind all drew no transformer, recsys or unet graph"
 
 # refused: exit 2, a message naming the value, no file
 expect_rc 2 "$GOPT" graph gen vgg -o "$T/x.graphml.gz"
@@ -67,6 +75,7 @@ expect_rc 2 "$GOPT" graph gen gnmt
 expect_rc 2 "$GOPT" graph gen synthetic -o "$T/s5"
 expect_rc 2 "$GOPT" graph gen synthetic --count 0 --seed 1 -o "$T/s5"
 expect_rc 2 "$GOPT" graph gen synthetic --count 2 --kind blob -o "$T/s5"
+grep -q "'blob' is not one of any, all, layered, cells, chain, grid, transformer, recsys, unet" "$T/err" || fail "no message for an unknown kind"
 expect_rc 2 "$GOPT" graph gen synthetic --count 2 --nodes 50 -o "$T/s5"
 expect_rc 2 "$GOPT" graph gen synthetic --count 2 --layers 3 -o "$T/s5"
 [ -e "$T/x.graphml.gz" ] && fail "a refused command wrote a file"
