@@ -171,6 +171,10 @@ typedef struct {
 double gopt_bl_sim_evaluate(void *ctx, const gopt_decisions *d, int *oom);
 /* last_peak for gopt_bl_sim_ctx: the last run's peak_memory_bytes. */
 int gopt_bl_sim_last_peak(void *ctx, double *peak);
+/* The problem of sim's graph on its devices, judged by the simulator: fills *ctx (sim,
+ * scratch: borrowed, both must outlive p) and *p (cost model cm, options opt). */
+void gopt_bl_problem_on_sim(gopt_bl_problem *p, gopt_bl_sim_ctx *ctx, const gopt_sim *sim,
+                            gopt_sim_scratch *scratch, const gopt_costmodel *cm, const gopt_bl_options *opt);
 
 typedef struct {
     double optimize_time_s; /* wall time of the method itself */

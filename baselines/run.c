@@ -26,6 +26,22 @@ int gopt_bl_sim_last_peak(void *ctx, double *peak) {
     return 1;
 }
 
+void gopt_bl_problem_on_sim(gopt_bl_problem *p, gopt_bl_sim_ctx *ctx, const gopt_sim *sim,
+                            gopt_sim_scratch *scratch, const gopt_costmodel *cm, const gopt_bl_options *opt) {
+    memset(ctx, 0, sizeof *ctx);
+    ctx->sim = sim;
+    ctx->scratch = scratch;
+    memset(p, 0, sizeof *p);
+    p->graph = gopt_sim_graph(sim);
+    p->cm = cm;
+    p->cost = gopt_sim_cost_table(sim);
+    p->ndev = gopt_sim_num_devices(sim);
+    p->opt = *opt;
+    p->evaluate = gopt_bl_sim_evaluate;
+    p->eval_ctx = ctx;
+    p->last_peak = gopt_bl_sim_last_peak;
+}
+
 gopt_status gopt_bl_optimize(const gopt_bl_registry *r, const char *spec, const gopt_sim *sim,
                              const gopt_costmodel *cm, const gopt_bl_options *opt, gopt_decisions *d,
                              gopt_bl_outcome *out, gopt_error *err) {
@@ -37,18 +53,8 @@ gopt_status gopt_bl_optimize(const gopt_bl_registry *r, const char *spec, const 
     gopt_sim_scratch *scratch = NULL;
     if ((st = gopt_sim_scratch_create(sim, &scratch, err))) return st;
     gopt_bl_sim_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.sim = sim;
-    ctx.scratch = scratch;
-    gopt_bl_problem p = {0};
-    p.graph = gopt_sim_graph(sim);
-    p.cm = cm;
-    p.cost = gopt_sim_cost_table(sim);
-    p.ndev = gopt_sim_num_devices(sim);
-    p.opt = *opt;
-    p.evaluate = gopt_bl_sim_evaluate;
-    p.eval_ctx = &ctx;
-    p.last_peak = gopt_bl_sim_last_peak;
+    gopt_bl_problem p;
+    gopt_bl_problem_on_sim(&p, &ctx, sim, scratch, cm, opt);
     double t0 = gopt_now_seconds();
     st = gopt_bl_combo_decide(r, &c, &p, d, err);
     out->optimize_time_s = gopt_now_seconds() - t0;

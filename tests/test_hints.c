@@ -143,17 +143,11 @@ static void test_trainer_uses_hints(void **state) {
     tr_hot *H = NULL;
     assert_int_equal(tr_hot_get(t, 0, &H, &err), GOPT_OK);
     assert_non_null(G->hint_dev);
-    gopt_bl_problem p = {0};
-    p.graph = G->g;
-    p.cm = cm;
-    p.cost = gopt_sim_cost_table(H->sim);
-    p.ndev = NDEV;
-    p.evaluate = gopt_bl_sim_evaluate;
-    gopt_bl_sim_ctx ctx = {0};
-    ctx.sim = H->sim;
-    ctx.scratch = H->scratch[0];
-    p.eval_ctx = &ctx;
-    p.last_peak = gopt_bl_sim_last_peak;
+    gopt_bl_problem p;
+    gopt_bl_sim_ctx ctx;
+    gopt_bl_options opt = {0};
+    opt.seed = o.seed; /* as the trainer runs the methods */
+    gopt_bl_problem_on_sim(&p, &ctx, H->sim, H->scratch[0], cm, &opt);
     int32_t dev[2 * 8];
     float feat[8 * GOPT_POLICY_NHINT];
     int have = 0;

@@ -144,18 +144,10 @@ gopt_status tr_build_hints(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_error *
     G->hint_feat = gopt_malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NHINT, err);
     if (!G->hint_dev || !G->hint_feat) return GOPT_ENOMEM; /* freed with the graph */
     gopt_bl_sim_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.sim = H->sim;
-    ctx.scratch = H->scratch[0];
-    gopt_bl_problem bp = {0};
-    bp.graph = G->g;
-    bp.cm = G->cm;
-    bp.cost = gopt_sim_cost_table(H->sim);
-    bp.ndev = G->ndev;
-    bp.opt.seed = t->o.seed;
-    bp.evaluate = gopt_bl_sim_evaluate;
-    bp.eval_ctx = &ctx;
-    bp.last_peak = gopt_bl_sim_last_peak;
+    gopt_bl_problem bp;
+    gopt_bl_options opt = {0};
+    opt.seed = t->o.seed;
+    gopt_bl_problem_on_sim(&bp, &ctx, H->sim, H->scratch[0], G->cm, &opt);
     int have = 0;
     gopt_status st = gopt_go_hints(&bp, nh, G->hint_dev, G->hint_feat, &have, err);
     if (st) {
