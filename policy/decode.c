@@ -81,10 +81,12 @@ gopt_status gopt_policy_set_decoder_inputs(gopt_policy *p, int32_t n, int32_t nd
 }
 
 gopt_status gopt_policy_set_hints(gopt_policy *p, int32_t n, int32_t ndev, int nh, const int32_t *dev,
-                                  const float *feat, gopt_error *err) {
+                                  const float *feat, const float *quality, gopt_error *err) {
     p->hint_dev = NULL;
     p->hint_feat = NULL;
     p->hint_n = p->hint_ndev = 0;
+    p->hint_best = -1;
+    memset(p->hint_q, 0, sizeof p->hint_q);
     p->forwarded = 0;
     if (!dev && !feat) return GOPT_OK;
     if (n < 1) return gopt_error_set(err, GOPT_EINVAL, "policy hints: %d nodes", (int)n);
@@ -99,6 +101,14 @@ gopt_status gopt_policy_set_hints(gopt_policy *p, int32_t n, int32_t ndev, int n
         if (!(feat[i] >= 0.0f && feat[i] <= 1.0f))
             return gopt_error_set(err, GOPT_EINVAL, "policy hints: feature %d of node %d is %g, outside [0, 1]",
                                   (int)(i % POLICY_NHINT_PSI), (int)(i / POLICY_NHINT_PSI), (double)feat[i]);
+    for (int h = 0; quality && h < nh; h++)
+        if (!(quality[h] >= 0.0f && quality[h] <= 1.0f))
+            return gopt_error_set(err, GOPT_EINVAL, "policy hints: quality of hint %d is %g, outside [0, 1]", h,
+                                  (double)quality[h]);
+    for (int h = 0; quality && h < nh; h++) {
+        p->hint_q[h] = quality[h];
+        if (quality[h] == 1.0f && p->hint_best < 0) p->hint_best = h;
+    }
     p->hint_dev = dev;
     p->hint_feat = feat;
     p->hint_n = n;
@@ -246,7 +256,9 @@ static double edge_weight(const gopt_frozen *fz, int32_t slot) { return fz->edge
  *   7 the previous node (rank i - 1) is on d
  *   8..8+H-1 (cfg.hints = H) hint placement h puts the unit on d (gopt_policy_set_hints; 0 without)
  *   8+H the agreement of d: sum over the hints that put the unit on d of the share of the units
- *       decided so far that followed that hint (0 at the first unit) */
+ *       decided so far that followed that hint (0 at the first unit)
+ *   8+H+1 (cfg.hint_quality) the best hint (quality 1) puts the unit on d
+ *   8+H+2 (cfg.hint_quality) the highest quality of the hints that put the unit on d (0: none) */
 static void phi_features(const gopt_policy *p, const dec_state *s, const int32_t *place, int u, double charge,
                          float *phi) {
     const gopt_frozen *fz = p->fz;
@@ -292,6 +304,13 @@ static void phi_features(const gopt_policy *p, const dec_state *s, const int32_t
                 if (d == hint[h] && s->units) agree += (float)s->agree[h] / (float)s->units;
             }
             f[POLICY_NPHI + H] = agree;
+            if (p->cfg.hint_quality) {
+                float q = 0.0f;
+                for (int h = 0; h < H; h++)
+                    if (d == hint[h] && p->hint_q[h] > q) q = p->hint_q[h];
+                f[POLICY_NPHI + H + 1] = p->hint_best >= 0 && d == hint[p->hint_best] ? 1.0f : 0.0f;
+                f[POLICY_NPHI + H + 2] = q;
+            }
         }
     }
 }

@@ -57,6 +57,9 @@ typedef struct {
                               gopt_policy_set_hints (their device per unit) and a classical
                               schedule and fusion (priority rank, fusion per node); needs
                               cond_hidden > 0; 0 = off (at most GOPT_POLICY_MAX_HINTS) */
+    int32_t hint_quality;  /* 1: the decoder also reads each hint's quality (its simulated step
+                              against the best hint's, gopt_policy_set_hints) and the schedule and
+                              fusion hints come from the best hint (needs hints > 0); 0 = off */
 } gopt_policy_config;
 
 void gopt_policy_config_default(gopt_policy_config *cfg);
@@ -123,12 +126,15 @@ gopt_status gopt_policy_set_decoder_inputs(gopt_policy *p, int32_t n, int32_t nd
  * fusion fuses the node into a predecessor's group, 1 when the node roots a
  * fused group. Borrowed like the decoder inputs (kept for later forwards; a
  * forward on a graph of another node count is refused); NULL arrays clear
- * them (hint features 0). nh must equal cfg.hints. Out-of-range values are
- * refused naming the node. */
+ * them (hint features 0). nh must equal cfg.hints. quality (nh) or NULL: each
+ * hint's quality in [0, 1] (copied; read when cfg.hint_quality): 1 for the
+ * best hint, T_best / T_h for hint h whose solution steps in T_h, 0 for a
+ * hint that is missing or does not fit; NULL reads as 0. Out-of-range values
+ * are refused naming the node or the hint. */
 #define GOPT_POLICY_NHINT 3
 #define GOPT_POLICY_MAX_HINTS 8
 gopt_status gopt_policy_set_hints(gopt_policy *p, int32_t n, int32_t ndev, int nh, const int32_t *dev,
-                                  const float *feat, gopt_error *err);
+                                  const float *feat, const float *quality, gopt_error *err);
 
 /* Per-node logits of the last forward for task t: (n, width) rows in node-id
  * order are copied into out; width = max_devices, sched_levels or

@@ -43,6 +43,7 @@ void gopt_policy_config_default(gopt_policy_config *c) {
     c->memory_grad = 0;
     c->cond_hidden = 8;
     c->hints = 0;
+    c->hint_quality = 0;
 }
 
 static gopt_status check_range(const char *field, int32_t v, int32_t lo, int32_t hi, gopt_error *err) {
@@ -72,6 +73,9 @@ gopt_status gopt_policy_config_check(const gopt_policy_config *c, gopt_error *er
     if (c->hints && c->cond_hidden < 1)
         return gopt_error_set(err, GOPT_EINVAL, "policy config: hints = %d needs the conditioned decoder (cond_hidden > 0)",
                               (int)c->hints);
+    if ((st = check_range("hint_quality", c->hint_quality, 0, 1, err))) return st;
+    if (c->hint_quality && !c->hints)
+        return gopt_error_set(err, GOPT_EINVAL, "policy config: hint_quality = 1 needs hints > 0");
     return GOPT_OK;
 }
 
@@ -233,6 +237,7 @@ gopt_status gopt_policy_create(gopt_policy **out, const gopt_policy_config *cfg,
     gopt_policy *p = gopt_calloc(1, sizeof *p, err);
     if (!p) return GOPT_ENOMEM;
     skeleton(p, cfg);
+    p->hint_best = -1; /* no hints set */
     p->nparams = layout(p); /* records the table */
     size_t bytes = sizeof(float) * p->nparams;
     p->params = gopt_malloc(bytes, err);

@@ -4,14 +4,16 @@
  * Checkpoint file (then gzip-compressed as a whole, written atomically):
  *   "GOPTPOL" NUL          8 bytes magic
  *   u32 version            CKPT_VERSION
- *   i32 config[12]         hidden, sage_layers, attn_layers, heads, segment,
+ *   i32 config[13]         hidden, sage_layers, attn_layers, heads, segment,
  *                          ffn_mult, max_devices, sched_levels, fusion_levels,
  *                          memory_grad, cond_hidden (version 2: the
  *                          conditioned decoder; version 1 files have the
  *                          first 10 and load with cond_hidden = 0: the same
  *                          network, decoded with the memory masks only),
  *                          hints (version 3; version 2 files have the first
- *                          11 and load with hints = 0: the same network)
+ *                          11 and load with hints = 0: the same network),
+ *                          hint_quality (version 4; older files load with
+ *                          hint_quality = 0: the same network)
  *   u32 nfeat              GOPT_POLICY_NFEAT (feature layout)
  *   u64 nparams, u64 adam_t
  *   f32 params[nparams], m[nparams], v[nparams]
@@ -29,8 +31,8 @@
 #include "policy_net.h"
 
 #define CKPT_MAGIC "GOPTPOL"
-#define CKPT_VERSION 3u
-#define CKPT_NCFG 12
+#define CKPT_VERSION 4u
+#define CKPT_NCFG 13
 #define CKPT_HEADER_V(ncfg) (8 + 4 + 4 * (ncfg) + 4 + 8 + 8)
 #define CKPT_HEADER CKPT_HEADER_V(CKPT_NCFG)
 #define CKPT_MAX_PARAM 1e3  /* |parameter| on load */
@@ -97,6 +99,7 @@ static void cfg_to_array(const gopt_policy_config *c, int32_t a[CKPT_NCFG]) {
     a[9] = c->memory_grad;
     a[10] = c->cond_hidden;
     a[11] = c->hints;
+    a[12] = c->hint_quality;
 }
 static void cfg_from_array(gopt_policy_config *c, const int32_t a[CKPT_NCFG]) {
     c->hidden = a[0];
@@ -111,10 +114,11 @@ static void cfg_from_array(gopt_policy_config *c, const int32_t a[CKPT_NCFG]) {
     c->memory_grad = a[9];
     c->cond_hidden = a[10];
     c->hints = a[11];
+    c->hint_quality = a[12];
 }
 static const char *cfg_names[CKPT_NCFG] = {"hidden",   "sage_layers", "attn_layers",  "heads",        "segment",
                                            "ffn_mult", "max_devices", "sched_levels", "fusion_levels", "memory_grad",
-                                           "cond_hidden", "hints"};
+                                           "cond_hidden", "hints", "hint_quality"};
 
 gopt_status gopt_policy_save(const gopt_policy *p, const char *path, gopt_error *err) {
     size_t fb = sizeof(float) * p->nparams;
@@ -157,7 +161,7 @@ static gopt_status read_checkpoint(const char *path, gopt_policy **out, gopt_err
         goto out;
     }
     uint32_t ver, nfeat;
-    int32_t cfga[CKPT_NCFG] = {0}; /* version 1: no cond_hidden, i.e. 0; versions 1, 2: no hints */
+    int32_t cfga[CKPT_NCFG] = {0}; /* version 1: no cond_hidden, i.e. 0; 1, 2: no hints; 1-3: no hint_quality */
     uint64_t np, at;
     const unsigned char *q = b + 8;
     if (len < 12 + 4) {

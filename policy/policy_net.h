@@ -23,11 +23,14 @@
 #define POLICY_NPHI 8      /* features phi(unit, device) of the conditioned placement scorer (decode.c) */
 #define POLICY_NPSI 5      /* features psi(node, its device) of the schedule and fusion terms (decode.c) */
 #define POLICY_NHINT_PSI GOPT_POLICY_NHINT /* hint features appended to psi when cfg.hints > 0 */
-#define POLICY_MAX_PHI (POLICY_NPHI + GOPT_POLICY_MAX_HINTS + 1)
+#define POLICY_NHINT_QUALITY 2 /* phi features appended when cfg.hint_quality (decode.c) */
+#define POLICY_MAX_PHI (POLICY_NPHI + GOPT_POLICY_MAX_HINTS + 1 + POLICY_NHINT_QUALITY)
 #define POLICY_MAX_PSI (POLICY_NPSI + POLICY_NHINT_PSI)
 /* features of the scorer (H hint indicators and the agreement feature appended when
- * cfg.hints = H > 0) and of the schedule/fusion terms for a config */
-#define POLICY_CFG_NPHI(c) (POLICY_NPHI + ((c)->hints ? (c)->hints + 1 : 0))
+ * cfg.hints = H > 0, then the two quality features with cfg.hint_quality) and of the
+ * schedule/fusion terms for a config */
+#define POLICY_CFG_NPHI(c)                                                                                             \
+    (POLICY_NPHI + ((c)->hints ? (c)->hints + 1 + ((c)->hint_quality ? POLICY_NHINT_QUALITY : 0) : 0))
 #define POLICY_CFG_NPSI(c) (POLICY_NPSI + ((c)->hints ? POLICY_NHINT_PSI : 0))
 
 typedef struct {
@@ -174,6 +177,8 @@ struct gopt_policy {
     const int32_t *hint_dev;
     const float *hint_feat;
     int32_t hint_n, hint_ndev;
+    float hint_q[GOPT_POLICY_MAX_HINTS]; /* each hint's quality (copied; 0 without) */
+    int hint_best;                       /* the hint of quality 1, -1 when none */
     double total_time; /* sum of node times of the last forward's graph (n when no times) */
 
     /* state of the last forward */

@@ -5,8 +5,11 @@
  * the topological order), priority ranks in [0, 1] with 1 for the highest
  * priority and ties equal, fusion flags (root of a group of two or more;
  * joins a group; singletons and ungrouped nodes 0). gopt_go_hints runs the
- * hint method on a problem. A trainer with a hinted policy builds the hints
- * and imitation then copies the hint's placement where it is the target.
+ * hint method on a problem; with quality, each hint is its placer's
+ * combination judged by the evaluator (T_best / T_h, exactly 1 for the best)
+ * and the schedule features are the best combination's. A trainer with a
+ * hinted policy builds the hints and imitation then copies the hint's
+ * placement where it is the target.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -97,12 +100,12 @@ static void test_hints_from(void **state) {
     p.cost = gopt_sim_cost_table(sim);
     p.ndev = NDEV;
     int have = 0;
-    assert_int_equal(gopt_go_hints(&p, 2, dev, feat, &have, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hints(&p, 2, dev, feat, NULL, &have, &err), GOPT_OK);
     assert_int_equal(have, 1);
     for (int v = 0; v < 2 * n; v++) assert_true(dev[v] >= 0 && dev[v] < NDEV);
     for (int i = 0; i < n * GOPT_POLICY_NHINT; i++) assert_true(feat[i] >= 0.0f && feat[i] <= 1.0f);
-    assert_int_equal(gopt_go_hints(&p, 0, dev, feat, &have, &err), GOPT_EINVAL);
-    assert_int_equal(gopt_go_hints(&p, 8, dev, feat, &have, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_go_hints(&p, 0, dev, feat, NULL, &have, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_go_hints(&p, 8, dev, feat, NULL, &have, &err), GOPT_EINVAL);
     gopt_decisions_destroy(&d);
     gopt_sim_free(sim);
     gopt_cost_free(cm);
@@ -110,10 +113,80 @@ static void test_hints_from(void **state) {
     gopt_graph_free(g);
 }
 
-/* Imitation with a hinted policy: the target is the best reference baseline, here the hint's
- * own method (the only reference), so after a few steps greedy placement equals the target. */
-static void test_trainer_uses_hints(void **state) {
+/* Quality: every hint is placer+cp+xla judged by the simulator; quality[h] = T_best / T_h, the
+ * best exactly 1; the per-node features are those of the best combination. */
+static void test_hints_quality(void **state) {
     (void)state;
+    enum { NDEV = 3, NH = 7 };
+    gopt_graph *g = small_graph();
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    const int n = fz->n;
+    gopt_profile *prof = test_profile_uniform(NDEV, 1e12, 1e9, "test_hints");
+    gopt_costmodel *cm = NULL;
+    gopt_error err = {0};
+    assert_int_equal(gopt_cost_create(prof, NDEV, &cm, NULL), GOPT_OK);
+    gopt_sim *sim = NULL;
+    assert_int_equal(gopt_sim_create(g, cm, &sim, &err), GOPT_OK);
+    gopt_sim_scratch *scr = NULL;
+    assert_int_equal(gopt_sim_scratch_create(sim, &scr, &err), GOPT_OK);
+    gopt_bl_problem p;
+    gopt_bl_sim_ctx ctx;
+    gopt_bl_options opt = {0};
+    opt.seed = 1;
+    gopt_bl_problem_on_sim(&p, &ctx, sim, scr, cm, &opt);
+    int32_t dev[NH * 8];
+    float feat[8 * GOPT_POLICY_NHINT], q[NH];
+    int have = 0;
+    assert_int_equal(gopt_go_hints(&p, NH, dev, feat, q, &have, &err), GOPT_OK);
+    assert_int_equal(have, 1);
+    /* each combination's step, independently */
+    gopt_bl_registry reg;
+    gopt_bl_registry_init(&reg);
+    double step[NH], best = INFINITY;
+    int ibest = -1;
+    gopt_decisions d[NH];
+    for (int h = 0; h < NH; h++) {
+        char spec[64];
+        snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[h], GOPT_GO_HINT_COMBO);
+        gopt_bl_combo c;
+        memset(&d[h], 0, sizeof d[h]);
+        assert_int_equal(gopt_bl_combo_parse(&reg, spec, &c, &err), GOPT_OK);
+        assert_int_equal(gopt_bl_combo_decide(&reg, &c, &p, &d[h], &err), GOPT_OK);
+        int oom = 0;
+        step[h] = gopt_bl_evaluate(&p, &d[h], &oom);
+        assert_int_equal(oom, 0);
+        if (step[h] < best) best = step[h], ibest = h;
+    }
+    int ones = 0;
+    for (int h = 0; h < NH; h++) {
+        assert_float_equal(q[h], best / step[h], 1e-6);
+        assert_true(q[h] > 0.0f && q[h] <= 1.0f);
+        ones += q[h] == 1.0f;
+    }
+    assert_true(ones >= 1);
+    assert_true(q[ibest] == 1.0f);
+    /* single puts everything on one device: never better than the best */
+    assert_true(step[6] >= best);
+    /* the features: the best combination's schedule and fusion */
+    float want[8 * GOPT_POLICY_NHINT];
+    int32_t wdev[NH * 8];
+    const gopt_decisions *hp[NH];
+    for (int h = 0; h < NH; h++) hp[h] = &d[h];
+    assert_int_equal(gopt_go_hints_from(fz, cm, p.cost, NDEV, NH, hp, &d[ibest], wdev, want, &err), GOPT_OK);
+    assert_memory_equal(feat, want, sizeof want);
+    assert_memory_equal(dev, wdev, sizeof(int32_t) * (size_t)NH * (size_t)n);
+    for (int h = 0; h < NH; h++) gopt_decisions_destroy(&d[h]);
+    gopt_sim_scratch_free(scr);
+    gopt_sim_free(sim);
+    gopt_cost_free(cm);
+    gopt_profile_free(prof);
+    gopt_graph_free(g);
+}
+
+/* Imitation with a hinted policy: the target is the best reference baseline, here the hint's
+ * own method (the only reference), so after a few steps greedy placement equals the target.
+ * With hint_quality the trainer keeps the hints' quality too. */
+static void trainer_uses_hints(int hq) {
     enum { NDEV = 2 };
     gopt_profile *prof = test_profile_uniform(NDEV, 1e12, 1e11, "test_hints");
     gopt_costmodel *cm = NULL;
@@ -123,6 +196,7 @@ static void test_trainer_uses_hints(void **state) {
     gopt_policy_config_default(&c);
     c.hidden = 8, c.sage_layers = 1, c.attn_layers = 1, c.heads = 2, c.segment = 4, c.ffn_mult = 1;
     c.max_devices = NDEV, c.sched_levels = 3, c.fusion_levels = 2, c.cond_hidden = 4, c.hints = 2;
+    c.hint_quality = hq;
     gopt_policy *pol = NULL;
     assert_int_equal(gopt_policy_create(&pol, &c, 1, &err), GOPT_OK);
     gopt_trainer_options o;
@@ -150,21 +224,36 @@ static void test_trainer_uses_hints(void **state) {
     gopt_bl_problem_on_sim(&p, &ctx, H->sim, H->scratch[0], cm, &opt);
     int32_t dev[2 * 8];
     float feat[8 * GOPT_POLICY_NHINT];
+    float q[2] = {0};
     int have = 0;
-    assert_int_equal(gopt_go_hints(&p, 2, dev, feat, &have, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hints(&p, 2, dev, feat, hq ? q : NULL, &have, &err), GOPT_OK);
     assert_int_equal(have, 1);
     assert_memory_equal(dev, G->hint_dev, sizeof dev);
     assert_memory_equal(feat, G->hint_feat, sizeof feat);
+    if (hq) {
+        assert_memory_equal(q, G->hint_q, sizeof q);
+        assert_true(q[0] == 1.0f || q[1] == 1.0f);
+    }
     gopt_trainer_free(t);
     gopt_policy_free(pol);
     gopt_cost_free(cm);
     gopt_profile_free(prof);
 }
+static void test_trainer_uses_hints(void **state) {
+    (void)state;
+    trainer_uses_hints(0);
+}
+static void test_trainer_uses_hint_quality(void **state) {
+    (void)state;
+    trainer_uses_hints(1);
+}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hints_from),
+        cmocka_unit_test(test_hints_quality),
         cmocka_unit_test(test_trainer_uses_hints),
+        cmocka_unit_test(test_trainer_uses_hint_quality),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -547,7 +547,7 @@ static int check_memory_rule(const gopt_frozen *fz, const gopt_policy_actions *a
 /* memory_grad = 1: the exact gradient of the forward. memory_grad = 0
  * (stop-gradient): the exact gradient of the forward whose memory states are
  * frozen at the point of linearisation (gopt_policy_debug_freeze_memory). */
-static void grad_network(int memory_grad, int hints) {
+static void grad_network(int memory_grad, int hints, int hint_quality) {
     enum { N = 23 };
     gopt_graph *g = make_graph(N, 11, 5);
     const gopt_frozen *fz = gopt_graph_frozen(g);
@@ -556,6 +556,7 @@ static void grad_network(int memory_grad, int hints) {
     gopt_policy_config c = tiny_config();
     c.memory_grad = memory_grad;
     c.hints = hints;
+    c.hint_quality = hint_quality;
     gopt_policy *p = NULL;
     assert_int_equal(gopt_policy_create(&p, &c, 42, &err), GOPT_OK);
     gopt_policy_debug_chunk(p, memory_grad ? 1 : 2); /* the forward's chunk boundaries inside the graph */
@@ -585,7 +586,8 @@ static void grad_network(int memory_grad, int hints) {
     if (hints) { /* two hints that agree with the masks on some nodes and not others; one has holes */
         for (int i = 0; i < 2 * N; i++) hdev[i] = i >= N && i % 5 == 0 ? -1 : (i * 7) % 3;
         for (int i = 0; i < N * GOPT_POLICY_NHINT; i++) hfeat[i] = (float)((i * 5) % 11) / 10.0f;
-        assert_int_equal(gopt_policy_set_hints(p, N, 3, hints, hdev, hfeat, &err), GOPT_OK);
+        const float hq[2] = {0.6f, 1.0f}; /* hint 1 (with holes) is the best */
+        assert_int_equal(gopt_policy_set_hints(p, N, 3, hints, hdev, hfeat, hq, &err), GOPT_OK);
     }
     assert_int_equal(gopt_policy_forward(p, fz, feat, 3, mask, &err), GOPT_OK);
     actions_buf ab;
@@ -745,16 +747,21 @@ static void test_forward_chunks(void **state) {
 
 static void test_grad_network_full(void **state) {
     (void)state;
-    grad_network(1, 0);
+    grad_network(1, 0, 0);
 }
 /* the hints' rows of the scorer and of the schedule/fusion terms (cfg.hints) */
 static void test_grad_network_hints(void **state) {
     (void)state;
-    grad_network(1, 2);
+    grad_network(1, 2, 0);
+}
+/* the hints' quality rows of the scorer (cfg.hint_quality) */
+static void test_grad_network_hint_quality(void **state) {
+    (void)state;
+    grad_network(1, 2, 1);
 }
 static void test_grad_network_stopgrad(void **state) {
     (void)state;
-    grad_network(0, 0);
+    grad_network(0, 0, 0);
 }
 
 /* ---- decoding -------------------------------------------------------------------------- */
@@ -933,7 +940,8 @@ static void temp_path(char *buf, size_t n, const char *leaf) {
 
 /* An older checkpoint loads as the same network, every parameter and moment equal: version 1
  * (before the conditioned decoder: 10 config fields) with cond_hidden = 0, version 2 (before
- * hints: 11 fields) with hints = 0. */
+ * hints: 11 fields) with hints = 0, version 3 (before hint_quality: 12 fields) with
+ * hint_quality = 0. */
 static void check_old_version_load(const char *path, uint32_t ver) {
     gopt_error err = {0};
     gopt_policy_config cfg;
@@ -945,9 +953,9 @@ static void check_old_version_load(const char *path, uint32_t ver) {
     char *raw = NULL;
     size_t len = 0;
     assert_int_equal(gopt_file_read_all(path, &raw, &len, &err), GOPT_OK);
-    /* drop config fields 10 (cond_hidden) and 11 (hints) for version 1, 11 for version 2, set the
-     * version, new CRC */
-    const size_t keep = 12 + 4 * (ver == 1 ? 10 : 11), drop = ver == 1 ? 8 : 4;
+    /* keep the first 9 + ver config fields (10, 11, 12), drop the rest of the 13, set the version,
+     * new CRC */
+    const size_t keep = 12 + 4 * (9 + (size_t)ver), drop = 4 * (13 - (9 + (size_t)ver));
     memmove(raw + keep, raw + keep + drop, len - (keep + drop));
     len -= drop;
     memcpy(raw + 8, &ver, 4);
@@ -957,6 +965,7 @@ static void check_old_version_load(const char *path, uint32_t ver) {
     assert_int_equal(gopt_policy_load(&r, path, &err), GOPT_OK);
     assert_int_equal(gopt_policy_get_config(r)->cond_hidden, cfg.cond_hidden);
     assert_int_equal(gopt_policy_get_config(r)->hints, 0);
+    assert_int_equal(gopt_policy_get_config(r)->hint_quality, 0);
     assert_int_equal(gopt_policy_num_params(r), gopt_policy_num_params(p));
     for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
         const char *na, *nb;
@@ -1063,15 +1072,16 @@ static void test_checkpoint(void **state) {
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
     assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "version 99"));
-    /* a version-3 body labelled version 1 or 2 (fewer config fields) is refused, not misread */
-    for (char old = 1; old <= 2; old++) {
+    /* a version-4 body labelled version 1, 2 or 3 (fewer config fields) is refused, not misread */
+    for (char old = 1; old <= 3; old++) {
         raw[8] = old;
         assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
         assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
     }
-    raw[8] = 3;
+    raw[8] = 4;
     check_old_version_load(bad, 1);
     check_old_version_load(bad, 2);
+    check_old_version_load(bad, 3);
     /* bad magic, bad config */
     raw[0] = 'X';
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 0, &err), GOPT_OK);
@@ -1081,17 +1091,17 @@ static void test_checkpoint(void **state) {
     /* a checkpoint of the 64-feature layout (before the absolute layer
      * features) is refused naming both counts, not misread */
     uint32_t nf;
-    memcpy(&nf, raw + 12 + 4 * 12, 4);
+    memcpy(&nf, raw + 12 + 4 * 13, 4);
     assert_int_equal(nf, GOPT_POLICY_NFEAT);
     nf = 64;
-    memcpy(raw + 12 + 4 * 12, &nf, 4);
+    memcpy(raw + 12 + 4 * 13, &nf, 4);
     uint32_t crc = (uint32_t)crc32(0L, (const unsigned char *)raw, (uInt)(len - 4));
     memcpy(raw + len - 4, &crc, 4);
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
     assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "64 features per node, this build has 80"));
     nf = GOPT_POLICY_NFEAT;
-    memcpy(raw + 12 + 4 * 12, &nf, 4);
+    memcpy(raw + 12 + 4 * 13, &nf, 4);
     int32_t heads = 3; /* does not divide hidden = 8 */
     memcpy(raw + 12 + 3 * 4, &heads, 4);
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
@@ -1649,19 +1659,19 @@ static void test_hints(void **state) {
     for (int i = 0; i < N; i++) hdev[i] = (i * 5 + 1) % NDEV;
     for (int i = 0; i < N * GOPT_POLICY_NHINT; i++) hf[i] = 0.5f;
     hdev[4] = NDEV;
-    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "node 4"));
     hdev[4] = 0;
     hf[7] = 1.5f;
-    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "node 2"));
     hf[7] = 0.5f;
-    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 2, hdev, hf, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 2, hdev, hf, NULL, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "network reads 1"));
-    assert_int_equal(gopt_policy_set_hints(p, N - 1, NDEV, 1, hdev, hf, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_set_hints(p, N - 1, NDEV, 1, hdev, hf, NULL, &err), GOPT_OK);
     assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, NULL, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "hints"));
-    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, &err), GOPT_OK);
     /* a scorer that reads only the hint's indicator: greedy copies the hint */
     for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
         const char *nm;
@@ -1681,7 +1691,7 @@ static void test_hints(void **state) {
     assert_int_equal(gopt_policy_greedy(p, &ab.a, &err), GOPT_OK);
     for (int v = 0; v < N; v++) assert_int_equal(ab.a.place[v], hdev[v]);
     /* cleared hints: the indicator reads 0, so the copy is gone somewhere */
-    assert_int_equal(gopt_policy_set_hints(p, 0, 0, 1, NULL, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_set_hints(p, 0, 0, 1, NULL, NULL, NULL, &err), GOPT_OK);
     assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, NULL, &err), GOPT_OK);
     assert_int_equal(gopt_policy_greedy(p, &ab.a, &err), GOPT_OK);
     int differ = 0;
@@ -1694,7 +1704,7 @@ static void test_hints(void **state) {
     gopt_policy *q = NULL;
     assert_int_equal(gopt_policy_load(&q, path, &err), GOPT_OK);
     assert_int_equal(gopt_policy_get_config(q)->hints, 1);
-    assert_int_equal(gopt_policy_set_hints(q, N, NDEV, 1, hdev, hf, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_set_hints(q, N, NDEV, 1, hdev, hf, NULL, &err), GOPT_OK);
     assert_int_equal(gopt_policy_forward(q, fz, feat, NDEV, NULL, &err), GOPT_OK);
     assert_int_equal(gopt_policy_greedy(q, &ab.a, &err), GOPT_OK);
     for (int v = 0; v < N; v++) assert_int_equal(ab.a.place[v], hdev[v]);
@@ -1713,6 +1723,77 @@ static void test_hints(void **state) {
     gopt_graph_free(g);
 }
 
+/* Hint quality: config checks, the quality refused outside [0, 1] naming the hint, the wiring (a
+ * scorer that reads only the best-hint indicator copies the hint of quality 1, whichever row it
+ * is), and a checkpoint round trip keeping cfg.hint_quality. */
+static void test_hint_quality(void **state) {
+    (void)state;
+    enum { N = 19, NDEV = 3 };
+    gopt_graph *g = make_graph(N, 21, 0);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    gopt_error err;
+    gopt_policy_config c = tiny_config();
+    c.cond_hidden = 4;
+    c.hints = 0;
+    c.hint_quality = 1;
+    assert_int_equal(gopt_policy_config_check(&c, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "hint_quality"));
+    c.hints = 2;
+    c.hint_quality = 2;
+    assert_int_equal(gopt_policy_config_check(&c, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "hint_quality = 2"));
+    c.hint_quality = 1;
+    gopt_policy *p = NULL;
+    assert_int_equal(gopt_policy_create(&p, &c, 3, &err), GOPT_OK);
+    float feat[N * GOPT_POLICY_NFEAT];
+    assert_int_equal(gopt_policy_features(fz, NDEV, NULL, feat, &err), GOPT_OK);
+    int32_t hdev[2 * N];
+    float hf[N * GOPT_POLICY_NHINT];
+    for (int i = 0; i < N; i++) hdev[i] = (i * 5 + 1) % NDEV, hdev[N + i] = (i * 2) % NDEV;
+    for (int i = 0; i < N * GOPT_POLICY_NHINT; i++) hf[i] = 0.5f;
+    float q[2] = {0.5f, 1.5f};
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 2, hdev, hf, q, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "quality of hint 1"));
+    /* a scorer that reads only phi's best-hint row (8 + H + 1) */
+    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
+        const char *nm;
+        float *w;
+        size_t cnt;
+        gopt_policy_tensor(p, i, &nm, &w, NULL, &cnt);
+        if (!strcmp(nm, "cond.u"))
+            for (size_t j = 0; j < cnt; j++) w[j] = j / (size_t)c.cond_hidden == 8 + 2 + 1 ? 3.0f : 0.0f;
+        else if (!strcmp(nm, "cond.v") || !strcmp(nm, "cond.b") || !strcmp(nm, "head_place.w"))
+            memset(w, 0, sizeof(float) * cnt);
+        else if (!strcmp(nm, "cond.w"))
+            for (size_t j = 0; j < cnt; j++) w[j] = 5.0f;
+    }
+    actions_buf ab;
+    actions_alloc(&ab, N);
+    for (int best = 0; best < 2; best++) {
+        q[best] = 1.0f, q[1 - best] = 0.25f;
+        assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 2, hdev, hf, q, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, NULL, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_greedy(p, &ab.a, &err), GOPT_OK);
+        for (int v = 0; v < N; v++) assert_int_equal(ab.a.place[v], hdev[best * N + v]);
+    }
+    /* checkpoint round trip */
+    char path[256];
+    temp_path(path, sizeof path, "hintq.ckpt");
+    assert_int_equal(gopt_policy_save(p, path, &err), GOPT_OK);
+    gopt_policy *r = NULL;
+    assert_int_equal(gopt_policy_load(&r, path, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_get_config(r)->hint_quality, 1);
+    assert_int_equal(gopt_policy_set_hints(r, N, NDEV, 2, hdev, hf, q, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_forward(r, fz, feat, NDEV, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_greedy(r, &ab.a, &err), GOPT_OK);
+    for (int v = 0; v < N; v++) assert_int_equal(ab.a.place[v], hdev[N + v]);
+    remove(path);
+    gopt_policy_free(r);
+    free(ab.buf);
+    gopt_policy_free(p);
+    gopt_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config),          cmocka_unit_test(test_features),
@@ -1721,7 +1802,7 @@ int main(void) {
         cmocka_unit_test(test_grad_sage),       cmocka_unit_test(test_grad_segattn),
         cmocka_unit_test(test_segattn_tiles),   cmocka_unit_test(test_forward_chunks),
         cmocka_unit_test(test_grad_network_full), cmocka_unit_test(test_grad_network_stopgrad),
-        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_hints),    cmocka_unit_test(test_decode),
+        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality),    cmocka_unit_test(test_decode),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_fusion),          cmocka_unit_test(test_example_graph),
         cmocka_unit_test(test_small_sizes),     cmocka_unit_test(test_zoo_and_real_graphs), cmocka_unit_test(test_backward_batch),

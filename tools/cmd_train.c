@@ -96,7 +96,10 @@ static void train_usage(FILE *f) {
                "  --sched-levels P  --fusion-levels F  --init CKPT (start from a trained policy)\n"
                "  --hints H (0: off) the decoder also reads H classical placements (of heft, metf,\n"
                "                    metis, expert, msct, mtopo, single, in that order) and heft+cp+xla's\n"
-               "                    priorities and fusion as features (docs/policy.md, \"Hints\")\n");
+               "                    priorities and fusion as features (docs/policy.md, \"Hints\")\n"
+               "  --hint-quality    with --hints: the decoder also reads each hint's simulated step against\n"
+               "                    the best hint's, and the schedule and fusion hints come from the best\n"
+               "                    hint's placer+cp+xla\n");
 }
 
 static void finetune_usage(FILE *f) {
@@ -872,6 +875,7 @@ int cmd_train(int argc, char **argv) {
         else if (cli_opt_long(&a, "--sched-levels", &l, 1, 16)) ta.pc.sched_levels = (int32_t)l;
         else if (cli_opt_long(&a, "--fusion-levels", &l, 1, 16)) ta.pc.fusion_levels = (int32_t)l;
         else if (cli_opt_long(&a, "--hints", &l, 0, 7)) ta.pc.hints = (int32_t)l;
+        else if (cli_flag(&a, "--hint-quality")) ta.pc.hint_quality = 1;
         else if (cli_opt_str(&a, "--init", &ta.init) || cli_opt_str(&a, "--profiles", &ta.profiles_s) ||
                  cli_opt_str(&a, "--manifest", &ta.manifest)) {
         } else if (cli_opt_long(&a, "--graph-cache", &l, 0, 1000000L)) ta.cache = (int)l;

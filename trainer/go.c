@@ -123,8 +123,11 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
             st = GOPT_ENOMEM;
             goto out;
         }
-        if ((st = gopt_go_hints(p, nh, hdev, hfeat, &have, err))) goto out;
-        if ((st = gopt_policy_set_hints(pol, n, p->ndev, nh, have ? hdev : NULL, have ? hfeat : NULL, err))) goto out;
+        float q[GOPT_POLICY_MAX_HINTS] = {0};
+        const int hq = gopt_policy_get_config(pol)->hint_quality;
+        if ((st = gopt_go_hints(p, nh, hdev, hfeat, hq ? q : NULL, &have, err))) goto out;
+        if ((st = gopt_policy_set_hints(pol, n, p->ndev, nh, have ? hdev : NULL, have ? hfeat : NULL, q, err)))
+            goto out;
     }
     if ((st = gopt_policy_forward(pol, fz, feat, p->ndev, NULL, err))) goto out;
     if ((st = gopt_decisions_init(&cand, n, err)) || (st = gopt_decisions_init(&rbest, n, err))) goto out;

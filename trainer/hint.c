@@ -11,9 +11,17 @@
  * priorities + XLA-style fusion): the priority rank in [0, 1] (1 = highest
  * priority; ties share the rank of the first of them), 1 when the node joins
  * a predecessor's fused group, 1 when it roots a fused group of two or more.
+ * With quality (policy cfg.hint_quality), each placer runs as the combination
+ * placer + GOPT_GO_HINT_COMBO (critical-path priorities, XLA-style fusion),
+ * each combination is judged by the problem's evaluator, and hint h's quality
+ * is T_best / T_h (1 for the best, 0 when it does not fit); the per-node
+ * schedule and fusion features then come from the best combination.
  * Cost: one run of each method (list placers O(n ndev), METIS, the schedule's
- * O(n log n) sort) plus one symmetry search (up to 8! permutations).
+ * O(n log n) sort) plus one symmetry search (up to 8! permutations); with
+ * quality, one evaluation (simulation) per hint.
  */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,27 +118,45 @@ static gopt_status run_method(const gopt_bl_registry *reg, const char *spec, con
     return st;
 }
 
-gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float *feat, int *have, gopt_error *err) {
+gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float *feat, float *quality, int *have,
+                          gopt_error *err) {
     const gopt_frozen *fz = gopt_graph_frozen(p->graph);
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);
     gopt_decisions hd[GOPT_POLICY_MAX_HINTS], sd = {0};
     const gopt_decisions *hp[GOPT_POLICY_MAX_HINTS];
+    double step[GOPT_POLICY_MAX_HINTS];
     memset(hd, 0, sizeof hd);
     *have = 0;
     gopt_status st = GOPT_OK;
     if (nh < 1 || nh > GOPT_POLICY_MAX_HINTS || !gopt_go_hint_placers[nh - 1])
         return gopt_error_set(err, GOPT_EINVAL, "hints: %d placements asked for, there are 1..7", nh);
-    int found = 0, any = 0;
+    int found = 0, any = 0, best = -1;
     for (int h = 0; h < nh; h++) {
-        if ((st = run_method(&reg, gopt_go_hint_placers[h], p, &hd[h], &found, err))) goto out;
+        char spec[64];
+        /* with quality: the placer's whole combination, judged by p's evaluator */
+        snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[h], quality ? GOPT_GO_HINT_COMBO : "");
+        if ((st = run_method(&reg, spec, p, &hd[h], &found, err))) goto out;
         hp[h] = found ? &hd[h] : NULL;
         any |= found;
+        step[h] = INFINITY;
+        if (quality && found) {
+            int oom = 0;
+            double s = gopt_bl_evaluate(p, &hd[h], &oom);
+            if (!oom && s > 0 && isfinite(s)) step[h] = s;
+            if (step[h] < INFINITY && (best < 0 || step[h] < step[best])) best = h;
+        }
     }
-    if ((st = run_method(&reg, GOPT_GO_HINT_METHOD, p, &sd, &found, err))) goto out;
-    any |= found;
-    if (any && !(st = gopt_go_hints_from(fz, p->cm, p->cost, p->ndev, nh, hp, found ? &sd : NULL, dev, feat, err)))
-        *have = 1;
+    if (quality) {
+        for (int h = 0; h < nh; h++) quality[h] = best >= 0 && step[h] < INFINITY ? (float)(step[best] / step[h]) : 0.0f;
+        if (best >= 0) quality[best] = 1.0f; /* exactly 1 (the policy's "best hint") */
+    } else if ((st = run_method(&reg, GOPT_GO_HINT_METHOD, p, &sd, &found, err))) {
+        goto out;
+    }
+    /* the schedule and fusion: the best hint's combination with quality, else GOPT_GO_HINT_METHOD */
+    const gopt_decisions *sched = quality ? (best >= 0 ? &hd[best] : NULL) : (found ? &sd : NULL);
+    any |= sched != NULL;
+    if (any && !(st = gopt_go_hints_from(fz, p->cm, p->cost, p->ndev, nh, hp, sched, dev, feat, err))) *have = 1;
 out:
     for (int h = 0; h < nh; h++) gopt_decisions_destroy(&hd[h]);
     gopt_decisions_destroy(&sd);
@@ -149,7 +175,8 @@ gopt_status tr_build_hints(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_error *
     opt.seed = t->o.seed;
     gopt_bl_problem_on_sim(&bp, &ctx, H->sim, H->scratch[0], G->cm, &opt);
     int have = 0;
-    gopt_status st = gopt_go_hints(&bp, nh, G->hint_dev, G->hint_feat, &have, err);
+    const int hq = gopt_policy_get_config(t->pol)->hint_quality;
+    gopt_status st = gopt_go_hints(&bp, nh, G->hint_dev, G->hint_feat, hq ? G->hint_q : NULL, &have, err);
     if (st) {
         gopt_error_prefix(err, "graph '%s': hints", gopt_graph_name(G->g));
         return st;
