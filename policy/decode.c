@@ -240,6 +240,9 @@ typedef struct {
     double load_sum;
     int units;                        /* units decided so far */
     int agree[GOPT_POLICY_MAX_HINTS]; /* of them, those on hint h's device */
+    int32_t *fgroup, *froot;          /* cfg.fuse_cond: fused group of each decided node, first member
+                                         of each group (n each) */
+    int32_t ngroups;
 } dec_state;
 
 static double edge_weight(const gopt_frozen *fz, int32_t slot) { return fz->edge_bytes[fz->in_eid[slot]] + 1.0; }
@@ -444,6 +447,17 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
         if (o[b].ent) memset(o[b].ent, 0, sizeof(float) * 3 * (size_t)n);
     }
     const int nphi = POLICY_CFG_NPHI(&p->cfg), npsi = POLICY_CFG_NPSI(&p->cfg);
+    const int fcond = p->cfg.fuse_cond && Hc > 0;
+    int32_t *fbuf = NULL;
+    if (fcond) { /* the fusion pass's groups, built as the levels are decided */
+        fbuf = gopt_malloc(sizeof(int32_t) * 2 * (size_t)k * (size_t)(n ? n : 1), err);
+        if (!fbuf) return GOPT_ENOMEM;
+        for (int b = 0; b < k; b++) {
+            st[b].fgroup = fbuf + 2 * (size_t)b * (size_t)n;
+            st[b].froot = st[b].fgroup + n;
+        }
+    }
+    gopt_status rc = GOPT_OK;
     float phi[GOPT_POLICY_MAX_DEVICES * POLICY_MAX_PHI], th[GOPT_POLICY_MAX_DEVICES * POLICY_MAX_COND];
     float z[32], lp[32], dz[32], psi[POLICY_MAX_PSI], vb[POLICY_MAX_COND];
     double pr[32];
@@ -486,11 +500,13 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                     if (!need_lp) lp[x] = 0.0f;
                 } else {
                     x = a->place[v];
-                    if (!((mask >> x) & 1u))
-                        return gopt_error_set(err, GOPT_EINVAL,
-                                              "policy: node %d: device %d is masked for it (its unit needs %.4g "
-                                              "bytes; device %d holds %.4g of %.4g)",
-                                              (int)v, x, charge, x, s->mem[x], has_mem ? p->in_cap[x] : 0.0);
+                    if (!((mask >> x) & 1u)) {
+                        rc = gopt_error_set(err, GOPT_EINVAL,
+                                            "policy: node %d: device %d is masked for it (its unit needs %.4g "
+                                            "bytes; device %d holds %.4g of %.4g)",
+                                            (int)v, x, charge, x, s->mem[x], has_mem ? p->in_cap[x] : 0.0);
+                        goto out;
+                    }
                 }
                 tl[b][GOPT_TASK_PLACE] += lp[x];
                 te[b][GOPT_TASK_PLACE] += ent;
@@ -540,14 +556,29 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
             const int need_lp = !ob->decide || ob->rng;
             const int dv = a->place[v];
             if (Hc > 0) psi_features(p, s, a->place, v, dv, psi);
+            /* fuse_cond: for each level, the group it would join (J) or a new root (R) */
+            int32_t fcand[32];
+            float sj = 0.0f, sr = 0.0f;
+            if (fcond) {
+                const int w = p->width[GOPT_TASK_FUSE];
+                fcand[0] = -1;
+                for (int l = 1; l < w; l++)
+                    fcand[l] = policy_fuse_candidate(fz, a->place, a->fuse, s->fgroup, s->froot, v, l);
+                for (int m = 0; m < npsi; m++) {
+                    sj += psi[m] * p->P.cond_fgrp[m];
+                    sr += psi[m] * p->P.cond_fgrp[npsi + m];
+                }
+            }
             for (int t = GOPT_TASK_SCHED; t < GOPT_TASK_COUNT; t++) {
                 const int w = p->width[t];
                 const float *base = A->head[t].logits + (size_t)i * w;
                 const float *wc = t == GOPT_TASK_SCHED ? p->P.cond_sched : p->P.cond_fuse;
+                const int fg = fcond && t == GOPT_TASK_FUSE;
                 for (int j = 0; j < w; j++) {
                     float zz = base[j];
                     if (Hc > 0)
                         for (int m = 0; m < npsi; m++) zz += psi[m] * wc[m * w + j];
+                    if (fg && j > 0) zz += fcand[j] >= 0 ? sj : sr;
                     z[j] = zz;
                 }
                 const uint32_t mask = full_mask(w);
@@ -573,6 +604,25 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                         for (int m = 0; m < npsi; m++)
                             for (int j = 0; j < w; j++) gc[m * w + j] += psi[m] * dz[j];
                     }
+                    if (fg) {
+                        float gj = 0.0f, gr = 0.0f;
+                        for (int j = 1; j < w; j++) {
+                            if (fcand[j] >= 0) gj += dz[j];
+                            else gr += dz[j];
+                        }
+                        for (int m = 0; m < npsi; m++) {
+                            p->G.cond_fgrp[m] += psi[m] * gj;
+                            p->G.cond_fgrp[npsi + m] += psi[m] * gr;
+                        }
+                    }
+                }
+                if (fg) { /* v joins the group its level chose, or roots a new one */
+                    int32_t gsel = fcand[x];
+                    if (gsel < 0) {
+                        gsel = s->ngroups++;
+                        s->froot[gsel] = v;
+                    }
+                    s->fgroup[v] = gsel;
                 }
             }
             /* ---- running state: segments and the previous node ---- */
@@ -590,7 +640,9 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
             if (o[b].tl) o[b].tl[t] = tl[b][t];
             if (o[b].te) o[b].te[t] = te[b][t];
         }
-    return GOPT_OK;
+out:
+    free(fbuf);
+    return rc;
 }
 
 static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err) { return replay_block(p, 1, o, err); }

@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gopt_policy.h"
+#include "policy_net.h"
 
 #define HASH_BUCKETS 32
 
@@ -125,6 +125,23 @@ gopt_status gopt_policy_features(const gopt_frozen *fz, int32_t ndev, const floa
     return GOPT_OK;
 }
 
+int32_t policy_fuse_candidate(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse, const int32_t *group,
+                              const int32_t *root, int32_t v, int32_t level) {
+    for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1]; e++) {
+        const int32_t q = fz->in_src[e];
+        if (fz->in_ptr[q + 1] == fz->in_ptr[q]) continue; /* resident data: no group to join */
+        const int32_t cand = group[q], r = root[cand], rr = fz->rank[r];
+        if (place[r] != place[v] || fuse[r] != level) continue;
+        int fits = 1;
+        for (int32_t f = fz->in_ptr[v]; f < fz->in_ptr[v + 1] && fits; f++) {
+            int32_t u = fz->in_src[f];
+            if (group[u] != cand && fz->in_ptr[u + 1] > fz->in_ptr[u] && fz->rank[u] >= rr) fits = 0;
+        }
+        if (fits) return cand;
+    }
+    return -1;
+}
+
 gopt_status gopt_policy_fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse,
                                       int32_t *group, int32_t *n_groups, gopt_error *err) {
     if (!fz || !place || !fuse || !group) return gopt_error_set(err, GOPT_EINVAL, "fusion groups: a NULL argument");
@@ -137,19 +154,8 @@ gopt_status gopt_policy_fusion_groups(const gopt_frozen *fz, const int32_t *plac
     if (!root) return GOPT_ENOMEM;
     int32_t G = 0;
     for (int32_t i = 0; i < n; i++) {
-        int32_t v = fz->topo[i], gsel = -1;
-        if (fuse[v] > 0) /* try the groups of v's predecessors with inputs */
-            for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1] && gsel < 0; e++) {
-                int32_t cand = group[fz->in_src[e]], rr = fz->rank[root[cand]];
-                if (fz->in_ptr[fz->in_src[e] + 1] == fz->in_ptr[fz->in_src[e]]) continue;
-                if (place[root[cand]] != place[v] || fuse[root[cand]] != fuse[v]) continue;
-                int fits = 1;
-                for (int32_t f = fz->in_ptr[v]; f < fz->in_ptr[v + 1] && fits; f++) {
-                    int32_t u = fz->in_src[f];
-                    if (group[u] != cand && fz->in_ptr[u + 1] > fz->in_ptr[u] && fz->rank[u] >= rr) fits = 0;
-                }
-                if (fits) gsel = cand;
-            }
+        int32_t v = fz->topo[i];
+        int32_t gsel = fuse[v] > 0 ? policy_fuse_candidate(fz, place, fuse, group, root, v, fuse[v]) : -1;
         if (gsel < 0) {
             gsel = G++;
             root[gsel] = v;

@@ -60,6 +60,10 @@ typedef struct {
     int32_t hint_quality;  /* 1: the decoder also reads each hint's quality (its simulated step
                               against the best hint's, gopt_policy_set_hints) and the schedule and
                               fusion hints come from the best hint (needs hints > 0); 0 = off */
+    int32_t fuse_cond;     /* 1: the fusion term also sees, for every level, whether that level
+                              joins a predecessor's fused group or roots a new one (the groups
+                              the fusion pass builds from the levels already decided; needs
+                              cond_hidden > 0); 0 = off */
 } gopt_policy_config;
 
 void gopt_policy_config_default(gopt_policy_config *cfg);

@@ -26,6 +26,12 @@
 #define POLICY_NHINT_QUALITY 2 /* phi features appended when cfg.hint_quality (decode.c) */
 #define POLICY_MAX_PHI (POLICY_NPHI + GOPT_POLICY_MAX_HINTS + 1 + POLICY_NHINT_QUALITY)
 #define POLICY_MAX_PSI (POLICY_NPSI + POLICY_NHINT_PSI)
+/* The fusion pass's choice for node v at fusion level `level` > 0 (gopt_policy_fusion_groups):
+ * the group (id into root) of the first predecessor with inputs of its own whose group v may
+ * join, or -1 (v roots a new group). group: ids of v's decided predecessors; root: each
+ * group's first member; fuse: the decided levels (v's own is not read). O(indegree^2). */
+int32_t policy_fuse_candidate(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse, const int32_t *group,
+                              const int32_t *root, int32_t v, int32_t level);
 /* features of the scorer (H hint indicators and the agreement feature appended when
  * cfg.hints = H > 0, then the two quality features with cfg.hint_quality) and of the
  * schedule/fusion terms for a config */
@@ -74,6 +80,7 @@ typedef struct {
     float *cond_w;     /* (Hc) scorer hidden -> logit */
     float *cond_sched; /* (NPSI, P) */
     float *cond_fuse;  /* (NPSI, F) */
+    float *cond_fgrp;  /* (2, NPSI) cfg.fuse_cond: weights of the join and root terms */
 } policy_params;
 
 typedef struct {

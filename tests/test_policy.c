@@ -547,7 +547,7 @@ static int check_memory_rule(const gopt_frozen *fz, const gopt_policy_actions *a
 /* memory_grad = 1: the exact gradient of the forward. memory_grad = 0
  * (stop-gradient): the exact gradient of the forward whose memory states are
  * frozen at the point of linearisation (gopt_policy_debug_freeze_memory). */
-static void grad_network(int memory_grad, int hints, int hint_quality) {
+static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_cond) {
     enum { N = 23 };
     gopt_graph *g = make_graph(N, 11, 5);
     const gopt_frozen *fz = gopt_graph_frozen(g);
@@ -557,6 +557,7 @@ static void grad_network(int memory_grad, int hints, int hint_quality) {
     c.memory_grad = memory_grad;
     c.hints = hints;
     c.hint_quality = hint_quality;
+    c.fuse_cond = fuse_cond;
     gopt_policy *p = NULL;
     assert_int_equal(gopt_policy_create(&p, &c, 42, &err), GOPT_OK);
     gopt_policy_debug_chunk(p, memory_grad ? 1 : 2); /* the forward's chunk boundaries inside the graph */
@@ -747,21 +748,22 @@ static void test_forward_chunks(void **state) {
 
 static void test_grad_network_full(void **state) {
     (void)state;
-    grad_network(1, 0, 0);
+    grad_network(1, 0, 0, 0);
 }
 /* the hints' rows of the scorer and of the schedule/fusion terms (cfg.hints) */
 static void test_grad_network_hints(void **state) {
     (void)state;
-    grad_network(1, 2, 0);
+    grad_network(1, 2, 0, 0);
 }
-/* the hints' quality rows of the scorer (cfg.hint_quality) */
+/* the hints' quality rows of the scorer (cfg.hint_quality) and the fusion term's join and root
+ * weights (cfg.fuse_cond) */
 static void test_grad_network_hint_quality(void **state) {
     (void)state;
-    grad_network(1, 2, 1);
+    grad_network(1, 2, 1, 1);
 }
 static void test_grad_network_stopgrad(void **state) {
     (void)state;
-    grad_network(0, 0, 0);
+    grad_network(0, 0, 0, 0);
 }
 
 /* ---- decoding -------------------------------------------------------------------------- */
@@ -953,9 +955,9 @@ static void check_old_version_load(const char *path, uint32_t ver) {
     char *raw = NULL;
     size_t len = 0;
     assert_int_equal(gopt_file_read_all(path, &raw, &len, &err), GOPT_OK);
-    /* keep the first 9 + ver config fields (10, 11, 12), drop the rest of the 13, set the version,
+    /* keep the first 9 + ver config fields (10, 11, 12), drop the rest of the 14, set the version,
      * new CRC */
-    const size_t keep = 12 + 4 * (9 + (size_t)ver), drop = 4 * (13 - (9 + (size_t)ver));
+    const size_t keep = 12 + 4 * (9 + (size_t)ver), drop = 4 * (14 - (9 + (size_t)ver));
     memmove(raw + keep, raw + keep + drop, len - (keep + drop));
     len -= drop;
     memcpy(raw + 8, &ver, 4);
@@ -966,6 +968,7 @@ static void check_old_version_load(const char *path, uint32_t ver) {
     assert_int_equal(gopt_policy_get_config(r)->cond_hidden, cfg.cond_hidden);
     assert_int_equal(gopt_policy_get_config(r)->hints, 0);
     assert_int_equal(gopt_policy_get_config(r)->hint_quality, 0);
+    assert_int_equal(gopt_policy_get_config(r)->fuse_cond, 0);
     assert_int_equal(gopt_policy_num_params(r), gopt_policy_num_params(p));
     for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
         const char *na, *nb;
@@ -1091,17 +1094,17 @@ static void test_checkpoint(void **state) {
     /* a checkpoint of the 64-feature layout (before the absolute layer
      * features) is refused naming both counts, not misread */
     uint32_t nf;
-    memcpy(&nf, raw + 12 + 4 * 13, 4);
+    memcpy(&nf, raw + 12 + 4 * 14, 4);
     assert_int_equal(nf, GOPT_POLICY_NFEAT);
     nf = 64;
-    memcpy(raw + 12 + 4 * 13, &nf, 4);
+    memcpy(raw + 12 + 4 * 14, &nf, 4);
     uint32_t crc = (uint32_t)crc32(0L, (const unsigned char *)raw, (uInt)(len - 4));
     memcpy(raw + len - 4, &crc, 4);
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
     assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "64 features per node, this build has 80"));
     nf = GOPT_POLICY_NFEAT;
-    memcpy(raw + 12 + 4 * 13, &nf, 4);
+    memcpy(raw + 12 + 4 * 14, &nf, 4);
     int32_t heads = 3; /* does not divide hidden = 8 */
     memcpy(raw + 12 + 3 * 4, &heads, 4);
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
@@ -1794,6 +1797,85 @@ static void test_hint_quality(void **state) {
     gopt_graph_free(g);
 }
 
+/* fuse_cond: the decoder's join/root features follow the fusion pass. A scorer that prefers
+ * joining (weight 10 on the join term) to rooting (5) and both to no fusion: every node whose
+ * level joins a predecessor's group per the decoder is a non-root member of a group of the
+ * fusion pass on the same levels, every other node roots its own group, and groups form. */
+static void test_fuse_cond(void **state) {
+    (void)state;
+    enum { N = 41, NDEV = 2 };
+    gopt_graph *g = make_graph(N, 31, 0);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    gopt_error err;
+    gopt_policy_config c = tiny_config();
+    c.cond_hidden = 0;
+    c.fuse_cond = 1;
+    assert_int_equal(gopt_policy_config_check(&c, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "fuse_cond"));
+    c.cond_hidden = 4;
+    c.hints = 1;
+    gopt_policy *p = NULL;
+    assert_int_equal(gopt_policy_create(&p, &c, 3, &err), GOPT_OK);
+    float feat[N * GOPT_POLICY_NFEAT];
+    assert_int_equal(gopt_policy_features(fz, NDEV, NULL, feat, &err), GOPT_OK);
+    int32_t hdev[N];
+    float hf[N * GOPT_POLICY_NHINT];
+    for (int i = 0; i < N; i++) hdev[i] = 0;
+    for (int i = 0; i < N; i++) hf[i * GOPT_POLICY_NHINT] = 0.5f, hf[i * GOPT_POLICY_NHINT + 1] = 1.0f,
+                                hf[i * GOPT_POLICY_NHINT + 2] = 1.0f;
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, &err), GOPT_OK);
+    const int npsi = 5 + GOPT_POLICY_NHINT;
+    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
+        const char *nm;
+        float *w;
+        size_t cnt;
+        gopt_policy_tensor(p, i, &nm, &w, NULL, &cnt);
+        if (!strcmp(nm, "cond.fgrp")) {
+            assert_int_equal((int)cnt, 2 * npsi);
+            memset(w, 0, sizeof(float) * cnt);
+            w[5 + 1] = 10.0f;        /* join term: psi 6 (the hint joins) */
+            w[npsi + 5 + 2] = 5.0f;  /* root term: psi 7 (the hint roots) */
+        } else if (!strcmp(nm, "cond.fuse") || !strcmp(nm, "head_fuse.w") || !strcmp(nm, "head_fuse.b")) {
+            memset(w, 0, sizeof(float) * cnt);
+        }
+    }
+    uint16_t mask[N];
+    for (int i = 0; i < N; i++) mask[i] = 1; /* one device: every group may form */
+    assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, mask, &err), GOPT_OK);
+    actions_buf ab;
+    actions_alloc(&ab, N);
+    assert_int_equal(gopt_policy_greedy(p, &ab.a, &err), GOPT_OK);
+    int32_t group[N], ng = 0, members[N];
+    assert_int_equal(gopt_policy_fusion_groups(fz, ab.a.place, ab.a.fuse, group, &ng, &err), GOPT_OK);
+    memset(members, 0, sizeof members);
+    for (int v = 0; v < N; v++) members[group[v]]++;
+    int joined = 0, rooted = 0;
+    for (int i = 0; i < N; i++) {
+        int32_t v = fz->topo[i];
+        assert_true(ab.a.fuse[v] >= 1); /* rooting (5) beats no fusion (0) everywhere */
+        int first = 1; /* v is the first member of its group in topological order */
+        for (int j = 0; j < i; j++) first &= group[fz->topo[j]] != group[v];
+        if (first) rooted++;
+        else joined++;
+    }
+    assert_true(joined > 0 && rooted > 0);
+    /* the decoder's view agrees with the pass: a joining node's level is its group root's */
+    for (int v = 0; v < N; v++) {
+        int32_t r = -1;
+        for (int i = 0; i < N && r < 0; i++)
+            if (group[fz->topo[i]] == group[v]) r = fz->topo[i];
+        assert_int_equal(ab.a.fuse[v], ab.a.fuse[r]);
+    }
+    /* the greedy action is a mode: at least as likely as uniform over the levels it ties with */
+    float lp[3 * N], en[3 * N];
+    double tl[3], te[3];
+    assert_int_equal(gopt_policy_logprob(p, &ab.a, lp, en, tl, te, &err), GOPT_OK);
+    for (int v = 0; v < N; v++) assert_true(lp[2 * N + v] >= -logf((float)c.fusion_levels) - 1e-3f);
+    free(ab.buf);
+    gopt_policy_free(p);
+    gopt_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config),          cmocka_unit_test(test_features),
@@ -1802,7 +1884,7 @@ int main(void) {
         cmocka_unit_test(test_grad_sage),       cmocka_unit_test(test_grad_segattn),
         cmocka_unit_test(test_segattn_tiles),   cmocka_unit_test(test_forward_chunks),
         cmocka_unit_test(test_grad_network_full), cmocka_unit_test(test_grad_network_stopgrad),
-        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality),    cmocka_unit_test(test_decode),
+        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality), cmocka_unit_test(test_fuse_cond),    cmocka_unit_test(test_decode),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_fusion),          cmocka_unit_test(test_example_graph),
         cmocka_unit_test(test_small_sizes),     cmocka_unit_test(test_zoo_and_real_graphs), cmocka_unit_test(test_backward_batch),

@@ -99,7 +99,9 @@ static void train_usage(FILE *f) {
                "                    priorities and fusion as features (docs/policy.md, \"Hints\")\n"
                "  --hint-quality    with --hints: the decoder also reads each hint's simulated step against\n"
                "                    the best hint's, and the schedule and fusion hints come from the best\n"
-               "                    hint's placer+cp+xla\n");
+               "                    hint's placer+cp+xla\n"
+               "  --fuse-cond       the fusion term also sees, per level, whether it joins a predecessor's\n"
+               "                    fused group or roots a new one (docs/policy.md)\n");
 }
 
 static void finetune_usage(FILE *f) {
@@ -876,6 +878,7 @@ int cmd_train(int argc, char **argv) {
         else if (cli_opt_long(&a, "--fusion-levels", &l, 1, 16)) ta.pc.fusion_levels = (int32_t)l;
         else if (cli_opt_long(&a, "--hints", &l, 0, 7)) ta.pc.hints = (int32_t)l;
         else if (cli_flag(&a, "--hint-quality")) ta.pc.hint_quality = 1;
+        else if (cli_flag(&a, "--fuse-cond")) ta.pc.fuse_cond = 1;
         else if (cli_opt_str(&a, "--init", &ta.init) || cli_opt_str(&a, "--profiles", &ta.profiles_s) ||
                  cli_opt_str(&a, "--manifest", &ta.manifest)) {
         } else if (cli_opt_long(&a, "--graph-cache", &l, 0, 1000000L)) ta.cache = (int)l;
