@@ -447,7 +447,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
         if (o[b].ent) memset(o[b].ent, 0, sizeof(float) * 3 * (size_t)n);
     }
     const int nphi = POLICY_CFG_NPHI(&p->cfg), npsi = POLICY_CFG_NPSI(&p->cfg);
-    const int fcond = p->cfg.fuse_cond && Hc > 0;
+    const int fcond = p->cfg.fuse_cond && Hc > 0, scond = p->cfg.sched_cond && Hc > 0;
     int32_t *fbuf = NULL;
     if (fcond) { /* the fusion pass's groups, built as the levels are decided */
         fbuf = gopt_malloc(sizeof(int32_t) * 2 * (size_t)k * (size_t)(n ? n : 1), err);
@@ -569,16 +569,26 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                     sr += psi[m] * p->P.cond_fgrp[npsi + m];
                 }
             }
+            /* sched_cond: the level the hint's priority rank falls in gets psi . u */
+            int hlev = -1;
+            float sh = 0.0f;
+            if (scond && p->hint_feat) {
+                const int P = p->width[GOPT_TASK_SCHED];
+                hlev = (int)(p->hint_feat[(size_t)v * POLICY_NHINT_PSI] * (float)P);
+                hlev = hlev < 0 ? 0 : hlev >= P ? P - 1 : hlev;
+                for (int m = 0; m < npsi; m++) sh += psi[m] * p->P.cond_shint[m];
+            }
             for (int t = GOPT_TASK_SCHED; t < GOPT_TASK_COUNT; t++) {
                 const int w = p->width[t];
                 const float *base = A->head[t].logits + (size_t)i * w;
                 const float *wc = t == GOPT_TASK_SCHED ? p->P.cond_sched : p->P.cond_fuse;
-                const int fg = fcond && t == GOPT_TASK_FUSE;
+                const int fg = fcond && t == GOPT_TASK_FUSE, sg = hlev >= 0 && t == GOPT_TASK_SCHED;
                 for (int j = 0; j < w; j++) {
                     float zz = base[j];
                     if (Hc > 0)
                         for (int m = 0; m < npsi; m++) zz += psi[m] * wc[m * w + j];
                     if (fg && j > 0) zz += fcand[j] >= 0 ? sj : sr;
+                    if (sg && j == hlev) zz += sh;
                     z[j] = zz;
                 }
                 const uint32_t mask = full_mask(w);
@@ -604,6 +614,8 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                         for (int m = 0; m < npsi; m++)
                             for (int j = 0; j < w; j++) gc[m * w + j] += psi[m] * dz[j];
                     }
+                    if (sg)
+                        for (int m = 0; m < npsi; m++) p->G.cond_shint[m] += psi[m] * dz[hlev];
                     if (fg) {
                         float gj = 0.0f, gr = 0.0f;
                         for (int j = 1; j < w; j++) {

@@ -64,6 +64,8 @@ typedef struct {
                               joins a predecessor's fused group or roots a new one (the groups
                               the fusion pass builds from the levels already decided; needs
                               cond_hidden > 0); 0 = off */
+    int32_t sched_cond;    /* 1: the schedule term also sees which priority level the hint's
+                              priority rank falls in (needs hints > 0); 0 = off */
 } gopt_policy_config;
 
 void gopt_policy_config_default(gopt_policy_config *cfg);

@@ -45,6 +45,7 @@ void gopt_policy_config_default(gopt_policy_config *c) {
     c->hints = 0;
     c->hint_quality = 0;
     c->fuse_cond = 0;
+    c->sched_cond = 0;
 }
 
 static gopt_status check_range(const char *field, int32_t v, int32_t lo, int32_t hi, gopt_error *err) {
@@ -81,6 +82,9 @@ gopt_status gopt_policy_config_check(const gopt_policy_config *c, gopt_error *er
     if (c->fuse_cond && c->cond_hidden < 1)
         return gopt_error_set(err, GOPT_EINVAL,
                               "policy config: fuse_cond = 1 needs the conditioned decoder (cond_hidden > 0)");
+    if ((st = check_range("sched_cond", c->sched_cond, 0, 1, err))) return st;
+    if (c->sched_cond && !c->hints)
+        return gopt_error_set(err, GOPT_EINVAL, "policy config: sched_cond = 1 needs hints > 0");
     return GOPT_OK;
 }
 
@@ -164,6 +168,7 @@ static size_t layout(gopt_policy *p) {
         T(cond_sched, (size_t)POLICY_CFG_NPSI(c) * (size_t)p->width[GOPT_TASK_SCHED], 1, "cond.sched");
         T(cond_fuse, (size_t)POLICY_CFG_NPSI(c) * (size_t)p->width[GOPT_TASK_FUSE], 1, "cond.fuse");
         if (c->fuse_cond) T(cond_fgrp, 2 * (size_t)POLICY_CFG_NPSI(c), 1, "cond.fgrp");
+        if (c->sched_cond) T(cond_shint, (size_t)POLICY_CFG_NPSI(c), 1, "cond.shint");
     }
 #undef T
     return lc.off;

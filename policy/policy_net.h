@@ -81,6 +81,7 @@ typedef struct {
     float *cond_sched; /* (NPSI, P) */
     float *cond_fuse;  /* (NPSI, F) */
     float *cond_fgrp;  /* (2, NPSI) cfg.fuse_cond: weights of the join and root terms */
+    float *cond_shint; /* (NPSI) cfg.sched_cond: weights of the hint's level term */
 } policy_params;
 
 typedef struct {

@@ -547,6 +547,7 @@ static int check_memory_rule(const gopt_frozen *fz, const gopt_policy_actions *a
 /* memory_grad = 1: the exact gradient of the forward. memory_grad = 0
  * (stop-gradient): the exact gradient of the forward whose memory states are
  * frozen at the point of linearisation (gopt_policy_debug_freeze_memory). */
+/* fuse_cond = 1 also sets sched_cond */
 static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_cond) {
     enum { N = 23 };
     gopt_graph *g = make_graph(N, 11, 5);
@@ -558,6 +559,7 @@ static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_
     c.hints = hints;
     c.hint_quality = hint_quality;
     c.fuse_cond = fuse_cond;
+    c.sched_cond = fuse_cond;
     gopt_policy *p = NULL;
     assert_int_equal(gopt_policy_create(&p, &c, 42, &err), GOPT_OK);
     gopt_policy_debug_chunk(p, memory_grad ? 1 : 2); /* the forward's chunk boundaries inside the graph */
@@ -955,9 +957,9 @@ static void check_old_version_load(const char *path, uint32_t ver) {
     char *raw = NULL;
     size_t len = 0;
     assert_int_equal(gopt_file_read_all(path, &raw, &len, &err), GOPT_OK);
-    /* keep the first 9 + ver config fields (10, 11, 12), drop the rest of the 14, set the version,
+    /* keep the first 9 + ver config fields (10, 11, 12), drop the rest of the 15, set the version,
      * new CRC */
-    const size_t keep = 12 + 4 * (9 + (size_t)ver), drop = 4 * (14 - (9 + (size_t)ver));
+    const size_t keep = 12 + 4 * (9 + (size_t)ver), drop = 4 * (15 - (9 + (size_t)ver));
     memmove(raw + keep, raw + keep + drop, len - (keep + drop));
     len -= drop;
     memcpy(raw + 8, &ver, 4);
@@ -969,6 +971,7 @@ static void check_old_version_load(const char *path, uint32_t ver) {
     assert_int_equal(gopt_policy_get_config(r)->hints, 0);
     assert_int_equal(gopt_policy_get_config(r)->hint_quality, 0);
     assert_int_equal(gopt_policy_get_config(r)->fuse_cond, 0);
+    assert_int_equal(gopt_policy_get_config(r)->sched_cond, 0);
     assert_int_equal(gopt_policy_num_params(r), gopt_policy_num_params(p));
     for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
         const char *na, *nb;
@@ -1094,17 +1097,17 @@ static void test_checkpoint(void **state) {
     /* a checkpoint of the 64-feature layout (before the absolute layer
      * features) is refused naming both counts, not misread */
     uint32_t nf;
-    memcpy(&nf, raw + 12 + 4 * 14, 4);
+    memcpy(&nf, raw + 12 + 4 * 15, 4);
     assert_int_equal(nf, GOPT_POLICY_NFEAT);
     nf = 64;
-    memcpy(raw + 12 + 4 * 14, &nf, 4);
+    memcpy(raw + 12 + 4 * 15, &nf, 4);
     uint32_t crc = (uint32_t)crc32(0L, (const unsigned char *)raw, (uInt)(len - 4));
     memcpy(raw + len - 4, &crc, 4);
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
     assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "64 features per node, this build has 80"));
     nf = GOPT_POLICY_NFEAT;
-    memcpy(raw + 12 + 4 * 14, &nf, 4);
+    memcpy(raw + 12 + 4 * 15, &nf, 4);
     int32_t heads = 3; /* does not divide hidden = 8 */
     memcpy(raw + 12 + 3 * 4, &heads, 4);
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
@@ -1797,6 +1800,60 @@ static void test_hint_quality(void **state) {
     gopt_graph_free(g);
 }
 
+/* sched_cond: a schedule term that reads only the hint's level (weight 10 on psi 5, the rank)
+ * gives every node the level its hint rank falls in: floor(P * rank), clamped. */
+static void test_sched_cond(void **state) {
+    (void)state;
+    enum { N = 37, NDEV = 2 };
+    gopt_graph *g = make_graph(N, 33, 0);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    gopt_error err;
+    gopt_policy_config c = tiny_config();
+    c.cond_hidden = 4;
+    c.sched_cond = 1;
+    assert_int_equal(gopt_policy_config_check(&c, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "sched_cond"));
+    c.hints = 1;
+    gopt_policy *p = NULL;
+    assert_int_equal(gopt_policy_create(&p, &c, 3, &err), GOPT_OK);
+    float feat[N * GOPT_POLICY_NFEAT];
+    assert_int_equal(gopt_policy_features(fz, NDEV, NULL, feat, &err), GOPT_OK);
+    int32_t hdev[N];
+    float hf[N * GOPT_POLICY_NHINT];
+    for (int i = 0; i < N; i++) {
+        hdev[i] = i % NDEV;
+        hf[i * GOPT_POLICY_NHINT] = (float)((i * 7) % N) / (float)(N - 1); /* ranks 0..1, 1 included */
+        hf[i * GOPT_POLICY_NHINT + 1] = hf[i * GOPT_POLICY_NHINT + 2] = 0.0f;
+    }
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, &err), GOPT_OK);
+    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
+        const char *nm;
+        float *w;
+        size_t cnt;
+        gopt_policy_tensor(p, i, &nm, &w, NULL, &cnt);
+        if (!strcmp(nm, "cond.shint")) {
+            memset(w, 0, sizeof(float) * cnt);
+            w[5] = 10.0f;
+        } else if (!strcmp(nm, "cond.sched") || !strcmp(nm, "head_sched.w") || !strcmp(nm, "head_sched.b")) {
+            memset(w, 0, sizeof(float) * cnt);
+        }
+    }
+    assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, NULL, &err), GOPT_OK);
+    actions_buf ab;
+    actions_alloc(&ab, N);
+    assert_int_equal(gopt_policy_greedy(p, &ab.a, &err), GOPT_OK);
+    const int P = c.sched_levels;
+    for (int v = 0; v < N; v++) {
+        float r = hf[v * GOPT_POLICY_NHINT];
+        int want = r > 0.0f ? (int)(r * (float)P) : 0; /* rank 0: the term adds 0, ties go to level 0 */
+        if (want >= P) want = P - 1;
+        assert_int_equal(ab.a.sched[v], want);
+    }
+    free(ab.buf);
+    gopt_policy_free(p);
+    gopt_graph_free(g);
+}
+
 /* fuse_cond: the decoder's join/root features follow the fusion pass. A scorer that prefers
  * joining (weight 10 on the join term) to rooting (5) and both to no fusion: every node whose
  * level joins a predecessor's group per the decoder is a non-root member of a group of the
@@ -1884,7 +1941,7 @@ int main(void) {
         cmocka_unit_test(test_grad_sage),       cmocka_unit_test(test_grad_segattn),
         cmocka_unit_test(test_segattn_tiles),   cmocka_unit_test(test_forward_chunks),
         cmocka_unit_test(test_grad_network_full), cmocka_unit_test(test_grad_network_stopgrad),
-        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality), cmocka_unit_test(test_fuse_cond),    cmocka_unit_test(test_decode),
+        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality), cmocka_unit_test(test_fuse_cond), cmocka_unit_test(test_sched_cond),    cmocka_unit_test(test_decode),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_fusion),          cmocka_unit_test(test_example_graph),
         cmocka_unit_test(test_small_sizes),     cmocka_unit_test(test_zoo_and_real_graphs), cmocka_unit_test(test_backward_batch),

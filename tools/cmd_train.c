@@ -101,7 +101,9 @@ static void train_usage(FILE *f) {
                "                    the best hint's, and the schedule and fusion hints come from the best\n"
                "                    hint's placer+cp+xla\n"
                "  --fuse-cond       the fusion term also sees, per level, whether it joins a predecessor's\n"
-               "                    fused group or roots a new one (docs/policy.md)\n");
+               "                    fused group or roots a new one (docs/policy.md)\n"
+               "  --sched-cond      with --hints: the schedule term also sees which priority level the\n"
+               "                    hint's priority rank falls in\n");
 }
 
 static void finetune_usage(FILE *f) {
@@ -879,6 +881,7 @@ int cmd_train(int argc, char **argv) {
         else if (cli_opt_long(&a, "--hints", &l, 0, 7)) ta.pc.hints = (int32_t)l;
         else if (cli_flag(&a, "--hint-quality")) ta.pc.hint_quality = 1;
         else if (cli_flag(&a, "--fuse-cond")) ta.pc.fuse_cond = 1;
+        else if (cli_flag(&a, "--sched-cond")) ta.pc.sched_cond = 1;
         else if (cli_opt_str(&a, "--init", &ta.init) || cli_opt_str(&a, "--profiles", &ta.profiles_s) ||
                  cli_opt_str(&a, "--manifest", &ta.manifest)) {
         } else if (cli_opt_long(&a, "--graph-cache", &l, 0, 1000000L)) ta.cache = (int)l;

@@ -31,7 +31,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     FUZZ_REQUIRE(!gopt_graph_finalize(G, &err), "%s", err.msg);
     const char *seeds = getenv("FUZZ_WRITE_SEEDS");
     if (seeds && seeds[0]) {
-        gopt_policy_config cfg = {4, 1, 1, 2, 4, 1, 2, 4, 2, 0, 4, 0, 0, 0};
+        gopt_policy_config cfg = {4, 1, 1, 2, 4, 1, 2, 4, 2, 0, 4, 0, 0, 0, 0};
         gopt_policy *p = NULL;
         FUZZ_REQUIRE(!gopt_policy_create(&p, &cfg, 7, &err), "%s", err.msg);
         char path[512];
