@@ -135,6 +135,32 @@ static size_t grad_snapshot(gopt_policy *p, float *out) {
     return off;
 }
 
+/* Every weight gradient in got within float rounding of want: 1e-5 of each tensor's scale (sums of
+ * thousands of float terms in another order); the scorer's six tensors (cond.*) are exercised. */
+static void assert_grads_close(gopt_policy *p, const float *got, const float *want, const char *gname,
+                               const char *wname) {
+    size_t o = 0;
+    int cond_seen = 0;
+    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
+        const char *name;
+        size_t cnt;
+        gopt_policy_tensor(p, i, &name, NULL, NULL, &cnt);
+        double scale = 0, diff = 0;
+        for (size_t j = 0; j < cnt; j++) {
+            scale = fmax(scale, fabs((double)want[o + j]));
+            diff = fmax(diff, fabs((double)got[o + j] - want[o + j]));
+        }
+        const int cond = strncmp(name, "cond.", 5) == 0;
+        cond_seen += cond;
+        const double tol = 1e-5 * scale + 1e-12;
+        if (diff > tol) print_error("%s: %s differs from %s by %g (scale %g)\n", name, gname, wname, diff, scale);
+        assert_true(diff <= tol);
+        if (cond) assert_true(scale > 0);
+        o += cnt;
+    }
+    assert_int_equal(cond_seen, 6);
+}
+
 static void test_batched_replay_equals_sequential(void **state) {
     (void)state;
     fixture f;
@@ -204,27 +230,8 @@ static void test_batched_replay_equals_sequential(void **state) {
     }
     assert_true(vscale > 0);
     assert_true(vdiff <= 1e-6 * vscale);
-    /* weights: within float rounding (1e-5 of each tensor's scale) */
-    size_t o = 0;
-    int cond_seen = 0;
-    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
-        const char *name;
-        size_t cnt;
-        gopt_policy_tensor(p, i, &name, NULL, NULL, &cnt);
-        double scale = 0, diff = 0;
-        for (size_t j = 0; j < cnt; j++) {
-            scale = fmax(scale, fabs((double)g_seq[o + j]));
-            diff = fmax(diff, fabs((double)g_bat[o + j] - g_seq[o + j]));
-        }
-        const int cond = strncmp(name, "cond.", 5) == 0;
-        cond_seen += cond;
-        const double tol = 1e-5 * scale + 1e-12; /* sums of thousands of float terms, reordered */
-        if (diff > tol) print_error("%s: batched differs from sequential by %g (scale %g)\n", name, diff, scale);
-        assert_true(diff <= tol);
-        if (cond) assert_true(scale > 0); /* the scorer's gradients are exercised */
-        o += cnt;
-    }
-    assert_int_equal(cond_seen, 6);
+    /* weights: within float rounding */
+    assert_grads_close(p, g_bat, g_seq, "batched", "sequential");
 
     /* one seed, one thread: the batched gradient reproduces bit for bit, and weights given as a
      * table give the callback's gradient */
@@ -377,26 +384,7 @@ static void test_backward_kept_equals_batch(void **state) {
     gopt_policy_zero_grad(p);
     assert_int_equal(gopt_policy_backward_batch(p, K, f.a, f.w, f.we, &err), GOPT_OK);
     grad_snapshot(p, g_bat);
-    size_t o = 0;
-    int cond_seen = 0;
-    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
-        const char *name;
-        size_t cnt;
-        gopt_policy_tensor(p, i, &name, NULL, NULL, &cnt);
-        double scale = 0, diff = 0;
-        for (size_t j = 0; j < cnt; j++) {
-            scale = fmax(scale, fabs((double)g_bat[o + j]));
-            diff = fmax(diff, fabs((double)g_kept[o + j] - g_bat[o + j]));
-        }
-        const int cond = strncmp(name, "cond.", 5) == 0;
-        cond_seen += cond;
-        const double tol = 1e-5 * scale + 1e-12;
-        if (diff > tol) print_error("%s: kept differs from the replay by %g (scale %g)\n", name, diff, scale);
-        assert_true(diff <= tol);
-        assert_true(scale > 0 || cnt == 0 || !cond);
-        o += cnt;
-    }
-    assert_int_equal(cond_seen, 6);
+    assert_grads_close(p, g_kept, g_bat, "kept", "the replay");
     /* a wrong k, and any forward since the sample batch, are refused */
     gopt_rng r;
     gopt_rng_seed(&r, 17);
