@@ -7,13 +7,32 @@
  * lower to higher ids within 64, from a fixed seed: bench_graph_load times
  * loading it, bench_sim simulating it. (The zoo's synthetic generator only
  * lands within 15% of a requested size, and the benches need exact sizes.)
- * Cost O(n + m). */
+ * Cost O(n + m).
+ * bench_median (sorts v in place), bench_minimum: of n repeated timings. */
 #ifndef GOPT_BENCH_UTIL_H
 #define GOPT_BENCH_UTIL_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "gopt_graph.h"
+
+static int bench_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static inline double bench_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static inline double bench_minimum(const double *v, int n) {
+    double m = v[0];
+    for (int i = 1; i < n; i++)
+        if (v[i] < m) m = v[i];
+    return m;
+}
 
 static inline gopt_graph *bench_layered_dag(int32_t n, int32_t m, uint64_t seed, const char *name,
                                             gopt_error *err) {

@@ -70,23 +70,6 @@ static double loadavg(void) {
     return l;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static double minimum(const double *v, int n) {
-    double m = v[0];
-    for (int i = 1; i < n; i++)
-        if (v[i] < m) m = v[i];
-    return m;
-}
-
 /* Random valid decisions: one device per colocation group, random priorities, fusion of
  * producer -> sole-consumer chains on one device (contracting such a chain cannot close a
  * cycle: its only exit is its last member). */
@@ -684,8 +667,9 @@ static int bench_graph(const char *label, gopt_graph *g, const gopt_costmodel *c
         tp[i] = c - b;
         for (int k = 0; k < K; k++) same &= memcmp(&seq[k], &bat[k], sizeof seq[k]) == 0;
     }
-    double ms = median(ts, reps), mb = median(tb, reps), bs = minimum(ts, reps), bb = minimum(tb, reps);
-    double sq = median(tq, rounds), sp = median(tp, rounds);
+    double ms = bench_median(ts, reps), mb = bench_median(tb, reps);
+    double bs = bench_minimum(ts, reps), bb = bench_minimum(tb, reps);
+    double sq = bench_median(tq, rounds), sp = bench_median(tp, rounds);
     printf("%s: %d nodes, %d edges, %d devices; %.1f%% of nodes fused; %d kernels, %d transfers (last run)\n", label,
            f->n, f->m, nd, 100.0 * fused_nodes / ((double)f->n * K), r.tasks, r.transfers);
     printf("  prepare (cost table)  %8.2f ms (once per graph)\n", t_create * 1e3);
@@ -695,18 +679,18 @@ static int bench_graph(const char *label, gopt_graph *g, const gopt_costmodel *c
     printf("  ratio sim/bare        %8.2fx  [best/best %.2fx]   target < 10x: %s\n", ms / mb, bs / bb,
            ms / mb < 10 ? "MET" : "MISSED");
     if (mini_ok) {
-        double mm = median(tm, reps);
+        double mm = bench_median(tm, reps);
         printf("  minimal scheduler     %8.3f ms   [best %.3f]   %.2fx the bare pass; sim/minimal %.2fx; step %.3f ms "
                "simulated (no fusion)\n",
-               mm * 1e3, minimum(tm, reps) * 1e3, mm / mb, ms / mm, mini_step * 1e3);
+               mm * 1e3, bench_minimum(tm, reps) * 1e3, mm / mb, ms / mm, mini_step * 1e3);
     } else {
         printf("  minimal scheduler     n/a (a link has a measured copy table)\n");
     }
     if (lean_ok) {
-        double ml = median(tl, reps);
+        double ml = bench_median(tl, reps);
         printf("  lean scheduler        %8.3f ms   [best %.3f]   %.2fx the bare pass; sim/lean %.2fx; step %.3f ms "
                "simulated (no fusion)\n",
-               ml * 1e3, minimum(tl, reps) * 1e3, ml / mb, ms / ml, lean_step * 1e3);
+               ml * 1e3, bench_minimum(tl, reps) * 1e3, ml / mb, ms / ml, lean_step * 1e3);
     } else {
         printf("  lean scheduler        n/a (more than %d devices, or a link has a measured copy table)\n", LEAN_MAX_DEV);
     }

@@ -34,6 +34,7 @@
  * shared inputs are read once while they are in cache), then runs ONE
  * network backward.
  */
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -150,6 +151,7 @@ gopt_status policy_decode_prepare(gopt_policy *p, const uint16_t *dev_mask, gopt
         }
     }
     p->n_units = U;
+    p->kept_k = 0; /* kept gradients belong to the forward they were sampled from */
     /* members of each unit (CSR over units, ranks ascending) */
     memset(A->unit_ptr, 0, sizeof(int32_t) * (size_t)(U + 1));
     for (int u = 0; u < U; u++) A->unit_ptr[u + 1] = A->unit_ptr[u] + A->unit_size[u];
@@ -219,6 +221,16 @@ gopt_status policy_check_actions(const gopt_policy *p, const gopt_policy_actions
 }
 
 /* ---- the replay --------------------------------------------------------------------------- */
+/* Where a replay adds its gradients: the policy's (B's hand-offs to the
+ * network, G's scorer weights) or one set's kept block (sample batch). */
+typedef struct {
+    float *dpooled;                  /* (units, W) */
+    float *dlogits[GOPT_TASK_COUNT]; /* (n, A_t) by rank; the placement one unused (from dpooled) */
+    float *dvh_unit;                 /* (units, Hc) */
+    float *cond_w, *cond_b, *cond_u, *cond_sched, *cond_fuse;
+    float *cond_fgrp, *cond_shint; /* cfg.fuse_cond, cfg.sched_cond (else NULL) */
+} grad_dst;
+
 typedef struct {
     gopt_rng *rng;         /* decide: sample from it; NULL: greedy */
     int decide;            /* 1: choose the actions (write a); 0: read them */
@@ -230,6 +242,8 @@ typedef struct {
     void *wctx;
     int set;               /* action set index passed to wfn */
     int grad;
+    const grad_dst *gd;    /* grad: where to add; NULL: the policy's */
+    const grad_dst *gde;   /* or NULL: the entropy term's gradient goes here, apart from gd's */
 } replay_opts;
 
 typedef struct {
@@ -352,17 +366,17 @@ static void psi_features(const gopt_policy *p, const dec_state *s, const int32_t
     }
 }
 
-/* Choose from a row: one uniform over the log-softmax lp when sampling; when
- * greedy, the argmax of the logits z (the most probable action; lowest index
- * on ties), which needs no softmax. */
-static int choose(const float *lp, const float *z, int w, uint32_t mask, gopt_rng *rng) {
+/* Choose from a row: one uniform over the row's probabilities pr (from
+ * gopt_logsoftmax_row) when sampling; when greedy, the argmax of the logits z
+ * (the most probable action; lowest index on ties), which needs no softmax. */
+static int choose(const double *pr, const float *z, int w, uint32_t mask, gopt_rng *rng) {
     int choice = -1;
     if (rng) {
         double r = gopt_rng_uniform(rng), cum = 0.0;
         for (int j = 0; j < w; j++) {
             if (!((mask >> j) & 1u)) continue;
             choice = j; /* the last allowed one absorbs rounding */
-            cum += exp((double)lp[j]);
+            cum += pr[j];
             if (r < cum) break;
         }
     } else {
@@ -436,6 +450,11 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
     policy_bwd *B = &p->B;
     const int n = p->n, nd = p->ndev, W = p->width[GOPT_TASK_PLACE], Hc = p->cfg.cond_hidden, S = p->cfg.segment;
     const int has_mem = p->in_mem && p->in_cap;
+    const grad_dst own = {B->dpooled,      {B->dlogits[0], B->dlogits[1], B->dlogits[2]},
+                          B->dvh_unit,     p->G.cond_w,
+                          p->G.cond_b,     p->G.cond_u,
+                          p->G.cond_sched, p->G.cond_fuse,
+                          p->G.cond_fgrp,  p->G.cond_shint};
     dec_state st[REPLAY_BLOCK];
     double tl[REPLAY_BLOCK][GOPT_TASK_COUNT], te[REPLAY_BLOCK][GOPT_TASK_COUNT];
     memset(st, 0, sizeof st);
@@ -496,7 +515,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                 float ent = need_lp ? (float)gopt_logsoftmax_row(lp, pr, z, W, mask) : 0.0f;
                 int x;
                 if (ob->decide) {
-                    x = choose(lp, z, W, mask, ob->rng);
+                    x = choose(pr, z, W, mask, ob->rng);
                     if (!need_lp) lp[x] = 0.0f;
                 } else {
                     x = a->place[v];
@@ -514,24 +533,29 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                 if (ob->ent) ob->ent[v] = ent;
                 float wl = ob->wfn ? ob->wfn(ob->wctx, ob->set, GOPT_TASK_PLACE, v, lp[x]) : ob->wl ? ob->wl[v] : 0.0f;
                 float we = ob->we ? ob->we[v] : 0.0f;
-                if (ob->grad && (wl != 0.0f || we != 0.0f)) {
-                    row_grad(dz, lp, pr, W, mask, x, wl, we, ent);
-                    float *dp = B->dpooled + (size_t)u * W;
+                for (int part = 0; ob->grad && part < 2; part++) { /* part 1: the entropy term apart */
+                    const grad_dst *g = part ? ob->gde : ob->gd ? ob->gd : &own;
+                    const float pwl = part ? 0.0f : wl, pwe = part || !ob->gde ? we : 0.0f;
+                    if (!g || (pwl == 0.0f && pwe == 0.0f)) continue;
+                    row_grad(dz, lp, pr, W, mask, x, pwl, pwe, ent);
+                    float *dp = g->dpooled + (size_t)u * W;
                     for (int d = 0; d < W; d++) dp[d] += dz[d];
                     if (Hc > 0) {
-                        float *dvh = B->dvh_unit + (size_t)u * Hc;
+                        float *dvh = g->dvh_unit + (size_t)u * Hc;
                         float dpre[POLICY_MAX_COND];
                         for (int d = 0; d < nd; d++) {
                             if (!((mask >> d) & 1u) || dz[d] == 0.0f) continue;
                             const float *f = phi + (size_t)d * nphi, *h = th + (size_t)d * Hc;
                             for (int c = 0; c < Hc; c++) {
-                                p->G.cond_w[c] += dz[d] * h[c];
+                                g->cond_w[c] += dz[d] * h[c];
                                 dpre[c] = dz[d] * p->P.cond_w[c] * (1.0f - h[c] * h[c]);
-                                p->G.cond_b[c] += dpre[c];
+                                g->cond_b[c] += dpre[c];
                                 dvh[c] += dpre[c];
                             }
-                            for (int j = 0; j < nphi; j++)
-                                for (int c = 0; c < Hc; c++) p->G.cond_u[j * Hc + c] += dpre[c] * f[j];
+                            for (int j = 0; j < nphi; j++) { /* most features are 0; dpre's NaN reaches cond_b */
+                                if (f[j] == 0.0f) continue;
+                                for (int c = 0; c < Hc; c++) g->cond_u[j * Hc + c] += dpre[c] * f[j];
+                            }
                         }
                     }
                 }
@@ -583,18 +607,19 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                 const float *base = A->head[t].logits + (size_t)i * w;
                 const float *wc = t == GOPT_TASK_SCHED ? p->P.cond_sched : p->P.cond_fuse;
                 const int fg = fcond && t == GOPT_TASK_FUSE, sg = hlev >= 0 && t == GOPT_TASK_SCHED;
-                for (int j = 0; j < w; j++) {
-                    float zz = base[j];
-                    if (Hc > 0)
-                        for (int m = 0; m < npsi; m++) zz += psi[m] * wc[m * w + j];
-                    if (fg && j > 0) zz += fcand[j] >= 0 ? sj : sr;
-                    if (sg && j == hlev) zz += sh;
-                    z[j] = zz;
-                }
+                for (int j = 0; j < w; j++) z[j] = base[j];
+                if (Hc > 0) /* psi's shares and indicators are often 0 */
+                    for (int m = 0; m < npsi; m++) {
+                        if (psi[m] == 0.0f) continue;
+                        for (int j = 0; j < w; j++) z[j] += psi[m] * wc[m * w + j];
+                    }
+                if (fg)
+                    for (int j = 1; j < w; j++) z[j] += fcand[j] >= 0 ? sj : sr;
+                if (sg) z[hlev] += sh;
                 const uint32_t mask = full_mask(w);
                 float ent = need_lp ? (float)gopt_logsoftmax_row(lp, pr, z, w, mask) : 0.0f;
                 int32_t *act = action_array(a, t);
-                int x = ob->decide ? choose(lp, z, w, mask, ob->rng) : act[v];
+                int x = ob->decide ? choose(pr, z, w, mask, ob->rng) : act[v];
                 if (!need_lp) lp[x] = 0.0f;
                 if (ob->decide) act[v] = x;
                 tl[b][t] += lp[x];
@@ -605,17 +630,22 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                            : ob->wl ? ob->wl[(size_t)t * n + v]
                                     : 0.0f;
                 float we = ob->we ? ob->we[(size_t)t * n + v] : 0.0f;
-                if (ob->grad && (wl != 0.0f || we != 0.0f)) {
-                    row_grad(dz, lp, pr, w, mask, x, wl, we, ent);
-                    float *dl = B->dlogits[t] + (size_t)i * w;
+                for (int part = 0; ob->grad && part < 2; part++) { /* as for the placement */
+                    const grad_dst *g = part ? ob->gde : ob->gd ? ob->gd : &own;
+                    const float pwl = part ? 0.0f : wl, pwe = part || !ob->gde ? we : 0.0f;
+                    if (!g || (pwl == 0.0f && pwe == 0.0f)) continue;
+                    row_grad(dz, lp, pr, w, mask, x, pwl, pwe, ent);
+                    float *dl = g->dlogits[t] + (size_t)i * w;
                     for (int j = 0; j < w; j++) dl[j] += dz[j];
                     if (Hc > 0) {
-                        float *gc = t == GOPT_TASK_SCHED ? p->G.cond_sched : p->G.cond_fuse;
-                        for (int m = 0; m < npsi; m++)
+                        float *gc = t == GOPT_TASK_SCHED ? g->cond_sched : g->cond_fuse;
+                        for (int m = 0; m < npsi; m++) {
+                            if (psi[m] == 0.0f) continue;
                             for (int j = 0; j < w; j++) gc[m * w + j] += psi[m] * dz[j];
+                        }
                     }
                     if (sg)
-                        for (int m = 0; m < npsi; m++) p->G.cond_shint[m] += psi[m] * dz[hlev];
+                        for (int m = 0; m < npsi; m++) g->cond_shint[m] += psi[m] * dz[hlev];
                     if (fg) {
                         float gj = 0.0f, gr = 0.0f;
                         for (int j = 1; j < w; j++) {
@@ -623,8 +653,8 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                             else gr += dz[j];
                         }
                         for (int m = 0; m < npsi; m++) {
-                            p->G.cond_fgrp[m] += psi[m] * gj;
-                            p->G.cond_fgrp[npsi + m] += psi[m] * gr;
+                            g->cond_fgrp[m] += psi[m] * gj;
+                            g->cond_fgrp[npsi + m] += psi[m] * gr;
                         }
                     }
                 }
@@ -688,6 +718,109 @@ gopt_status gopt_policy_sample_scored(gopt_policy *p, gopt_rng *rng, gopt_policy
     return replay(p, &o, err);
 }
 
+/* ---- kept gradients (sample batch -> backward_kept) -------------------------------------- */
+enum { KEPT_FIELDS = 11 };
+
+/* The fields of a gradient destination and their sizes, in one order. */
+static void dst_fields(const gopt_policy *p, const grad_dst *g, float **f, size_t *cnt) {
+    const size_t U = (size_t)p->n_units, n = (size_t)p->n, W = (size_t)p->width[GOPT_TASK_PLACE];
+    const size_t P = (size_t)p->width[GOPT_TASK_SCHED], F = (size_t)p->width[GOPT_TASK_FUSE];
+    const size_t Hc = (size_t)p->cfg.cond_hidden, nphi = (size_t)POLICY_CFG_NPHI(&p->cfg),
+                 npsi = (size_t)POLICY_CFG_NPSI(&p->cfg);
+    const size_t nfg = p->cfg.fuse_cond ? 2 * npsi : 0, nsh = p->cfg.sched_cond ? npsi : 0;
+    const size_t c[KEPT_FIELDS] = {U * W, n * P, n * F, U * Hc, Hc, Hc, nphi * Hc, npsi * P, npsi * F, nfg, nsh};
+    float *const fs[KEPT_FIELDS] = {g ? g->dpooled : NULL,    g ? g->dlogits[GOPT_TASK_SCHED] : NULL,
+                                    g ? g->dlogits[GOPT_TASK_FUSE] : NULL, g ? g->dvh_unit : NULL,
+                                    g ? g->cond_w : NULL,     g ? g->cond_b : NULL,
+                                    g ? g->cond_u : NULL,     g ? g->cond_sched : NULL,
+                                    g ? g->cond_fuse : NULL,  g ? g->cond_fgrp : NULL,
+                                    g ? g->cond_shint : NULL};
+    for (int j = 0; j < KEPT_FIELDS; j++) {
+        if (f) f[j] = fs[j];
+        cnt[j] = c[j];
+    }
+}
+
+/* Block b of the kept gradients, carved in dst_fields' order. */
+static grad_dst kept_block(gopt_policy *p, int b) {
+    size_t cnt[KEPT_FIELDS];
+    dst_fields(p, NULL, NULL, cnt);
+    float *f[KEPT_FIELDS], *q = p->kept + (size_t)b * p->kept_sz;
+    for (int j = 0; j < KEPT_FIELDS; j++) {
+        f[j] = q;
+        q += cnt[j];
+    }
+    return (grad_dst){f[0], {NULL, f[1], f[2]}, f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10]};
+}
+
+/* Room for k sets' kept blocks and the entropy term's, zeroed. */
+static gopt_status kept_reserve(gopt_policy *p, int k, gopt_error *err) {
+    size_t cnt[KEPT_FIELDS], sz = 0;
+    dst_fields(p, NULL, NULL, cnt);
+    for (int j = 0; j < KEPT_FIELDS; j++) sz += cnt[j];
+    const size_t need = sz * ((size_t)k + 1);
+    if (need > p->kept_cap) {
+        float *q = realloc(p->kept, sizeof(float) * need);
+        if (!q)
+            return gopt_error_set(err, GOPT_ENOMEM, "policy sample batch: out of memory keeping %d sets' gradients "
+                                  "(%zu bytes)", k, sizeof(float) * need);
+        p->kept = q;
+        p->kept_cap = need;
+    }
+    p->kept_sz = sz;
+    memset(p->kept, 0, sizeof(float) * need);
+    return GOPT_OK;
+}
+
+gopt_status gopt_policy_sample_batch(gopt_policy *p, int k, gopt_rng *rng, gopt_policy_actions *out, float *logp,
+                                     size_t logp_stride, float *ent0, const float *w_keep, const float *w_ent,
+                                     gopt_error *err) {
+    if (k < 1 || !out) return gopt_error_set(err, GOPT_EINVAL, "policy sample batch: k = %d", k);
+    if (!rng) return gopt_error_set(err, GOPT_EINVAL, "policy sample: no RNG");
+    gopt_status st;
+    for (int s = 0; s < k; s++)
+        if ((st = need_forward(p, &out[s], "sample", err))) return st;
+    if (logp && logp_stride < 3 * (size_t)p->n)
+        return gopt_error_set(err, GOPT_EINVAL, "policy sample batch: log-probability stride %zu is below 3n = %zu",
+                              logp_stride, 3 * (size_t)p->n);
+    p->kept_k = 0;
+    if (w_keep && (st = kept_reserve(p, k, err))) return st;
+    const grad_dst gent = w_keep ? kept_block(p, k) : (grad_dst){0};
+    /* set s draws the uniforms that a sequential sample of it would: one per
+     * decision (choose), units + 2n per set, so its stream starts after the
+     * draws of sets 0..s-1 */
+    const uint64_t draws = (uint64_t)p->n_units + 2 * (uint64_t)p->n;
+    gopt_rng rs[REPLAY_BLOCK], start[REPLAY_BLOCK + 1];
+    grad_dst gd[REPLAY_BLOCK];
+    replay_opts o[REPLAY_BLOCK];
+    for (int b0 = 0; b0 < k; b0 += REPLAY_BLOCK) {
+        const int kb = k - b0 < REPLAY_BLOCK ? k - b0 : REPLAY_BLOCK;
+        for (int b = 0; b < kb; b++) {
+            const int s = b0 + b;
+            start[b] = rs[b] = *rng;
+            for (uint64_t j = 0; j < draws; j++) (void)gopt_rng_u64(rng);
+            if (w_keep) gd[b] = kept_block(p, s);
+            o[b] = (replay_opts){.rng = &rs[b],
+                                 .decide = 1,
+                                 .a = &out[s],
+                                 .logp = logp ? logp + (size_t)s * logp_stride : NULL,
+                                 .ent = s == 0 ? ent0 : NULL,
+                                 .wl = w_keep,
+                                 .we = s == 0 && w_keep ? w_ent : NULL,
+                                 .grad = w_keep != NULL,
+                                 .gd = w_keep ? &gd[b] : NULL,
+                                 .gde = s == 0 && w_keep ? &gent : NULL};
+        }
+        start[kb] = *rng;
+        if ((st = replay_block(p, kb, o, err))) return st;
+        for (int b = 0; b < kb; b++) /* each set drew exactly its share of the stream */
+            assert(memcmp(&rs[b], &start[b + 1], sizeof rs[b]) == 0 && "sample batch: draws per set miscounted");
+        (void)start; /* read by the assert only */
+    }
+    if (w_keep) p->kept_k = k;
+    return GOPT_OK;
+}
+
 gopt_status gopt_policy_greedy(gopt_policy *p, gopt_policy_actions *out, gopt_error *err) {
     return decide(p, NULL, out, err);
 }
@@ -717,6 +850,20 @@ gopt_status gopt_policy_logprob(gopt_policy *p, const gopt_policy_actions *a, fl
     return GOPT_OK;
 }
 
+/* The members' shares of their units' gradients: pooled = mean of the
+ * members' logits (and scorer inputs). */
+static void unpool_grads(gopt_policy *p) {
+    const int n = p->n, W = p->width[GOPT_TASK_PLACE], Hc = p->cfg.cond_hidden;
+    policy_acts *A = &p->A;
+    policy_bwd *B = &p->B;
+    for (int i = 0; i < n; i++) {
+        int u = A->unit_of[i];
+        float inv = 1.0f / (float)A->unit_size[u];
+        for (int j = 0; j < W; j++) B->dlogits[GOPT_TASK_PLACE][(size_t)i * W + j] = B->dpooled[(size_t)u * W + j] * inv;
+        for (int j = 0; j < Hc; j++) B->dvh[(size_t)i * Hc + j] = B->dvh_unit[(size_t)u * Hc + j] * inv;
+    }
+}
+
 /* Accumulate the logit (and scorer) gradients of k action sets (weights
  * (k, 3n) in w_logp; entropy weights w_ent ride on set 0's replay). */
 static gopt_status decode_backward_k(gopt_policy *p, int k, const gopt_policy_actions *a, const float *w_logp,
@@ -726,7 +873,6 @@ static gopt_status decode_backward_k(gopt_policy *p, int k, const gopt_policy_ac
     for (int s = 0; s < k; s++)
         if ((st = policy_check_actions(p, &a[s], err))) return st;
     const int n = p->n, W = p->width[GOPT_TASK_PLACE], Hc = p->cfg.cond_hidden;
-    policy_acts *A = &p->A;
     policy_bwd *B = &p->B;
     for (int t = 0; t < GOPT_TASK_COUNT; t++) memset(B->dlogits[t], 0, sizeof(float) * (size_t)n * p->width[t]);
     memset(B->dpooled, 0, sizeof(float) * (size_t)p->n_units * W);
@@ -748,13 +894,7 @@ static gopt_status decode_backward_k(gopt_policy *p, int k, const gopt_policy_ac
         }
         if ((st = replay_block(p, kb, o, err))) return st;
     }
-    /* pooled = mean of the members' logits (and scorer inputs) */
-    for (int i = 0; i < n; i++) {
-        int u = A->unit_of[i];
-        float inv = 1.0f / (float)A->unit_size[u];
-        for (int j = 0; j < W; j++) B->dlogits[GOPT_TASK_PLACE][(size_t)i * W + j] = B->dpooled[(size_t)u * W + j] * inv;
-        for (int j = 0; j < Hc; j++) B->dvh[(size_t)i * Hc + j] = B->dvh_unit[(size_t)u * Hc + j] * inv;
-    }
+    unpool_grads(p);
     return GOPT_OK;
 }
 
@@ -792,6 +932,39 @@ gopt_status gopt_policy_backward(gopt_policy *p, const gopt_policy_actions *a, c
     if (st) return st;
     if ((st = gopt_policy_reserve(p, p->n, p->fz->m, 1, err))) return st;
     if ((st = policy_decode_backward(p, a, w_logp, w_ent, err))) return st;
+    policy_network_backward(p);
+    return GOPT_OK;
+}
+
+gopt_status gopt_policy_backward_kept(gopt_policy *p, int k, const float *coef, gopt_error *err) {
+    if (!p->forwarded) return gopt_error_set(err, GOPT_EINVAL, "policy backward kept: no forward pass to read");
+    if (k < 1 || !coef || k != p->kept_k)
+        return gopt_error_set(err, GOPT_EINVAL,
+                              "policy backward kept: %d sets asked, %d kept by a sample batch of the last forward", k,
+                              p->kept_k);
+    gopt_status st = gopt_policy_reserve(p, p->n, p->fz->m, 1, err);
+    if (st) return st;
+    /* the hand-offs: the entropy term's block, then coef[s] times set s's, in set order;
+     * the scorer's weights: added to the policy's gradients in the same order */
+    const grad_dst own = {p->B.dpooled, {NULL, p->B.dlogits[GOPT_TASK_SCHED], p->B.dlogits[GOPT_TASK_FUSE]},
+                          p->B.dvh_unit, p->G.cond_w, p->G.cond_b, p->G.cond_u, p->G.cond_sched, p->G.cond_fuse,
+                          p->G.cond_fgrp, p->G.cond_shint};
+    float *y[KEPT_FIELDS], *x[KEPT_FIELDS];
+    size_t cnt[KEPT_FIELDS];
+    dst_fields(p, &own, y, cnt);
+    for (int s = -1; s < k; s++) {
+        const grad_dst b = kept_block(p, s < 0 ? k : s);
+        dst_fields(p, &b, x, cnt);
+        const float c = s < 0 ? 1.0f : coef[s];
+        for (int j = 0; j < KEPT_FIELDS; j++) {
+            if (s < 0 && j < 4) { /* the hand-offs start from the entropy term */
+                memcpy(y[j], x[j], sizeof(float) * cnt[j]);
+                continue;
+            }
+            for (size_t i = 0; i < cnt[j]; i++) y[j][i] += c * x[j][i];
+        }
+    }
+    unpool_grads(p);
     policy_network_backward(p);
     return GOPT_OK;
 }

@@ -168,6 +168,28 @@ gopt_status gopt_policy_sample(gopt_policy *p, gopt_rng *rng, gopt_policy_action
  * saves the logprob replay. */
 gopt_status gopt_policy_sample_scored(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *out, float *logp,
                                       float *ent, gopt_error *err);
+/* The same for k action sets in one pass over the nodes (the sets side by
+ * side, 16 per pass): set s draws its uniforms from rng's stream after those
+ * of sets 0..s-1, so the decisions, log-probabilities and entropies are bit
+ * for bit those of k sequential gopt_policy_sample_scored calls with rng,
+ * and rng ends where they leave it.
+ * logp: set s's (3n) log-probabilities at logp + s * logp_stride
+ * (logp_stride >= 3n), or NULL; ent0 (3n) or NULL: set 0's entropies.
+ * w_keep (3n) or NULL: also keep, per set s, the gradient of
+ * sum_t sum_v w_keep[t*n+v] * logp_t(v | s) (and of set 0's entropy term
+ * with weights w_ent (3n) or NULL, apart) for gopt_policy_backward_kept:
+ * a PPO step's first epoch, whose ratios are all 1, needs no replay. */
+gopt_status gopt_policy_sample_batch(gopt_policy *p, int k, gopt_rng *rng, gopt_policy_actions *out, float *logp,
+                                     size_t logp_stride, float *ent0, const float *w_keep, const float *w_ent,
+                                     gopt_error *err);
+/* Accumulate into the gradients d/dtheta of
+ *   J = sum_s coef[s] sum_t sum_v w_keep[t*n+v] * logp_t(v | s) + sum_t sum_v w_ent[t*n+v] * ent_t(v | 0)
+ * from the gradients kept by the last gopt_policy_sample_batch (k sets, w_keep given) of the
+ * current forward, with ONE network backward: the same J as gopt_policy_backward_batch with
+ * weights coef[s] * w_keep, equal within float rounding (the scaling is applied to each set's
+ * sums instead of to each row). An error when no such sample batch kept k sets since the last
+ * forward. */
+gopt_status gopt_policy_backward_kept(gopt_policy *p, int k, const float *coef, gopt_error *err);
 /* Argmax decoding, same order and masks (lowest index wins ties). */
 gopt_status gopt_policy_greedy(gopt_policy *p, gopt_policy_actions *out, gopt_error *err);
 

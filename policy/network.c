@@ -273,6 +273,7 @@ void gopt_policy_free(gopt_policy *p) {
     free(p->v);
     free(p->act_block);
     free(p->bwd_block);
+    free(p->kept);
     gopt_policy_debug_freeze_memory(p, 0);
     free(p);
 }

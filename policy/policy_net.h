@@ -194,6 +194,12 @@ struct gopt_policy {
     int32_t n, ndev, n_units;
     int forwarded;
     double fwd_flops, bwd_flops;
+
+    /* gradients kept by gopt_policy_sample_batch (decode.c): kept_k sets' blocks of kept_sz
+     * floats, then the entropy term's; kept_k = 0 (none) after every forward */
+    float *kept;
+    size_t kept_cap, kept_sz; /* floats allocated, floats per block */
+    int kept_k;
 };
 
 /* Parameters a valid config needs, without allocating them (0 and err set when out of memory):

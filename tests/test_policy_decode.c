@@ -16,7 +16,11 @@
  *   tensor's scale: float rounding;
  * - one seed on one thread reproduces the batched gradient bit for bit;
  * - an action on a memory-excluded device in a set of the second pass is
- *   refused, naming the node.
+ *   refused, naming the node;
+ * - the batched sampling (gopt_policy_sample_batch) gives, bit for bit, the
+ *   samples of k sequential ones on the same stream, and the gradients it
+ *   keeps (gopt_policy_backward_kept) those of the batched replay with the
+ *   same weights within float rounding.
  * The graph is small so the test stays fast under sanitizers.
  */
 #include <math.h>
@@ -46,6 +50,8 @@ typedef struct {
     gopt_policy_actions a[K];
     float *w; /* (K, 3n) gradient weights */
     float *we; /* (3n) entropy weights of set 0 */
+    int32_t *hdev; /* (2, n) hints */
+    float *hfeat;  /* (n, GOPT_POLICY_NHINT) */
 } fixture;
 
 static void fixture_make(fixture *f) {
@@ -63,7 +69,23 @@ static void fixture_make(fixture *f) {
     c.hidden = 16;
     c.segment = 8;
     c.max_devices = 8;
+    c.hints = 2, c.hint_quality = 1, c.fuse_cond = 1, c.sched_cond = 1; /* every term of the decoder */
     assert_int_equal(gopt_policy_create(&f->p, &c, 7, &err), GOPT_OK);
+    for (int i = 0; i < gopt_policy_num_tensors(f->p); i++) { /* the zero-initialised terms matter */
+        const char *nm;
+        float *w;
+        size_t cnt;
+        gopt_policy_tensor(f->p, i, &nm, &w, NULL, &cnt);
+        if (!strcmp(nm, "cond.fgrp") || !strcmp(nm, "cond.shint") || !strcmp(nm, "cond.sched") ||
+            !strcmp(nm, "cond.fuse"))
+            for (size_t j = 0; j < cnt; j++) w[j] = (float)(gopt_rng_uniform(&rng) - 0.5);
+    }
+    f->hdev = malloc(sizeof(int32_t) * 2 * (size_t)n);
+    f->hfeat = malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NHINT);
+    for (int i = 0; i < 2 * n; i++) f->hdev[i] = (int32_t)gopt_rng_below(&rng, NDEV);
+    for (int i = 0; i < n * GOPT_POLICY_NHINT; i++) f->hfeat[i] = (float)gopt_rng_uniform(&rng);
+    const float q[2] = {1.0f, 0.7f};
+    assert_int_equal(gopt_policy_set_hints(f->p, n, NDEV, 2, f->hdev, f->hfeat, q, &err), GOPT_OK);
     f->feat = malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NFEAT);
     assert_int_equal(gopt_policy_features(f->fz, NDEV, NULL, f->feat, &err), GOPT_OK);
     /* memory inputs whose masks bind: every device holds 1.05 x its share */
@@ -101,6 +123,8 @@ static void fixture_free(fixture *f) {
     free(f->buf);
     free(f->w);
     free(f->we);
+    free(f->hdev);
+    free(f->hfeat);
 }
 
 /* The weight callback: weights from the table; records every log-probability it is handed. */
@@ -129,6 +153,32 @@ static size_t grad_snapshot(gopt_policy *p, float *out) {
         off += cnt;
     }
     return off;
+}
+
+/* Every weight gradient in got within float rounding of want: 1e-5 of each tensor's scale (sums of
+ * thousands of float terms in another order); the decoder's eight tensors (cond.*) are exercised. */
+static void assert_grads_close(gopt_policy *p, const float *got, const float *want, const char *gname,
+                               const char *wname) {
+    size_t o = 0;
+    int cond_seen = 0;
+    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
+        const char *name;
+        size_t cnt;
+        gopt_policy_tensor(p, i, &name, NULL, NULL, &cnt);
+        double scale = 0, diff = 0;
+        for (size_t j = 0; j < cnt; j++) {
+            scale = fmax(scale, fabs((double)want[o + j]));
+            diff = fmax(diff, fabs((double)got[o + j] - want[o + j]));
+        }
+        const int cond = strncmp(name, "cond.", 5) == 0;
+        cond_seen += cond;
+        const double tol = 1e-5 * scale + 1e-12;
+        if (diff > tol) print_error("%s: %s differs from %s by %g (scale %g)\n", name, gname, wname, diff, scale);
+        assert_true(diff <= tol);
+        if (cond) assert_true(scale > 0);
+        o += cnt;
+    }
+    assert_int_equal(cond_seen, 8);
 }
 
 static void test_batched_replay_equals_sequential(void **state) {
@@ -200,27 +250,8 @@ static void test_batched_replay_equals_sequential(void **state) {
     }
     assert_true(vscale > 0);
     assert_true(vdiff <= 1e-6 * vscale);
-    /* weights: within float rounding (1e-5 of each tensor's scale) */
-    size_t o = 0;
-    int cond_seen = 0;
-    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
-        const char *name;
-        size_t cnt;
-        gopt_policy_tensor(p, i, &name, NULL, NULL, &cnt);
-        double scale = 0, diff = 0;
-        for (size_t j = 0; j < cnt; j++) {
-            scale = fmax(scale, fabs((double)g_seq[o + j]));
-            diff = fmax(diff, fabs((double)g_bat[o + j] - g_seq[o + j]));
-        }
-        const int cond = strncmp(name, "cond.", 5) == 0;
-        cond_seen += cond;
-        const double tol = 1e-5 * scale + 1e-12; /* sums of thousands of float terms, reordered */
-        if (diff > tol) print_error("%s: batched differs from sequential by %g (scale %g)\n", name, diff, scale);
-        assert_true(diff <= tol);
-        if (cond) assert_true(scale > 0); /* the scorer's gradients are exercised */
-        o += cnt;
-    }
-    assert_int_equal(cond_seen, 6);
+    /* weights: within float rounding */
+    assert_grads_close(p, g_bat, g_seq, "batched", "sequential");
 
     /* one seed, one thread: the batched gradient reproduces bit for bit, and weights given as a
      * table give the callback's gradient */
@@ -288,10 +319,113 @@ static void test_batched_replay_refuses(void **state) {
     fixture_free(&f);
 }
 
+/* gopt_policy_sample_batch: K = 20 sets (16 + 4 per pass) give, bit for bit, the decisions,
+ * log-probabilities and set 0's entropies of 20 gopt_policy_sample_scored calls on the same
+ * stream, and leave the stream where they leave it; bad arguments are refused. */
+static void test_sample_batch_equals_sequential(void **state) {
+    (void)state;
+    fixture f;
+    fixture_make(&f);
+    gopt_policy *p = f.p;
+    const int n = f.n;
+    const size_t T3 = 3 * (size_t)n, stride = T3 + 5; /* a stride above 3n, as the trainer's */
+    gopt_error err = {0};
+    int32_t *bs = malloc(sizeof(int32_t) * T3 * K), *bb = malloc(sizeof(int32_t) * T3 * K);
+    float *ls = calloc(stride * K, sizeof(float)), *lb = calloc(stride * K, sizeof(float));
+    float *es = malloc(sizeof(float) * T3), *eb = malloc(sizeof(float) * T3);
+    gopt_policy_actions as[K], ab[K];
+    for (int k = 0; k < K; k++) {
+        as[k] = (gopt_policy_actions){bs + (size_t)k * T3, bs + (size_t)k * T3 + n, bs + (size_t)k * T3 + 2 * n};
+        ab[k] = (gopt_policy_actions){bb + (size_t)k * T3, bb + (size_t)k * T3 + n, bb + (size_t)k * T3 + 2 * n};
+    }
+    gopt_rng r1, r2;
+    gopt_rng_seed(&r1, 99);
+    gopt_rng_seed(&r2, 99);
+    for (int k = 0; k < K; k++)
+        assert_int_equal(gopt_policy_sample_scored(p, &r1, &as[k], ls + (size_t)k * stride, k == 0 ? es : NULL, &err),
+                         GOPT_OK);
+    assert_int_equal(gopt_policy_sample_batch(p, K, &r2, ab, lb, stride, eb, NULL, NULL, &err), GOPT_OK);
+    assert_memory_equal(bs, bb, sizeof(int32_t) * T3 * K);
+    assert_memory_equal(ls, lb, sizeof(float) * stride * K);
+    assert_memory_equal(es, eb, sizeof(float) * T3);
+    assert_memory_equal(&r1, &r2, sizeof r1);
+    /* the samples differ from one another (each set has its own share of the stream) */
+    assert_true(memcmp(bb, bb + T3, sizeof(int32_t) * T3) != 0);
+    /* no kept gradients without weights */
+    float coef[K] = {0};
+    assert_int_equal(gopt_policy_backward_kept(p, K, coef, &err), GOPT_EINVAL);
+    /* refusals */
+    assert_int_equal(gopt_policy_sample_batch(p, 0, &r2, ab, lb, stride, eb, NULL, NULL, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_policy_sample_batch(p, K, NULL, ab, lb, stride, eb, NULL, NULL, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_policy_sample_batch(p, K, &r2, ab, lb, T3 - 1, eb, NULL, NULL, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "stride"));
+    free(bs);
+    free(bb);
+    free(ls);
+    free(lb);
+    free(es);
+    free(eb);
+    fixture_free(&f);
+}
+
+/* gopt_policy_backward_kept: the gradients a sample batch kept (K = 20 sets, weights w on every
+ * decision, set 0's entropy weights we), scaled by coef[s], give the gradient of
+ * gopt_policy_backward_batch with weights coef[s] * w on the same sets, within float rounding
+ * (every tensor, the scorer's included); bit for bit again from the same seed; refused after
+ * another forward and for another k. */
+static void test_backward_kept_equals_batch(void **state) {
+    (void)state;
+    fixture f;
+    fixture_make(&f);
+    gopt_policy *p = f.p;
+    const int n = f.n;
+    const size_t T3 = 3 * (size_t)n;
+    gopt_error err = {0};
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 5);
+    float *wk = malloc(sizeof(float) * T3), coef[K];
+    for (size_t i = 0; i < T3; i++) wk[i] = gopt_rng_uniform(&rng) < 0.8 ? 1.0f : 0.0f; /* learned rows */
+    for (int k = 0; k < K; k++) coef[k] = (float)(gopt_rng_uniform(&rng) - 0.5);
+    const size_t total = grad_snapshot(p, NULL);
+    float *g_kept = malloc(sizeof(float) * total), *g_again = malloc(sizeof(float) * total),
+          *g_bat = malloc(sizeof(float) * total);
+    for (int rep = 0; rep < 2; rep++) {
+        gopt_rng r;
+        gopt_rng_seed(&r, 17);
+        assert_int_equal(gopt_policy_sample_batch(p, K, &r, f.a, NULL, 0, NULL, wk, f.we, &err), GOPT_OK);
+        gopt_policy_zero_grad(p);
+        assert_int_equal(gopt_policy_backward_kept(p, K, coef, &err), GOPT_OK);
+        grad_snapshot(p, rep ? g_again : g_kept);
+    }
+    assert_memory_equal(g_kept, g_again, sizeof(float) * total);
+    /* the same J through the replay */
+    for (int k = 0; k < K; k++)
+        for (size_t i = 0; i < T3; i++) f.w[(size_t)k * T3 + i] = coef[k] * wk[i];
+    gopt_policy_zero_grad(p);
+    assert_int_equal(gopt_policy_backward_batch(p, K, f.a, f.w, f.we, &err), GOPT_OK);
+    grad_snapshot(p, g_bat);
+    assert_grads_close(p, g_kept, g_bat, "kept", "the replay");
+    /* a wrong k, and any forward since the sample batch, are refused */
+    gopt_rng r;
+    gopt_rng_seed(&r, 17);
+    assert_int_equal(gopt_policy_sample_batch(p, K, &r, f.a, NULL, 0, NULL, wk, f.we, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_backward_kept(p, K - 1, coef, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "kept"));
+    assert_int_equal(gopt_policy_forward(p, f.fz, f.feat, NDEV, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_backward_kept(p, K, coef, &err), GOPT_EINVAL);
+    free(wk);
+    free(g_kept);
+    free(g_again);
+    free(g_bat);
+    fixture_free(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batched_replay_equals_sequential),
         cmocka_unit_test(test_batched_replay_refuses),
+        cmocka_unit_test(test_sample_batch_equals_sequential),
+        cmocka_unit_test(test_backward_kept_equals_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,6 +55,26 @@ static int32_t *act_of(gopt_policy_actions *a, int task) {
     return task == GOPT_TASK_PLACE ? a->place : task == GOPT_TASK_SCHED ? a->sched : a->fuse;
 }
 
+/* Sum of the entropies in t->ent over the learned rows of G. */
+static double learned_entropy(const gopt_trainer *t, const tr_graph *G) {
+    const int32_t n = G->fz->n;
+    double es = 0;
+    for (int task = 0; task < GOPT_TASK_COUNT; task++)
+        for (int32_t v = 0; v < n; v++)
+            if (row_learned(t, G, task, v)) es += t->ent[(size_t)task * n + v];
+    return es;
+}
+
+/* Entropy weights -beta/M on every learned row of slot b's graph (t->rent). */
+static void entropy_weights(gopt_trainer *t, tr_graph *G) {
+    const int32_t n = G->fz->n;
+    const float we = -(float)(t->o.entropy_coef / (G->rows ? G->rows : 1));
+    memset(t->rent, 0, sizeof(float) * 3 * (size_t)n);
+    for (int task = 0; task < GOPT_TASK_COUNT; task++)
+        for (int32_t v = 0; v < n; v++)
+            if (row_learned(t, G, task, v)) t->rent[(size_t)task * n + v] = we;
+}
+
 /* --backward rounds (the reference path): one policy backward per sample,
  * K network backwards. (Before the conditioned decoder this merged the
  * samples' weights per distinct action; with logits that depend on the
@@ -75,8 +95,11 @@ static gopt_status per_sample_backward(gopt_trainer *t, int b, const float *went
 /* Sample K solutions of slot b from the slot's stream; the slot's leader
  * keeps their log-probabilities and *ent, the slot's mean entropy per
  * decision. Simulate this rank's samples k0..k1-1 into vals (step time, or
- * -1 when OOM or rejected) and keep the best one's decisions. */
-static gopt_status rollout(gopt_trainer *t, int b, int lead, int k0, int k1, double *vals, double *ent,
+ * -1 when OOM or rejected) and keep the best one's decisions. keep: the
+ * first epoch will reuse this forward; the sampling pass then also keeps
+ * each sample's gradient of its learned rows' log-probabilities (and the
+ * entropy term's) for kept_backward. */
+static gopt_status rollout(gopt_trainer *t, int b, int lead, int keep, int k0, int k1, double *vals, double *ent,
                            gopt_error *err) {
     tr_graph *G = &t->graphs[t->sel[b]];
     const int32_t n = G->fz->n;
@@ -85,22 +108,21 @@ static gopt_status rollout(gopt_trainer *t, int b, int lead, int k0, int k1, dou
     gopt_status s = tr_forward(t, G, err);
     if (s) return s;
     if ((s = tr_decisions_for(t, n, err))) return s;
-    for (int k = 0; k < K; k++) {
-        gopt_policy_actions a = tr_actions(t, b, k);
-        float *olp = t->old_logp + ((size_t)b * K + (size_t)k) * 3 * N;
-        if ((s = gopt_policy_sample_scored(t->pol, tr_slot_rng(t, b), &a, olp, lead && k == 0 ? t->ent : NULL, err)))
-            return s;
-        if (k >= k0 && k < k1 &&
-            (s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, &a, &t->dec[k - k0], t->group, err)))
-            return s;
-    }
-    if (lead) {
-        double es = 0;
+    gopt_policy_actions as[GOPT_TRAINER_MAX_SAMPLES];
+    for (int k = 0; k < K; k++) as[k] = tr_actions(t, b, k);
+    if (keep) { /* unit weights on the learned rows (t->rw), the entropy weights (t->rent) */
+        entropy_weights(t, G);
         for (int task = 0; task < GOPT_TASK_COUNT; task++)
-            for (int32_t v = 0; v < n; v++)
-                if (row_learned(t, G, task, v)) es += t->ent[(size_t)task * n + v];
-        *ent = es / (G->rows ? G->rows : 1);
+            for (int32_t v = 0; v < n; v++) t->rw[(size_t)task * n + v] = row_learned(t, G, task, v) ? 1.0f : 0.0f;
     }
+    /* the K samples in one batched pass: the same draws from the slot's stream as K samples in turn */
+    if ((s = gopt_policy_sample_batch(t->pol, K, tr_slot_rng(t, b), as, t->old_logp + (size_t)b * K * 3 * N, 3 * N,
+                                      lead ? t->ent : NULL, keep ? t->rw : NULL, keep ? t->rent : NULL, err)))
+        return s;
+    for (int k = k0; k < k1; k++)
+        if ((s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, &as[k], &t->dec[k - k0], t->group, err)))
+            return s;
+    if (lead) *ent = learned_entropy(t, G) / (G->rows ? G->rows : 1);
     int ok[GOPT_TRAINER_MAX_SAMPLES], best = -1;
     if (k1 > k0 && (s = tr_simulate(t, G, k1 - k0, ok, err))) return s;
     for (int i = 0; i < k1 - k0; i++) {
@@ -164,16 +186,6 @@ static gopt_status finish_rollouts(gopt_trainer *t, const double *vals, const do
     return tr_share_bests(t, improved, err);
 }
 
-/* Entropy weights -beta/M on every learned row of slot b's graph (t->rent). */
-static void entropy_weights(gopt_trainer *t, tr_graph *G) {
-    const int32_t n = G->fz->n;
-    const float we = -(float)(t->o.entropy_coef / (G->rows ? G->rows : 1));
-    memset(t->rent, 0, sizeof(float) * 3 * (size_t)n);
-    for (int task = 0; task < GOPT_TASK_COUNT; task++)
-        for (int32_t v = 0; v < n; v++)
-            if (row_learned(t, G, task, v)) t->rent[(size_t)task * n + v] = we;
-}
-
 /* Per-decision weights of every sample for the current forward of slot b;
  * adds the graph's loss to *loss. */
 static gopt_status ppo_weights(gopt_trainer *t, int b, double *loss, gopt_error *err) {
@@ -207,11 +219,7 @@ static gopt_status ppo_weights(gopt_trainer *t, int b, double *loss, gopt_error 
     }
     /* entropy bonus: weights -beta/M on every learned row */
     entropy_weights(t, G);
-    double es = 0;
-    for (int task = 0; task < GOPT_TASK_COUNT; task++)
-        for (int32_t v = 0; v < n; v++)
-            if (row_learned(t, G, task, v)) es += t->ent[(size_t)task * n + v];
-    L -= t->o.entropy_coef * es / (G->rows ? G->rows : 1);
+    L -= t->o.entropy_coef * learned_entropy(t, G) / (G->rows ? G->rows : 1);
     *loss += L;
     return GOPT_OK;
 }
@@ -247,7 +255,6 @@ static float ppo_weight(void *ctx, int k, int task, int32_t v, float logp) {
 
 static gopt_status fused_backward(gopt_trainer *t, int b, double *loss, int *calls, gopt_error *err) {
     tr_graph *G = &t->graphs[t->sel[b]];
-    const int32_t n = G->fz->n;
     gopt_policy_actions as[GOPT_TRAINER_MAX_SAMPLES];
     for (int k = 0; k < t->o.samples; k++) as[k] = tr_actions(t, b, k);
     ppo_fused c = {t, G, b, 1.0 / ((double)t->o.samples * (G->rows ? G->rows : 1)), 0.0};
@@ -255,11 +262,36 @@ static gopt_status fused_backward(gopt_trainer *t, int b, double *loss, int *cal
     gopt_status s = gopt_policy_backward_batch_fn(t->pol, t->o.samples, as, ppo_weight, &c, t->rent, t->ent, err);
     if (s) return s;
     *calls += 1;
-    double es = 0;
+    *loss += c.L - t->o.entropy_coef * learned_entropy(t, G) / (G->rows ? G->rows : 1);
+    return GOPT_OK;
+}
+
+/* The first epoch when it reuses the rollout's forward (the parameters have
+ * not moved): every ratio is exactly 1 (the replay would recompute the
+ * sampled log-probabilities bit for bit), so every learned row of sample k
+ * has weight -A_k / (K M) and its loss term -A_k / (K M); the gradient is
+ * the rollout pass's kept per-sample gradients scaled by those weights, with
+ * no replay (gopt_policy_backward_kept). The same loss and, within float
+ * rounding, the same gradient as fused_backward. */
+static gopt_status kept_backward(gopt_trainer *t, int b, double *loss, int *calls, gopt_error *err) {
+    tr_graph *G = &t->graphs[t->sel[b]];
+    const int32_t n = G->fz->n;
+    const int K = t->o.samples;
+    const double inv = 1.0 / ((double)K * (G->rows ? G->rows : 1));
+    int32_t rows = 0;
     for (int task = 0; task < GOPT_TASK_COUNT; task++)
-        for (int32_t v = 0; v < n; v++)
-            if (row_learned(t, G, task, v)) es += t->ent[(size_t)task * n + v];
-    *loss += c.L - t->o.entropy_coef * es / (G->rows ? G->rows : 1);
+        for (int32_t v = 0; v < n; v++) rows += row_learned(t, G, task, v);
+    float coef[GOPT_TRAINER_MAX_SAMPLES];
+    double L = 0;
+    for (int k = 0; k < K; k++) {
+        const double A = t->adv[(size_t)b * K + k];
+        coef[k] = (float)(-A * inv);
+        L -= A * inv * rows;
+    }
+    gopt_status s = gopt_policy_backward_kept(t->pol, K, coef, err);
+    if (s) return s;
+    *calls += 1;
+    *loss += L - t->o.entropy_coef * learned_entropy(t, G) / (G->rows ? G->rows : 1);
     return GOPT_OK;
 }
 
@@ -303,11 +335,16 @@ gopt_status tr_ppo_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err
     double *eloc = vloc + nsim, *rloc = eloc + nled, *vall = rloc + 2 * nled, *eall = vall + (size_t)B * K,
            *rall = eall + B;
     st->best_step_s = 0;
+    /* one slot per step (B = 1): its leader's first epoch reuses the rollout's
+     * forward and the gradients the rollout kept. Not with B > 1, even where
+     * a rank leads one slot: one process would replay there, and N ranks
+     * must end bit for bit where one process does. */
+    const int kept = B == 1 && nled == 1 && !t->o.backward_rounds ? 0 : -1;
     for (int b = sh.s0; b < sh.s1; b++) {
         int lo = b * K > sh.lo ? b * K : sh.lo, hi = (b + 1) * K < sh.hi ? (b + 1) * K : sh.hi;
         int lead = b >= sh.l0 && b < sh.l1;
-        if ((s = rollout(t, b, lead, lo - b * K, hi - b * K, vloc + (lo - sh.lo), lead ? &eloc[b - sh.l0] : NULL,
-                         err)))
+        if ((s = rollout(t, b, lead, b == kept, lo - b * K, hi - b * K, vloc + (lo - sh.lo),
+                         lead ? &eloc[b - sh.l0] : NULL, err)))
             goto out;
     }
     if ((s = tr_gather_samples(t, vloc, vall, err)) || (s = tr_gather_slots(t, 1, eloc, eall, err)) ||
@@ -332,6 +369,8 @@ gopt_status tr_ppo_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err
             if (t->o.backward_rounds) { /* the reference path: logprob replays, weights, K backwards */
                 if ((s = ppo_weights(t, b, &L, err))) goto out;
                 if (isfinite(L) && (s = per_sample_backward(t, b, t->rent, &calls, err))) goto out;
+            } else if (e == 0 && b == kept) { /* the rollout's kept gradients, no replay */
+                if ((s = kept_backward(t, b, &L, &calls, err))) goto out;
             } else if ((s = fused_backward(t, b, &L, &calls, err))) { /* weights inside the batched backward */
                 goto out;
             }
