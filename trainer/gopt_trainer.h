@@ -279,11 +279,12 @@ void gopt_go_decoder_inputs(const gopt_bl_problem *p, double *node_time, double 
  * none finds anything that fits: then there is no hint);
  * gopt_go_hints_from converts decisions already made (hd[h] NULL: no row h;
  * sd NULL: features 0; ct: the graph's cost table with cm). quality (nh) or
- * NULL: with it, each placer runs as placer + GOPT_GO_HINT_COMBO, judged by
- * p's evaluator; quality[h] = T_best / T_h (1: the best; 0: found nothing that
- * fits) and feat comes from the best combination (policy cfg.hint_quality). */
+ * NULL: with it, each placer runs as placer + each of gopt_go_hint_combos,
+ * judged by p's evaluator, hint h being its fastest; quality[h] = T_best / T_h
+ * (1: the best; 0: found nothing that fits) and feat comes from the best
+ * hint's combination (policy cfg.hint_quality). */
 #define GOPT_GO_HINT_METHOD "heft+cp+xla"
-#define GOPT_GO_HINT_COMBO "+cp+xla"
+extern const char *const gopt_go_hint_combos[]; /* "+cp+xla", "+fifo+xla", then NULL */
 extern const char *const gopt_go_hint_placers[GOPT_POLICY_MAX_HINTS]; /* heft, metf, metis, expert, msct,
                                                                           mtopo, single, then NULL */
 gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float *feat, float *quality, int *have,

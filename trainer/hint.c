@@ -11,11 +11,12 @@
  * priorities + XLA-style fusion): the priority rank in [0, 1] (1 = highest
  * priority; ties share the rank of the first of them), 1 when the node joins
  * a predecessor's fused group, 1 when it roots a fused group of two or more.
- * With quality (policy cfg.hint_quality), each placer runs as the combination
- * placer + GOPT_GO_HINT_COMBO (critical-path priorities, XLA-style fusion),
- * each combination is judged by the problem's evaluator, and hint h's quality
- * is T_best / T_h (1 for the best, 0 when it does not fit); the per-node
- * schedule and fusion features then come from the best combination.
+ * With quality (policy cfg.hint_quality), each placer runs in the combinations
+ * placer + gopt_go_hint_combos (critical-path or topological priorities,
+ * XLA-style fusion), each judged by the problem's evaluator; hint h is the
+ * placer's fastest that fits, its quality T_best / T_h (1 for the best hint,
+ * 0 when none fits); the per-node schedule and fusion features then come from
+ * the best hint's combination.
  * Cost: one run of each method (list placers O(n ndev), METIS, the schedule's
  * O(n log n) sort) plus one symmetry search (up to 8! permutations); with
  * quality, one evaluation (simulation) per hint.
@@ -37,6 +38,8 @@ static int cmp_key(const void *a, const void *b) {
     if (x->prio != y->prio) return x->prio < y->prio ? -1 : 1;
     return x->v < y->v ? -1 : x->v > y->v;
 }
+
+const char *const gopt_go_hint_combos[] = {"+cp+xla", "+fifo+xla", NULL};
 
 const char *const gopt_go_hint_placers[GOPT_POLICY_MAX_HINTS] = {"heft",   "metf",  "metis", "expert",
                                                                    "msct",   "mtopo", "single", NULL};
@@ -133,19 +136,34 @@ gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float 
         return gopt_error_set(err, GOPT_EINVAL, "hints: %d placements asked for, there are 1..7", nh);
     int found = 0, any = 0, best = -1;
     for (int h = 0; h < nh; h++) {
-        char spec[64];
-        /* with quality: the placer's whole combination, judged by p's evaluator */
-        snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[h], quality ? GOPT_GO_HINT_COMBO : "");
-        if ((st = run_method(&reg, spec, p, &hd[h], &found, err))) goto out;
-        hp[h] = found ? &hd[h] : NULL;
-        any |= found;
         step[h] = INFINITY;
-        if (quality && found) {
-            int oom = 0;
-            double s = gopt_bl_evaluate(p, &hd[h], &oom);
-            if (!oom && s > 0 && isfinite(s)) step[h] = s;
-            if (step[h] < INFINITY && (best < 0 || step[h] < step[best])) best = h;
+        hp[h] = NULL;
+        if (!quality) {
+            if ((st = run_method(&reg, gopt_go_hint_placers[h], p, &hd[h], &found, err))) goto out;
+            hp[h] = found ? &hd[h] : NULL;
+            any |= found;
+            continue;
         }
+        /* with quality: the placer's best whole combination, judged by p's evaluator */
+        for (int c = 0; gopt_go_hint_combos[c]; c++) {
+            char spec[64];
+            snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[h], gopt_go_hint_combos[c]);
+            if ((st = run_method(&reg, spec, p, &sd, &found, err))) goto out;
+            int oom = 0;
+            double s = found ? gopt_bl_evaluate(p, &sd, &oom) : INFINITY;
+            if (oom || !(s > 0) || !isfinite(s)) s = INFINITY;
+            if (found && (!hp[h] || s < step[h])) { /* the first that is found, then the fastest that fits */
+                gopt_decisions t = hd[h];
+                hd[h] = sd;
+                sd = t;
+                hp[h] = &hd[h];
+                step[h] = s;
+            }
+            gopt_decisions_destroy(&sd);
+            memset(&sd, 0, sizeof sd);
+        }
+        any |= hp[h] != NULL;
+        if (step[h] < INFINITY && (best < 0 || step[h] < step[best])) best = h;
     }
     if (quality) {
         for (int h = 0; h < nh; h++) quality[h] = best >= 0 && step[h] < INFINITY ? (float)(step[best] / step[h]) : 0.0f;
