@@ -293,3 +293,25 @@ double gopt_cost_group_time(const gopt_cost_table *t, int d, const int32_t *memb
     if (kernels + pass == 0) pass = 1;
     return s + (kernels + pass) * t->launch[d] + external_bytes / t->mem_bw[d];
 }
+
+double gopt_cost_group_pass_bytes(const gopt_cost_table *t, const gopt_frozen *f, const int32_t *members, int k,
+                                  const int32_t *owner, int32_t tag) {
+    double ext = 0;
+    for (int i = 0; i < k; i++) {
+        int32_t v = members[i];
+        if (t->heavy[v]) continue;
+        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++)
+            if (owner[f->in_src[e]] != tag) ext += f->edge_bytes[f->in_eid[e]];
+        int leaves = f->out_ptr[v] == f->out_ptr[v + 1];
+        for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1] && !leaves; e++)
+            if (owner[f->out_dst[e]] != tag) leaves = 1;
+        if (leaves) ext += f->out_bytes[v];
+    }
+    return ext;
+}
+
+double gopt_cost_group_price(const gopt_cost_table *t, const gopt_frozen *f, int d, const int32_t *members, int k,
+                             const int32_t *owner, int32_t tag) {
+    if (k == 1) return t->time[(size_t)members[0] * t->ndev + d];
+    return gopt_cost_group_time(t, d, members, k, gopt_cost_group_pass_bytes(t, f, members, k, owner, tag));
+}

@@ -106,6 +106,19 @@ int gopt_cost_keeps_kernel(gopt_op_class cls);
  * nobody); a caller that counts every member's external bytes prices the group higher. */
 double gopt_cost_group_time(const gopt_cost_table *t, int d, const int32_t *members, int k, double external_bytes);
 
+/* What a fused group's memory pass moves (the external_bytes above): the bytes its memory-bound
+ * members read from outside the group, plus the outputs of memory-bound members read outside it
+ * (or by nobody). A node u is in the group when owner[u] == tag. A gemm/conv member reads and
+ * writes its own operands in its table time, so an edge from it into a memory-bound member is
+ * its epilogue: free. f: the frozen graph t was built for. O(edges of the members). */
+double gopt_cost_group_pass_bytes(const gopt_cost_table *t, const gopt_frozen *f, const int32_t *members, int k,
+                                  const int32_t *owner, int32_t tag);
+
+/* gopt_cost_group_time at the pass bytes above; a group of one member is that node's own time
+ * (t->time): one piece of code for every caller that prices a group of given members. */
+double gopt_cost_group_price(const gopt_cost_table *t, const gopt_frozen *f, int d, const int32_t *members, int k,
+                             const int32_t *owner, int32_t tag);
+
 /* Time to move `bytes` from device src to device dst: the link's copy table
  * when measured, else latency + bytes / bandwidth. 0 when src == dst. */
 double gopt_cost_transfer_time(const gopt_costmodel *cm, int src, int dst, double bytes);
