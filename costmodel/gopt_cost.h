@@ -28,6 +28,10 @@
  * launch. So a group of several GEMMs costs what they cost apart, less only
  * the memory traffic of the elementwise work fused into them.
  *
+ * Efficiency (optional, docs/profiles.md): a profile fitted against a framework's runs multiplies
+ * each op's time beyond its launch (and its compute part) by its kind's factor, and adds the
+ * framework's per-op overhead to every kernel's launch. Without it nothing changes.
+ *
  * A gopt_costmodel is immutable after creation and may be shared read-only
  * between threads. Building a cost table is O(n + m) table lookups; each
  * lookup is O(points) for GEMM (nearest neighbours) and O(log points) for
@@ -51,7 +55,8 @@ void gopt_cost_free(gopt_costmodel *cm);
 int gopt_cost_num_devices(const gopt_costmodel *cm);
 const gopt_profile *gopt_cost_profile(const gopt_costmodel *cm);
 double gopt_cost_device_memory(const gopt_costmodel *cm, int d); /* bytes */
-double gopt_cost_launch_overhead(const gopt_costmodel *cm, int d); /* seconds */
+double gopt_cost_launch_overhead(const gopt_costmodel *cm, int d); /* seconds: the device's launch
+                                                                     * plus the profile's op_overhead */
 
 /* One op, described without a graph. */
 typedef struct {
@@ -60,7 +65,11 @@ typedef struct {
     double bytes;   /* bytes read + written (inputs + outputs) */
     double m, n, k; /* GEMM dims when known, else 0 */
     gopt_dtype dtype;
+    int depthwise;  /* conv only: its weight has one input channel (gopt_cost_op_kind) */
 } gopt_cost_op;
+
+/* The op's kind for the profile's efficiency factors (docs/profiles.md, "Efficiency"). */
+gopt_op_kind gopt_cost_op_kind(const gopt_cost_op *op);
 
 /* Time of one op alone on device d (launch overhead included); *compute
  * (may be NULL) receives the part that adds up inside a fused group. */
@@ -88,6 +97,7 @@ typedef struct {
     double *memory;  /* (n, ndev) the part of time that is memory traffic (memory-bound ops; 0 for
                       * the others): what slows down when devices share a memory bus */
     uint8_t *heavy;  /* (n) gopt_cost_keeps_kernel of the node's class */
+    uint8_t *kind;   /* (n) gopt_op_kind of the node */
 } gopt_cost_table;
 
 /* Fill *t for a finalized graph (t is overwritten; destroy it afterwards). */
