@@ -107,7 +107,7 @@ int gopt_cost_num_devices(const gopt_costmodel *cm) { return cm->ndev; }
 const gopt_profile *gopt_cost_profile(const gopt_costmodel *cm) { return cm->p; }
 double gopt_cost_device_memory(const gopt_costmodel *cm, int d) { return gopt_profile_device_memory(cm->p, d); }
 double gopt_cost_launch_overhead(const gopt_costmodel *cm, int d) {
-    return gopt_profile_device_launch_overhead(cm->p, d) + gopt_profile_op_overhead(cm->p);
+    return gopt_profile_device_launch_overhead(cm->p, d);
 }
 
 gopt_op_kind gopt_cost_op_kind(const gopt_cost_op *op) {
@@ -179,10 +179,13 @@ double gopt_cost_op_time(const gopt_costmodel *cm, int d, const gopt_cost_op *op
         t = launch + c;
         break;
     }
-    /* fitted against a framework (1 without): the op's own time, not its launch, scales */
+    /* fitted against a framework (1 and 0 without): the op's own time, not its launch, scales;
+     * an op the framework dispatches from Python (not a backward op, which its autograd engine
+     * runs) pays its per-op overhead, fused or not */
     double e = gopt_profile_efficiency(cm->p, gopt_cost_op_kind(op));
-    if (compute) *compute = c * e;
-    return launch + (t - launch) * e;
+    double over = op->phase == GOPT_PHASE_BWD ? 0 : gopt_profile_op_overhead(cm->p);
+    if (compute) *compute = c * e + over;
+    return launch + over + (t - launch) * e;
 }
 
 double gopt_cost_transfer_time(const gopt_costmodel *cm, int src, int dst, double bytes) {
@@ -282,7 +285,7 @@ gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g,
         return GOPT_ENOMEM;
     }
     for (int d = 0; d < nd; d++) {
-        t->launch[d] = gopt_cost_launch_overhead(cm, d);
+        t->launch[d] = gopt_profile_device_launch_overhead(cm->p, d);
         t->mem_bw[d] = gopt_profile_device_bandwidth(cm->p, d);
     }
     for (int v = 0; v < n; v++) {
@@ -295,6 +298,7 @@ gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g,
         for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) op.bytes += f->edge_bytes[f->in_eid[e]];
         int dt = gopt_dtype_parse(a.dtype);
         op.dtype = dt < 0 ? GOPT_DTYPE_FP32 : (gopt_dtype)dt;
+        op.phase = (gopt_phase)f->phase[v];
         if (op.cls == GOPT_OP_CLASS_GEMM || op.cls == GOPT_OP_CLASS_CONV)
             gopt_cost_gemm_dims(a.shape, op.flops, &op.m, &op.n, &op.k);
         if (op.cls == GOPT_OP_CLASS_CONV) op.depthwise = is_depthwise(g, f, v);

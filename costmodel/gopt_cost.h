@@ -30,7 +30,8 @@
  *
  * Efficiency (optional, docs/profiles.md): a profile fitted against a framework's runs multiplies
  * each op's time beyond its launch (and its compute part) by its kind's factor, and adds the
- * framework's per-op overhead to every kernel's launch. Without it nothing changes.
+ * framework's per-op overhead to the time and compute part of every op but backward ones.
+ * Without it nothing changes.
  *
  * A gopt_costmodel is immutable after creation and may be shared read-only
  * between threads. Building a cost table is O(n + m) table lookups; each
@@ -55,8 +56,7 @@ void gopt_cost_free(gopt_costmodel *cm);
 int gopt_cost_num_devices(const gopt_costmodel *cm);
 const gopt_profile *gopt_cost_profile(const gopt_costmodel *cm);
 double gopt_cost_device_memory(const gopt_costmodel *cm, int d); /* bytes */
-double gopt_cost_launch_overhead(const gopt_costmodel *cm, int d); /* seconds: the device's launch
-                                                                     * plus the profile's op_overhead */
+double gopt_cost_launch_overhead(const gopt_costmodel *cm, int d); /* seconds */
 
 /* One op, described without a graph. */
 typedef struct {
@@ -66,6 +66,7 @@ typedef struct {
     double m, n, k; /* GEMM dims when known, else 0 */
     gopt_dtype dtype;
     int depthwise;  /* conv only: its weight has one input channel (gopt_cost_op_kind) */
+    gopt_phase phase; /* a backward op pays no op_overhead (the autograd engine runs it) */
 } gopt_cost_op;
 
 /* The op's kind for the profile's efficiency factors (docs/profiles.md, "Efficiency"). */

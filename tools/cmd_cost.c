@@ -71,7 +71,7 @@ int cmd_cost(int argc, char **argv) {
     }
     const gopt_frozen *f = gopt_graph_frozen(g);
     double by_class[GOPT_OP_CLASS_COUNT] = {0}, by_kind[GOPT_OP_KIND_COUNT] = {0};
-    int kind_ops[GOPT_OP_KIND_COUNT] = {0};
+    int kind_ops[GOPT_OP_KIND_COUNT] = {0}, dispatched = 0;
     for (int v = 0; v < n; v++) {
         rk[v].v = v;
         rk[v].t = t.time[(size_t)v * nd + d];
@@ -79,6 +79,7 @@ int cmd_cost(int argc, char **argv) {
         if (rk[v].t > 0) { /* kernels: inputs and parameters are no op of any kind */
             by_kind[t.kind[v]] += rk[v].t;
             kind_ops[t.kind[v]]++;
+            dispatched += f->phase[v] != GOPT_PHASE_BWD; /* the ops that pay efficiency.op_overhead */
         }
     }
     qsort(rk, (size_t)n, sizeof *rk, by_time_desc);
@@ -116,6 +117,7 @@ int cmd_cost(int argc, char **argv) {
             json_object_set_new(kd, gopt_op_kind_name((gopt_op_kind)k), jk);
         }
         json_object_set_new(o, "launch_overhead", json_real(gopt_cost_launch_overhead(cm, d)));
+        json_object_set_new(o, "dispatched_ops", json_integer(dispatched));
         json_object_set_new(o, "by_kind", kd);
         char *txt = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
         if (txt) puts(txt);
