@@ -225,6 +225,25 @@ static void test_efficiency(void **state) {
     expect_bad_in(text, "{\"gemm\":0.5,\"depthwise_conv\":8,\"data_movement\":0.05}", "{}", GOPT_EINVAL,
                   "field 'factors' must be a non-empty object");
     expect_bad_in(text, "\"factors\":{", "\"factors\":{},\"x\":{", GOPT_EFORMAT, "efficiency: unknown field 'x'");
+    /* the shipped PyTorch-fitted profile is the measured one plus its efficiency, nothing else */
+    p = load_shipped("cpu-epyc-2core-measured.json");
+    q = load_shipped("cpu-epyc-2core-pytorch.json");
+    assert_int_equal(gopt_profile_has_efficiency(p), 0);
+    assert_int_equal(gopt_profile_has_efficiency(q), 1);
+    assert_true(gopt_profile_op_overhead(q) > 0);
+    assert_true(gopt_profile_efficiency(q, GOPT_OP_KIND_DEPTHWISE_CONV) != 1);
+    assert_int_equal(gopt_profile_num_devices(p), gopt_profile_num_devices(q));
+    for (int d = 0; d < gopt_profile_num_devices(p); d++) {
+        assert_true(gopt_profile_device_launch_overhead(p, d) == gopt_profile_device_launch_overhead(q, d));
+        assert_true(gopt_profile_device_bandwidth(p, d) == gopt_profile_device_bandwidth(q, d));
+        gopt_profile_table a, c;
+        for (int k = 0; k < GOPT_TABLE_KIND_COUNT; k++) {
+            assert_int_equal(gopt_profile_device_table(p, d, (gopt_table_kind)k, &a), gopt_profile_device_table(q, d, (gopt_table_kind)k, &c));
+            assert_int_equal(a.n, c.n);
+        }
+    }
+    gopt_profile_free(p);
+    gopt_profile_free(q);
 }
 
 static void test_bad_inputs(void **state) {

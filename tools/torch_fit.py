@@ -24,8 +24,8 @@ Then, over the models: factor[kind] = the median over models of (PyTorch's time 
 the profile's launch overhead per op) / (the profile's time of the kind, less the same), counting
 a model where the kind is at least 2% of its profiled step; op_overhead = the median over models
 of the overhead per forward or optimizer op of its graph (what eager PyTorch dispatches from
-Python; the autograd engine runs the backward ops from C++: per graph kernel, the overhead
-spread 5-16 us over the models, per forward or optimizer op 10-20 us). (Medians: a ratio of sums let one model decide, e.g. a
+Python; the autograd engine runs the backward ops from C++: over the training models the
+overhead per forward or optimizer op spread less than per kernel: docs/profiles.md). (Medians: a ratio of sums let one model decide, e.g. a
 wide & deep model whose optimizer runs 4x slower in PyTorch than the elementwise table says.) The profile is written to -o (atomically) with an "efficiency" object: the factors, the
 overhead, the models, the date, the command and the framework (docs/profiles.md, "Efficiency").
 
