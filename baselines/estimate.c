@@ -2,9 +2,9 @@
  *
  * Not the simulator: the stand-in used when no evaluator is given (tests,
  * benchmarks, a build without sim/). Kernels are fusion groups (a lone node
- * is its own kernel); a group costs gopt_cost_group_time over its members
- * with its external bytes (inputs from outside plus outputs leaving it), a
- * lone node its table time. Each device runs one kernel at a time, the
+ * is its own kernel), priced by the cost model as the simulator prices them
+ * (gopt_cost_group_price: a lone node its table time, a group
+ * gopt_cost_group_time at its memory pass's bytes). Each device runs one kernel at a time, the
  * ready one of highest priority first (priority of a group: its members'
  * largest; ties by id). A cross-device edge delays its consumer by the
  * transfer time; links have no contention. O((N + E) log N).
@@ -45,7 +45,7 @@ static void try_start(est *s, int dev, double now) {
 double gopt_bl_estimate(const gopt_bl_problem *p, const gopt_decisions *d, int *oom) {
     const gopt_frozen *f = gopt_graph_frozen(p->graph);
     int32_t n = f->n;
-    int nd = p->ndev, ndt = p->cost->ndev;
+    int nd = p->ndev;
     est s = {0};
     s.p = p;
     s.f = f;
@@ -57,13 +57,14 @@ double gopt_bl_estimate(const gopt_bl_problem *p, const gopt_decisions *d, int *
     s.prio = malloc(((size_t)n + 1) * sizeof *s.prio);
     s.rt = calloc((size_t)n + 1, sizeof *s.rt);
     s.dur = calloc((size_t)n + 1, sizeof *s.dur);
-    int32_t *count = calloc((size_t)n + 1, sizeof *count);
     int32_t *rep = malloc(((size_t)n + 1) * sizeof *rep), *nxt = malloc(((size_t)n + 1) * sizeof *nxt);
+    int32_t *members = malloc(((size_t)n + 1) * sizeof *members);
     s.busy = calloc((size_t)nd, 1);
     s.ready = calloc((size_t)nd, sizeof *s.ready);
     s.waiting = calloc((size_t)nd, sizeof *s.waiting);
     double *used = calloc((size_t)nd, sizeof *used);
-    if (!s.eu || !s.pending || !s.prio || !s.rt || !s.dur || !count || !s.busy || !s.ready || !s.waiting || !used || !rep || !nxt)
+    if (!s.eu || !s.pending || !s.prio || !s.rt || !s.dur || !s.busy || !s.ready || !s.waiting || !used || !rep || !nxt ||
+        !members)
         goto out;
     /* kernel of each node: a group is named by its first member (ids in files may be any value) */
     for (int32_t v = 0; v < n; v++) rep[v] = -1;
@@ -82,27 +83,16 @@ double gopt_bl_estimate(const gopt_bl_problem *p, const gopt_decisions *d, int *
         }
     }
     for (int32_t v = 0; v < n; v++) {
-        int32_t g = s.eu[v], dev = d->device[v];
-        count[g]++;
+        int32_t g = s.eu[v];
         if (d->priority[v] > s.prio[g]) s.prio[g] = d->priority[v];
-        s.dur[g] += p->cost->compute[(size_t)v * ndt + dev];
-        int leaves = f->out_ptr[v] == f->out_ptr[v + 1];
-        for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++)
-            if (s.eu[f->out_dst[e]] != g) leaves = 1;
-        double ext = leaves ? f->out_bytes[v] : 0;
         for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++)
-            if (s.eu[f->in_src[e]] != g) {
-                ext += f->edge_bytes[f->in_eid[e]];
-                s.pending[g]++;
-            }
-        s.rt[g] += ext; /* external bytes, for now */
+            if (s.eu[f->in_src[e]] != g) s.pending[g]++;
     }
-    for (int32_t v = 0; v < n; v++) {
+    for (int32_t v = 0; v < n; v++) { /* the cost model prices each kernel: gopt_cost_group_price */
         if (s.eu[v] != v) continue;
-        int dev = d->device[v];
-        if (count[v] == 1) s.dur[v] = p->cost->time[(size_t)v * ndt + dev];
-        else s.dur[v] = p->cost->launch[dev] + s.dur[v] + s.rt[v] / p->cost->mem_bw[dev];
-        s.rt[v] = 0;
+        int32_t k = 0;
+        for (int32_t u = v; u >= 0; u = nxt[u]) members[k++] = u;
+        s.dur[v] = gopt_cost_group_price(p->cost, f, d->device[v], members, k, s.eu, v);
     }
     for (int32_t i = 0; i < n; i++) {
         int32_t v = f->topo[i];
@@ -157,9 +147,9 @@ out:
     free(s.prio);
     free(s.rt);
     free(s.dur);
-    free(count);
     free(rep);
     free(nxt);
+    free(members);
     free(s.busy);
     free(s.ready);
     free(s.waiting);

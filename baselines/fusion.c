@@ -133,26 +133,13 @@ void bl_fuse_dissolve(bl_fuse *s, int32_t g) {
 }
 
 double bl_fuse_time(bl_fuse *s, int32_t ga, int32_t gb, int dev) {
-    const gopt_frozen *f = s->f;
-    const gopt_cost_table *t = s->p->cost;
     int32_t k = 0;
     s->clock++;
     for (int32_t v = s->head[ga]; v >= 0; v = s->next[v]) s->tmp[k++] = v;
     if (gb >= 0)
         for (int32_t v = s->head[gb]; v >= 0; v = s->next[v]) s->tmp[k++] = v;
-    if (k == 1) return t->time[(size_t)s->tmp[0] * t->ndev + dev];
     for (int32_t i = 0; i < k; i++) s->stamp[s->tmp[i]] = s->clock;
-    double ext = 0;
-    for (int32_t i = 0; i < k; i++) {
-        int32_t v = s->tmp[i];
-        int leaves = f->out_ptr[v] == f->out_ptr[v + 1];
-        for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++)
-            if (s->stamp[f->out_dst[e]] != s->clock) leaves = 1;
-        if (leaves) ext += f->out_bytes[v];
-        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++)
-            if (s->stamp[f->in_src[e]] != s->clock) ext += f->edge_bytes[f->in_eid[e]];
-    }
-    return gopt_cost_group_time(t, dev, s->tmp, k, ext);
+    return gopt_cost_group_price(s->p->cost, s->f, dev, s->tmp, k, s->stamp, s->clock);
 }
 
 static int fusible(const gopt_frozen *f, int32_t v) {

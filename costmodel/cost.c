@@ -110,6 +110,17 @@ double gopt_cost_launch_overhead(const gopt_costmodel *cm, int d) {
     return gopt_profile_device_launch_overhead(cm->p, d);
 }
 
+gopt_op_kind gopt_cost_op_kind(const gopt_cost_op *op) {
+    switch (op->cls) {
+    case GOPT_OP_CLASS_GEMM: return GOPT_OP_KIND_GEMM;
+    case GOPT_OP_CLASS_CONV: return op->depthwise ? GOPT_OP_KIND_DEPTHWISE_CONV : GOPT_OP_KIND_CONV;
+    case GOPT_OP_CLASS_ELEMENTWISE: return GOPT_OP_KIND_ELEMENTWISE;
+    case GOPT_OP_CLASS_REDUCTION: return GOPT_OP_KIND_REDUCTION;
+    case GOPT_OP_CLASS_DATA_MOVEMENT: return GOPT_OP_KIND_DATA_MOVEMENT;
+    default: return GOPT_OP_KIND_OTHER;
+    }
+}
+
 double gopt_cost_table_lookup(const gopt_costmodel *cm, int d, gopt_table_kind kind, const double *x) {
     if (d < 0 || d >= cm->ndev || kind < 0 || kind >= GOPT_TABLE_COPY) return -1;
     int32_t i = cm->dev_tab[d * GOPT_TABLE_KIND_COUNT + kind];
@@ -124,7 +135,7 @@ static double peak_for(const gopt_costmodel *cm, int d, gopt_dtype t) {
 
 double gopt_cost_op_time(const gopt_costmodel *cm, int d, const gopt_cost_op *op, double *compute) {
     double c = 0, t = 0;
-    double launch = gopt_profile_device_launch_overhead(cm->p, d);
+    double launch = gopt_cost_launch_overhead(cm, d);
     double peak = peak_for(cm, d, op->dtype), bw = gopt_profile_device_bandwidth(cm->p, d);
     double arith = op->flops / peak, mem = op->bytes / bw, roof = arith > mem ? arith : mem;
     int fp32 = op->dtype == GOPT_DTYPE_FP32;
@@ -168,8 +179,13 @@ double gopt_cost_op_time(const gopt_costmodel *cm, int d, const gopt_cost_op *op
         t = launch + c;
         break;
     }
-    if (compute) *compute = c;
-    return t;
+    /* fitted against a framework (1 and 0 without): the op's own time, not its launch, scales;
+     * an op the framework dispatches from Python (not a backward op, which its autograd engine
+     * runs) pays its per-op overhead, fused or not */
+    double e = gopt_profile_efficiency(cm->p, gopt_cost_op_kind(op));
+    double over = op->phase == GOPT_PHASE_BWD ? 0 : gopt_profile_op_overhead(cm->p);
+    if (compute) *compute = c * e + over;
+    return launch + over + (t - launch) * e;
 }
 
 double gopt_cost_transfer_time(const gopt_costmodel *cm, int src, int dst, double bytes) {
@@ -220,6 +236,35 @@ int gopt_cost_gemm_dims(const char *shape, double flops, double *m, double *n, d
     return 1;
 }
 
+/* A depthwise convolution's weight: 4 dims "OxIxHxW" with one input channel (I = 1) and O > 1. */
+static int depthwise_weight(const char *shape) {
+    double dim[5];
+    int nd = 0;
+    const char *s = shape;
+    if (!s) return 0;
+    while (*s && *s != ';' && nd < 5) {
+        char *end;
+        dim[nd++] = strtod(s, &end);
+        if (end == s) return 0;
+        s = end;
+        if (*s == 'x') s++;
+    }
+    return nd == 4 && dim[1] == 1 && dim[0] > 1;
+}
+
+/* A convolution reading a parameter shaped as a depthwise weight (graphs/real's exports: the
+ * weight is a param node feeding the convolution and its backward). */
+static int is_depthwise(const gopt_graph *g, const gopt_frozen *f, int32_t v) {
+    for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
+        int32_t u = f->in_src[e];
+        if (f->op_class[u] != GOPT_OP_CLASS_PARAM) continue;
+        gopt_node_attrs a;
+        gopt_graph_node(g, u, &a);
+        if (depthwise_weight(a.shape)) return 1;
+    }
+    return 0;
+}
+
 gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g, gopt_cost_table *t, gopt_error *err) {
     memset(t, 0, sizeof *t);
     const gopt_frozen *f = gopt_graph_frozen(g);
@@ -234,7 +279,8 @@ gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g,
     t->mem_bw = gopt_malloc((size_t)nd * sizeof(double), err);
     t->memory = gopt_malloc((cells ? cells : 1) * sizeof(double), err);
     t->heavy = gopt_malloc(n > 0 ? (size_t)n : 1, err);
-    if (!t->time || !t->compute || !t->launch || !t->mem_bw || !t->memory || !t->heavy) {
+    t->kind = gopt_malloc(n > 0 ? (size_t)n : 1, err);
+    if (!t->time || !t->compute || !t->launch || !t->mem_bw || !t->memory || !t->heavy || !t->kind) {
         gopt_cost_table_destroy(t);
         return GOPT_ENOMEM;
     }
@@ -252,9 +298,12 @@ gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g,
         for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) op.bytes += f->edge_bytes[f->in_eid[e]];
         int dt = gopt_dtype_parse(a.dtype);
         op.dtype = dt < 0 ? GOPT_DTYPE_FP32 : (gopt_dtype)dt;
+        op.phase = (gopt_phase)f->phase[v];
         if (op.cls == GOPT_OP_CLASS_GEMM || op.cls == GOPT_OP_CLASS_CONV)
             gopt_cost_gemm_dims(a.shape, op.flops, &op.m, &op.n, &op.k);
+        if (op.cls == GOPT_OP_CLASS_CONV) op.depthwise = is_depthwise(g, f, v);
         t->heavy[v] = (uint8_t)gopt_cost_keeps_kernel(op.cls);
+        t->kind[v] = (uint8_t)gopt_cost_op_kind(&op);
         for (int d = 0; d < nd; d++) {
             size_t i = (size_t)v * nd + d;
             t->time[i] = gopt_cost_op_time(cm, d, &op, &t->compute[i]);
@@ -274,6 +323,7 @@ void gopt_cost_table_destroy(gopt_cost_table *t) {
     free(t->mem_bw);
     free(t->memory);
     free(t->heavy);
+    free(t->kind);
     memset(t, 0, sizeof *t);
 }
 
@@ -292,4 +342,26 @@ double gopt_cost_group_time(const gopt_cost_table *t, int d, const int32_t *memb
     }
     if (kernels + pass == 0) pass = 1;
     return s + (kernels + pass) * t->launch[d] + external_bytes / t->mem_bw[d];
+}
+
+double gopt_cost_group_pass_bytes(const gopt_cost_table *t, const gopt_frozen *f, const int32_t *members, int k,
+                                  const int32_t *owner, int32_t tag) {
+    double ext = 0;
+    for (int i = 0; i < k; i++) {
+        int32_t v = members[i];
+        if (t->heavy[v]) continue;
+        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++)
+            if (owner[f->in_src[e]] != tag) ext += f->edge_bytes[f->in_eid[e]];
+        int leaves = f->out_ptr[v] == f->out_ptr[v + 1];
+        for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1] && !leaves; e++)
+            if (owner[f->out_dst[e]] != tag) leaves = 1;
+        if (leaves) ext += f->out_bytes[v];
+    }
+    return ext;
+}
+
+double gopt_cost_group_price(const gopt_cost_table *t, const gopt_frozen *f, int d, const int32_t *members, int k,
+                             const int32_t *owner, int32_t tag) {
+    if (k == 1) return t->time[(size_t)members[0] * t->ndev + d];
+    return gopt_cost_group_time(t, d, members, k, gopt_cost_group_pass_bytes(t, f, members, k, owner, tag));
 }

@@ -28,6 +28,11 @@
  * launch. So a group of several GEMMs costs what they cost apart, less only
  * the memory traffic of the elementwise work fused into them.
  *
+ * Efficiency (optional, docs/profiles.md): a profile fitted against a framework's runs multiplies
+ * each op's time beyond its launch (and its compute part) by its kind's factor, and adds the
+ * framework's per-op overhead to the time and compute part of every op but backward ones.
+ * Without it nothing changes.
+ *
  * A gopt_costmodel is immutable after creation and may be shared read-only
  * between threads. Building a cost table is O(n + m) table lookups; each
  * lookup is O(points) for GEMM (nearest neighbours) and O(log points) for
@@ -60,7 +65,12 @@ typedef struct {
     double bytes;   /* bytes read + written (inputs + outputs) */
     double m, n, k; /* GEMM dims when known, else 0 */
     gopt_dtype dtype;
+    int depthwise;  /* conv only: its weight has one input channel (gopt_cost_op_kind) */
+    gopt_phase phase; /* a backward op pays no op_overhead (the autograd engine runs it) */
 } gopt_cost_op;
+
+/* The op's kind for the profile's efficiency factors (docs/profiles.md, "Efficiency"). */
+gopt_op_kind gopt_cost_op_kind(const gopt_cost_op *op);
 
 /* Time of one op alone on device d (launch overhead included); *compute
  * (may be NULL) receives the part that adds up inside a fused group. */
@@ -88,6 +98,7 @@ typedef struct {
     double *memory;  /* (n, ndev) the part of time that is memory traffic (memory-bound ops; 0 for
                       * the others): what slows down when devices share a memory bus */
     uint8_t *heavy;  /* (n) gopt_cost_keeps_kernel of the node's class */
+    uint8_t *kind;   /* (n) gopt_op_kind of the node */
 } gopt_cost_table;
 
 /* Fill *t for a finalized graph (t is overwritten; destroy it afterwards). */
@@ -105,6 +116,19 @@ int gopt_cost_keeps_kernel(gopt_op_class cls);
  * memory-bound members read from outside the group plus their outputs read outside it (or by
  * nobody); a caller that counts every member's external bytes prices the group higher. */
 double gopt_cost_group_time(const gopt_cost_table *t, int d, const int32_t *members, int k, double external_bytes);
+
+/* What a fused group's memory pass moves (the external_bytes above): the bytes its memory-bound
+ * members read from outside the group, plus the outputs of memory-bound members read outside it
+ * (or by nobody). A node u is in the group when owner[u] == tag. A gemm/conv member reads and
+ * writes its own operands in its table time, so an edge from it into a memory-bound member is
+ * its epilogue: free. f: the frozen graph t was built for. O(edges of the members). */
+double gopt_cost_group_pass_bytes(const gopt_cost_table *t, const gopt_frozen *f, const int32_t *members, int k,
+                                  const int32_t *owner, int32_t tag);
+
+/* gopt_cost_group_time at the pass bytes above; a group of one member is that node's own time
+ * (t->time): one piece of code for every caller that prices a group of given members. */
+double gopt_cost_group_price(const gopt_cost_table *t, const gopt_frozen *f, int d, const int32_t *members, int k,
+                             const int32_t *owner, int32_t tag);
 
 /* Time to move `bytes` from device src to device dst: the link's copy table
  * when measured, else latency + bytes / bandwidth. 0 when src == dst. */

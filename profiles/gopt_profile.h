@@ -39,6 +39,8 @@
 #define GOPT_PROFILE_MAX_TABLE_DIM 2147483647.0 /* GEMM m, n, k (at least 1) */
 #define GOPT_PROFILE_MAX_TABLE_FLOPS 1e21       /* conv table flops (at least 1) */
 #define GOPT_PROFILE_MAX_TABLE_BYTES 1125899906842624.0 /* 2^50: elementwise, reduction, copy bytes (at least 1) */
+#define GOPT_PROFILE_MIN_EFFICIENCY 1e-3        /* efficiency factors: op time multipliers */
+#define GOPT_PROFILE_MAX_EFFICIENCY 1e3
 
 typedef struct gopt_profile gopt_profile; /* a cluster: devices, links, cost tables, provenance */
 
@@ -70,6 +72,23 @@ typedef enum {
     GOPT_TABLE_COPY,
     GOPT_TABLE_KIND_COUNT
 } gopt_table_kind;
+
+/* Op kinds of the efficiency factors (docs/profiles.md, "Efficiency"): the op classes, with
+ * convolutions whose weight has one input channel (depthwise) apart. */
+typedef enum {
+    GOPT_OP_KIND_GEMM = 0,
+    GOPT_OP_KIND_CONV,
+    GOPT_OP_KIND_DEPTHWISE_CONV,
+    GOPT_OP_KIND_ELEMENTWISE,
+    GOPT_OP_KIND_REDUCTION,
+    GOPT_OP_KIND_DATA_MOVEMENT,
+    GOPT_OP_KIND_OTHER,
+    GOPT_OP_KIND_COUNT
+} gopt_op_kind;
+
+/* "gemm", "conv", "depthwise_conv", "elementwise", "reduction", "data_movement", "other"; NULL
+ * when out of range. */
+const char *gopt_op_kind_name(gopt_op_kind k);
 
 typedef struct {
     int32_t n;            /* rows, > 0 */
@@ -134,6 +153,15 @@ double gopt_profile_device_launch_overhead(const gopt_profile *p, int d); /* sec
 int gopt_profile_device_table(const gopt_profile *p, int d, gopt_table_kind kind, gopt_profile_table *out);
 /* Device id of a name, or -1. */
 int gopt_profile_find_device(const gopt_profile *p, const char *name);
+
+/* ---- efficiency (optional; docs/profiles.md, "Efficiency") --------------------------- */
+/* Whether the profile has per-op-kind efficiency factors fitted from framework runs. */
+int gopt_profile_has_efficiency(const gopt_profile *p);
+/* The factor that multiplies the time of an op of kind k beyond its launch; 1 when absent. */
+double gopt_profile_efficiency(const gopt_profile *p, gopt_op_kind k);
+/* The framework's own seconds per op (dispatch, autograd), added to every kernel's launch
+ * overhead; 0 when absent. */
+double gopt_profile_op_overhead(const gopt_profile *p);
 
 /* ---- links (src != dst) ----------------------------------------------------- */
 double gopt_profile_link_bandwidth(const gopt_profile *p, int src, int dst); /* bytes/s */

@@ -15,6 +15,10 @@
 
 static const char *TABLE_NAMES[GOPT_TABLE_KIND_COUNT] = {"gemm", "conv", "elementwise", "reduction", "copy"};
 static const char *DTYPE_NAMES[GOPT_DTYPE_COUNT] = {"fp32", "fp16", "bf16", "tf32", "fp64", "int8"};
+static const char *KIND_NAMES[GOPT_OP_KIND_COUNT] = {"gemm",      "conv",          "depthwise_conv", "elementwise",
+                                                     "reduction", "data_movement", "other"};
+
+const char *gopt_op_kind_name(gopt_op_kind k) { return (k >= 0 && k < GOPT_OP_KIND_COUNT) ? KIND_NAMES[k] : NULL; }
 
 const char *gopt_table_kind_name(gopt_table_kind k) {
     return (k >= 0 && k < GOPT_TABLE_KIND_COUNT) ? TABLE_NAMES[k] : NULL;
@@ -84,6 +88,7 @@ gopt_status gopt_profile_alloc(int ndev, int nsets, gopt_profile **out, gopt_err
     }
     for (size_t i = 0; i < nn; i++) p->link_set[i] = -1;
     for (int d = 0; d < ndev; d++) p->dev[d].tableset = -1;
+    for (int k = 0; k < GOPT_OP_KIND_COUNT; k++) p->eff[k] = 1;
     *out = p;
     return GOPT_OK;
 }
@@ -99,6 +104,7 @@ void gopt_profile_free(gopt_profile *p) {
     free(p->reference);
     free(p->topology);
     if (p->topology_json) json_decref(p->topology_json);
+    if (p->efficiency_json) json_decref(p->efficiency_json);
     if (p->dev)
         for (int d = 0; d < p->ndev; d++) {
             free(p->dev[d].name);
@@ -140,6 +146,11 @@ double gopt_profile_device_peak(const gopt_profile *p, int d, gopt_dtype t) {
 double gopt_profile_device_bandwidth(const gopt_profile *p, int d) { return DEV(p, d)->bandwidth; }
 double gopt_profile_shared_bandwidth(const gopt_profile *p) { return p->bus_bw; }
 double gopt_profile_device_launch_overhead(const gopt_profile *p, int d) { return DEV(p, d)->launch; }
+int gopt_profile_has_efficiency(const gopt_profile *p) { return p->efficiency_json != NULL; }
+double gopt_profile_efficiency(const gopt_profile *p, gopt_op_kind k) {
+    return (k >= 0 && k < GOPT_OP_KIND_COUNT) ? p->eff[k] : 1.0;
+}
+double gopt_profile_op_overhead(const gopt_profile *p) { return p->op_overhead; }
 
 static int fill_table(const gopt_profile *p, int set, gopt_table_kind kind, gopt_profile_table *out) {
     memset(out, 0, sizeof *out);
@@ -212,6 +223,13 @@ gopt_status gopt_profile_check(const gopt_profile *p, const char *origin, gopt_e
                                       GOPT_PROFILE_MAX_BANDWIDTH, p->link_lat[i], GOPT_PROFILE_MAX_DELAY);
         }
     }
+    for (int k = 0; k < GOPT_OP_KIND_COUNT; k++)
+        if (!within(p->eff[k], GOPT_PROFILE_MIN_EFFICIENCY, GOPT_PROFILE_MAX_EFFICIENCY))
+            return gopt_error_set(err, GOPT_EINVAL, "%s: efficiency.factors.%s = %.17g must be in [%g, %g]", origin,
+                                  KIND_NAMES[k], p->eff[k], GOPT_PROFILE_MIN_EFFICIENCY, GOPT_PROFILE_MAX_EFFICIENCY);
+    if (!within(p->op_overhead, 0, GOPT_PROFILE_MAX_DELAY))
+        return gopt_error_set(err, GOPT_EINVAL, "%s: efficiency.op_overhead = %.17g must be in [0, %g]", origin,
+                              p->op_overhead, GOPT_PROFILE_MAX_DELAY);
     for (int s = 0; s < p->nsets; s++)
         for (int k = 0; k < GOPT_TABLE_KIND_COUNT; k++) {
             if (!p->sets[s].pts[k]) continue;
@@ -264,6 +282,7 @@ gopt_status gopt_profile_write_json(const gopt_profile *p, gopt_buf *b, gopt_err
     }
     json_object_set_new(o, "devices", devs);
     if (p->topology_json) json_object_set(o, "topology", p->topology_json);
+    if (p->efficiency_json) json_object_set(o, "efficiency", p->efficiency_json);
     /* Links and table rows one per line: readable and diff-friendly. */
     char *head = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     json_decref(o);

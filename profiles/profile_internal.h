@@ -37,6 +37,9 @@ struct gopt_profile {
     double *link_bw, *link_lat; /* (ndev, ndev) */
     double bus_bw;              /* shared_memory topology: the devices' memory traffic at once, bytes/s (0: not given) */
     int32_t *link_set;          /* (ndev, ndev) tableset with a COPY table, or -1 */
+    json_t *efficiency_json;    /* the efficiency object as read, kept for writing back (NULL: none) */
+    double eff[GOPT_OP_KIND_COUNT]; /* factors, 1 where not given */
+    double op_overhead;         /* seconds per op, 0 when not given */
 };
 
 /* Coordinates per row of a table kind (3 for GEMM, else 1). */

@@ -296,9 +296,63 @@ static gopt_status read_device(ctx *c, json_t *jd, const char *w, gopt_profile *
     return GOPT_OK;
 }
 
+/* A non-empty string field (efficiency provenance). */
+static gopt_status get_text(ctx *c, json_t *o, const char *where, const char *key) {
+    const char *s = NULL;
+    gopt_status st = get_str(c, o, where, key, 1, &s);
+    if (!st && !s[0]) st = gopt_error_set(c->err, GOPT_EINVAL, "%s: %s: field '%s' is empty", c->origin, where, key);
+    return st;
+}
+
+/* "efficiency": per-op-kind factors fitted from framework runs, with their provenance. */
+static gopt_status read_efficiency(ctx *c, json_t *e, gopt_profile *p) {
+    static const char *const allowed[] = {"framework", "models", "date", "command", "op_overhead", "factors", "notes",
+                                          NULL};
+    const char *w = "efficiency";
+    if (!json_is_object(e)) return gopt_error_set(c->err, GOPT_EFORMAT, "%s: field 'efficiency' is not an object", c->origin);
+    gopt_status st = unknown_keys(c, e, w, allowed);
+    if (!st) st = get_text(c, e, w, "framework");
+    if (!st) st = get_text(c, e, w, "date");
+    if (!st) st = get_text(c, e, w, "command");
+    if (!st) st = get_num(c, e, w, "op_overhead", 0, DELAY, &p->op_overhead, NULL);
+    if (st) return st;
+    json_t *m = json_object_get(e, "models");
+    if (!m) return gopt_error_set(c->err, GOPT_EFORMAT, "%s: efficiency: field 'models' is missing", c->origin);
+    if (!json_is_array(m) || json_array_size(m) == 0)
+        return gopt_error_set(c->err, GOPT_EINVAL, "%s: efficiency: field 'models' must be a non-empty array of names",
+                              c->origin);
+    for (size_t i = 0; i < json_array_size(m); i++) {
+        json_t *x = json_array_get(m, i);
+        if (!json_is_string(x) || !json_string_value(x)[0])
+            return gopt_error_set(c->err, GOPT_EINVAL, "%s: efficiency.models[%zu] is not a non-empty string", c->origin, i);
+    }
+    json_t *f = json_object_get(e, "factors");
+    if (!f) return gopt_error_set(c->err, GOPT_EFORMAT, "%s: efficiency: field 'factors' is missing", c->origin);
+    if (!json_is_object(f) || json_object_size(f) == 0)
+        return gopt_error_set(c->err, GOPT_EINVAL, "%s: efficiency: field 'factors' must be a non-empty object of kind: factor",
+                              c->origin);
+    const char *key;
+    json_t *v;
+    json_object_foreach(f, key, v) {
+        int k = 0;
+        while (k < GOPT_OP_KIND_COUNT && strcmp(key, gopt_op_kind_name((gopt_op_kind)k)) != 0) k++;
+        if (k == GOPT_OP_KIND_COUNT)
+            return gopt_error_set(c->err, GOPT_EINVAL,
+                                  "%s: efficiency.factors: unknown op kind '%s' (gemm, conv, depthwise_conv, "
+                                  "elementwise, reduction, data_movement, other)",
+                                  c->origin, key);
+        if ((st = get_num(c, f, "efficiency.factors", key, 1, GOPT_PROFILE_MIN_EFFICIENCY, GOPT_PROFILE_MAX_EFFICIENCY,
+                          &p->eff[k], NULL)))
+            return st;
+    }
+    (void)v;
+    p->efficiency_json = json_incref(e);
+    return GOPT_OK;
+}
+
 static gopt_status build(ctx *c, json_t *root, gopt_profile **out) {
     static const char *const allowed[] = {"format", "version", "name", "description", "provenance", "devices",
-                                          "topology", "links", "tables", NULL};
+                                          "topology", "links", "tables", "efficiency", NULL};
     static const char *const prov_allowed[] = {"source", "machine", "date", "command", "reference", "notes", NULL};
     static const char *const set_allowed[] = {"gemm", "conv", "elementwise", "reduction", "copy", NULL};
     static const char *const dev_allowed[] = {"name", "count", "kind", "model", "memory_bytes", "peak_flops",
@@ -413,6 +467,8 @@ static gopt_status build(ctx *c, json_t *root, gopt_profile **out) {
     }
     if (topo && (st = read_topology(c, topo, p))) goto fail;
     if (links && (st = read_links(c, links, p))) goto fail;
+    json_t *eff = json_object_get(root, "efficiency");
+    if (eff && (st = read_efficiency(c, eff, p))) goto fail;
     if ((st = gopt_profile_check(p, c->origin, c->err))) goto fail;
     *out = p;
     return GOPT_OK;

@@ -4,7 +4,8 @@
  * on its own device: the step is one chain's time), a graph too big for one
  * device (split, never over capacity; refused when nothing can hold it),
  * critical-path priorities, fusion rules (TVM chains and reductions last,
- * XLA gains), the quick estimate on a hand-computed timeline. Validity of
+ * XLA gains), the quick estimate on a hand-computed timeline and its price of a fused
+ * group against the cost model's and the simulator's. Validity of
  * every method and combination on generated training-step graphs (and zoo
  * graphs when the zoo is built in), determinism under a seed, the registry
  * (combinations, refusals listing valid names, extension by a new method),
@@ -375,11 +376,75 @@ static void test_estimate_timeline(void **state) {
     double xf = gopt_cost_transfer_time(x.cm, 0, 1, 1e8);
     assert_true(xf > 0.09);
     assert_true(fabs(gopt_bl_estimate(&x.pb, &d, &oom) - (ta + xf + tb)) < 1e-12);
-    /* fused on one device: one launch, compute summed, external bytes once */
+    /* fused on one device: both keep their kernels (class other), no memory pass: two launches,
+     * compute summed, no traffic of the group's own (docs/costmodel.md, "Fused groups") */
     d.device[1] = 0;
     d.group[0] = d.group[1] = 1;
-    double want = 1e-6 + x.table.compute[0] + x.table.compute[2] + 1e3 / 1e11;
+    double want = 2e-6 + x.table.compute[0] + x.table.compute[2];
     assert_true(fabs(gopt_bl_estimate(&x.pb, &d, &oom) - want) < 1e-12);
+    gopt_decisions_destroy(&d);
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
+/* The baselines price a fused group as the cost model and the simulator do: one formula
+ * (gopt_cost_group_price). in -> mm (gemm) -> bias -> relu -> sum (reduction) -> out, all but in
+ * and out fused on one device: the memory pass moves what bias, relu and sum read from outside
+ * (nothing: mm's output is the GEMM's epilogue) and what leaves (sum's output), hand-counted. */
+static void test_estimate_group_is_cost_model(void **state) {
+    (void)state;
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, "group", "test", NULL), GOPT_OK);
+    double B = 4e6;
+    int32_t in = add(g, "in", GOPT_OP_CLASS_INPUT, 0, B, 0, GOPT_PHASE_FWD, -1, NULL);
+    int32_t mm = add(g, "mm", GOPT_OP_CLASS_GEMM, 1e9, B, 0, GOPT_PHASE_FWD, -1, NULL);
+    int32_t bias = add(g, "bias", GOPT_OP_CLASS_ELEMENTWISE, 1e6, B, 0, GOPT_PHASE_FWD, -1, NULL);
+    int32_t relu = add(g, "relu", GOPT_OP_CLASS_ELEMENTWISE, 1e6, B, 0, GOPT_PHASE_FWD, -1, NULL);
+    int32_t sum = add(g, "sum", GOPT_OP_CLASS_REDUCTION, 1e6, 4e3, 0, GOPT_PHASE_FWD, -1, NULL);
+    int32_t out = add(g, "out", GOPT_OP_CLASS_ELEMENTWISE, 1e3, 4e3, 0, GOPT_PHASE_FWD, -1, NULL);
+    edge(g, in, mm, B);
+    edge(g, mm, bias, B);
+    edge(g, bias, relu, B);
+    edge(g, relu, sum, B);
+    edge(g, sum, out, 4e3);
+    assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
+    fixture x;
+    fx_init(&x, g, 1, 1e12);
+    gopt_decisions d;
+    assert_int_equal(gopt_decisions_init(&d, gopt_graph_num_nodes(g), NULL), GOPT_OK);
+    gopt_decisions_set_default(&d, gopt_graph_frozen(g));
+    d.group[mm] = d.group[bias] = d.group[relu] = d.group[sum] = mm;
+    int32_t members[] = {mm, bias, relu, sum};
+    double group = gopt_cost_group_time(&x.table, 0, members, 4, 4e3);
+    /* the rule: the GEMM keeps its kernel and launch, the pass one launch and its bytes */
+    double rule = x.table.compute[mm] + x.table.compute[bias] + x.table.compute[relu] + x.table.compute[sum] +
+                  2 * x.table.launch[0] + 4e3 / x.table.mem_bw[0];
+    assert_true(fabs(group - rule) <= 1e-12 * rule);
+    const int32_t *owner = d.group;
+    assert_true(fabs(gopt_cost_group_pass_bytes(&x.table, gopt_graph_frozen(g), members, 4, owner, mm) - 4e3) < 1e-9);
+    int oom = 1;
+    double want = group + x.table.time[out];
+    double est = gopt_bl_estimate(&x.pb, &d, &oom);
+    assert_true(fabs(est - want) <= 1e-12 * want);
+    assert_int_equal(oom, 0);
+    /* the simulator's step for the same decisions is the same figure */
+    gopt_sim *sim = NULL;
+    gopt_sim_scratch *scr = NULL;
+    gopt_sim_result r;
+    assert_int_equal(gopt_sim_create(g, x.cm, &sim, NULL), GOPT_OK);
+    assert_int_equal(gopt_sim_scratch_create(sim, &scr, NULL), GOPT_OK);
+    assert_int_equal(gopt_sim_run(sim, &d, &r, scr, NULL), GOPT_OK);
+    assert_true(fabs(r.step_time_s - est) <= 1e-9 * est);
+    /* and the fusion pass (XLA) judges merges by the same price: its groups' estimate is the
+     * simulator's step too */
+    gopt_decisions_destroy(&d);
+    run_method(&x, "xla", &d, GOPT_OK);
+    assert_true(d.group[bias] >= 0 && d.group[bias] == d.group[relu]);
+    est = gopt_bl_estimate(&x.pb, &d, &oom);
+    assert_int_equal(gopt_sim_run(sim, &d, &r, scr, NULL), GOPT_OK);
+    assert_true(fabs(r.step_time_s - est) <= 1e-9 * est);
+    gopt_sim_scratch_free(scr);
+    gopt_sim_free(sim);
     gopt_decisions_destroy(&d);
     fx_destroy(&x);
     gopt_graph_free(g);
@@ -759,6 +824,7 @@ int main(void) {
         cmocka_unit_test(test_two_chains),
         cmocka_unit_test(test_too_big_for_one_device),
         cmocka_unit_test(test_estimate_timeline),
+        cmocka_unit_test(test_estimate_group_is_cost_model),
         cmocka_unit_test(test_critical_path),
         cmocka_unit_test(test_fusion_rules),
         cmocka_unit_test(test_validity_generated),

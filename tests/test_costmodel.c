@@ -2,8 +2,8 @@
  * times, zero-time inputs and params, fused group time, transfer times on
  * the shipped topologies, interpolation in synthetic tables with known laws
  * (exact at measured points, close between them, the documented behaviour
- * outside them), shapes taken from the node's shape attribute, and the
- * `gopt cost` command. */
+ * outside them), shapes taken from the node's shape attribute, efficiency
+ * factors and depthwise convolutions, and the `gopt cost` command. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -295,6 +295,83 @@ static void test_table_build_and_groups(void **state) {
     gopt_profile_free(p);
 }
 
+/* x -> dw (depthwise: weight 64x1x3x3) and x -> full (weight 64x32x3x3), x -> relu (backward). */
+static gopt_graph *conv_graph(void) {
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, "convs", "test", NULL), GOPT_OK);
+    const gopt_node_attrs nodes[] = {
+        {"x", "Placeholder", GOPT_OP_CLASS_INPUT, 0, 4 * 2 * 16 * 16 * 64, 0, "2x64x16x16", "float32", GOPT_PHASE_FWD, -1, ""},
+        {"wdw", "Parameter", GOPT_OP_CLASS_PARAM, 0, 4 * 64 * 9, 4 * 64 * 9, "64x1x3x3", "float32", GOPT_PHASE_FWD, 0, ""},
+        {"wfull", "Parameter", GOPT_OP_CLASS_PARAM, 0, 4 * 64 * 32 * 9, 4 * 64 * 32 * 9, "64x32x3x3", "float32", GOPT_PHASE_FWD, 0, ""},
+        {"dw", "convolution", GOPT_OP_CLASS_CONV, 2.0 * 2 * 16 * 16 * 64 * 9, 4 * 2 * 16 * 16 * 64, 0, "2x64x16x16", "float32", GOPT_PHASE_FWD, 0, ""},
+        {"full", "convolution", GOPT_OP_CLASS_CONV, 2.0 * 2 * 16 * 16 * 64 * 288, 4 * 2 * 16 * 16 * 64, 0, "2x64x16x16", "float32", GOPT_PHASE_FWD, 0, ""},
+        {"relu", "relu", GOPT_OP_CLASS_ELEMENTWISE, 2 * 16 * 16 * 64, 4 * 2 * 16 * 16 * 64, 0, "2x64x16x16", "float32", GOPT_PHASE_BWD, 0, ""},
+    };
+    for (size_t i = 0; i < sizeof nodes / sizeof *nodes; i++) assert_int_equal(gopt_graph_add_node(g, &nodes[i], NULL, NULL), GOPT_OK);
+    const int32_t edges[][2] = {{0, 3}, {1, 3}, {0, 4}, {2, 4}, {0, 5}};
+    for (size_t i = 0; i < sizeof edges / sizeof *edges; i++)
+        assert_int_equal(gopt_graph_add_edge(g, edges[i][0], edges[i][1], 4 * 2 * 16 * 16 * 64, NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
+    return g;
+}
+
+/* Efficiency factors (docs/profiles.md): absent, nothing moves; present, each op's time beyond
+ * its launch (and its compute part) scales by its kind's factor, and every op but backward ones
+ * pays the framework's per-op overhead; convolutions with a one-input-channel weight are
+ * depthwise_conv. */
+static void test_efficiency_factors(void **state) {
+    (void)state;
+    char *txt = synthetic_profile();
+    const char *at = strstr(txt, ",\"tables\":{\"t\"");
+    assert_non_null(at);
+    gopt_buf b;
+    gopt_buf_init(&b);
+    gopt_buf_printf(&b, "%.*s,\"efficiency\":{\"framework\":\"f\",\"models\":[\"m\"],\"date\":\"d\",\"command\":\"c\","
+                        "\"op_overhead\":1e-6,\"factors\":{\"conv\":0.5,\"depthwise_conv\":8,\"elementwise\":3}}%s",
+                    (int)(at - txt), txt, at);
+    assert_false(b.failed);
+    gopt_profile *p0 = NULL, *p1 = NULL;
+    gopt_error err = {0};
+    assert_int_equal(gopt_profile_parse(txt, strlen(txt), "synthetic", &p0, &err), GOPT_OK);
+    assert_int_equal(gopt_profile_parse(b.data, b.len, "synthetic+eff", &p1, &err), GOPT_OK);
+    free(txt);
+    gopt_buf_destroy(&b);
+    gopt_costmodel *c0 = NULL, *c1 = NULL;
+    assert_int_equal(gopt_cost_create(p0, 1, &c0, NULL), GOPT_OK);
+    assert_int_equal(gopt_cost_create(p1, 1, &c1, NULL), GOPT_OK);
+    gopt_graph *g = conv_graph();
+    gopt_cost_table t0, t1;
+    assert_int_equal(gopt_cost_table_build(c0, g, &t0, &err), GOPT_OK);
+    assert_int_equal(gopt_cost_table_build(c1, g, &t1, &err), GOPT_OK);
+    assert_int_equal(t0.kind[3], GOPT_OP_KIND_DEPTHWISE_CONV);
+    assert_int_equal(t0.kind[4], GOPT_OP_KIND_CONV);
+    assert_int_equal(t0.kind[5], GOPT_OP_KIND_ELEMENTWISE);
+    double L = 1e-7;
+    assert_true(t0.launch[0] == L && gopt_cost_launch_overhead(c0, 0) == L);
+    assert_true(t1.launch[0] == L && gopt_cost_launch_overhead(c1, 0) == L);
+    const double f[] = {0, 0, 0, 8, 0.5, 3}, over[] = {0, 0, 0, 1e-6, 1e-6, 0}; /* relu: backward */
+    for (int v = 3; v <= 5; v++) {
+        assert_true(t0.time[v] > L);
+        assert_true(close_rel(t1.time[v], L + over[v] + (t0.time[v] - L) * f[v], 1e-12));
+        assert_true(close_rel(t1.compute[v], t0.compute[v] * f[v] + over[v], 1e-12));
+    }
+    for (int v = 0; v < 3; v++) assert_true(t0.time[v] == 0 && t1.time[v] == 0); /* data, not kernels */
+    /* a one-op call without a graph: the flag picks the kind */
+    gopt_cost_op op = {.cls = GOPT_OP_CLASS_CONV, .flops = 1e8, .bytes = 1e6, .dtype = GOPT_DTYPE_FP32};
+    assert_int_equal(gopt_cost_op_kind(&op), GOPT_OP_KIND_CONV);
+    double a = gopt_cost_op_time(c1, 0, &op, NULL);
+    op.depthwise = 1;
+    assert_int_equal(gopt_cost_op_kind(&op), GOPT_OP_KIND_DEPTHWISE_CONV);
+    assert_true(close_rel(gopt_cost_op_time(c1, 0, &op, NULL) - L - 1e-6, 16 * (a - L - 1e-6), 1e-12));
+    gopt_cost_table_destroy(&t0);
+    gopt_cost_table_destroy(&t1);
+    gopt_graph_free(g);
+    gopt_cost_free(c0);
+    gopt_cost_free(c1);
+    gopt_profile_free(p0);
+    gopt_profile_free(p1);
+}
+
 static void test_example_graph_on_shipped(void **state) {
     (void)state;
     char path[1024];
@@ -361,7 +438,7 @@ int main(void) {
         cmocka_unit_test(test_create_devices),         cmocka_unit_test(test_roofline_ops),
         cmocka_unit_test(test_transfers),              cmocka_unit_test(test_table_interpolation),
         cmocka_unit_test(test_table_build_and_groups), cmocka_unit_test(test_example_graph_on_shipped),
-        cmocka_unit_test(test_cli_cost),
+        cmocka_unit_test(test_cli_cost),               cmocka_unit_test(test_efficiency_factors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

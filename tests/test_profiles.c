@@ -139,13 +139,13 @@ static void test_parse_good_and_roundtrip(void **state) {
     gopt_profile_free(q);
 }
 
-/* Replace the first occurrence of `from` in GOOD by `to`, parse, expect a
+/* Replace the first occurrence of `from` in base by `to`, parse, expect a
  * failure whose message contains `needle`. */
-static void expect_bad(const char *from, const char *to, gopt_status code, const char *needle) {
-    const char *at = strstr(GOOD, from);
+static void expect_bad_in(const char *base, const char *from, const char *to, gopt_status code, const char *needle) {
+    const char *at = strstr(base, from);
     assert_non_null(at);
     char text[4096];
-    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - GOOD), GOOD, to, at + strlen(from));
+    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - base), base, to, at + strlen(from));
     gopt_profile *p = (gopt_profile *)0x1;
     gopt_error err = {0};
     gopt_status st = parse(text, &p, &err);
@@ -155,6 +155,95 @@ static void expect_bad(const char *from, const char *to, gopt_status code, const
     assert_null(p);
     assert_non_null(strstr(err.msg, needle));
     assert_non_null(strstr(err.msg, "t.json"));
+}
+
+static void expect_bad(const char *from, const char *to, gopt_status code, const char *needle) {
+    expect_bad_in(GOOD, from, to, code, needle);
+}
+
+/* GOOD with per-op-kind efficiency factors (docs/profiles.md, "Efficiency"). */
+static const char *EFF_BLOCK =
+    "\"efficiency\":{\"framework\":\"PyTorch 1.13\",\"models\":[\"resnet18 batch 2\"],\"date\":\"2026-11-23\","
+    "\"command\":\"tools/torch_fit.py\",\"op_overhead\":5e-6,\"factors\":{\"gemm\":0.5,\"depthwise_conv\":8,"
+    "\"data_movement\":0.05}},\n";
+
+static void good_with_efficiency(char *text, size_t size) {
+    const char *at = strstr(GOOD, "\"tables\":{\"s\"");
+    assert_non_null(at);
+    snprintf(text, size, "%.*s%s%s", (int)(at - GOOD), GOOD, EFF_BLOCK, at);
+}
+
+static void test_efficiency(void **state) {
+    (void)state;
+    gopt_profile *p = NULL, *q = NULL;
+    gopt_error err = {0};
+    /* absent: factors 1, no overhead */
+    assert_int_equal(parse(GOOD, &p, &err), GOPT_OK);
+    assert_int_equal(gopt_profile_has_efficiency(p), 0);
+    for (int k = 0; k < GOPT_OP_KIND_COUNT; k++) assert_true(gopt_profile_efficiency(p, (gopt_op_kind)k) == 1.0);
+    assert_true(gopt_profile_op_overhead(p) == 0);
+    gopt_profile_free(p);
+    char text[4096];
+    good_with_efficiency(text, sizeof text);
+    assert_int_equal(parse(text, &p, &err), GOPT_OK);
+    assert_int_equal(gopt_profile_has_efficiency(p), 1);
+    assert_true(gopt_profile_efficiency(p, GOPT_OP_KIND_GEMM) == 0.5);
+    assert_true(gopt_profile_efficiency(p, GOPT_OP_KIND_DEPTHWISE_CONV) == 8);
+    assert_true(gopt_profile_efficiency(p, GOPT_OP_KIND_CONV) == 1); /* not given */
+    assert_true(gopt_profile_op_overhead(p) == 5e-6);
+    assert_string_equal(gopt_op_kind_name(GOPT_OP_KIND_DATA_MOVEMENT), "data_movement");
+    assert_null(gopt_op_kind_name(GOPT_OP_KIND_COUNT));
+    /* written back with its provenance, read back equal */
+    gopt_buf b;
+    gopt_buf_init(&b);
+    assert_int_equal(gopt_profile_write_json(p, &b, &err), GOPT_OK);
+    assert_non_null(strstr(b.data, "\"models\""));
+    assert_non_null(strstr(b.data, "tools/torch_fit.py"));
+    assert_int_equal(gopt_profile_parse(b.data, b.len, "roundtrip", &q, &err), GOPT_OK);
+    gopt_buf_destroy(&b);
+    for (int k = 0; k < GOPT_OP_KIND_COUNT; k++)
+        assert_true(gopt_profile_efficiency(p, (gopt_op_kind)k) == gopt_profile_efficiency(q, (gopt_op_kind)k));
+    assert_true(gopt_profile_op_overhead(q) == 5e-6);
+    gopt_profile_free(p);
+    gopt_profile_free(q);
+    /* bounds and form: file, element and value named */
+    expect_bad_in(text, "\"gemm\":0.5", "\"gemm\":0", GOPT_EINVAL,
+                  "efficiency.factors: field 'gemm' = 0 must be in [0.001, 1000]");
+    expect_bad_in(text, "\"gemm\":0.5", "\"gemm\":1e4", GOPT_EINVAL,
+                  "efficiency.factors: field 'gemm' = 10000 must be in [0.001, 1000]");
+    expect_bad_in(text, "\"gemm\":0.5", "\"gemm\":\"fast\"", GOPT_EFORMAT, "field 'gemm' = \"fast\" is not a number");
+    expect_bad_in(text, "\"gemm\":0.5", "\"matmul\":0.5", GOPT_EINVAL, "efficiency.factors: unknown op kind 'matmul'");
+    expect_bad_in(text, "\"op_overhead\":5e-6", "\"op_overhead\":2", GOPT_EINVAL,
+                  "efficiency: field 'op_overhead' = 2 must be in [0, 1]");
+    expect_bad_in(text, "\"op_overhead\":5e-6", "\"op_overhead\":-1e-6", GOPT_EINVAL, "'op_overhead' = -9.99");
+    expect_bad_in(text, "[\"resnet18 batch 2\"]", "[]", GOPT_EINVAL, "field 'models' must be a non-empty array");
+    expect_bad_in(text, "[\"resnet18 batch 2\"]", "[\"\"]", GOPT_EINVAL, "efficiency.models[0] is not a non-empty string");
+    expect_bad_in(text, "\"models\":[\"resnet18 batch 2\"],", "", GOPT_EFORMAT, "efficiency: field 'models' is missing");
+    expect_bad_in(text, "\"date\":\"2026-11-23\"", "\"date\":\"\"", GOPT_EINVAL, "efficiency: field 'date' is empty");
+    expect_bad_in(text, "\"command\":\"tools/torch_fit.py\",", "", GOPT_EFORMAT, "efficiency: field 'command' is missing");
+    expect_bad_in(text, "\"framework\":", "\"frame\":", GOPT_EFORMAT, "efficiency: unknown field 'frame'");
+    expect_bad_in(text, "{\"gemm\":0.5,\"depthwise_conv\":8,\"data_movement\":0.05}", "{}", GOPT_EINVAL,
+                  "field 'factors' must be a non-empty object");
+    expect_bad_in(text, "\"factors\":{", "\"factors\":{},\"x\":{", GOPT_EFORMAT, "efficiency: unknown field 'x'");
+    /* the shipped PyTorch-fitted profile is the measured one plus its efficiency, nothing else */
+    p = load_shipped("cpu-epyc-2core-measured.json");
+    q = load_shipped("cpu-epyc-2core-pytorch.json");
+    assert_int_equal(gopt_profile_has_efficiency(p), 0);
+    assert_int_equal(gopt_profile_has_efficiency(q), 1);
+    assert_true(gopt_profile_op_overhead(q) > 0);
+    assert_true(gopt_profile_efficiency(q, GOPT_OP_KIND_DEPTHWISE_CONV) != 1);
+    assert_int_equal(gopt_profile_num_devices(p), gopt_profile_num_devices(q));
+    for (int d = 0; d < gopt_profile_num_devices(p); d++) {
+        assert_true(gopt_profile_device_launch_overhead(p, d) == gopt_profile_device_launch_overhead(q, d));
+        assert_true(gopt_profile_device_bandwidth(p, d) == gopt_profile_device_bandwidth(q, d));
+        gopt_profile_table a, c;
+        for (int k = 0; k < GOPT_TABLE_KIND_COUNT; k++) {
+            assert_int_equal(gopt_profile_device_table(p, d, (gopt_table_kind)k, &a), gopt_profile_device_table(q, d, (gopt_table_kind)k, &c));
+            assert_int_equal(a.n, c.n);
+        }
+    }
+    gopt_profile_free(p);
+    gopt_profile_free(q);
 }
 
 static void test_bad_inputs(void **state) {
@@ -414,6 +503,18 @@ static void test_cli(void **state) {
     assert_int_equal(test_run(cmd), 0);
     snprintf(cmd, sizeof cmd, "%s profile show /nonexistent.json 2>/dev/null", GOPT_BINARY);
     assert_int_equal(test_run(cmd), 2);
+    /* efficiency factors: shown; one out of its bounds is exit 2 naming file, element and value */
+    snprintf(cmd, sizeof cmd, "%s profile show %s/tests/fuzz/corpus/profile/efficiency.json | grep -q '^efficiency  gemm 0.7 '",
+             GOPT_BINARY, GOPT_SOURCE_DIR);
+    assert_int_equal(test_run(cmd), 0);
+    snprintf(cmd, sizeof cmd,
+             "%s profile show %s/tests/fuzz/corpus/profile/efficiency-factor-1e300.json 2>&1 >/dev/null | grep -q "
+             "\"efficiency-factor-1e300.json: efficiency.factors: field 'depthwise_conv' = 1.0000000000000001e+300 must be in\"",
+             GOPT_BINARY, GOPT_SOURCE_DIR);
+    assert_int_equal(test_run(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s profile show %s/tests/fuzz/corpus/profile/efficiency-factor-1e300.json 2>/dev/null",
+             GOPT_BINARY, GOPT_SOURCE_DIR);
+    assert_int_equal(test_run(cmd), 2);
     snprintf(cmd, sizeof cmd, "%s profile calibrate --backend tpu -o x.json 2>/dev/null", GOPT_BINARY);
     assert_int_equal(test_run(cmd), 2);
     snprintf(cmd, sizeof cmd, "%s profile calibrate --backend cpu 2>/dev/null", GOPT_BINARY);
@@ -454,6 +555,7 @@ int main(void) {
         cmocka_unit_test(test_bad_inputs),           cmocka_unit_test(test_topology_overrides),
         cmocka_unit_test(test_load_errors),          cmocka_unit_test(test_calibrate_cpu_short),
         cmocka_unit_test(test_calibrate_cuda),       cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_efficiency),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -70,16 +70,22 @@ int cmd_cost(int argc, char **argv) {
         goto out;
     }
     const gopt_frozen *f = gopt_graph_frozen(g);
-    double by_class[GOPT_OP_CLASS_COUNT] = {0};
+    double by_class[GOPT_OP_CLASS_COUNT] = {0}, by_kind[GOPT_OP_KIND_COUNT] = {0};
+    int kind_ops[GOPT_OP_KIND_COUNT] = {0}, dispatched = 0;
     for (int v = 0; v < n; v++) {
         rk[v].v = v;
         rk[v].t = t.time[(size_t)v * nd + d];
         by_class[f->op_class[v]] += rk[v].t;
+        if (rk[v].t > 0) { /* kernels: inputs and parameters are no op of any kind */
+            by_kind[t.kind[v]] += rk[v].t;
+            kind_ops[t.kind[v]]++;
+            dispatched += f->phase[v] != GOPT_PHASE_BWD; /* the ops that pay efficiency.op_overhead */
+        }
     }
     qsort(rk, (size_t)n, sizeof *rk, by_time_desc);
     int shown = top == 0 || top > n ? n : (int)top;
     if (json) {
-        json_t *o = json_object(), *ops = json_array(), *tot = json_object(), *cls = json_object();
+        json_t *o = json_object(), *ops = json_array(), *tot = json_object(), *cls = json_object(), *kd = json_object();
         json_object_set_new(o, "graph", json_string(gopt_graph_name(g)));
         json_object_set_new(o, "profile", json_string(gopt_profile_name(p)));
         json_object_set_new(o, "device", json_string(gopt_profile_device_name(p, d)));
@@ -88,6 +94,7 @@ int cmd_cost(int argc, char **argv) {
             json_t *jo = json_object();
             json_object_set_new(jo, "name", json_string(gopt_graph_node_name(g, v)));
             json_object_set_new(jo, "class", json_string(gopt_op_class_name((gopt_op_class)f->op_class[v])));
+            json_object_set_new(jo, "kind", json_string(gopt_op_kind_name((gopt_op_kind)t.kind[v])));
             json_object_set_new(jo, "flops", json_real(f->flops[v]));
             json_object_set_new(jo, "time", json_real(rk[i].t));
             json_object_set_new(jo, "compute", json_real(t.compute[(size_t)v * nd + d]));
@@ -103,6 +110,15 @@ int cmd_cost(int argc, char **argv) {
         json_object_set_new(o, "ops", ops);
         json_object_set_new(o, "serial_time", tot);
         json_object_set_new(o, "time_by_class", cls);
+        for (int k = 0; k < GOPT_OP_KIND_COUNT; k++) { /* what tools/torch_fit.py fits efficiency factors to */
+            json_t *jk = json_object();
+            json_object_set_new(jk, "time", json_real(by_kind[k]));
+            json_object_set_new(jk, "ops", json_integer(kind_ops[k]));
+            json_object_set_new(kd, gopt_op_kind_name((gopt_op_kind)k), jk);
+        }
+        json_object_set_new(o, "launch_overhead", json_real(gopt_cost_launch_overhead(cm, d)));
+        json_object_set_new(o, "dispatched_ops", json_integer(dispatched));
+        json_object_set_new(o, "by_kind", kd);
         char *txt = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
         if (txt) puts(txt);
         free(txt);

@@ -76,6 +76,13 @@ static int profile_show(int argc, char **argv) {
         json_object_set_new(o, "topology", json_string(gopt_profile_topology(p)));
         if (gopt_profile_shared_bandwidth(p) > 0)
             json_object_set_new(o, "shared_memory_bandwidth", json_real(gopt_profile_shared_bandwidth(p)));
+        if (gopt_profile_has_efficiency(p)) {
+            json_t *ef = json_object();
+            for (int k = 0; k < GOPT_OP_KIND_COUNT; k++)
+                json_object_set_new(ef, gopt_op_kind_name((gopt_op_kind)k), json_real(gopt_profile_efficiency(p, (gopt_op_kind)k)));
+            json_object_set_new(o, "efficiency", ef);
+            json_object_set_new(o, "op_overhead", json_real(gopt_profile_op_overhead(p)));
+        }
         for (int d = 0; d < n; d++) {
             json_t *jd = json_object();
             json_object_set_new(jd, "name", json_string(gopt_profile_device_name(p, d)));
@@ -114,6 +121,12 @@ static int profile_show(int argc, char **argv) {
         char bus[32];
         human(gopt_profile_shared_bandwidth(p), "B/s", bus, sizeof bus);
         printf("memory bus  %s, all devices at once\n", bus);
+    }
+    if (gopt_profile_has_efficiency(p)) { /* fitted against a framework: docs/profiles.md, "Efficiency" */
+        printf("efficiency ");
+        for (int k = 0; k < GOPT_OP_KIND_COUNT; k++)
+            printf(" %s %.3g", gopt_op_kind_name((gopt_op_kind)k), gopt_profile_efficiency(p, (gopt_op_kind)k));
+        printf("; op overhead %.3g us\n", 1e6 * gopt_profile_op_overhead(p));
     }
     printf("devices     %d\n\n", n);
     printf("  %-3s %-10s %-4s %-24s %12s %14s %14s %10s  %s\n", "id", "name", "kind", "model", "memory", "peak fp32",

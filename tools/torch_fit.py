@@ -1,0 +1,298 @@
+#!/usr/bin/python3
+"""Fit a CPU profile's per-op-kind efficiency factors to PyTorch's measured training steps.
+
+The microbenchmarks behind a profile (gopt profile calibrate) time bare kernels; a framework's
+step also pays what they miss: its own kernels' speed on real shapes (PyTorch's depthwise
+convolutions, its views and copies), its dispatch and autograd per op. For each training model
+given (graphs/real/splits.tsv: models of the validation split are refused, so that figures
+reported on them stay out-of-sample), this tool
+
+  1. exports the model's step at the given size (tools/export_torch.py, to a temporary file) and
+     prices it with the profile, without any efficiency it already has (`gopt cost --json`:
+     the time and count of ops per kind, on one device);
+  2. runs PyTorch's eager step of the same model (tools/torch_step.py's build_step) on one
+     thread: W warm-up steps, R steps timed by the thread's CPU time (the fastest is kept, as
+     the calibrator and the runtime's cpu-min clock do), then P steps under torch.profiler, where
+     the time of each aten op of a known kind (export_torch's ATEN_CLASS: the same table that
+     classes the exported nodes; a convolution whose weight has one input channel is
+     depthwise_conv) is added to its kind, its sub-ops included; what no such op covers (Python,
+     the autograd engine, the profiler) is the framework's overhead;
+  3. scales the profiled kinds by fastest CPU step / profiled step, so that kinds + overhead add
+     up to the measured step.
+
+Then, over the models: factor[kind] = the median over models of (PyTorch's time of the kind, less
+the profile's launch overhead per op) / (the profile's time of the kind, less the same), counting
+a model where the kind is at least 2% of its profiled step; op_overhead = the median over models
+of the overhead per forward or optimizer op of its graph (what eager PyTorch dispatches from
+Python; the autograd engine runs the backward ops from C++: over the training models the
+overhead per forward or optimizer op spread less than per kernel: docs/profiles.md). (Medians: a ratio of sums let one model decide, e.g. a
+wide & deep model whose optimizer runs 4x slower in PyTorch than the elementwise table says.) The profile is written to -o (atomically) with an "efficiency" object: the factors, the
+overhead, the models, the date, the command and the framework (docs/profiles.md, "Efficiency").
+
+With --evaluate FITTED the tool fits nothing: for each model given (any split; report on the
+ones the fit did not see) it exports the step, simulates it on one device with --profile and with
+FITTED (`gopt sim --devices 1`), runs PyTorch's step (W warm-up, R timed by thread CPU time) and
+prints both simulators' errors against PyTorch's fastest and median step, and their median |error|.
+
+Usage: /usr/bin/python3 tools/torch_fit.py --profile P -o OUT.json [--name NAME] [--gopt build/gopt]
+           [--reps R] [--warmup W] [--profiled P] [--json] MODEL[:BATCH[:SEQ]]...
+       /usr/bin/python3 tools/torch_fit.py --profile P --evaluate FITTED [--reps R] [--json] MODEL[:BATCH[:SEQ]]...
+Exit codes: 0 ok, 2 bad usage (unknown model, a validation model to fit, bad size), 3 no torch.
+"""
+import argparse
+import datetime
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+MIN_SHARE = 0.02  # a kind counts in a model's fit when it is at least this share of the profile's step
+KINDS = ("gemm", "conv", "depthwise_conv", "elementwise", "reduction", "data_movement", "other")
+
+
+def splits(root):
+    """model -> split from graphs/real/splits.tsv."""
+    out = {}
+    with open(os.path.join(root, "graphs", "real", "splits.tsv")) as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            cols = line.rstrip("\n").split("\t")
+            out[cols[0]] = cols[1]
+    return out
+
+
+def parse_model(arg, table, split_of, fitting=True):
+    """MODEL[:BATCH[:SEQ]] -> (name, batch, seq) or an error message."""
+    parts = arg.split(":")
+    name = parts[0]
+    if name not in table:
+        return f"unknown model '{name}' (tools/torch_step.py --list)"
+    if fitting and split_of.get(name) != "train":
+        return (f"'{name}' is in the {split_of.get(name, 'no')} split of graphs/real/splits.tsv: fit on training "
+                f"models only, report on the others")
+    try:
+        batch = int(parts[1]) if len(parts) > 1 and parts[1] else table[name].batch
+        seq = int(parts[2]) if len(parts) > 2 and parts[2] else table[name].seq
+    except ValueError:
+        return f"'{arg}': BATCH and SEQ must be integers"
+    if batch < 1 or seq < 0 or len(parts) > 3:
+        return f"'{arg}': expected MODEL[:BATCH[:SEQ]] with BATCH >= 1"
+    return name, batch, seq
+
+
+def kind_of(ev, class_of):
+    """The efficiency kind of a profiler event, or None when its aten op is not classed."""
+    if not ev.name.startswith("aten::"):
+        return None
+    op = ev.name[len("aten::"):]
+    cls = class_of.get(op, class_of.get(op.rstrip("_")))
+    if cls == "conv":
+        shapes = getattr(ev, "input_shapes", None) or []
+        # the weight (O, 1, kh, kw): one input channel per output channel
+        if any(len(s) == 4 and s[1] == 1 and s[0] > 1 for s in shapes[1:] if isinstance(s, (list, tuple))):
+            return "depthwise_conv"
+    return cls
+
+
+def profiled_kinds(prof, class_of):
+    """Seconds per kind of the events of a profiled run: each event of a known kind counts with
+    its sub-events; the rest is overhead."""
+    per = dict.fromkeys(KINDS, 0.0)
+    events = list(prof.events())
+    children = {}
+    roots = []
+    for ev in events:
+        par = ev.cpu_parent
+        if par is None:
+            roots.append(ev)
+        else:
+            children.setdefault(id(par), []).append(ev)
+    stack = list(roots)
+    while stack:
+        ev = stack.pop()
+        k = kind_of(ev, class_of)
+        if k is not None:
+            per[k] += ev.cpu_time_total * 1e-6
+        else:
+            stack.extend(children.get(id(ev), []))
+    return per
+
+
+def gopt_kinds(gopt, graph, profile):
+    out = subprocess.run([gopt, "cost", graph, "--profile", profile, "--devices", "1", "--json", "--top", "1"],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"gopt cost {graph}: {out.stderr.strip()}")
+    return json.loads(out.stdout)
+
+
+def gopt_step(gopt, graph, profile):
+    out = subprocess.run([gopt, "sim", graph, "--profile", profile, "--devices", "1", "--json"], capture_output=True,
+                         text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"gopt sim {graph}: {out.stderr.strip()}")
+    return json.loads(out.stdout)["step_time_s"]
+
+
+def evaluate(args, chosen, ex, torch_step, split_of, table):
+    """The simulator's error against PyTorch's step, with the base and the fitted profile."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="torch_eval_") as tmp:
+        for name, batch, seq in chosen:
+            graph = os.path.join(tmp, f"{name}.graphml.gz")
+            ex.export(name, table[name], batch, seq, None, graph)
+            before, after = gopt_step(args.gopt, graph, args.profile), gopt_step(args.gopt, graph, args.evaluate)
+            step, flat = torch_step.build_step(ex, table[name], batch, seq)
+            _, cpus = torch_step.time_steps(step, flat, args.warmup, args.reps)
+            lo, med = min(cpus), statistics.median(cpus)
+            rows.append({"model": name, "split": split_of.get(name, "-"), "batch": batch, "seq": seq,
+                         "torch_cpu_s": cpus, "torch_min_s": lo, "torch_median_s": med, "sim_before_s": before,
+                         "sim_after_s": after, "err_before_min": before / lo - 1, "err_before_median": before / med - 1,
+                         "err_after_min": after / lo - 1, "err_after_median": after / med - 1})
+            print(f"{name}: done", file=sys.stderr, flush=True)
+    print(f"{'model':22s} {'split':10s} {'PyTorch min (median) ms':>24s} {'sim before ms':>14s} {'error':>16s} "
+          f"{'sim after ms':>13s} {'error':>16s}")
+    for r in rows:
+        print(f"{r['model'] + ' b' + str(r['batch']):22s} {r['split']:10s} "
+              f"{1e3 * r['torch_min_s']:11.1f} ({1e3 * r['torch_median_s']:9.1f}) {1e3 * r['sim_before_s']:14.1f} "
+              f"{100 * r['err_before_min']:+7.1f}% ({100 * r['err_before_median']:+6.1f}%) {1e3 * r['sim_after_s']:13.1f} "
+              f"{100 * r['err_after_min']:+7.1f}% ({100 * r['err_after_median']:+6.1f}%)")
+    for key in ("before", "after"):
+        m = statistics.median(abs(r[f"err_{key}_min"]) for r in rows)
+        md = statistics.median(abs(r[f"err_{key}_median"]) for r in rows)
+        print(f"median |error| {key}: {100 * m:.1f}% against the fastest step, {100 * md:.1f}% against the median")
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("models", nargs="*", help="MODEL[:BATCH[:SEQ]] of the training split")
+    ap.add_argument("--profile", required=True, help="the CPU profile to fit (its efficiency is ignored)")
+    ap.add_argument("-o", "--output", help="the profile with efficiency factors, written atomically")
+    ap.add_argument("--name", help="the written profile's name (default: the input's)")
+    ap.add_argument("--evaluate", metavar="FITTED", help="fit nothing: report --profile's and FITTED's errors")
+    ap.add_argument("--gopt", default=os.path.join(HERE, "..", "build", "gopt"), help="the gopt binary")
+    ap.add_argument("--reps", type=int, default=3, help="steps timed by CPU time (default 3; the fastest counts)")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed steps first (default 1)")
+    ap.add_argument("--profiled", type=int, default=1, help="steps under torch.profiler (default 1)")
+    ap.add_argument("--json", action="store_true", help="print the per-model figures as JSON")
+    args = ap.parse_args(argv)
+    root = os.path.abspath(os.path.join(HERE, ".."))
+    import torch_step
+    mods = torch_step.import_torch("torch_fit.py")
+    if mods is None:
+        return 3
+    torch, ex = mods
+    table = ex.models()
+    split_of = splits(root)
+    chosen = []
+    for a in args.models:
+        r = parse_model(a, table, split_of, fitting=not args.evaluate)
+        if isinstance(r, str):
+            print(f"torch_fit.py: {r}", file=sys.stderr)
+            return 2
+        chosen.append(r)
+    if not chosen or args.reps < 1 or args.warmup < 0 or args.profiled < 1 or not (args.output or args.evaluate):
+        ap.print_usage(sys.stderr)
+        print("torch_fit.py: need models, -o or --evaluate, --reps >= 1, --warmup >= 0, --profiled >= 1",
+              file=sys.stderr)
+        return 2
+    torch.set_num_threads(1)
+    if args.evaluate:
+        return evaluate(args, chosen, ex, torch_step, split_of, table)
+    with open(args.profile) as f:
+        text = f.read()
+    prof_json = json.loads(text)
+    if "efficiency" in prof_json:
+        print(f"torch_fit.py: {args.profile} has efficiency factors already: fit the profile without them",
+              file=sys.stderr)
+        return 2
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="torch_fit_") as tmp:
+        bare = os.path.join(tmp, "profile.json")
+        with open(bare, "w") as f:
+            f.write(text)
+        for name, batch, seq in chosen:
+            spec = table[name]
+            graph = os.path.join(tmp, f"{name}.graphml.gz")
+            ex.export(name, spec, batch, seq, None, graph)
+            g = gopt_kinds(args.gopt, graph, bare)
+            step, flat = torch_step.build_step(ex, spec, batch, seq)
+            _, cpus = torch_step.time_steps(step, flat, args.warmup, args.reps)
+            per, total = dict.fromkeys(KINDS, 0.0), 0.0
+            for _ in range(args.profiled):
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                            record_shapes=True) as prof:
+                    w0 = time.perf_counter()
+                    step(*flat)
+                    t = time.perf_counter() - w0
+                p = profiled_kinds(prof, ex.CLASS_OF)
+                for k in KINDS:
+                    per[k] += p[k] / args.profiled
+                total += t / args.profiled
+            cpu = min(cpus)
+            scale = cpu / total if total > 0 else 0.0
+            torch_k = {k: per[k] * scale for k in KINDS}
+            kernels = sum(g["by_kind"][k]["ops"] for k in KINDS)
+            dispatched = g["dispatched_ops"]  # not backward: run from Python, not by the autograd engine
+            row = {"model": name, "batch": batch, "seq": seq, "torch_cpu_min_s": cpu, "torch_cpu_s": cpus,
+                   "profiled_s": total, "overhead_s": cpu - sum(torch_k.values()), "kernels": kernels,
+                   "dispatched": dispatched,
+                   "launch_s": g["launch_overhead"], "torch_by_kind_s": torch_k,
+                   "gopt_by_kind_s": {k: g["by_kind"][k]["time"] for k in KINDS},
+                   "ops_by_kind": {k: g["by_kind"][k]["ops"] for k in KINDS}}
+            rows.append(row)
+            print(f"{name} (batch {batch}, seq {seq}): PyTorch {1e3 * cpu:.1f} ms (CPU, fastest of {args.reps}), "
+                  f"profile {1e3 * sum(row['gopt_by_kind_s'].values()):.1f} ms, framework overhead "
+                  f"{1e3 * row['overhead_s']:.1f} ms over {dispatched} forward and optimizer ops ({kernels} kernels)", file=sys.stderr, flush=True)
+    factors, ratios = {}, {}
+    for k in KINDS:
+        ratios[k] = []
+        for r in rows:  # the models where the kind takes at least MIN_SHARE of the profile's step
+            own = r["gopt_by_kind_s"][k] - r["ops_by_kind"][k] * r["launch_s"]
+            if own <= 0 or r["gopt_by_kind_s"][k] < MIN_SHARE * sum(r["gopt_by_kind_s"].values()):
+                continue
+            ratios[k].append(max(r["torch_by_kind_s"][k] - r["ops_by_kind"][k] * r["launch_s"], 0.0) / own)
+        if ratios[k]:
+            factors[k] = min(max(statistics.median(ratios[k]), 1e-3), 1e3)
+    overhead = max(statistics.median(r["overhead_s"] / max(r["dispatched"], 1) for r in rows), 0.0)
+    cmd = "tools/torch_fit.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    eff = {
+        "framework": f"PyTorch {torch.__version__} eager, 1 thread, thread CPU time (fastest of {args.reps} steps)",
+        "models": [f"{r['model']} batch {r['batch']} seq {r['seq']}" for r in rows],
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
+        "command": cmd, "op_overhead": overhead, "factors": factors}
+    # the profile's text as it was (rows one per line), renamed, the efficiency object added at its end
+    body = text.rstrip()
+    if args.name:  # the profile's own name is its first "name" field (devices come after it)
+        old = '"name": ' + json.dumps(prof_json["name"])
+        if old not in body:
+            print(f"torch_fit.py: {args.profile}: cannot find its name to replace", file=sys.stderr)
+            return 2
+        body = body.replace(old, '"name": ' + json.dumps(args.name), 1)
+    assert body.endswith("}")
+    block = json.dumps(eff, indent=2).replace("\n", "\n  ")
+    tmp_out = args.output + ".tmp"
+    with open(tmp_out, "w") as f:
+        f.write(body[:-1].rstrip() + ',\n  "efficiency": ' + block + "\n}\n")
+    os.replace(tmp_out, args.output)
+    print(f"{'kind':15s} {'factor':>8s}  per-model ratios (PyTorch / profile)")
+    for k in KINDS:
+        print(f"{k:15s} {factors.get(k, 1.0):8.3f}  {' '.join(f'{x:.2f}' for x in ratios[k]) or '-'}")
+    print(f"op_overhead {1e6 * overhead:.2f} us per forward or optimizer op; wrote {args.output}")
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
