@@ -30,20 +30,24 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     FUZZ_REQUIRE(!gopt_graph_add_edge(G, 0, 4, 8, &err), "%s", err.msg);
     FUZZ_REQUIRE(!gopt_graph_finalize(G, &err), "%s", err.msg);
     const char *seeds = getenv("FUZZ_WRITE_SEEDS");
-    if (seeds && seeds[0]) {
-        gopt_policy_config cfg = {4, 1, 1, 2, 4, 1, 2, 4, 2, 0, 4, 0, 0, 0, 0};
-        gopt_policy *p = NULL;
-        FUZZ_REQUIRE(!gopt_policy_create(&p, &cfg, 7, &err), "%s", err.msg);
-        char path[512];
-        snprintf(path, sizeof path, "%s/tiny.ckpt.gz", seeds);
-        FUZZ_REQUIRE(!gopt_policy_save(p, path, &err), "%s", err.msg);
-        char *raw = NULL;
-        size_t len = 0;
-        FUZZ_REQUIRE(!gopt_file_read_all(path, &raw, &len, &err), "%s", err.msg);
-        snprintf(path, sizeof path, "%s/tiny.ckpt", seeds);
-        fuzz_write(path, (const uint8_t *)raw, len);
-        free(raw);
-        gopt_policy_free(p);
+    if (seeds && seeds[0]) { /* a plain network, and one with every decoder term (hints, quality, fuse_cond, sched_cond) */
+        const gopt_policy_config cfgs[2] = {{4, 1, 1, 2, 4, 1, 2, 4, 2, 0, 4, 0, 0, 0, 0},
+                                            {4, 1, 1, 2, 4, 1, 2, 4, 2, 0, 4, 2, 1, 1, 1}};
+        const char *names[2] = {"tiny", "tiny-hints"};
+        for (int c = 0; c < 2; c++) {
+            gopt_policy *p = NULL;
+            FUZZ_REQUIRE(!gopt_policy_create(&p, &cfgs[c], 7, &err), "%s", err.msg);
+            char path[512];
+            snprintf(path, sizeof path, "%s/%s.ckpt.gz", seeds, names[c]);
+            FUZZ_REQUIRE(!gopt_policy_save(p, path, &err), "%s", err.msg);
+            char *raw = NULL;
+            size_t len = 0;
+            FUZZ_REQUIRE(!gopt_file_read_all(path, &raw, &len, &err), "%s", err.msg);
+            snprintf(path, sizeof path, "%s/%s.ckpt", seeds, names[c]);
+            fuzz_write(path, (const uint8_t *)raw, len);
+            free(raw);
+            gopt_policy_free(p);
+        }
     }
     return 0;
 }
