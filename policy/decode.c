@@ -513,10 +513,8 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                                 g->cond_b[c] += dpre[c];
                                 dvh[c] += dpre[c];
                             }
-                            for (int j = 0; j < nphi; j++) { /* most features are 0; dpre's NaN reaches cond_b */
-                                if (f[j] == 0.0f) continue;
+                            for (int j = 0; j < nphi; j++)
                                 for (int c = 0; c < Hc; c++) g->cond_u[j * Hc + c] += dpre[c] * f[j];
-                            }
                         }
                     }
                 }
@@ -545,12 +543,12 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                 const int w = p->width[t];
                 const float *base = A->head[t].logits + (size_t)i * w;
                 const float *wc = t == GOPT_TASK_SCHED ? p->P.cond_sched : p->P.cond_fuse;
-                for (int j = 0; j < w; j++) z[j] = base[j];
-                if (Hc > 0) /* psi's shares and indicators are often 0 */
-                    for (int m = 0; m < npsi; m++) {
-                        if (psi[m] == 0.0f) continue;
-                        for (int j = 0; j < w; j++) z[j] += psi[m] * wc[m * w + j];
-                    }
+                for (int j = 0; j < w; j++) {
+                    float zz = base[j];
+                    if (Hc > 0)
+                        for (int m = 0; m < npsi; m++) zz += psi[m] * wc[m * w + j];
+                    z[j] = zz;
+                }
                 const uint32_t mask = full_mask(w);
                 float ent = need_lp ? (float)gopt_logsoftmax_row(lp, pr, z, w, mask) : 0.0f;
                 int32_t *act = action_array(a, t);
@@ -574,10 +572,8 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                     for (int j = 0; j < w; j++) dl[j] += dz[j];
                     if (Hc > 0) {
                         float *gc = t == GOPT_TASK_SCHED ? g->cond_sched : g->cond_fuse;
-                        for (int m = 0; m < npsi; m++) {
-                            if (psi[m] == 0.0f) continue;
+                        for (int m = 0; m < npsi; m++)
                             for (int j = 0; j < w; j++) gc[m * w + j] += psi[m] * dz[j];
-                        }
                     }
                 }
             }
