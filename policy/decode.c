@@ -32,7 +32,12 @@
  * the backward of k action sets replays them together (up to 16 sets per
  * pass over the nodes, each node's k decisions side by side, so the node's
  * shared inputs are read once while they are in cache), then runs ONE
- * network backward.
+ * network backward. Sampling k sets goes the same way (sample_batch: set s
+ * draws from the stream after sets 0..s-1's units + 2n uniforms, so it is
+ * bit for bit k samples in turn) and can keep each set's gradient of its
+ * weighted log-probabilities in a block of its own (O(units (W + Hc) +
+ * n (P + F)) floats per set), which backward_kept scales per set and hands
+ * to one network backward without a replay (PPO's first epoch).
  */
 #include <assert.h>
 #include <math.h>
