@@ -642,7 +642,8 @@ static void dst_fields(const gopt_policy *p, const grad_dst *g, float **f, size_
     const size_t P = (size_t)p->width[GOPT_TASK_SCHED], F = (size_t)p->width[GOPT_TASK_FUSE];
     const size_t Hc = (size_t)p->cfg.cond_hidden, nphi = (size_t)POLICY_CFG_NPHI(&p->cfg),
                  npsi = (size_t)POLICY_CFG_NPSI(&p->cfg);
-    const size_t c[KEPT_FIELDS] = {U * W, n * P, n * F, U * Hc, Hc, Hc, nphi * Hc, npsi * P, npsi * F};
+    const size_t ps = Hc ? npsi : 0; /* without the scorer (Hc = 0) no cond tensors at all */
+    const size_t c[KEPT_FIELDS] = {U * W, n * P, n * F, U * Hc, Hc, Hc, nphi * Hc, ps * P, ps * F};
     float *const fs[KEPT_FIELDS] = {g ? g->dpooled : NULL, g ? g->dlogits[GOPT_TASK_SCHED] : NULL,
                                     g ? g->dlogits[GOPT_TASK_FUSE] : NULL, g ? g->dvh_unit : NULL,
                                     g ? g->cond_w : NULL, g ? g->cond_b : NULL, g ? g->cond_u : NULL,
@@ -869,7 +870,7 @@ gopt_status gopt_policy_backward_kept(gopt_policy *p, int k, const float *coef, 
         const float c = s < 0 ? 1.0f : coef[s];
         for (int j = 0; j < KEPT_FIELDS; j++) {
             if (s < 0 && j < 4) { /* the hand-offs start from the entropy term */
-                memcpy(y[j], x[j], sizeof(float) * cnt[j]);
+                if (cnt[j]) memcpy(y[j], x[j], sizeof(float) * cnt[j]);
                 continue;
             }
             for (size_t i = 0; i < cnt[j]; i++) y[j][i] += c * x[j][i];
