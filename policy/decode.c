@@ -32,7 +32,12 @@
  * the backward of k action sets replays them together (up to 16 sets per
  * pass over the nodes, each node's k decisions side by side, so the node's
  * shared inputs are read once while they are in cache), then runs ONE
- * network backward.
+ * network backward. Sampling k sets goes the same way (sample_batch: set s
+ * draws from the stream after sets 0..s-1's units + 2n uniforms, so it is
+ * bit for bit k samples in turn) and can keep each set's gradient of its
+ * weighted log-probabilities in a block of its own (O(units (W + Hc) +
+ * n (P + F)) floats per set), which backward_kept scales per set and hands
+ * to one network backward without a replay (PPO's first epoch).
  */
 #include <assert.h>
 #include <math.h>
@@ -369,7 +374,9 @@ static void psi_features(const gopt_policy *p, const dec_state *s, const int32_t
 /* Choose from a row: one uniform over the row's probabilities pr (from
  * gopt_logsoftmax_row) when sampling; when greedy, the argmax of the logits z
  * (the most probable action; lowest index on ties), which needs no softmax. */
-static int choose(const double *pr, const float *z, int w, uint32_t mask, gopt_rng *rng) {
+/* out of line: inlined into replay_block's node loop it slowed greedy decoding by ~20% */
+static __attribute__((noinline)) int choose(const double *pr, const float *z, int w, uint32_t mask,
+                                            gopt_rng *rng) {
     int choice = -1;
     if (rng) {
         double r = gopt_rng_uniform(rng), cum = 0.0;
@@ -552,10 +559,8 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                                 g->cond_b[c] += dpre[c];
                                 dvh[c] += dpre[c];
                             }
-                            for (int j = 0; j < nphi; j++) { /* most features are 0; dpre's NaN reaches cond_b */
-                                if (f[j] == 0.0f) continue;
+                            for (int j = 0; j < nphi; j++)
                                 for (int c = 0; c < Hc; c++) g->cond_u[j * Hc + c] += dpre[c] * f[j];
-                            }
                         }
                     }
                 }
@@ -607,15 +612,14 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                 const float *base = A->head[t].logits + (size_t)i * w;
                 const float *wc = t == GOPT_TASK_SCHED ? p->P.cond_sched : p->P.cond_fuse;
                 const int fg = fcond && t == GOPT_TASK_FUSE, sg = hlev >= 0 && t == GOPT_TASK_SCHED;
-                for (int j = 0; j < w; j++) z[j] = base[j];
-                if (Hc > 0) /* psi's shares and indicators are often 0 */
-                    for (int m = 0; m < npsi; m++) {
-                        if (psi[m] == 0.0f) continue;
-                        for (int j = 0; j < w; j++) z[j] += psi[m] * wc[m * w + j];
-                    }
-                if (fg)
-                    for (int j = 1; j < w; j++) z[j] += fcand[j] >= 0 ? sj : sr;
-                if (sg) z[hlev] += sh;
+                for (int j = 0; j < w; j++) {
+                    float zz = base[j];
+                    if (Hc > 0)
+                        for (int m = 0; m < npsi; m++) zz += psi[m] * wc[m * w + j];
+                    if (fg && j > 0) zz += fcand[j] >= 0 ? sj : sr;
+                    if (sg && j == hlev) zz += sh;
+                    z[j] = zz;
+                }
                 const uint32_t mask = full_mask(w);
                 float ent = need_lp ? (float)gopt_logsoftmax_row(lp, pr, z, w, mask) : 0.0f;
                 int32_t *act = action_array(a, t);
@@ -639,10 +643,8 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                     for (int j = 0; j < w; j++) dl[j] += dz[j];
                     if (Hc > 0) {
                         float *gc = t == GOPT_TASK_SCHED ? g->cond_sched : g->cond_fuse;
-                        for (int m = 0; m < npsi; m++) {
-                            if (psi[m] == 0.0f) continue;
+                        for (int m = 0; m < npsi; m++)
                             for (int j = 0; j < w; j++) gc[m * w + j] += psi[m] * dz[j];
-                        }
                     }
                     if (sg)
                         for (int m = 0; m < npsi; m++) g->cond_shint[m] += psi[m] * dz[hlev];
@@ -727,8 +729,9 @@ static void dst_fields(const gopt_policy *p, const grad_dst *g, float **f, size_
     const size_t P = (size_t)p->width[GOPT_TASK_SCHED], F = (size_t)p->width[GOPT_TASK_FUSE];
     const size_t Hc = (size_t)p->cfg.cond_hidden, nphi = (size_t)POLICY_CFG_NPHI(&p->cfg),
                  npsi = (size_t)POLICY_CFG_NPSI(&p->cfg);
-    const size_t nfg = p->cfg.fuse_cond ? 2 * npsi : 0, nsh = p->cfg.sched_cond ? npsi : 0;
-    const size_t c[KEPT_FIELDS] = {U * W, n * P, n * F, U * Hc, Hc, Hc, nphi * Hc, npsi * P, npsi * F, nfg, nsh};
+    const size_t ps = Hc ? npsi : 0; /* without the scorer (Hc = 0) no cond tensors at all */
+    const size_t nfg = p->cfg.fuse_cond ? 2 * ps : 0, nsh = p->cfg.sched_cond ? ps : 0;
+    const size_t c[KEPT_FIELDS] = {U * W, n * P, n * F, U * Hc, Hc, Hc, nphi * Hc, ps * P, ps * F, nfg, nsh};
     float *const fs[KEPT_FIELDS] = {g ? g->dpooled : NULL,    g ? g->dlogits[GOPT_TASK_SCHED] : NULL,
                                     g ? g->dlogits[GOPT_TASK_FUSE] : NULL, g ? g->dvh_unit : NULL,
                                     g ? g->cond_w : NULL,     g ? g->cond_b : NULL,
@@ -958,7 +961,7 @@ gopt_status gopt_policy_backward_kept(gopt_policy *p, int k, const float *coef, 
         const float c = s < 0 ? 1.0f : coef[s];
         for (int j = 0; j < KEPT_FIELDS; j++) {
             if (s < 0 && j < 4) { /* the hand-offs start from the entropy term */
-                memcpy(y[j], x[j], sizeof(float) * cnt[j]);
+                if (cnt[j]) memcpy(y[j], x[j], sizeof(float) * cnt[j]);
                 continue;
             }
             for (size_t i = 0; i < cnt[j]; i++) y[j][i] += c * x[j][i];

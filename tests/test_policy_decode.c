@@ -54,7 +54,8 @@ typedef struct {
     float *hfeat;  /* (n, GOPT_POLICY_NHINT) */
 } fixture;
 
-static void fixture_make(fixture *f) {
+/* cond_hidden < 0: the default scorer width */
+static void fixture_make_hc(fixture *f, int cond_hidden) {
     gopt_error err = {0};
     gopt_rng rng;
     gopt_rng_seed(&rng, 11);
@@ -69,7 +70,8 @@ static void fixture_make(fixture *f) {
     c.hidden = 16;
     c.segment = 8;
     c.max_devices = 8;
-    c.hints = 2, c.hint_quality = 1, c.fuse_cond = 1, c.sched_cond = 1; /* every term of the decoder */
+    if (cond_hidden >= 0) c.cond_hidden = cond_hidden;
+    if (c.cond_hidden > 0) c.hints = 2, c.hint_quality = 1, c.fuse_cond = 1, c.sched_cond = 1; /* every term */
     assert_int_equal(gopt_policy_create(&f->p, &c, 7, &err), GOPT_OK);
     for (int i = 0; i < gopt_policy_num_tensors(f->p); i++) { /* the zero-initialised terms matter */
         const char *nm;
@@ -85,7 +87,7 @@ static void fixture_make(fixture *f) {
     for (int i = 0; i < 2 * n; i++) f->hdev[i] = (int32_t)gopt_rng_below(&rng, NDEV);
     for (int i = 0; i < n * GOPT_POLICY_NHINT; i++) f->hfeat[i] = (float)gopt_rng_uniform(&rng);
     const float q[2] = {1.0f, 0.7f};
-    assert_int_equal(gopt_policy_set_hints(f->p, n, NDEV, 2, f->hdev, f->hfeat, q, &err), GOPT_OK);
+    if (c.hints) assert_int_equal(gopt_policy_set_hints(f->p, n, NDEV, 2, f->hdev, f->hfeat, q, &err), GOPT_OK);
     f->feat = malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NFEAT);
     assert_int_equal(gopt_policy_features(f->fz, NDEV, NULL, f->feat, &err), GOPT_OK);
     /* memory inputs whose masks bind: every device holds 1.05 x its share */
@@ -112,6 +114,8 @@ static void fixture_make(fixture *f) {
     for (size_t i = 0; i < 3 * (size_t)n * K; i++) f->w[i] = (float)(gopt_rng_uniform(&rng) - 0.5);
     for (size_t i = 0; i < 3 * (size_t)n; i++) f->we[i] = (float)(gopt_rng_uniform(&rng) - 0.5);
 }
+
+static void fixture_make(fixture *f) { fixture_make_hc(f, -1); }
 
 static void fixture_free(fixture *f) {
     gopt_policy_free(f->p);
@@ -156,7 +160,8 @@ static size_t grad_snapshot(gopt_policy *p, float *out) {
 }
 
 /* Every weight gradient in got within float rounding of want: 1e-5 of each tensor's scale (sums of
- * thousands of float terms in another order); the decoder's eight tensors (cond.*) are exercised. */
+ * thousands of float terms in another order); the decoder's eight tensors (cond.*), when the policy
+ * has them, are exercised. */
 static void assert_grads_close(gopt_policy *p, const float *got, const float *want, const char *gname,
                                const char *wname) {
     size_t o = 0;
@@ -178,7 +183,7 @@ static void assert_grads_close(gopt_policy *p, const float *got, const float *wa
         if (cond) assert_true(scale > 0);
         o += cnt;
     }
-    assert_int_equal(cond_seen, 8);
+    assert_int_equal(cond_seen, p->cfg.cond_hidden > 0 ? 8 : 0);
 }
 
 static void test_batched_replay_equals_sequential(void **state) {
@@ -372,11 +377,10 @@ static void test_sample_batch_equals_sequential(void **state) {
  * decision, set 0's entropy weights we), scaled by coef[s], give the gradient of
  * gopt_policy_backward_batch with weights coef[s] * w on the same sets, within float rounding
  * (every tensor, the scorer's included); bit for bit again from the same seed; refused after
- * another forward and for another k. */
-static void test_backward_kept_equals_batch(void **state) {
-    (void)state;
+ * another forward and for another k. With and without the scorer (cond_hidden = 0). */
+static void kept_equals_batch(int cond_hidden) {
     fixture f;
-    fixture_make(&f);
+    fixture_make_hc(&f, cond_hidden);
     gopt_policy *p = f.p;
     const int n = f.n;
     const size_t T3 = 3 * (size_t)n;
@@ -418,6 +422,12 @@ static void test_backward_kept_equals_batch(void **state) {
     free(g_again);
     free(g_bat);
     fixture_free(&f);
+}
+
+static void test_backward_kept_equals_batch(void **state) {
+    (void)state;
+    kept_equals_batch(-1); /* the default scorer */
+    kept_equals_batch(0);  /* without the scorer: no cond tensors, empty kept fields */
 }
 
 int main(void) {
