@@ -1925,7 +1925,7 @@ static void test_fuse_cond(void **state) {
     }
     /* the greedy action is a mode: at least as likely as uniform over the levels it ties with */
     float lp[3 * N], en[3 * N];
-    double tl[3], te[3];
+    double tl[GOPT_TASK_COUNT + 1], te[GOPT_TASK_COUNT + 1];
     assert_int_equal(gopt_policy_logprob(p, &ab.a, lp, en, tl, te, &err), GOPT_OK);
     for (int v = 0; v < N; v++) assert_true(lp[2 * N + v] >= -logf((float)c.fusion_levels) - 1e-3f);
     free(ab.buf);
