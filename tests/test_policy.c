@@ -1642,6 +1642,38 @@ static void test_zoo_and_real_graphs(void **state) {
     gopt_policy_free(p);
 }
 
+/* Tensor `name` of p (it must exist); its element count in *cnt. */
+static float *tensor_named(gopt_policy *p, const char *name, size_t *cnt) {
+    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
+        const char *nm;
+        float *w;
+        gopt_policy_tensor(p, i, &nm, &w, NULL, cnt);
+        if (!strcmp(nm, name)) return w;
+    }
+    fail_msg("no tensor %s", name);
+    return NULL;
+}
+
+/* Zero the tensors of a NULL-terminated list of names. */
+static void zero_tensors(gopt_policy *p, const char *const *names) {
+    for (; *names; names++) {
+        size_t cnt;
+        float *w = tensor_named(p, *names, &cnt);
+        memset(w, 0, sizeof(float) * cnt);
+    }
+}
+
+/* A placement scorer that reads only phi row `row` (greedy follows that indicator). */
+static void scorer_reads_only(gopt_policy *p, int row) {
+    const size_t Hc = (size_t)gopt_policy_get_config(p)->cond_hidden;
+    size_t cnt;
+    float *u = tensor_named(p, "cond.u", &cnt);
+    for (size_t j = 0; j < cnt; j++) u[j] = j / Hc == (size_t)row ? 3.0f : 0.0f;
+    zero_tensors(p, (const char *const[]){"cond.v", "cond.b", "head_place.w", NULL});
+    float *w = tensor_named(p, "cond.w", &cnt);
+    for (size_t j = 0; j < cnt; j++) w[j] = 5.0f;
+}
+
 /* Hints: argument checks, the wiring (a scorer that only reads the hint
  * copies it), and a checkpoint round trip keeping cfg.hints. */
 static void test_hints(void **state) {
@@ -1678,19 +1710,8 @@ static void test_hints(void **state) {
     assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, NULL, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "hints"));
     assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, &err), GOPT_OK);
-    /* a scorer that reads only the hint's indicator: greedy copies the hint */
-    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
-        const char *nm;
-        float *w;
-        size_t cnt;
-        gopt_policy_tensor(p, i, &nm, &w, NULL, &cnt);
-        if (!strcmp(nm, "cond.u"))
-            for (size_t j = 0; j < cnt; j++) w[j] = j / (size_t)c.cond_hidden == 8 ? 3.0f : 0.0f; /* row 8: the hint indicator */
-        else if (!strcmp(nm, "cond.v") || !strcmp(nm, "cond.b") || !strcmp(nm, "head_place.w"))
-            memset(w, 0, sizeof(float) * cnt);
-        else if (!strcmp(nm, "cond.w"))
-            for (size_t j = 0; j < cnt; j++) w[j] = 5.0f;
-    }
+    /* a scorer that reads only the hint's indicator (row 8): greedy copies the hint */
+    scorer_reads_only(p, 8);
     assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, NULL, &err), GOPT_OK);
     actions_buf ab;
     actions_alloc(&ab, N);
@@ -1761,18 +1782,7 @@ static void test_hint_quality(void **state) {
     assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 2, hdev, hf, q, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "quality of hint 1"));
     /* a scorer that reads only phi's best-hint row (8 + H + 1) */
-    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
-        const char *nm;
-        float *w;
-        size_t cnt;
-        gopt_policy_tensor(p, i, &nm, &w, NULL, &cnt);
-        if (!strcmp(nm, "cond.u"))
-            for (size_t j = 0; j < cnt; j++) w[j] = j / (size_t)c.cond_hidden == 8 + 2 + 1 ? 3.0f : 0.0f;
-        else if (!strcmp(nm, "cond.v") || !strcmp(nm, "cond.b") || !strcmp(nm, "head_place.w"))
-            memset(w, 0, sizeof(float) * cnt);
-        else if (!strcmp(nm, "cond.w"))
-            for (size_t j = 0; j < cnt; j++) w[j] = 5.0f;
-    }
+    scorer_reads_only(p, 8 + 2 + 1);
     actions_buf ab;
     actions_alloc(&ab, N);
     for (int best = 0; best < 2; best++) {
@@ -1826,18 +1836,9 @@ static void test_sched_cond(void **state) {
         hf[i * GOPT_POLICY_NHINT + 1] = hf[i * GOPT_POLICY_NHINT + 2] = 0.0f;
     }
     assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, &err), GOPT_OK);
-    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
-        const char *nm;
-        float *w;
-        size_t cnt;
-        gopt_policy_tensor(p, i, &nm, &w, NULL, &cnt);
-        if (!strcmp(nm, "cond.shint")) {
-            memset(w, 0, sizeof(float) * cnt);
-            w[5] = 10.0f;
-        } else if (!strcmp(nm, "cond.sched") || !strcmp(nm, "head_sched.w") || !strcmp(nm, "head_sched.b")) {
-            memset(w, 0, sizeof(float) * cnt);
-        }
-    }
+    zero_tensors(p, (const char *const[]){"cond.shint", "cond.sched", "head_sched.w", "head_sched.b", NULL});
+    size_t cnt;
+    tensor_named(p, "cond.shint", &cnt)[5] = 10.0f; /* psi 5: the hint's rank */
     assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, NULL, &err), GOPT_OK);
     actions_buf ab;
     actions_alloc(&ab, N);
@@ -1882,20 +1883,12 @@ static void test_fuse_cond(void **state) {
                                 hf[i * GOPT_POLICY_NHINT + 2] = 1.0f;
     assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, &err), GOPT_OK);
     const int npsi = 5 + GOPT_POLICY_NHINT;
-    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
-        const char *nm;
-        float *w;
-        size_t cnt;
-        gopt_policy_tensor(p, i, &nm, &w, NULL, &cnt);
-        if (!strcmp(nm, "cond.fgrp")) {
-            assert_int_equal((int)cnt, 2 * npsi);
-            memset(w, 0, sizeof(float) * cnt);
-            w[5 + 1] = 10.0f;        /* join term: psi 6 (the hint joins) */
-            w[npsi + 5 + 2] = 5.0f;  /* root term: psi 7 (the hint roots) */
-        } else if (!strcmp(nm, "cond.fuse") || !strcmp(nm, "head_fuse.w") || !strcmp(nm, "head_fuse.b")) {
-            memset(w, 0, sizeof(float) * cnt);
-        }
-    }
+    zero_tensors(p, (const char *const[]){"cond.fgrp", "cond.fuse", "head_fuse.w", "head_fuse.b", NULL});
+    size_t cnt;
+    float *fw = tensor_named(p, "cond.fgrp", &cnt);
+    assert_int_equal((int)cnt, 2 * npsi);
+    fw[5 + 1] = 10.0f;       /* join term: psi 6 (the hint joins) */
+    fw[npsi + 5 + 2] = 5.0f; /* root term: psi 7 (the hint roots) */
     uint16_t mask[N];
     for (int i = 0; i < N; i++) mask[i] = 1; /* one device: every group may form */
     assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, mask, &err), GOPT_OK);
