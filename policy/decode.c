@@ -320,16 +320,15 @@ static void phi_features(const gopt_policy *p, const dec_state *s, const int32_t
         f[6] = s->prev_total ? (float)s->prev_cnt[d] / (float)s->prev_total : 0.0f;
         f[7] = d == s->prev_dev ? 1.0f : 0.0f;
         if (H > 0) {
-            float agree = 0.0f;
+            float agree = 0.0f, q = 0.0f; /* q: the highest quality of the hints on d */
             for (int h = 0; h < H; h++) {
                 f[POLICY_NPHI + h] = d == hint[h] ? 1.0f : 0.0f;
-                if (d == hint[h] && s->units) agree += (float)s->agree[h] / (float)s->units;
+                if (d != hint[h]) continue;
+                if (s->units) agree += (float)s->agree[h] / (float)s->units;
+                if (p->hint_q[h] > q) q = p->hint_q[h];
             }
             f[POLICY_NPHI + H] = agree;
             if (p->cfg.hint_quality) {
-                float q = 0.0f;
-                for (int h = 0; h < H; h++)
-                    if (d == hint[h] && p->hint_q[h] > q) q = p->hint_q[h];
                 f[POLICY_NPHI + H + 1] = p->hint_best >= 0 && d == hint[p->hint_best] ? 1.0f : 0.0f;
                 f[POLICY_NPHI + H + 2] = q;
             }

@@ -1,7 +1,7 @@
 /* hint.c: the decoder's hints (policy cfg.hints = H, docs/policy.md
  * "Hints"): classical solutions read as features, never as answers.
  *
- * Row h of the placement hints is the h-th placer of GOPT_GO_HINT_PLACERS
+ * Row h of the placement hints is the h-th placer of gopt_go_hint_placers
  * run through the optimizer registry on the problem, its device labels made
  * canonical under the cluster's symmetries (gopt_trainer_device_symmetries +
  * gopt_trainer_canonical_devices), the labelling the trainer gives its
