@@ -259,9 +259,7 @@ typedef struct {
     double load_sum;
     int units;                        /* units decided so far */
     int agree[GOPT_POLICY_MAX_HINTS]; /* of them, those on hint h's device */
-    int32_t *fgroup, *froot;          /* cfg.fuse_cond: fused group of each decided node, first member
-                                         of each group (n each) */
-    int32_t ngroups;
+    policy_fuse_state fg;             /* cfg.fuse_cond: the fusion pass's groups of the decided nodes */
 } dec_state;
 
 static double edge_weight(const gopt_frozen *fz, int32_t slot) { return fz->edge_bytes[fz->in_eid[slot]] + 1.0; }
@@ -474,13 +472,18 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
     const int nphi = POLICY_CFG_NPHI(&p->cfg), npsi = POLICY_CFG_NPSI(&p->cfg);
     const int fcond = p->cfg.fuse_cond && Hc > 0, scond = p->cfg.sched_cond && Hc > 0;
     int32_t *fbuf = NULL;
+    policy_fuse_scratch fscr = {0};
     if (fcond) { /* the fusion pass's groups, built as the levels are decided */
-        fbuf = gopt_malloc(sizeof(int32_t) * 2 * (size_t)k * (size_t)(n ? n : 1), err);
+        fbuf = gopt_malloc(sizeof(int32_t) * POLICY_FUSE_ARRAYS * (size_t)k * (size_t)(n ? n : 1), err);
         if (!fbuf) return GOPT_ENOMEM;
-        for (int b = 0; b < k; b++) {
-            st[b].fgroup = fbuf + 2 * (size_t)b * (size_t)n;
-            st[b].froot = st[b].fgroup + n;
+        gopt_status fs = policy_fuse_scratch_init(&fscr, n, err);
+        if (fs) {
+            free(fbuf);
+            return fs;
         }
+        for (int b = 0; b < k; b++)
+            policy_fuse_init(&st[b].fg, fz, p->cfg.fuse_merge, fbuf + POLICY_FUSE_ARRAYS * (size_t)b * (size_t)n,
+                             &fscr);
     }
     gopt_status rc = GOPT_OK;
     float phi[GOPT_POLICY_MAX_DEVICES * POLICY_MAX_PHI], th[GOPT_POLICY_MAX_DEVICES * POLICY_MAX_COND];
@@ -591,7 +594,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                 const int w = p->width[GOPT_TASK_FUSE];
                 fcand[0] = -1;
                 for (int l = 1; l < w; l++)
-                    fcand[l] = policy_fuse_candidate(fz, a->place, a->fuse, s->fgroup, s->froot, v, l);
+                    fcand[l] = policy_fuse_join(&s->fg, a->place, a->fuse, v, l);
                 for (int m = 0; m < npsi; m++) {
                     sj += psi[m] * p->P.cond_fgrp[m];
                     sr += psi[m] * p->P.cond_fgrp[npsi + m];
@@ -659,14 +662,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                         }
                     }
                 }
-                if (fg) { /* v joins the group its level chose, or roots a new one */
-                    int32_t gsel = fcand[x];
-                    if (gsel < 0) {
-                        gsel = s->ngroups++;
-                        s->froot[gsel] = v;
-                    }
-                    s->fgroup[v] = gsel;
-                }
+                if (fg) policy_fuse_commit(&s->fg, a->place, a->fuse, v); /* v joins groups or roots one */
             }
             /* ---- running state: segments and the previous node ---- */
             s->cur_cnt[dv]++;
@@ -685,6 +681,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
         }
 out:
     free(fbuf);
+    policy_fuse_scratch_free(&fscr);
     return rc;
 }
 

@@ -1,5 +1,4 @@
-/* features.c: node features of a frozen graph for the policy network, and
- * the fusion pass that turns per-node fusion levels into groups.
+/* features.c: node features of a frozen graph for the policy network.
  *
  * Feature row layout (GOPT_POLICY_NFEAT = 80 floats, every value in
  * [0, 1.5]: the log-scaled ones are clamped at 1.5; fixed transforms so that
@@ -122,47 +121,5 @@ gopt_status gopt_policy_features(const gopt_frozen *fz, int32_t ndev, const floa
     }
     free(depth);
     free(csize);
-    return GOPT_OK;
-}
-
-int32_t policy_fuse_candidate(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse, const int32_t *group,
-                              const int32_t *root, int32_t v, int32_t level) {
-    for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1]; e++) {
-        const int32_t q = fz->in_src[e];
-        if (fz->in_ptr[q + 1] == fz->in_ptr[q]) continue; /* resident data: no group to join */
-        const int32_t cand = group[q], r = root[cand], rr = fz->rank[r];
-        if (place[r] != place[v] || fuse[r] != level) continue;
-        int fits = 1;
-        for (int32_t f = fz->in_ptr[v]; f < fz->in_ptr[v + 1] && fits; f++) {
-            int32_t u = fz->in_src[f];
-            if (group[u] != cand && fz->in_ptr[u + 1] > fz->in_ptr[u] && fz->rank[u] >= rr) fits = 0;
-        }
-        if (fits) return cand;
-    }
-    return -1;
-}
-
-gopt_status gopt_policy_fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse,
-                                      int32_t *group, int32_t *n_groups, gopt_error *err) {
-    if (!fz || !place || !fuse || !group) return gopt_error_set(err, GOPT_EINVAL, "fusion groups: a NULL argument");
-    const int32_t n = fz->n;
-    for (int32_t v = 0; v < n; v++)
-        if (fuse[v] < 0)
-            return gopt_error_set(err, GOPT_EINVAL, "fusion groups: node %d: fusion level %d is negative", (int)v,
-                                  (int)fuse[v]);
-    int32_t *root = gopt_malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1), err);
-    if (!root) return GOPT_ENOMEM;
-    int32_t G = 0;
-    for (int32_t i = 0; i < n; i++) {
-        int32_t v = fz->topo[i];
-        int32_t gsel = fuse[v] > 0 ? policy_fuse_candidate(fz, place, fuse, group, root, v, fuse[v]) : -1;
-        if (gsel < 0) {
-            gsel = G++;
-            root[gsel] = v;
-        }
-        group[v] = gsel;
-    }
-    free(root);
-    if (n_groups) *n_groups = G;
     return GOPT_OK;
 }

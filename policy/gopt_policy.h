@@ -66,6 +66,10 @@ typedef struct {
                               cond_hidden > 0); 0 = off */
     int32_t sched_cond;    /* 1: the schedule term also sees which priority level the hint's
                               priority rank falls in (needs hints > 0); 0 = off */
+    int32_t fuse_merge;    /* the fusion pass (gopt_policy_fusion_groups): 1 = a node joins every
+                              predecessor group of its level that keeps the groups acyclic (XLA's
+                              multi-source groups; the default); 0 = the first it may join alone
+                              (checkpoints before version 5 load with 0) */
 } gopt_policy_config;
 
 void gopt_policy_config_default(gopt_policy_config *cfg);
@@ -271,19 +275,20 @@ double gopt_policy_forward_flops(const gopt_policy *p);
 double gopt_policy_backward_flops(const gopt_policy *p);
 
 /* ---- fusion pass ---------------------------------------------------------------
- * Turn fusion levels into groups (pure function). Nodes are visited in
- * topological order; node v with level l > 0 joins the group G of one of its
- * predecessors that has inputs of its own (the first that fits, in in-edge
- * order) when v is on G's device, G's root has level l, and every other
- * predecessor of v is in G, has no inputs (parameters and graph inputs:
- * resident data), or comes before G's root in topological order; otherwise v
- * roots a new group. A predecessor outside G is thus a source or ranked
- * before G's root, so no path leaves a group and re-enters it: groups are
- * convex and never create a cycle. Ops reading a weight or a second tensor
- * can fuse into their producer (the XLA-style groups of the baselines).
- * group (n) gets ids 0..*n_groups-1 numbered by root in topological order.
- * O(sum of squared in-degrees). */
-gopt_status gopt_policy_fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse,
+ * Turn fusion levels into groups (pure function; policy/fusion.c). Nodes are
+ * visited in topological order; node v with level l > 0 may join the groups
+ * of its predecessors (those with inputs of their own) that have level l and
+ * are on v's device. merge = 0 (cfg.fuse_merge = 0, checkpoints before
+ * version 5): v joins the first such group G (in in-edge order) when every
+ * other predecessor of v is in G, has no inputs, or comes before G's first
+ * member in topological order. merge = 1: v joins every such group whose
+ * union with v and the groups already chosen keeps the contracted graph
+ * acyclic (checked exactly, up to a search budget), merged into one group of
+ * at most 64 members: XLA-style groups with several sources. Otherwise v
+ * roots a new group. Groups are convex and never create a cycle.
+ * group (n) gets ids 0..*n_groups-1 numbered by first member in topological
+ * order. */
+gopt_status gopt_policy_fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse, int merge,
                                       int32_t *group, int32_t *n_groups, gopt_error *err);
 
 #endif /* GOPT_POLICY_H */

@@ -46,6 +46,7 @@ void gopt_policy_config_default(gopt_policy_config *c) {
     c->hint_quality = 0;
     c->fuse_cond = 0;
     c->sched_cond = 0;
+    c->fuse_merge = 1;
 }
 
 static gopt_status check_range(const char *field, int32_t v, int32_t lo, int32_t hi, gopt_error *err) {
@@ -83,6 +84,7 @@ gopt_status gopt_policy_config_check(const gopt_policy_config *c, gopt_error *er
         return gopt_error_set(err, GOPT_EINVAL,
                               "policy config: fuse_cond = 1 needs the conditioned decoder (cond_hidden > 0)");
     if ((st = check_range("sched_cond", c->sched_cond, 0, 1, err))) return st;
+    if ((st = check_range("fuse_merge", c->fuse_merge, 0, 1, err))) return st;
     if (c->sched_cond && !c->hints)
         return gopt_error_set(err, GOPT_EINVAL, "policy config: sched_cond = 1 needs hints > 0");
     return GOPT_OK;

@@ -26,12 +26,37 @@
 #define POLICY_NHINT_QUALITY 2 /* phi features appended when cfg.hint_quality (decode.c) */
 #define POLICY_MAX_PHI (POLICY_NPHI + GOPT_POLICY_MAX_HINTS + 1 + POLICY_NHINT_QUALITY)
 #define POLICY_MAX_PSI (POLICY_NPSI + POLICY_NHINT_PSI)
-/* The fusion pass's choice for node v at fusion level `level` > 0 (gopt_policy_fusion_groups):
- * the group (id into root) of the first predecessor with inputs of its own whose group v may
- * join, or -1 (v roots a new group). group: ids of v's decided predecessors; root: each
- * group's first member; fuse: the decided levels (v's own is not read). O(indegree^2). */
-int32_t policy_fuse_candidate(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse, const int32_t *group,
-                              const int32_t *root, int32_t v, int32_t level);
+/* The fusion pass (fusion.c), node by node in topological order: the state of the groups formed
+ * so far. A group's id is its first member's node id (merged groups keep the earliest). */
+#define POLICY_FUSE_MAX_MEMBERS 64 /* merge = 1: largest group (the xla baseline's cap) */
+#define POLICY_FUSE_SEARCH 4096    /* merge = 1: nodes one legality search may visit */
+#define POLICY_FUSE_MAX_CAND 32    /* predecessor groups considered per node */
+#define POLICY_FUSE_ARRAYS 5       /* int32 arrays of n per state */
+typedef struct {
+    uint32_t *mark; /* (n) stamps: union members and visited nodes */
+    uint32_t clock;
+    int32_t *stack; /* (n) */
+    int32_t n;
+} policy_fuse_scratch;
+typedef struct {
+    const gopt_frozen *fz;
+    int merge;   /* cfg.fuse_merge */
+    int32_t *gid;  /* (n) group of each decided node */
+    int32_t *next; /* (n) next member of the same group, -1 at the end (a list from the group's id) */
+    int32_t *tail, *size, *last; /* per group id: last member in the list, members, latest rank */
+    policy_fuse_scratch *w; /* shared by states used one after another */
+} policy_fuse_state;
+/* buf: POLICY_FUSE_ARRAYS * n int32 (nothing needs clearing). */
+void policy_fuse_init(policy_fuse_state *s, const gopt_frozen *fz, int merge, int32_t *buf,
+                             policy_fuse_scratch *w);
+gopt_status policy_fuse_scratch_init(policy_fuse_scratch *w, int32_t n, gopt_error *err);
+void policy_fuse_scratch_free(policy_fuse_scratch *w);
+/* The group node v would join at fusion level `level` > 0 (the first it may join), or -1 (v would
+ * root a new group). place: the decided devices (v's included); fuse: the decided levels. */
+int32_t policy_fuse_join(const policy_fuse_state *s, const int32_t *place, const int32_t *fuse, int32_t v,
+                         int32_t level);
+/* Add v, whose level fuse[v] is decided, to the groups. */
+void policy_fuse_commit(policy_fuse_state *s, const int32_t *place, const int32_t *fuse, int32_t v);
 /* features of the scorer (H hint indicators and the agreement feature appended when
  * cfg.hints = H > 0, then the two quality features with cfg.hint_quality) and of the
  * schedule/fusion terms for a config */

@@ -945,7 +945,7 @@ static void temp_path(char *buf, size_t n, const char *leaf) {
 /* An older checkpoint loads as the same network, every parameter and moment equal: version 1
  * (before the conditioned decoder: 10 config fields) with cond_hidden = 0, version 2 (before
  * hints: 11 fields) with hints = 0, version 3 (before hint_quality: 12 fields) with
- * hint_quality = 0. */
+ * hint_quality = 0, version 4 (before fuse_merge: 15 fields) with fuse_merge = 0. */
 static void check_old_version_load(const char *path, uint32_t ver) {
     gopt_error err = {0};
     gopt_policy_config cfg;
@@ -957,9 +957,9 @@ static void check_old_version_load(const char *path, uint32_t ver) {
     char *raw = NULL;
     size_t len = 0;
     assert_int_equal(gopt_file_read_all(path, &raw, &len, &err), GOPT_OK);
-    /* keep the first 9 + ver config fields (10, 11, 12), drop the rest of the 15, set the version,
-     * new CRC */
-    const size_t keep = 12 + 4 * (9 + (size_t)ver), drop = 4 * (15 - (9 + (size_t)ver));
+    /* keep the config fields of version ver, drop the rest of the 16, set the version, new CRC */
+    static const size_t ncfg[] = {0, 10, 11, 12, 15};
+    const size_t keep = 12 + 4 * ncfg[ver], drop = 4 * (16 - ncfg[ver]);
     memmove(raw + keep, raw + keep + drop, len - (keep + drop));
     len -= drop;
     memcpy(raw + 8, &ver, 4);
@@ -972,6 +972,7 @@ static void check_old_version_load(const char *path, uint32_t ver) {
     assert_int_equal(gopt_policy_get_config(r)->hint_quality, 0);
     assert_int_equal(gopt_policy_get_config(r)->fuse_cond, 0);
     assert_int_equal(gopt_policy_get_config(r)->sched_cond, 0);
+    assert_int_equal(gopt_policy_get_config(r)->fuse_merge, 0);
     assert_int_equal(gopt_policy_num_params(r), gopt_policy_num_params(p));
     for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
         const char *na, *nb;
@@ -1078,16 +1079,17 @@ static void test_checkpoint(void **state) {
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
     assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "version 99"));
-    /* a version-4 body labelled version 1, 2 or 3 (fewer config fields) is refused, not misread */
-    for (char old = 1; old <= 3; old++) {
+    /* a version-5 body labelled version 1 to 4 (fewer config fields) is refused, not misread */
+    for (char old = 1; old <= 4; old++) {
         raw[8] = old;
         assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
         assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
     }
-    raw[8] = 4;
+    raw[8] = 5;
     check_old_version_load(bad, 1);
     check_old_version_load(bad, 2);
     check_old_version_load(bad, 3);
+    check_old_version_load(bad, 4);
     /* bad magic, bad config */
     raw[0] = 'X';
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 0, &err), GOPT_OK);
@@ -1097,17 +1099,17 @@ static void test_checkpoint(void **state) {
     /* a checkpoint of the 64-feature layout (before the absolute layer
      * features) is refused naming both counts, not misread */
     uint32_t nf;
-    memcpy(&nf, raw + 12 + 4 * 15, 4);
+    memcpy(&nf, raw + 12 + 4 * 16, 4);
     assert_int_equal(nf, GOPT_POLICY_NFEAT);
     nf = 64;
-    memcpy(raw + 12 + 4 * 15, &nf, 4);
+    memcpy(raw + 12 + 4 * 16, &nf, 4);
     uint32_t crc = (uint32_t)crc32(0L, (const unsigned char *)raw, (uInt)(len - 4));
     memcpy(raw + len - 4, &crc, 4);
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
     assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "64 features per node, this build has 80"));
     nf = GOPT_POLICY_NFEAT;
-    memcpy(raw + 12 + 4 * 15, &nf, 4);
+    memcpy(raw + 12 + 4 * 16, &nf, 4);
     int32_t heads = 3; /* does not divide hidden = 8 */
     memcpy(raw + 12 + 3 * 4, &heads, 4);
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
@@ -1147,25 +1149,26 @@ static void test_fusion(void **state) {
     assert_int_equal(gopt_graph_finalize(g, &err), GOPT_OK);
     const gopt_frozen *fz = gopt_graph_frozen(g);
     int32_t place[5] = {0, 0, 0, 0, 0}, fuse[5] = {1, 1, 1, 1, 1}, grp[5], ng;
-    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 0, grp, &ng, &err), GOPT_OK);
     assert_int_equal(ng, 3); /* {a} (a source roots no fused group), {b, c, d}, {e}; c reads a from outside */
     assert_true(grp[1] == grp[2] && grp[2] == grp[3] && grp[0] != grp[1] && grp[4] != grp[0] && grp[4] != grp[1]);
     /* b not fused: c has preds in two groups, so it cannot join (that would make a cycle) */
     fuse[1] = 0;
-    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 0, grp, &ng, &err), GOPT_OK);
     assert_true(grp[1] != grp[0] && grp[2] != grp[0] && grp[2] != grp[1] && grp[3] == grp[2]);
     /* other device or other level: a new group */
     fuse[1] = 1;
     place[3] = 1;
     fuse[2] = 2;
-    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 0, grp, &ng, &err), GOPT_OK);
     assert_true(grp[1] != grp[0] && grp[2] != grp[1] && grp[3] != grp[2]); /* c: level 2 vs b's 1; d: device 1 */
     fuse[2] = -1;
-    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 0, grp, &ng, &err), GOPT_EINVAL);
     gopt_graph_free(g);
 
-    /* random graphs and decisions: every group is on one device and convex */
-    for (int trial = 0; trial < 20; trial++) {
+    /* random graphs and decisions, both passes: every group is on one device and convex */
+    for (int trial = 0; trial < 40; trial++) {
+        const int merge = trial & 1;
         enum { N = 60 };
         g = make_graph(N, 200 + trial, 0);
         fz = gopt_graph_frozen(g);
@@ -1176,7 +1179,7 @@ static void test_fusion(void **state) {
             pl[v] = (int32_t)gopt_rng_below(&rng, 2);
             fu[v] = (int32_t)gopt_rng_below(&rng, 3);
         }
-        assert_int_equal(gopt_policy_fusion_groups(fz, pl, fu, gr, &ng, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_fusion_groups(fz, pl, fu, merge, gr, &ng, &err), GOPT_OK);
         assert_true(ng >= 1 && ng <= N);
         int fused = 0;
         for (int e = 0; e < fz->m; e++) {
@@ -1204,6 +1207,112 @@ static void test_fusion(void **state) {
         assert_int_equal(seen, ng);
         gopt_graph_free(g);
     }
+}
+
+/* A small graph for the merging pass: nodes named by the string's letters (a '#' prefix makes a
+ * graph input), edges "xy" pairs. */
+static gopt_graph *letters_graph(const char *nodes, const char *const *edges, int ne) {
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, "m", "test", NULL), GOPT_OK);
+    for (const char *c = nodes; *c; c++) {
+        int input = *c == '#';
+        if (input) c++;
+        char name[2] = {*c, 0};
+        gopt_node_attrs at = {0};
+        at.name = name;
+        at.op = input ? "Input" : "Add";
+        at.cls = input ? GOPT_OP_CLASS_INPUT : GOPT_OP_CLASS_ELEMENTWISE;
+        at.layer = -1;
+        assert_int_equal(gopt_graph_add_node(g, &at, NULL, NULL), GOPT_OK);
+    }
+    for (int e = 0; e < ne; e++) {
+        int32_t u = gopt_graph_find(g, (char[]){edges[e][0], 0}), v = gopt_graph_find(g, (char[]){edges[e][1], 0});
+        assert_true(u >= 0 && v >= 0);
+        assert_int_equal(gopt_graph_add_edge(g, u, v, 1, NULL), GOPT_OK);
+    }
+    assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
+    return g;
+}
+
+static void test_fusion_merge(void **state) {
+    (void)state;
+    gopt_error err;
+    int32_t place[80] = {0}, fuse[80], grp[80], ng;
+    /* two sources fused into their consumer: s -> a -> c <- b <- s. merge = 0: c joins b's
+     * group only (a roots another); merge = 1: {a, b, c} as XLA fuses them */
+    const char *e1[] = {"sa", "sb", "ac", "bc"};
+    gopt_graph *g = letters_graph("#sabc", e1, 4);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    for (int v = 0; v < 4; v++) fuse[v] = 1;
+    int32_t a = gopt_graph_find(g, "a"), b = gopt_graph_find(g, "b"), c = gopt_graph_find(g, "c");
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 0, grp, &ng, &err), GOPT_OK);
+    assert_int_equal(ng, 3);
+    assert_true(grp[c] == grp[b] && grp[b] != grp[a]); /* a comes before b's root: c joins b */
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 1, grp, &ng, &err), GOPT_OK);
+    assert_int_equal(ng, 2);
+    assert_true(grp[a] == grp[b] && grp[b] == grp[c]);
+    fuse[b] = 2; /* another level: not merged */
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 1, grp, &ng, &err), GOPT_OK);
+    assert_true(grp[c] == grp[a] && grp[b] != grp[a]);
+    gopt_graph_free(g);
+
+    /* a merge that would make a cycle through a group contracted to one node: a -> h -> ... and
+     * k -> c, with h and k fused (level 2) and a, c at level 1. c may not join a's group: a ->
+     * {k, h} -> c -> ... would be a cycle; the merge = 0 rule refuses it too (k is after a) */
+    const char *e2[] = {"sa", "sk", "ah", "kh", "ac", "kc"};
+    g = letters_graph("#sakhc", e2, 6);
+    fz = gopt_graph_frozen(g);
+    a = gopt_graph_find(g, "a"), c = gopt_graph_find(g, "c");
+    int32_t k = gopt_graph_find(g, "k"), h = gopt_graph_find(g, "h");
+    fuse[0] = 0;
+    fuse[a] = fuse[c] = 1;
+    fuse[k] = fuse[h] = 2;
+    for (int merge = 0; merge < 2; merge++) {
+        assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, merge, grp, &ng, &err), GOPT_OK);
+        assert_int_equal(grp[k], grp[h]);
+        assert_int_not_equal(grp[c], grp[a]);
+    }
+    /* with k unfused the same shape is legal for merge = 1 only: k is not reachable from a */
+    fuse[k] = fuse[h] = 0;
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 0, grp, &ng, &err), GOPT_OK);
+    assert_int_not_equal(grp[c], grp[a]);
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 1, grp, &ng, &err), GOPT_OK);
+    assert_int_equal(grp[c], grp[a]);
+    /* a path a -> h -> c outside the group: never */
+    gopt_graph_free(g);
+    const char *e3[] = {"sa", "ah", "hc", "ac"};
+    g = letters_graph("#sahc", e3, 4);
+    fz = gopt_graph_frozen(g);
+    a = gopt_graph_find(g, "a"), c = gopt_graph_find(g, "c"), h = gopt_graph_find(g, "h");
+    fuse[a] = fuse[c] = 1;
+    fuse[h] = 0;
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 1, grp, &ng, &err), GOPT_OK);
+    assert_int_not_equal(grp[c], grp[a]);
+    gopt_graph_free(g);
+
+    /* a chain of 70 fused ops: merge = 1 caps a group at 64 members */
+    gopt_graph *ch = NULL;
+    assert_int_equal(gopt_graph_create(&ch, "chain", "test", NULL), GOPT_OK);
+    for (int v = 0; v < 71; v++) {
+        char name[8];
+        snprintf(name, sizeof name, "n%d", v);
+        gopt_node_attrs at = {0};
+        at.name = name;
+        at.op = v ? "Add" : "Input";
+        at.cls = v ? GOPT_OP_CLASS_ELEMENTWISE : GOPT_OP_CLASS_INPUT;
+        at.layer = -1;
+        assert_int_equal(gopt_graph_add_node(ch, &at, NULL, NULL), GOPT_OK);
+        if (v) assert_int_equal(gopt_graph_add_edge(ch, v - 1, v, 1, NULL), GOPT_OK);
+        fuse[v] = 1;
+    }
+    assert_int_equal(gopt_graph_finalize(ch, NULL), GOPT_OK);
+    fz = gopt_graph_frozen(ch);
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 0, grp, &ng, &err), GOPT_OK);
+    assert_int_equal(ng, 2); /* the input, then one group of 70 */
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 1, grp, &ng, &err), GOPT_OK);
+    assert_int_equal(ng, 3); /* the input, 64, 6 */
+    assert_true(grp[64] == grp[1] && grp[65] != grp[64] && grp[70] == grp[65]);
+    gopt_graph_free(ch);
 }
 
 /* ---- the example graph of the repository, default sizes, every device count ---- */
@@ -1243,7 +1352,7 @@ static void test_example_graph(void **state) {
         assert_true(isfinite(tl[3]) && tl[3] < 0.0);
         gopt_policy_zero_grad(p);
         assert_int_equal(gopt_policy_backward(p, &a.a, wl, wl, &err), GOPT_OK);
-        assert_int_equal(gopt_policy_fusion_groups(fz, a.a.place, a.a.fuse, grp, &ng, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_fusion_groups(fz, a.a.place, a.a.fuse, c.fuse_merge, grp, &ng, &err), GOPT_OK);
         assert_true(ng >= 1 && ng <= n);
     }
     free(grp);
@@ -1598,7 +1707,7 @@ static void check_on_graph(gopt_policy *p, gopt_graph *g, int ndev) {
         gopt_decisions d;
         assert_int_equal(gopt_decisions_init(&d, fz->n, &err), GOPT_OK);
         int32_t ngroups = 0;
-        assert_int_equal(gopt_policy_fusion_groups(fz, ab.a.place, ab.a.fuse, d.group, &ngroups, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_fusion_groups(fz, ab.a.place, ab.a.fuse, gopt_policy_get_config(p)->fuse_merge, d.group, &ngroups, &err), GOPT_OK);
         for (int32_t v = 0; v < fz->n; v++) {
             assert_true(ab.a.place[v] >= 0 && ab.a.place[v] < ndev);
             d.device[v] = ab.a.place[v];
@@ -1896,7 +2005,7 @@ static void test_fuse_cond(void **state) {
     actions_alloc(&ab, N);
     assert_int_equal(gopt_policy_greedy(p, &ab.a, &err), GOPT_OK);
     int32_t group[N], ng = 0, members[N];
-    assert_int_equal(gopt_policy_fusion_groups(fz, ab.a.place, ab.a.fuse, group, &ng, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_fusion_groups(fz, ab.a.place, ab.a.fuse, c.fuse_merge, group, &ng, &err), GOPT_OK);
     memset(members, 0, sizeof members);
     for (int v = 0; v < N; v++) members[group[v]]++;
     int joined = 0, rooted = 0;
@@ -1936,7 +2045,8 @@ int main(void) {
         cmocka_unit_test(test_grad_network_full), cmocka_unit_test(test_grad_network_stopgrad),
         cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality), cmocka_unit_test(test_fuse_cond), cmocka_unit_test(test_sched_cond),    cmocka_unit_test(test_decode),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
-        cmocka_unit_test(test_fusion),          cmocka_unit_test(test_example_graph),
+        cmocka_unit_test(test_fusion),
+        cmocka_unit_test(test_fusion_merge),          cmocka_unit_test(test_example_graph),
         cmocka_unit_test(test_small_sizes),     cmocka_unit_test(test_zoo_and_real_graphs), cmocka_unit_test(test_backward_batch),
         cmocka_unit_test(test_conditioned_decoder),
     };

@@ -553,7 +553,7 @@ static void test_actions_to_decisions(void **state) {
     gopt_decisions d = {0};
     gopt_error err = {0};
     assert_int_equal(gopt_decisions_init(&d, n, NULL), GOPT_OK);
-    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, &a, &d, grp, &err), GOPT_OK);
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, &a, &d, grp, &err), GOPT_OK);
     for (int v = 0; v < n; v++) {
         assert_int_equal(d.device[v], place[v]);
         assert_int_equal(d.priority[v], sched[v]);
@@ -572,14 +572,14 @@ static void test_actions_to_decisions(void **state) {
         }
     (void)fused;
     /* unlearned tasks: device 0, topological priorities, no fusion */
-    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASK_BIT(GOPT_TASK_SCHED), &a, &d, grp, &err),
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASK_BIT(GOPT_TASK_SCHED), 1, &a, &d, grp, &err),
                      GOPT_OK);
     for (int v = 0; v < n; v++) {
         assert_int_equal(d.device[v], 0);
         assert_int_equal(d.priority[v], sched[v]);
         assert_int_equal(d.group[v], -1);
     }
-    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASK_BIT(GOPT_TASK_PLACE), &a, &d, grp, &err),
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASK_BIT(GOPT_TASK_PLACE), 1, &a, &d, grp, &err),
                      GOPT_OK);
     for (int v = 0; v < n; v++) assert_int_equal(d.priority[v], n - fz->rank[v]);
     gopt_decisions_destroy(&d);
@@ -590,8 +590,7 @@ static void test_actions_to_decisions(void **state) {
 static void test_fusion_groups(void **state) {
     (void)state;
     /* x -> a -> b <- w (parameter), a -> c <- y (x -> y -> a: y before the root a): b and
-     * c join a's group although w and y are not in it; the policy's pass would
-     * keep both out */
+     * c join a's group although w and y are not in it (the default pass, merge = 1) */
     gopt_graph *g = NULL;
     assert_int_equal(gopt_graph_create(&g, "f", "test", NULL), GOPT_OK);
     int32_t x = add(g, "x", GOPT_OP_CLASS_ELEMENTWISE, 1e3, 64), y = add(g, "y", GOPT_OP_CLASS_ELEMENTWISE, 1e3, 64);
@@ -607,7 +606,7 @@ static void test_fusion_groups(void **state) {
     int32_t n = fz->n, place[16] = {0}, fuse[16] = {0}, grp[16], ng = 0;
     fuse[a] = fuse[b] = fuse[c] = 1;
     gopt_error err = {0};
-    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 1, grp, &ng, &err), GOPT_OK);
     assert_int_equal(grp[b], grp[a]);
     assert_int_equal(grp[c], grp[a]);
     assert_int_not_equal(grp[y], grp[a]);
@@ -615,18 +614,18 @@ static void test_fusion_groups(void **state) {
     assert_int_not_equal(grp[z], grp[a]);
     /* another level, or another device, roots a new group */
     fuse[c] = 2;
-    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 1, grp, &ng, &err), GOPT_OK);
     assert_int_not_equal(grp[c], grp[a]);
     fuse[c] = 1;
     place[b] = 1;
-    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 1, grp, &ng, &err), GOPT_OK);
     assert_int_not_equal(grp[b], grp[a]);
     /* a negative level is refused */
     fuse[b] = 0;
     place[b] = 0;
     fuse[y] = 0;
     fuse[src] = -1;
-    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, grp, &ng, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 1, grp, &ng, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "negative"));
     gopt_graph_free(g);
 
@@ -656,7 +655,7 @@ static void test_fusion_groups(void **state) {
                         break;
                     }
         gopt_policy_actions act = {pl, zero, fu};
-        assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, &act, &d, sc, &err), GOPT_OK);
+        assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, &act, &d, sc, &err), GOPT_OK);
         gopt_status st = gopt_decisions_validate(&d, g, 2, &err);
         if (st) fprintf(stderr, "rep %d: %s\n", rep, err.msg);
         assert_int_equal(st, GOPT_OK);
@@ -868,7 +867,7 @@ static void test_go_memory_safe(void **state) {
     assert_int_equal(gopt_policy_greedy(pol, &a, &err), GOPT_OK);
     gopt_decisions du = {0};
     assert_int_equal(gopt_decisions_init(&du, n, NULL), GOPT_OK);
-    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, &a, &du, grp, &err), GOPT_OK);
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, &a, &du, grp, &err), GOPT_OK);
     assert_int_equal(gopt_bl_memory_check(&p, &du, &err), GOPT_EUNSUP);
     gopt_bl_sim_evaluate(&ctx, &du, &oom);
     assert_int_equal(oom, 1);
@@ -907,7 +906,7 @@ static void test_go_memory_safe(void **state) {
     assert_int_equal(gopt_policy_set_decoder_inputs(pol, n, NDEV, din, din + n, din + 2 * n, &err), GOPT_OK);
     assert_int_equal(gopt_policy_forward(pol, fz, feat, NDEV, NULL, &err), GOPT_OK);
     assert_int_equal(gopt_policy_greedy(pol, &a, &err), GOPT_OK);
-    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, &a, &du, grp, &err), GOPT_OK);
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, &a, &du, grp, &err), GOPT_OK);
     assert_int_equal(gopt_bl_memory_check(&p, &du, &err), GOPT_OK);
     strict_evaluate(&se, &du, &oom);
     assert_int_equal(oom, 1);

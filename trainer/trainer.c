@@ -668,8 +668,9 @@ void tr_schedule_next(gopt_trainer *t) {
     t->nsel = B;
 }
 
-gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned tasks, const gopt_policy_actions *a,
-                                              gopt_decisions *d, int32_t *group, gopt_error *err) {
+gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned tasks, int fuse_merge,
+                                              const gopt_policy_actions *a, gopt_decisions *d, int32_t *group,
+                                              gopt_error *err) {
     int32_t n = fz->n;
     if (d->n != n) return gopt_error_set(err, GOPT_EINVAL, "decisions for %d nodes, graph has %d", d->n, n);
     for (int32_t v = 0; v < n; v++) {
@@ -679,7 +680,7 @@ gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned ta
     }
     if (!(tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE))) return GOPT_OK;
     int32_t ngroups = 0;
-    gopt_status st = gopt_policy_fusion_groups(fz, d->device, a->fuse, group, &ngroups, err);
+    gopt_status st = gopt_policy_fusion_groups(fz, d->device, a->fuse, fuse_merge, group, &ngroups, err);
     if (st) return st;
     /* singletons are not fused: count members in d->group temporarily */
     for (int32_t v = 0; v < n; v++) d->group[v] = 0;
@@ -745,7 +746,7 @@ gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_
     if (st) return st;
     gopt_policy_actions a = tr_actions(t, 0, 0);
     if ((st = gopt_policy_greedy(t->pol, &a, err))) return st;
-    if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, &a, d, t->group, err))) return st;
+    if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &a, d, t->group, err))) return st;
     if (t->eval) {
         if (!tr_evaluate(t, d, res))
             return gopt_error_set(err, GOPT_EINVAL, "trainer: the evaluator failed on the greedy decisions of graph '%s'",

@@ -120,6 +120,8 @@ gopt_status tr_forward(gopt_trainer *t, tr_graph *G, gopt_error *err);
 gopt_status tr_build_hints(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_error *err);
 /* Actions of sample k of batch slot b. */
 gopt_policy_actions tr_actions(gopt_trainer *t, int b, int k);
+/* The policy's fusion pass (cfg.fuse_merge). */
+static inline int tr_fuse_merge(const gopt_trainer *t) { return gopt_policy_get_config(t->pol)->fuse_merge; }
 /* Make sure every scratch array fits n nodes. */
 gopt_status tr_reserve(gopt_trainer *t, int32_t n, gopt_error *err);
 /* Size t->dec for n nodes. */

@@ -1,0 +1,262 @@
+/* fusion.c: the fusion pass that turns per-node fusion levels into fused
+ * groups, node by node in topological order. The decoder (decode.c, with
+ * cfg.fuse_cond) and gopt_policy_fusion_groups share it, so the groups the
+ * decoder conditions on are the groups the decisions get.
+ *
+ * Node v with level l > 0 may join the groups of its predecessors (those
+ * with inputs of their own: parameters and graph inputs are resident data,
+ * never fused) whose level is l and that are on v's device.
+ *
+ * merge = 0 (checkpoints before version 5): v joins the first such group G
+ * (in in-edge order) when every other non-resident predecessor of v is in G
+ * or comes before G's first member in topological order; otherwise it roots
+ * a new group. Groups only grow forward from one root.
+ *
+ * merge = 1: v joins every such group that keeps the graph of groups acyclic,
+ * greedily in in-edge order, merging them into one group (XLA's groups have
+ * several sources: a -> c <- b fused as one kernel), up to
+ * POLICY_FUSE_MAX_MEMBERS members. Legality is exact, up to a search budget:
+ * merging U (v and the groups chosen so far) with group C creates a cycle iff
+ * some node x outside U+C that feeds a member is reachable from U+C in the
+ * graph where every fused group is contracted to one node. Only an x ranked
+ * after U+C's first member can be reachable; when there is none the merge is
+ * legal at once (the merge = 0 rule). Otherwise a backward search from those
+ * x, over the groups whose latest member is ranked after that first member,
+ * each fused group expanded to all its members, looks for a member of U+C. A search that would visit
+ * more than POLICY_FUSE_SEARCH nodes refuses the merge (conservative and
+ * deterministic). Every node decided so far comes before v, so the groups
+ * stay convex and their contraction acyclic (gopt_decisions_validate).
+ *
+ * Cost per decided node: O(indegree^2) with merge = 0; with merge = 1
+ * O(indegree * (members * indegree + POLICY_FUSE_SEARCH)) at most.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy_net.h"
+
+static int resident(const gopt_frozen *fz, int32_t q) { return fz->in_ptr[q + 1] == fz->in_ptr[q]; }
+
+void policy_fuse_init(policy_fuse_state *s, const gopt_frozen *fz, int merge, int32_t *buf,
+                             policy_fuse_scratch *w) {
+    const size_t n = (size_t)fz->n;
+    s->fz = fz;
+    s->merge = merge;
+    s->gid = buf;
+    s->next = buf + n;
+    s->tail = buf + 2 * n;
+    s->size = buf + 3 * n;
+    s->last = buf + 4 * n;
+    s->w = w;
+}
+
+gopt_status policy_fuse_scratch_init(policy_fuse_scratch *w, int32_t n, gopt_error *err) {
+    memset(w, 0, sizeof *w);
+    w->mark = gopt_calloc((size_t)(n > 0 ? n : 1), sizeof *w->mark, err);
+    w->stack = gopt_malloc(sizeof *w->stack * (size_t)(n > 0 ? n : 1), err);
+    if (!w->mark || !w->stack) {
+        policy_fuse_scratch_free(w);
+        return GOPT_ENOMEM;
+    }
+    w->n = n;
+    return GOPT_OK;
+}
+
+void policy_fuse_scratch_free(policy_fuse_scratch *w) {
+    free(w->mark);
+    free(w->stack);
+    memset(w, 0, sizeof *w);
+}
+
+/* A fresh stamp; all marks are cleared when the counter would wrap. */
+static uint32_t tick(policy_fuse_scratch *w) {
+    if (w->clock >= UINT32_MAX - 2) {
+        memset(w->mark, 0, sizeof *w->mark * (size_t)(w->n > 0 ? w->n : 1));
+        w->clock = 0;
+    }
+    return ++w->clock;
+}
+
+/* Mark every member of group g with stamp c. */
+static void mark_group(const policy_fuse_state *s, int32_t g, uint32_t c) {
+    for (int32_t m = g; m >= 0; m = s->next[m]) s->w->mark[m] = c;
+}
+
+/* merge = 0: may v join group g alone? */
+static int fits_forward(const policy_fuse_state *s, int32_t v, int32_t g) {
+    const gopt_frozen *fz = s->fz;
+    const int32_t rr = fz->rank[g];
+    for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1]; e++) {
+        int32_t u = fz->in_src[e];
+        if (s->gid[u] != g && !resident(fz, u) && fz->rank[u] >= rr) return 0;
+    }
+    return 1;
+}
+
+/* merge = 1: every member of U (marked cu: v and the groups chosen so far) and of group c
+ * (marked cu too, by the caller) form one group; is the contraction still acyclic? first: the
+ * smallest rank among them. */
+static int legal_union(const policy_fuse_state *s, const int32_t *members_of, int nm, int32_t first, uint32_t cu) {
+    const gopt_frozen *fz = s->fz;
+    policy_fuse_scratch *w = s->w;
+    const uint32_t cv = tick(w); /* visited */
+    int32_t sp = 0, visits = 0;
+    /* suspects: outside non-resident predecessors of any member whose group ends after `first` (an
+     * earlier one is in a group no member of the union reaches) */
+    for (int k = 0; k < nm; k++)
+        for (int32_t m = members_of[k]; m >= 0; m = s->next[m])
+            for (int32_t e = fz->in_ptr[m]; e < fz->in_ptr[m + 1]; e++) {
+                int32_t x = fz->in_src[e];
+                if (w->mark[x] == cu || w->mark[x] == cv || resident(fz, x) || s->last[s->gid[x]] <= first)
+                    continue;
+                w->mark[x] = cv;
+                w->stack[sp++] = x;
+            }
+    /* backward search: does a member of the union reach a suspect? */
+    while (sp > 0) {
+        const int32_t y = w->stack[--sp];
+        const int32_t g = s->gid[y];
+        for (int32_t z = s->size[g] > 1 ? g : y; z >= 0; z = s->size[g] > 1 ? s->next[z] : -1) {
+            if (++visits > POLICY_FUSE_SEARCH) return 0;
+            if (z != y && w->mark[z] != cv) w->mark[z] = cv; /* a contracted group is one node */
+            for (int32_t e = fz->in_ptr[z]; e < fz->in_ptr[z + 1]; e++) {
+                int32_t x = fz->in_src[e];
+                if (w->mark[x] == cu) return 0;
+                if (w->mark[x] == cv || resident(fz, x) || s->last[s->gid[x]] <= first) continue;
+                w->mark[x] = cv;
+                w->stack[sp++] = x;
+            }
+        }
+    }
+    return 1;
+}
+
+/* The candidate groups of v at level l, in in-edge order, each once. */
+static int candidates(const policy_fuse_state *s, const int32_t *place, const int32_t *fuse, int32_t v, int32_t l,
+                      int32_t *out, int cap) {
+    const gopt_frozen *fz = s->fz;
+    int nc = 0;
+    for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1] && nc < cap; e++) {
+        const int32_t q = fz->in_src[e];
+        if (resident(fz, q)) continue;
+        const int32_t g = s->gid[q];
+        if (place[g] != place[v] || fuse[g] != l) continue;
+        int dup = 0;
+        for (int k = 0; k < nc && !dup; k++) dup = out[k] == g;
+        if (!dup) out[nc++] = g;
+    }
+    return nc;
+}
+
+/* Choose the groups v joins at level l (at most cap of them, the first only when one): with
+ * merge = 0 the first that fits; with merge = 1 each candidate that keeps the union legal.
+ * Returns how many were chosen (0: v roots a new group). Marks are left as they are. */
+static int choose(const policy_fuse_state *s, const int32_t *place, const int32_t *fuse, int32_t v, int32_t l,
+                  int32_t *chosen, int cap) {
+    int32_t cand[POLICY_FUSE_MAX_CAND];
+    const int nc = candidates(s, place, fuse, v, l, cand, POLICY_FUSE_MAX_CAND);
+    if (!s->merge) {
+        for (int k = 0; k < nc; k++)
+            if (fits_forward(s, v, cand[k])) {
+                chosen[0] = cand[k];
+                return 1;
+            }
+        return 0;
+    }
+    const gopt_frozen *fz = s->fz;
+    const uint32_t cu = tick(s->w);
+    s->w->mark[v] = cu;
+    int32_t members_of[POLICY_FUSE_MAX_CAND + 1];
+    members_of[0] = v;
+    int nch = 0;
+    int32_t size = 1, first = fz->rank[v];
+    for (int k = 0; k < nc && nch < cap; k++) {
+        const int32_t c = cand[k];
+        if (size + s->size[c] > POLICY_FUSE_MAX_MEMBERS) continue;
+        mark_group(s, c, cu);
+        members_of[nch + 1] = c;
+        const int32_t f2 = fz->rank[c] < first ? fz->rank[c] : first;
+        /* v's next pointer is not set yet: v stands alone in members_of[0] */
+        const int32_t save = s->next[v];
+        s->next[v] = -1;
+        const int ok = legal_union(s, members_of, nch + 2, f2, cu);
+        s->next[v] = save;
+        if (ok) {
+            chosen[nch++] = c;
+            size += s->size[c];
+            first = f2;
+        } else {
+            mark_group(s, c, 0);
+        }
+    }
+    return nch;
+}
+
+int32_t policy_fuse_join(const policy_fuse_state *s, const int32_t *place, const int32_t *fuse, int32_t v,
+                         int32_t level) {
+    int32_t g;
+    return choose(s, place, fuse, v, level, &g, 1) > 0 ? g : -1;
+}
+
+void policy_fuse_commit(policy_fuse_state *s, const int32_t *place, const int32_t *fuse, int32_t v) {
+    int32_t chosen[POLICY_FUSE_MAX_CAND];
+    const gopt_frozen *fz = s->fz;
+    const int nch = fuse[v] > 0 ? choose(s, place, fuse, v, fuse[v], chosen, POLICY_FUSE_MAX_CAND) : 0;
+    s->next[v] = -1;
+    if (nch == 0) { /* v roots a group of its own; its id is v */
+        s->gid[v] = v;
+        s->tail[v] = v;
+        s->size[v] = 1;
+        s->last[v] = fz->rank[v];
+        return;
+    }
+    /* the union keeps the id of its earliest group (its first member in topological order) */
+    int32_t g0 = chosen[0];
+    for (int k = 1; k < nch; k++)
+        if (fz->rank[chosen[k]] < fz->rank[g0]) g0 = chosen[k];
+    for (int k = 0; k < nch; k++) {
+        const int32_t c = chosen[k];
+        if (c == g0) continue;
+        for (int32_t m = c; m >= 0; m = s->next[m]) s->gid[m] = g0;
+        s->next[s->tail[g0]] = c;
+        s->tail[g0] = s->tail[c];
+        s->size[g0] += s->size[c];
+    }
+    s->gid[v] = g0;
+    s->next[s->tail[g0]] = v;
+    s->tail[g0] = v;
+    s->size[g0]++;
+    s->last[g0] = fz->rank[v]; /* v is the latest node decided */
+}
+
+gopt_status gopt_policy_fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse, int merge,
+                                      int32_t *group, int32_t *n_groups, gopt_error *err) {
+    if (!fz || !place || !fuse || !group) return gopt_error_set(err, GOPT_EINVAL, "fusion groups: a NULL argument");
+    const int32_t n = fz->n;
+    for (int32_t v = 0; v < n; v++)
+        if (fuse[v] < 0)
+            return gopt_error_set(err, GOPT_EINVAL, "fusion groups: node %d: fusion level %d is negative", (int)v,
+                                  (int)fuse[v]);
+    int32_t *buf = gopt_malloc(sizeof(int32_t) * POLICY_FUSE_ARRAYS * (size_t)(n > 0 ? n : 1), err);
+    if (!buf) return GOPT_ENOMEM;
+    policy_fuse_scratch w;
+    gopt_status st = policy_fuse_scratch_init(&w, n, err);
+    if (st) {
+        free(buf);
+        return st;
+    }
+    policy_fuse_state s;
+    policy_fuse_init(&s, fz, merge, buf, &w);
+    for (int32_t i = 0; i < n; i++) policy_fuse_commit(&s, place, fuse, fz->topo[i]);
+    /* number the groups 0.. by their first member in topological order */
+    int32_t G = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t v = fz->topo[i];
+        if (s.gid[v] == v) s.tail[v] = G++; /* tail is free now: the new id of group v */
+    }
+    for (int32_t v = 0; v < n; v++) group[v] = s.tail[s.gid[v]];
+    free(buf);
+    policy_fuse_scratch_free(&w);
+    if (n_groups) *n_groups = G;
+    return GOPT_OK;
+}
