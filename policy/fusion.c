@@ -17,18 +17,19 @@
  * several sources: a -> c <- b fused as one kernel), up to
  * POLICY_FUSE_MAX_MEMBERS members. Legality is exact, up to a search budget:
  * merging U (v and the groups chosen so far) with group C creates a cycle iff
- * some node x outside U+C that feeds a member is reachable from U+C in the
- * graph where every fused group is contracted to one node. Only an x ranked
- * after U+C's first member can be reachable; when there is none the merge is
- * legal at once (the merge = 0 rule). Otherwise a backward search from those
- * x, over the groups whose latest member is ranked after that first member,
- * each fused group expanded to all its members, looks for a member of U+C. A search that would visit
- * more than POLICY_FUSE_SEARCH nodes refuses the merge (conservative and
- * deterministic). Every node decided so far comes before v, so the groups
- * stay convex and their contraction acyclic (gopt_decisions_validate).
+ * a member of U+C reaches another through nodes outside it, in the graph
+ * where every fused group is contracted to one node. A forward search from
+ * the members' successors over the decided nodes (v has none yet, and
+ * undecided nodes cannot lead back), each fused group reached expanded to
+ * all its members, looks for a member. Ranks alone cannot prune it: a
+ * contracted group can lead from a late member back to an early one. A
+ * search that would visit more than POLICY_FUSE_SEARCH nodes refuses the
+ * merge (conservative and deterministic). The contraction of the groups
+ * stays acyclic (gopt_decisions_validate).
  *
  * Cost per decided node: O(indegree^2) with merge = 0; with merge = 1
- * O(indegree * (members * indegree + POLICY_FUSE_SEARCH)) at most.
+ * O(indegree * (members * outdegree + POLICY_FUSE_SEARCH * outdegree)) at most;
+ * in practice the members' decided successors are few.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,6 @@ void policy_fuse_init(policy_fuse_state *s, const gopt_frozen *fz, int merge, in
     s->next = buf + n;
     s->tail = buf + 2 * n;
     s->size = buf + 3 * n;
-    s->last = buf + 4 * n;
     s->w = w;
 }
 
@@ -93,36 +93,33 @@ static int fits_forward(const policy_fuse_state *s, int32_t v, int32_t g) {
     return 1;
 }
 
-/* merge = 1: every member of U (marked cu: v and the groups chosen so far) and of group c
- * (marked cu too, by the caller) form one group; is the contraction still acyclic? first: the
- * smallest rank among them. */
-static int legal_union(const policy_fuse_state *s, const int32_t *members_of, int nm, int32_t first, uint32_t cu) {
+/* merge = 1: every member of U (marked cu: v and the groups chosen so far, and the candidate
+ * group, marked by the caller) as one group: is the contraction still acyclic? A forward search
+ * from the members' decided successors (ranked before v: later nodes are not decided and cannot
+ * lead back), every fused group reached expanded to all its members, looks for a member. */
+static int legal_union(const policy_fuse_state *s, const int32_t *members_of, int nm, int32_t rv, uint32_t cu) {
     const gopt_frozen *fz = s->fz;
     policy_fuse_scratch *w = s->w;
     const uint32_t cv = tick(w); /* visited */
     int32_t sp = 0, visits = 0;
-    /* suspects: outside non-resident predecessors of any member whose group ends after `first` (an
-     * earlier one is in a group no member of the union reaches) */
     for (int k = 0; k < nm; k++)
         for (int32_t m = members_of[k]; m >= 0; m = s->next[m])
-            for (int32_t e = fz->in_ptr[m]; e < fz->in_ptr[m + 1]; e++) {
-                int32_t x = fz->in_src[e];
-                if (w->mark[x] == cu || w->mark[x] == cv || resident(fz, x) || s->last[s->gid[x]] <= first)
-                    continue;
+            for (int32_t e = fz->out_ptr[m]; e < fz->out_ptr[m + 1]; e++) {
+                const int32_t x = fz->out_dst[e];
+                if (w->mark[x] == cu || w->mark[x] == cv || fz->rank[x] >= rv) continue;
                 w->mark[x] = cv;
                 w->stack[sp++] = x;
             }
-    /* backward search: does a member of the union reach a suspect? */
     while (sp > 0) {
         const int32_t y = w->stack[--sp];
         const int32_t g = s->gid[y];
         for (int32_t z = s->size[g] > 1 ? g : y; z >= 0; z = s->size[g] > 1 ? s->next[z] : -1) {
             if (++visits > POLICY_FUSE_SEARCH) return 0;
-            if (z != y && w->mark[z] != cv) w->mark[z] = cv; /* a contracted group is one node */
-            for (int32_t e = fz->in_ptr[z]; e < fz->in_ptr[z + 1]; e++) {
-                int32_t x = fz->in_src[e];
+            w->mark[z] = cv; /* a contracted group is one node: its members are reached together */
+            for (int32_t e = fz->out_ptr[z]; e < fz->out_ptr[z + 1]; e++) {
+                const int32_t x = fz->out_dst[e];
                 if (w->mark[x] == cu) return 0;
-                if (w->mark[x] == cv || resident(fz, x) || s->last[s->gid[x]] <= first) continue;
+                if (w->mark[x] == cv || fz->rank[x] >= rv) continue;
                 w->mark[x] = cv;
                 w->stack[sp++] = x;
             }
@@ -166,25 +163,17 @@ static int choose(const policy_fuse_state *s, const int32_t *place, const int32_
     const gopt_frozen *fz = s->fz;
     const uint32_t cu = tick(s->w);
     s->w->mark[v] = cu;
-    int32_t members_of[POLICY_FUSE_MAX_CAND + 1];
-    members_of[0] = v;
+    int32_t members_of[POLICY_FUSE_MAX_CAND]; /* the groups of U and the candidate (v: no successor decided) */
     int nch = 0;
-    int32_t size = 1, first = fz->rank[v];
+    int32_t size = 1;
     for (int k = 0; k < nc && nch < cap; k++) {
         const int32_t c = cand[k];
         if (size + s->size[c] > POLICY_FUSE_MAX_MEMBERS) continue;
         mark_group(s, c, cu);
-        members_of[nch + 1] = c;
-        const int32_t f2 = fz->rank[c] < first ? fz->rank[c] : first;
-        /* v's next pointer is not set yet: v stands alone in members_of[0] */
-        const int32_t save = s->next[v];
-        s->next[v] = -1;
-        const int ok = legal_union(s, members_of, nch + 2, f2, cu);
-        s->next[v] = save;
-        if (ok) {
+        members_of[nch] = c;
+        if (legal_union(s, members_of, nch + 1, fz->rank[v], cu)) {
             chosen[nch++] = c;
             size += s->size[c];
-            first = f2;
         } else {
             mark_group(s, c, 0);
         }
@@ -207,7 +196,6 @@ void policy_fuse_commit(policy_fuse_state *s, const int32_t *place, const int32_
         s->gid[v] = v;
         s->tail[v] = v;
         s->size[v] = 1;
-        s->last[v] = fz->rank[v];
         return;
     }
     /* the union keeps the id of its earliest group (its first member in topological order) */
@@ -226,7 +214,6 @@ void policy_fuse_commit(policy_fuse_state *s, const int32_t *place, const int32_
     s->next[s->tail[g0]] = v;
     s->tail[g0] = v;
     s->size[g0]++;
-    s->last[g0] = fz->rank[v]; /* v is the latest node decided */
 }
 
 gopt_status gopt_policy_fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse, int merge,

@@ -1278,6 +1278,24 @@ static void test_fusion_merge(void **state) {
     assert_int_not_equal(grp[c], grp[a]);
     assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 1, grp, &ng, &err), GOPT_OK);
     assert_int_equal(grp[c], grp[a]);
+    /* a cycle through a contracted group that leads from a late member back to an early one:
+     * A = {p, q} (level 2), y reads p, B = {b} (level 3) feeds q; r (level 3) reads y and b and
+     * may not join B: b -> q ~ p -> y -> r. Ranks alone would allow it (t delays b: y comes
+     * before b in topological order) */
+    gopt_graph_free(g);
+    const char *e4[] = {"sp", "st", "py", "tb", "pq", "bq", "yr", "br"};
+    g = letters_graph("#sptybqr", e4, 8);
+    fz = gopt_graph_frozen(g);
+    int32_t pp = gopt_graph_find(g, "p"), y = gopt_graph_find(g, "y"), bb = gopt_graph_find(g, "b");
+    int32_t q = gopt_graph_find(g, "q"), r = gopt_graph_find(g, "r");
+    assert_true(fz->rank[y] < fz->rank[bb]);
+    fuse[0] = fuse[gopt_graph_find(g, "t")] = 0;
+    fuse[pp] = fuse[q] = 2;
+    fuse[y] = 1;
+    fuse[bb] = fuse[r] = 3;
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 1, grp, &ng, &err), GOPT_OK);
+    assert_int_equal(grp[q], grp[pp]);
+    assert_int_not_equal(grp[r], grp[bb]);
     /* a path a -> h -> c outside the group: never */
     gopt_graph_free(g);
     const char *e3[] = {"sa", "ah", "hc", "ac"};
