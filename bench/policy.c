@@ -5,7 +5,8 @@
  * the conditioned decoder's greedy decode and sample on it (memory masks
  * set, every device holding 1.1x its share), forward + greedy (target
  * < 1.0 s) and the decode without the scorer (cond_hidden = 0) as the old
- * path's reference; forward + sample + backward over a 10,000-node graph (< 1.0 s);
+ * path's reference; the decode with the fusion term conditioned on the groups
+ * (fuse_cond), with the merging fusion pass against the forward-only one; forward + sample + backward over a 10,000-node graph (< 1.0 s);
  * peak resident memory (getrusage maxrss, < 4 GB); achieved GFLOP/s of both
  * and the ratio to sgemm (target >= 0.5); and a bit-for-bit determinism check
  * (two forward+backward runs from the same seed give identical logits,
@@ -367,6 +368,39 @@ int main(int argc, char **argv) {
                "unconditioned %.2fx wall, %.2fx cpu; decode share of forward + decode %.1f%% (cpu %.1f%%)\n",
                tq, cq, tg / tq, cg / cq, 100.0 * tg / (best + tg), 100.0 * cg / (cpu_best + cg));
         gopt_policy_free(q);
+    }
+    {
+        /* the fusion term conditioned on the groups formed (fuse_cond = 1), which tracks the
+         * fusion pass while decoding: the merging pass (fuse_merge = 1) against the forward-only
+         * pass (fuse_merge = 0) in the same run; sampled: an untrained policy's levels are
+         * near uniform, so most nodes try to join (its greedy levels are all 0) */
+        double tf[2] = {1e30, 1e30};
+        int32_t ngr[2] = {0, 0};
+        int32_t *grp = malloc(sizeof(int32_t) * (size_t)bg.fz->n);
+        if (!grp) check(GOPT_ENOMEM, &err);
+        for (int merge = 0; merge < 2; merge++) {
+            gopt_policy_config c1 = cfg;
+            c1.fuse_cond = 1;
+            c1.fuse_merge = merge;
+            gopt_policy *q = NULL;
+            check(gopt_policy_create(&q, &c1, 1, &err), &err);
+            set_inputs(q, &bg);
+            check(gopt_policy_forward(q, bg.fz, bg.feat, bg.ndev, NULL, &err), &err);
+            for (int r = 0; r < reps; r++) {
+                gopt_rng rf;
+                gopt_rng_seed(&rf, 11);
+                double t = gopt_now_seconds();
+                check(gopt_policy_sample(q, &rf, &bg.a, &err), &err);
+                t = gopt_now_seconds() - t;
+                tf[merge] = t < tf[merge] ? t : tf[merge];
+            }
+            check(gopt_policy_fusion_groups(bg.fz, bg.a.place, bg.a.fuse, merge, grp, &ngr[merge], &err), &err);
+            gopt_policy_free(q);
+        }
+        free(grp);
+        printf("  sampled decode with fuse_cond: forward-only pass (fuse_merge = 0) %.3f s, %d groups; merging "
+               "pass (fuse_merge = 1) %.3f s, %d groups; merging / forward-only %.2fx\n",
+               tf[0], (int)ngr[0], tf[1], (int)ngr[1], tf[1] / tf[0]);
     }
     bench_graph_free(&bg);
 
