@@ -87,9 +87,10 @@ gopt_status gopt_policy_set_decoder_inputs(gopt_policy *p, int32_t n, int32_t nd
 }
 
 gopt_status gopt_policy_set_hints(gopt_policy *p, int32_t n, int32_t ndev, int nh, const int32_t *dev,
-                                  const float *feat, const float *quality, gopt_error *err) {
+                                  const float *feat, const int32_t *group, const float *quality, gopt_error *err) {
     p->hint_dev = NULL;
     p->hint_feat = NULL;
+    p->hint_group = NULL;
     p->hint_n = p->hint_ndev = 0;
     p->hint_best = -1;
     memset(p->hint_q, 0, sizeof p->hint_q);
@@ -107,6 +108,10 @@ gopt_status gopt_policy_set_hints(gopt_policy *p, int32_t n, int32_t ndev, int n
         if (!(feat[i] >= 0.0f && feat[i] <= 1.0f))
             return gopt_error_set(err, GOPT_EINVAL, "policy hints: feature %d of node %d is %g, outside [0, 1]",
                                   (int)(i % POLICY_NHINT_PSI), (int)(i / POLICY_NHINT_PSI), (double)feat[i]);
+    for (int32_t v = 0; group && v < n; v++)
+        if (group[v] < -1 || group[v] >= n)
+            return gopt_error_set(err, GOPT_EINVAL, "policy hints: fusion group of node %d is %d, outside -1..%d",
+                                  (int)v, (int)group[v], (int)n - 1);
     for (int h = 0; quality && h < nh; h++)
         if (!(quality[h] >= 0.0f && quality[h] <= 1.0f))
             return gopt_error_set(err, GOPT_EINVAL, "policy hints: quality of hint %d is %g, outside [0, 1]", h,
@@ -117,6 +122,7 @@ gopt_status gopt_policy_set_hints(gopt_policy *p, int32_t n, int32_t ndev, int n
     }
     p->hint_dev = dev;
     p->hint_feat = feat;
+    p->hint_group = group;
     p->hint_n = n;
     p->hint_ndev = ndev;
     return GOPT_OK;
@@ -471,6 +477,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
     }
     const int nphi = POLICY_CFG_NPHI(&p->cfg), npsi = POLICY_CFG_NPSI(&p->cfg);
     const int fcond = p->cfg.fuse_cond && Hc > 0, scond = p->cfg.sched_cond && Hc > 0;
+    const int nfrow = POLICY_CFG_NFGRP(&p->cfg); /* rows of cond.fgrp */
     int32_t *fbuf = NULL;
     policy_fuse_scratch fscr = {0};
     if (fcond) { /* the fusion pass's groups, built as the levels are decided */
@@ -587,18 +594,24 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
             const int need_lp = !ob->decide || ob->rng;
             const int dv = a->place[v];
             if (Hc > 0) psi_features(p, s, a->place, v, dv, psi);
-            /* fuse_cond: for each level, the group it would join (J) or a new root (R) */
+            /* fuse_cond: for each level, the group it would join (J) or a new root (R); fkind[l]: 0
+             * joins (with cfg.fuse_hint and hint groups given: the hint's group of v), 1 roots a new
+             * group, 2 (cfg.fuse_hint) joins another group than the hint's */
             int32_t fcand[32];
-            float sj = 0.0f, sr = 0.0f;
+            int fkind[32];
+            float fs[3] = {0.0f, 0.0f, 0.0f};
             if (fcond) {
                 const int w = p->width[GOPT_TASK_FUSE];
+                const int32_t hg = p->hint_group ? p->hint_group[v] : -1;
                 fcand[0] = -1;
-                for (int l = 1; l < w; l++)
+                for (int l = 1; l < w; l++) {
                     fcand[l] = policy_fuse_join(&s->fg, a->place, a->fuse, v, l);
-                for (int m = 0; m < npsi; m++) {
-                    sj += psi[m] * p->P.cond_fgrp[m];
-                    sr += psi[m] * p->P.cond_fgrp[npsi + m];
+                    fkind[l] = fcand[l] < 0                                                  ? 1
+                               : nfrow < 3 || !p->hint_group || (hg >= 0 && p->hint_group[fcand[l]] == hg) ? 0
+                                                                                             : 2;
                 }
+                for (int r = 0; r < nfrow; r++)
+                    for (int m = 0; m < npsi; m++) fs[r] += psi[m] * p->P.cond_fgrp[(size_t)r * npsi + m];
             }
             /* sched_cond: the level the hint's priority rank falls in gets psi . u */
             int hlev = -1;
@@ -614,14 +627,15 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                 const float *base = A->head[t].logits + (size_t)i * w;
                 const float *wc = t == GOPT_TASK_SCHED ? p->P.cond_sched : p->P.cond_fuse;
                 const int fg = fcond && t == GOPT_TASK_FUSE, sg = hlev >= 0 && t == GOPT_TASK_SCHED;
-                for (int j = 0; j < w; j++) {
-                    float zz = base[j];
-                    if (Hc > 0)
-                        for (int m = 0; m < npsi; m++) zz += psi[m] * wc[m * w + j];
-                    if (fg && j > 0) zz += fcand[j] >= 0 ? sj : sr;
-                    if (sg && j == hlev) zz += sh;
-                    z[j] = zz;
-                }
+                for (int j = 0; j < w; j++) z[j] = base[j];
+                if (Hc > 0) /* psi's shares and indicators are often 0 */
+                    for (int m = 0; m < npsi; m++) {
+                        if (psi[m] == 0.0f) continue;
+                        for (int j = 0; j < w; j++) z[j] += psi[m] * wc[m * w + j];
+                    }
+                if (fg)
+                    for (int j = 1; j < w; j++) z[j] += fs[fkind[j]];
+                if (sg) z[hlev] += sh;
                 const uint32_t mask = full_mask(w);
                 float ent = need_lp ? (float)gopt_logsoftmax_row(lp, pr, z, w, mask) : 0.0f;
                 int32_t *act = action_array(a, t);
@@ -651,15 +665,10 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                     if (sg)
                         for (int m = 0; m < npsi; m++) g->cond_shint[m] += psi[m] * dz[hlev];
                     if (fg) {
-                        float gj = 0.0f, gr = 0.0f;
-                        for (int j = 1; j < w; j++) {
-                            if (fcand[j] >= 0) gj += dz[j];
-                            else gr += dz[j];
-                        }
-                        for (int m = 0; m < npsi; m++) {
-                            g->cond_fgrp[m] += psi[m] * gj;
-                            g->cond_fgrp[npsi + m] += psi[m] * gr;
-                        }
+                        float gk[3] = {0.0f, 0.0f, 0.0f};
+                        for (int j = 1; j < w; j++) gk[fkind[j]] += dz[j];
+                        for (int r = 0; r < nfrow; r++)
+                            for (int m = 0; m < npsi; m++) g->cond_fgrp[(size_t)r * npsi + m] += psi[m] * gk[r];
                     }
                 }
                 if (fg) policy_fuse_commit(&s->fg, a->place, a->fuse, v); /* v joins groups or roots one */
@@ -726,7 +735,7 @@ static void dst_fields(const gopt_policy *p, const grad_dst *g, float **f, size_
     const size_t Hc = (size_t)p->cfg.cond_hidden, nphi = (size_t)POLICY_CFG_NPHI(&p->cfg),
                  npsi = (size_t)POLICY_CFG_NPSI(&p->cfg);
     const size_t ps = Hc ? npsi : 0; /* without the scorer (Hc = 0) no cond tensors at all */
-    const size_t nfg = p->cfg.fuse_cond ? 2 * ps : 0, nsh = p->cfg.sched_cond ? ps : 0;
+    const size_t nfg = p->cfg.fuse_cond ? (size_t)POLICY_CFG_NFGRP(&p->cfg) * ps : 0, nsh = p->cfg.sched_cond ? ps : 0;
     const size_t c[KEPT_FIELDS] = {U * W, n * P, n * F, U * Hc, Hc, Hc, nphi * Hc, ps * P, ps * F, nfg, nsh};
     float *const fs[KEPT_FIELDS] = {g ? g->dpooled : NULL,    g ? g->dlogits[GOPT_TASK_SCHED] : NULL,
                                     g ? g->dlogits[GOPT_TASK_FUSE] : NULL, g ? g->dvh_unit : NULL,

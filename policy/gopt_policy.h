@@ -70,6 +70,9 @@ typedef struct {
                               predecessor group of its level that keeps the groups acyclic (XLA's
                               multi-source groups; the default); 0 = the first it may join alone
                               (checkpoints before version 5 load with 0) */
+    int32_t fuse_hint;     /* 1: the fusion term tells joining the hint's fused group (the groups
+                              given to gopt_policy_set_hints) from joining another group: a third
+                              row of cond.fgrp (needs fuse_cond = 1 and hints > 0); 0 = off */
 } gopt_policy_config;
 
 void gopt_policy_config_default(gopt_policy_config *cfg);
@@ -134,7 +137,9 @@ gopt_status gopt_policy_set_decoder_inputs(gopt_policy *p, int32_t n, int32_t nd
  * member's), feat (n, GOPT_POLICY_NHINT) per-node values in [0, 1]: a
  * classical schedule's priority rank (1 = runs first), 1 when a classical
  * fusion fuses the node into a predecessor's group, 1 when the node roots a
- * fused group. Borrowed like the decoder inputs (kept for later forwards; a
+ * fused group; group (n) or NULL: the classical fusion's group of each node,
+ * named by its first member in topological order (-1: not fused), read by
+ * cfg.fuse_cond. Borrowed like the decoder inputs (kept for later forwards; a
  * forward on a graph of another node count is refused); NULL arrays clear
  * them (hint features 0). nh must equal cfg.hints. quality (nh) or NULL: each
  * hint's quality in [0, 1] (copied; read when cfg.hint_quality): 1 for the
@@ -144,7 +149,7 @@ gopt_status gopt_policy_set_decoder_inputs(gopt_policy *p, int32_t n, int32_t nd
 #define GOPT_POLICY_NHINT 3
 #define GOPT_POLICY_MAX_HINTS 8
 gopt_status gopt_policy_set_hints(gopt_policy *p, int32_t n, int32_t ndev, int nh, const int32_t *dev,
-                                  const float *feat, const float *quality, gopt_error *err);
+                                  const float *feat, const int32_t *group, const float *quality, gopt_error *err);
 
 /* Per-node logits of the last forward for task t: (n, width) rows in node-id
  * order are copied into out; width = max_devices, sched_levels or

@@ -47,6 +47,7 @@ void gopt_policy_config_default(gopt_policy_config *c) {
     c->fuse_cond = 0;
     c->sched_cond = 0;
     c->fuse_merge = 1;
+    c->fuse_hint = 0;
 }
 
 static gopt_status check_range(const char *field, int32_t v, int32_t lo, int32_t hi, gopt_error *err) {
@@ -85,6 +86,9 @@ gopt_status gopt_policy_config_check(const gopt_policy_config *c, gopt_error *er
                               "policy config: fuse_cond = 1 needs the conditioned decoder (cond_hidden > 0)");
     if ((st = check_range("sched_cond", c->sched_cond, 0, 1, err))) return st;
     if ((st = check_range("fuse_merge", c->fuse_merge, 0, 1, err))) return st;
+    if ((st = check_range("fuse_hint", c->fuse_hint, 0, 1, err))) return st;
+    if (c->fuse_hint && (!c->fuse_cond || !c->hints))
+        return gopt_error_set(err, GOPT_EINVAL, "policy config: fuse_hint = 1 needs fuse_cond = 1 and hints > 0");
     if (c->sched_cond && !c->hints)
         return gopt_error_set(err, GOPT_EINVAL, "policy config: sched_cond = 1 needs hints > 0");
     return GOPT_OK;
@@ -169,7 +173,7 @@ static size_t layout(gopt_policy *p) {
         T(cond_w, Hc, 1, "cond.w");
         T(cond_sched, (size_t)POLICY_CFG_NPSI(c) * (size_t)p->width[GOPT_TASK_SCHED], 1, "cond.sched");
         T(cond_fuse, (size_t)POLICY_CFG_NPSI(c) * (size_t)p->width[GOPT_TASK_FUSE], 1, "cond.fuse");
-        if (c->fuse_cond) T(cond_fgrp, 2 * (size_t)POLICY_CFG_NPSI(c), 1, "cond.fgrp");
+        if (c->fuse_cond) T(cond_fgrp, (size_t)POLICY_CFG_NFGRP(c) * (size_t)POLICY_CFG_NPSI(c), 1, "cond.fgrp");
         if (c->sched_cond) T(cond_shint, (size_t)POLICY_CFG_NPSI(c), 1, "cond.shint");
     }
 #undef T

@@ -63,6 +63,9 @@ void policy_fuse_commit(policy_fuse_state *s, const int32_t *place, const int32_
 #define POLICY_CFG_NPHI(c)                                                                                             \
     (POLICY_NPHI + ((c)->hints ? (c)->hints + 1 + ((c)->hint_quality ? POLICY_NHINT_QUALITY : 0) : 0))
 #define POLICY_CFG_NPSI(c) (POLICY_NPSI + ((c)->hints ? POLICY_NHINT_PSI : 0))
+/* rows of cond.fgrp (cfg.fuse_cond): join, root, and with cfg.fuse_hint join another group than
+ * the hint's */
+#define POLICY_CFG_NFGRP(c) ((c)->fuse_hint ? 3 : 2)
 
 typedef struct {
     float *w;    /* (5D, D) */
@@ -105,7 +108,8 @@ typedef struct {
     float *cond_w;     /* (Hc) scorer hidden -> logit */
     float *cond_sched; /* (NPSI, P) */
     float *cond_fuse;  /* (NPSI, F) */
-    float *cond_fgrp;  /* (2, NPSI) cfg.fuse_cond: weights of the join and root terms */
+    float *cond_fgrp;  /* (2 or 3, NPSI) cfg.fuse_cond: weights of the join, root and (with hints)
+                          join-another-group terms */
     float *cond_shint; /* (NPSI) cfg.sched_cond: weights of the hint's level term */
 } policy_params;
 
@@ -209,6 +213,7 @@ struct gopt_policy {
      * classical placements (hints, n) and per-node features (n, POLICY_NHINT_PSI) */
     const int32_t *hint_dev;
     const float *hint_feat;
+    const int32_t *hint_group; /* (n) or NULL */
     int32_t hint_n, hint_ndev;
     float hint_q[GOPT_POLICY_MAX_HINTS]; /* each hint's quality (copied; 0 without) */
     int hint_best;                       /* the hint of quality 1, -1 when none */

@@ -81,8 +81,9 @@ static void test_hints_from(void **state) {
     d.group[6] = 1;                          /* a singleton group */
     int32_t dev[2 * 8];
     float feat[8 * GOPT_POLICY_NHINT];
+    int32_t grp[8];
     const gopt_decisions *hd[2] = {&d, NULL}; /* row 1: a placer that found nothing */
-    assert_int_equal(gopt_go_hints_from(fz, cm, gopt_sim_cost_table(sim), NDEV, 2, hd, &d, dev, feat, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hints_from(fz, cm, gopt_sim_cost_table(sim), NDEV, 2, hd, &d, dev, feat, grp, &err), GOPT_OK);
     for (int v = 0; v < n; v++) assert_int_equal(dev[v], v < 2 ? 0 : 1);
     for (int v = 0; v < n; v++) assert_int_equal(dev[n + v], -1);
     /* ranks: sorted priorities 0,1,1,2,3,5,7,9 -> share of nodes strictly below / 7 */
@@ -92,6 +93,7 @@ static void test_hints_from(void **state) {
         const float *f = feat + v * GOPT_POLICY_NHINT;
         assert_float_equal(f[2], v == 2 ? 1.0f : 0.0f, 0); /* root */
         assert_float_equal(f[1], v == 3 || v == 4 ? 1.0f : 0.0f, 0); /* joins */
+        assert_int_equal(grp[v], v >= 2 && v <= 4 ? 2 : -1);           /* named by its root; singletons -1 */
     }
     /* the method on a problem: a hint with every device in range */
     gopt_bl_problem p = {0};
@@ -100,12 +102,12 @@ static void test_hints_from(void **state) {
     p.cost = gopt_sim_cost_table(sim);
     p.ndev = NDEV;
     int have = 0;
-    assert_int_equal(gopt_go_hints(&p, 2, dev, feat, NULL, &have, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hints(&p, 2, dev, feat, NULL, NULL, &have, &err), GOPT_OK);
     assert_int_equal(have, 1);
     for (int v = 0; v < 2 * n; v++) assert_true(dev[v] >= 0 && dev[v] < NDEV);
     for (int i = 0; i < n * GOPT_POLICY_NHINT; i++) assert_true(feat[i] >= 0.0f && feat[i] <= 1.0f);
-    assert_int_equal(gopt_go_hints(&p, 0, dev, feat, NULL, &have, &err), GOPT_EINVAL);
-    assert_int_equal(gopt_go_hints(&p, 8, dev, feat, NULL, &have, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_go_hints(&p, 0, dev, feat, NULL, NULL, &have, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_go_hints(&p, 8, dev, feat, NULL, NULL, &have, &err), GOPT_EINVAL);
     gopt_decisions_destroy(&d);
     gopt_sim_free(sim);
     gopt_cost_free(cm);
@@ -138,7 +140,7 @@ static void test_hints_quality(void **state) {
     int32_t dev[NH * 8];
     float feat[8 * GOPT_POLICY_NHINT], q[NH];
     int have = 0;
-    assert_int_equal(gopt_go_hints(&p, NH, dev, feat, q, &have, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hints(&p, NH, dev, feat, NULL, q, &have, &err), GOPT_OK);
     assert_int_equal(have, 1);
     /* each combination's step, independently */
     gopt_bl_registry reg;
@@ -186,7 +188,7 @@ static void test_hints_quality(void **state) {
     int32_t wdev[NH * 8];
     const gopt_decisions *hp[NH];
     for (int h = 0; h < NH; h++) hp[h] = &d[h];
-    assert_int_equal(gopt_go_hints_from(fz, cm, p.cost, NDEV, NH, hp, &d[ibest], wdev, want, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hints_from(fz, cm, p.cost, NDEV, NH, hp, &d[ibest], wdev, want, NULL, &err), GOPT_OK);
     assert_memory_equal(feat, want, sizeof want);
     assert_memory_equal(dev, wdev, sizeof(int32_t) * (size_t)NH * (size_t)n);
     for (int h = 0; h < NH; h++) gopt_decisions_destroy(&d[h]);
@@ -240,7 +242,7 @@ static void trainer_uses_hints(int hq) {
     float feat[8 * GOPT_POLICY_NHINT];
     float q[2] = {0};
     int have = 0;
-    assert_int_equal(gopt_go_hints(&p, 2, dev, feat, hq ? q : NULL, &have, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hints(&p, 2, dev, feat, NULL, hq ? q : NULL, &have, &err), GOPT_OK);
     assert_int_equal(have, 1);
     assert_memory_equal(dev, G->hint_dev, sizeof dev);
     assert_memory_equal(feat, G->hint_feat, sizeof feat);

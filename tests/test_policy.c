@@ -590,7 +590,9 @@ static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_
         for (int i = 0; i < 2 * N; i++) hdev[i] = i >= N && i % 5 == 0 ? -1 : (i * 7) % 3;
         for (int i = 0; i < N * GOPT_POLICY_NHINT; i++) hfeat[i] = (float)((i * 5) % 11) / 10.0f;
         const float hq[2] = {0.6f, 1.0f}; /* hint 1 (with holes) is the best */
-        assert_int_equal(gopt_policy_set_hints(p, N, 3, hints, hdev, hfeat, hq, &err), GOPT_OK);
+        static int32_t hgrp[N]; /* hint fusion groups of four consecutive ids, some unfused */
+        for (int i = 0; i < N; i++) hgrp[i] = i % 5 == 0 ? -1 : i / 4 * 4;
+        assert_int_equal(gopt_policy_set_hints(p, N, 3, hints, hdev, hfeat, hgrp, hq, &err), GOPT_OK);
     }
     assert_int_equal(gopt_policy_forward(p, fz, feat, 3, mask, &err), GOPT_OK);
     actions_buf ab;
@@ -957,9 +959,9 @@ static void check_old_version_load(const char *path, uint32_t ver) {
     char *raw = NULL;
     size_t len = 0;
     assert_int_equal(gopt_file_read_all(path, &raw, &len, &err), GOPT_OK);
-    /* keep the config fields of version ver, drop the rest of the 16, set the version, new CRC */
+    /* keep the config fields of version ver, drop the rest of the 17, set the version, new CRC */
     static const size_t ncfg[] = {0, 10, 11, 12, 15};
-    const size_t keep = 12 + 4 * ncfg[ver], drop = 4 * (16 - ncfg[ver]);
+    const size_t keep = 12 + 4 * ncfg[ver], drop = 4 * (17 - ncfg[ver]);
     memmove(raw + keep, raw + keep + drop, len - (keep + drop));
     len -= drop;
     memcpy(raw + 8, &ver, 4);
@@ -973,6 +975,7 @@ static void check_old_version_load(const char *path, uint32_t ver) {
     assert_int_equal(gopt_policy_get_config(r)->fuse_cond, 0);
     assert_int_equal(gopt_policy_get_config(r)->sched_cond, 0);
     assert_int_equal(gopt_policy_get_config(r)->fuse_merge, 0);
+    assert_int_equal(gopt_policy_get_config(r)->fuse_hint, 0);
     assert_int_equal(gopt_policy_num_params(r), gopt_policy_num_params(p));
     for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
         const char *na, *nb;
@@ -1099,17 +1102,17 @@ static void test_checkpoint(void **state) {
     /* a checkpoint of the 64-feature layout (before the absolute layer
      * features) is refused naming both counts, not misread */
     uint32_t nf;
-    memcpy(&nf, raw + 12 + 4 * 16, 4);
+    memcpy(&nf, raw + 12 + 4 * 17, 4);
     assert_int_equal(nf, GOPT_POLICY_NFEAT);
     nf = 64;
-    memcpy(raw + 12 + 4 * 16, &nf, 4);
+    memcpy(raw + 12 + 4 * 17, &nf, 4);
     uint32_t crc = (uint32_t)crc32(0L, (const unsigned char *)raw, (uInt)(len - 4));
     memcpy(raw + len - 4, &crc, 4);
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
     assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "64 features per node, this build has 80"));
     nf = GOPT_POLICY_NFEAT;
-    memcpy(raw + 12 + 4 * 16, &nf, 4);
+    memcpy(raw + 12 + 4 * 17, &nf, 4);
     int32_t heads = 3; /* does not divide hidden = 8 */
     memcpy(raw + 12 + 3 * 4, &heads, 4);
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
@@ -1824,19 +1827,19 @@ static void test_hints(void **state) {
     for (int i = 0; i < N; i++) hdev[i] = (i * 5 + 1) % NDEV;
     for (int i = 0; i < N * GOPT_POLICY_NHINT; i++) hf[i] = 0.5f;
     hdev[4] = NDEV;
-    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, NULL, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "node 4"));
     hdev[4] = 0;
     hf[7] = 1.5f;
-    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, NULL, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "node 2"));
     hf[7] = 0.5f;
-    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 2, hdev, hf, NULL, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 2, hdev, hf, NULL, NULL, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "network reads 1"));
-    assert_int_equal(gopt_policy_set_hints(p, N - 1, NDEV, 1, hdev, hf, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_set_hints(p, N - 1, NDEV, 1, hdev, hf, NULL, NULL, &err), GOPT_OK);
     assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, NULL, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "hints"));
-    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, NULL, &err), GOPT_OK);
     /* a scorer that reads only the hint's indicator (row 8): greedy copies the hint */
     scorer_reads_only(p, 8);
     assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, NULL, &err), GOPT_OK);
@@ -1845,7 +1848,7 @@ static void test_hints(void **state) {
     assert_int_equal(gopt_policy_greedy(p, &ab.a, &err), GOPT_OK);
     for (int v = 0; v < N; v++) assert_int_equal(ab.a.place[v], hdev[v]);
     /* cleared hints: the indicator reads 0, so the copy is gone somewhere */
-    assert_int_equal(gopt_policy_set_hints(p, 0, 0, 1, NULL, NULL, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_set_hints(p, 0, 0, 1, NULL, NULL, NULL, NULL, &err), GOPT_OK);
     assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, NULL, &err), GOPT_OK);
     assert_int_equal(gopt_policy_greedy(p, &ab.a, &err), GOPT_OK);
     int differ = 0;
@@ -1858,7 +1861,7 @@ static void test_hints(void **state) {
     gopt_policy *q = NULL;
     assert_int_equal(gopt_policy_load(&q, path, &err), GOPT_OK);
     assert_int_equal(gopt_policy_get_config(q)->hints, 1);
-    assert_int_equal(gopt_policy_set_hints(q, N, NDEV, 1, hdev, hf, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_set_hints(q, N, NDEV, 1, hdev, hf, NULL, NULL, &err), GOPT_OK);
     assert_int_equal(gopt_policy_forward(q, fz, feat, NDEV, NULL, &err), GOPT_OK);
     assert_int_equal(gopt_policy_greedy(q, &ab.a, &err), GOPT_OK);
     for (int v = 0; v < N; v++) assert_int_equal(ab.a.place[v], hdev[v]);
@@ -1906,15 +1909,20 @@ static void test_hint_quality(void **state) {
     for (int i = 0; i < N; i++) hdev[i] = (i * 5 + 1) % NDEV, hdev[N + i] = (i * 2) % NDEV;
     for (int i = 0; i < N * GOPT_POLICY_NHINT; i++) hf[i] = 0.5f;
     float q[2] = {0.5f, 1.5f};
-    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 2, hdev, hf, q, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 2, hdev, hf, NULL, q, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "quality of hint 1"));
+    int32_t bad_grp[N];
+    for (int i = 0; i < N; i++) bad_grp[i] = -1;
+    bad_grp[5] = N;
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 2, hdev, hf, bad_grp, NULL, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "fusion group of node 5"));
     /* a scorer that reads only phi's best-hint row (8 + H + 1) */
     scorer_reads_only(p, 8 + 2 + 1);
     actions_buf ab;
     actions_alloc(&ab, N);
     for (int best = 0; best < 2; best++) {
         q[best] = 1.0f, q[1 - best] = 0.25f;
-        assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 2, hdev, hf, q, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 2, hdev, hf, NULL, q, &err), GOPT_OK);
         assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, NULL, &err), GOPT_OK);
         assert_int_equal(gopt_policy_greedy(p, &ab.a, &err), GOPT_OK);
         for (int v = 0; v < N; v++) assert_int_equal(ab.a.place[v], hdev[best * N + v]);
@@ -1926,7 +1934,7 @@ static void test_hint_quality(void **state) {
     gopt_policy *r = NULL;
     assert_int_equal(gopt_policy_load(&r, path, &err), GOPT_OK);
     assert_int_equal(gopt_policy_get_config(r)->hint_quality, 1);
-    assert_int_equal(gopt_policy_set_hints(r, N, NDEV, 2, hdev, hf, q, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_set_hints(r, N, NDEV, 2, hdev, hf, NULL, q, &err), GOPT_OK);
     assert_int_equal(gopt_policy_forward(r, fz, feat, NDEV, NULL, &err), GOPT_OK);
     assert_int_equal(gopt_policy_greedy(r, &ab.a, &err), GOPT_OK);
     for (int v = 0; v < N; v++) assert_int_equal(ab.a.place[v], hdev[N + v]);
@@ -1962,7 +1970,7 @@ static void test_sched_cond(void **state) {
         hf[i * GOPT_POLICY_NHINT] = (float)((i * 7) % N) / (float)(N - 1); /* ranks 0..1, 1 included */
         hf[i * GOPT_POLICY_NHINT + 1] = hf[i * GOPT_POLICY_NHINT + 2] = 0.0f;
     }
-    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, NULL, &err), GOPT_OK);
     zero_tensors(p, (const char *const[]){"cond.shint", "cond.sched", "head_sched.w", "head_sched.b", NULL});
     size_t cnt;
     tensor_named(p, "cond.shint", &cnt)[5] = 10.0f; /* psi 5: the hint's rank */
@@ -1985,7 +1993,8 @@ static void test_sched_cond(void **state) {
 /* fuse_cond: the decoder's join/root features follow the fusion pass. A scorer that prefers
  * joining (weight 10 on the join term) to rooting (5) and both to no fusion: every node whose
  * level joins a predecessor's group per the decoder is a non-root member of a group of the
- * fusion pass on the same levels, every other node roots its own group, and groups form. */
+ * fusion pass on the same levels, every other node roots its own group, and groups form.
+ * With hint groups, only joining the hint's group uses the join term. */
 static void test_fuse_cond(void **state) {
     (void)state;
     enum { N = 41, NDEV = 2 };
@@ -1998,6 +2007,9 @@ static void test_fuse_cond(void **state) {
     assert_int_equal(gopt_policy_config_check(&c, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "fuse_cond"));
     c.cond_hidden = 4;
+    c.fuse_hint = 1;
+    assert_int_equal(gopt_policy_config_check(&c, &err), GOPT_EINVAL); /* fuse_hint needs hints */
+    assert_non_null(strstr(err.msg, "fuse_hint"));
     c.hints = 1;
     gopt_policy *p = NULL;
     assert_int_equal(gopt_policy_create(&p, &c, 3, &err), GOPT_OK);
@@ -2008,12 +2020,12 @@ static void test_fuse_cond(void **state) {
     for (int i = 0; i < N; i++) hdev[i] = 0;
     for (int i = 0; i < N; i++) hf[i * GOPT_POLICY_NHINT] = 0.5f, hf[i * GOPT_POLICY_NHINT + 1] = 1.0f,
                                 hf[i * GOPT_POLICY_NHINT + 2] = 1.0f;
-    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, NULL, NULL, &err), GOPT_OK);
     const int npsi = 5 + GOPT_POLICY_NHINT;
     zero_tensors(p, (const char *const[]){"cond.fgrp", "cond.fuse", "head_fuse.w", "head_fuse.b", NULL});
     size_t cnt;
     float *fw = tensor_named(p, "cond.fgrp", &cnt);
-    assert_int_equal((int)cnt, 2 * npsi);
+    assert_int_equal((int)cnt, 3 * npsi); /* fuse_hint: join the hint's group, root, join another */
     fw[5 + 1] = 10.0f;       /* join term: psi 6 (the hint joins) */
     fw[npsi + 5 + 2] = 5.0f; /* root term: psi 7 (the hint roots) */
     uint16_t mask[N];
@@ -2048,6 +2060,15 @@ static void test_fuse_cond(void **state) {
     double tl[GOPT_TASK_COUNT + 1], te[GOPT_TASK_COUNT + 1];
     assert_int_equal(gopt_policy_logprob(p, &ab.a, lp, en, tl, te, &err), GOPT_OK);
     for (int v = 0; v < N; v++) assert_true(lp[2 * N + v] >= -logf((float)c.fusion_levels) - 1e-3f);
+    /* with hint groups that fuse nothing, every join is "another group" (row 2, weight 0): rooting
+     * wins everywhere and no group of two forms */
+    int32_t hgrp[N];
+    for (int i = 0; i < N; i++) hgrp[i] = -1;
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, hgrp, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, mask, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_greedy(p, &ab.a, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_fusion_groups(fz, ab.a.place, ab.a.fuse, c.fuse_merge, group, &ng, &err), GOPT_OK);
+    assert_int_equal(ng, N);
     free(ab.buf);
     gopt_policy_free(p);
     gopt_graph_free(g);

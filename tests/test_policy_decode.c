@@ -52,6 +52,7 @@ typedef struct {
     float *we; /* (3n) entropy weights of set 0 */
     int32_t *hdev; /* (2, n) hints */
     float *hfeat;  /* (n, GOPT_POLICY_NHINT) */
+    int32_t *hgrp; /* (n) hint fusion groups */
 } fixture;
 
 /* cond_hidden < 0: the default scorer width */
@@ -71,7 +72,7 @@ static void fixture_make_hc(fixture *f, int cond_hidden) {
     c.segment = 8;
     c.max_devices = 8;
     if (cond_hidden >= 0) c.cond_hidden = cond_hidden;
-    if (c.cond_hidden > 0) c.hints = 2, c.hint_quality = 1, c.fuse_cond = 1, c.sched_cond = 1; /* every term */
+    if (c.cond_hidden > 0) c.hints = 2, c.hint_quality = 1, c.fuse_cond = 1, c.sched_cond = 1, c.fuse_hint = 1; /* every term */
     assert_int_equal(gopt_policy_create(&f->p, &c, 7, &err), GOPT_OK);
     for (int i = 0; i < gopt_policy_num_tensors(f->p); i++) { /* the zero-initialised terms matter */
         const char *nm;
@@ -87,7 +88,10 @@ static void fixture_make_hc(fixture *f, int cond_hidden) {
     for (int i = 0; i < 2 * n; i++) f->hdev[i] = (int32_t)gopt_rng_below(&rng, NDEV);
     for (int i = 0; i < n * GOPT_POLICY_NHINT; i++) f->hfeat[i] = (float)gopt_rng_uniform(&rng);
     const float q[2] = {1.0f, 0.7f};
-    if (c.hints) assert_int_equal(gopt_policy_set_hints(f->p, n, NDEV, 2, f->hdev, f->hfeat, q, &err), GOPT_OK);
+    f->hgrp = malloc(sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++) f->hgrp[i] = i % 5 == 0 ? -1 : i / 4 * 4;
+    if (c.hints)
+        assert_int_equal(gopt_policy_set_hints(f->p, n, NDEV, 2, f->hdev, f->hfeat, f->hgrp, q, &err), GOPT_OK);
     f->feat = malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NFEAT);
     assert_int_equal(gopt_policy_features(f->fz, NDEV, NULL, f->feat, &err), GOPT_OK);
     /* memory inputs whose masks bind: every device holds 1.05 x its share */
@@ -129,6 +133,7 @@ static void fixture_free(fixture *f) {
     free(f->we);
     free(f->hdev);
     free(f->hfeat);
+    free(f->hgrp);
 }
 
 /* The weight callback: weights from the table; records every log-probability it is handed. */

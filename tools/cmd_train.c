@@ -102,6 +102,11 @@ static void train_usage(FILE *f) {
                "                    hint's placer+cp+xla\n"
                "  --fuse-cond       the fusion term also sees, per level, whether it joins a predecessor's\n"
                "                    fused group or roots a new one (docs/policy.md)\n"
+               "  --fuse-hint       with --fuse-cond and --hints: ... and whether the group it joins is\n"
+               "                    the hint fusion's group of the node or another\n"
+               "  --fuse-pass first|merge  the fusion pass: merge (default) joins every predecessor group\n"
+               "                    of the level that keeps the groups acyclic; first joins one group\n"
+               "                    (the pass of checkpoints before version 5)\n"
                "  --sched-cond      with --hints: the schedule term also sees which priority level the\n"
                "                    hint's priority rank falls in\n");
 }
@@ -861,6 +866,7 @@ int cmd_train(int argc, char **argv) {
     args_init(&ta);
     char **owned = NULL;
     int nowned = 0, rc = 0, in_graphs = 0;
+    const char *fpass = NULL;
     cli_args a;
     cli_init(&a, argc, argv, "train");
     while (a.i < a.argc) {
@@ -881,6 +887,14 @@ int cmd_train(int argc, char **argv) {
         else if (cli_opt_long(&a, "--hints", &l, 0, 7)) ta.pc.hints = (int32_t)l;
         else if (cli_flag(&a, "--hint-quality")) ta.pc.hint_quality = 1;
         else if (cli_flag(&a, "--fuse-cond")) ta.pc.fuse_cond = 1;
+        else if (cli_flag(&a, "--fuse-hint")) ta.pc.fuse_hint = 1;
+        else if (cli_opt_str(&a, "--fuse-pass", &fpass)) {
+            if (strcmp(fpass, "merge") && strcmp(fpass, "first")) {
+                rc = cli_usage_error(a.verb, "--fuse-pass '%s': expected first or merge", fpass);
+                goto out;
+            }
+            ta.pc.fuse_merge = !strcmp(fpass, "merge");
+        }
         else if (cli_flag(&a, "--sched-cond")) ta.pc.sched_cond = 1;
         else if (cli_opt_str(&a, "--init", &ta.init) || cli_opt_str(&a, "--profiles", &ta.profiles_s) ||
                  cli_opt_str(&a, "--manifest", &ta.manifest)) {

@@ -82,7 +82,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     gopt_policy *pol = NULL;
     float *feat = NULL, *pred = NULL;
     double *ntime = NULL, *nmem = NULL, *cap = NULL, *cap0 = NULL;
-    int32_t *buf = NULL, *group = NULL, *hdev = NULL;
+    int32_t *buf = NULL, *group = NULL, *hdev = NULL, *hgroup = NULL;
     float *hfeat = NULL;
     gopt_decisions cand = {0}, rbest = {0};
     unsigned tasks = GOPT_TASKS_ALL;
@@ -119,14 +119,16 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
         int have = 0;
         hdev = gopt_malloc(sizeof(int32_t) * N * (size_t)nh, err);
         hfeat = gopt_malloc(sizeof(float) * N * GOPT_POLICY_NHINT, err);
-        if (!hdev || !hfeat) {
+        hgroup = gopt_malloc(sizeof(int32_t) * N, err);
+        if (!hdev || !hfeat || !hgroup) {
             st = GOPT_ENOMEM;
             goto out;
         }
         float q[GOPT_POLICY_MAX_HINTS] = {0};
         const int hq = gopt_policy_get_config(pol)->hint_quality;
-        if ((st = gopt_go_hints(p, nh, hdev, hfeat, hq ? q : NULL, &have, err))) goto out;
-        if ((st = gopt_policy_set_hints(pol, n, p->ndev, nh, have ? hdev : NULL, have ? hfeat : NULL, q, err)))
+        if ((st = gopt_go_hints(p, nh, hdev, hfeat, hgroup, hq ? q : NULL, &have, err))) goto out;
+        if ((st = gopt_policy_set_hints(pol, n, p->ndev, nh, have ? hdev : NULL, have ? hfeat : NULL,
+                                        have ? hgroup : NULL, q, err)))
             goto out;
     }
     if ((st = gopt_policy_forward(pol, fz, feat, p->ndev, NULL, err))) goto out;
@@ -189,5 +191,6 @@ out:
     free(group);
     free(hdev);
     free(hfeat);
+    free(hgroup);
     return st;
 }

@@ -280,7 +280,9 @@ void gopt_go_decoder_inputs(const gopt_bl_problem *p, double *node_time, double 
  * GOPT_GO_HINT_METHOD. gopt_go_hints runs the methods on p (*have = 0 when
  * none finds anything that fits: then there is no hint);
  * gopt_go_hints_from converts decisions already made (hd[h] NULL: no row h;
- * sd NULL: features 0; ct: the graph's cost table with cm). quality (nh) or
+ * sd NULL: features 0; ct: the graph's cost table with cm). group (n) or NULL:
+ * sd's fused group of each node, named by its first member in topological
+ * order (-1: not fused or a singleton). quality (nh) or
  * NULL: with it, each placer runs as placer + each of gopt_go_hint_combos,
  * judged by p's evaluator, hint h being its fastest; quality[h] = T_best / T_h
  * (1: the best; 0: found nothing that fits) and feat comes from the best
@@ -289,11 +291,11 @@ void gopt_go_decoder_inputs(const gopt_bl_problem *p, double *node_time, double 
 extern const char *const gopt_go_hint_combos[]; /* "+cp+xla", "+fifo+xla", then NULL */
 extern const char *const gopt_go_hint_placers[GOPT_POLICY_MAX_HINTS]; /* heft, metf, metis, expert, msct,
                                                                           mtopo, single, then NULL */
-gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float *feat, float *quality, int *have,
-                          gopt_error *err);
+gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float *feat, int32_t *group,
+                          float *quality, int *have, gopt_error *err);
 gopt_status gopt_go_hints_from(const gopt_frozen *fz, const gopt_costmodel *cm, const gopt_cost_table *ct, int ndev,
                                int nh, const gopt_decisions *const *hd, const gopt_decisions *sd, int32_t *dev,
-                               float *feat, gopt_error *err);
+                               float *feat, int32_t *group, gopt_error *err);
 
 /* Decide everything for problem p with the policy in o->checkpoint (the
  * tasks it was not trained for get defaults); candidates are judged by

@@ -54,7 +54,7 @@ static gopt_status canonical(const gopt_frozen *fz, int ndev, const int32_t *per
 
 gopt_status gopt_go_hints_from(const gopt_frozen *fz, const gopt_costmodel *cm, const gopt_cost_table *ct, int ndev,
                                int nh, const gopt_decisions *const *hd, const gopt_decisions *sd, int32_t *dev,
-                               float *feat, gopt_error *err) {
+                               float *feat, int32_t *group, gopt_error *err) {
     const int32_t n = fz->n;
     gopt_status st = GOPT_OK;
     int32_t *perms = gopt_malloc(sizeof(int32_t) * (size_t)TR_MAX_SYM * (size_t)ndev, err);
@@ -75,6 +75,7 @@ gopt_status gopt_go_hints_from(const gopt_frozen *fz, const gopt_costmodel *cm, 
         }
     }
     for (size_t i = 0; i < (size_t)n * GOPT_POLICY_NHINT; i++) feat[i] = 0.0f;
+    for (int32_t v = 0; group && v < n; v++) group[v] = -1;
     if (!sd) goto out;
     /* priority rank: the share of nodes strictly below in priority */
     for (int32_t v = 0; v < n; v++) key[v] = (hint_key){sd->priority[v], v};
@@ -97,6 +98,7 @@ gopt_status gopt_go_hints_from(const gopt_frozen *fz, const gopt_costmodel *cm, 
         } else {
             f[1] = 1.0f;
         }
+        if (group) group[v] = first[g];
     }
 out:
     free(perms);
@@ -121,8 +123,8 @@ static gopt_status run_method(const gopt_bl_registry *reg, const char *spec, con
     return st;
 }
 
-gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float *feat, float *quality, int *have,
-                          gopt_error *err) {
+gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float *feat, int32_t *group,
+                          float *quality, int *have, gopt_error *err) {
     const gopt_frozen *fz = gopt_graph_frozen(p->graph);
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);
@@ -174,7 +176,7 @@ gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float 
     /* the schedule and fusion: the best hint's combination with quality, else GOPT_GO_HINT_METHOD */
     const gopt_decisions *sched = quality ? (best >= 0 ? &hd[best] : NULL) : (found ? &sd : NULL);
     any |= sched != NULL;
-    if (any && !(st = gopt_go_hints_from(fz, p->cm, p->cost, p->ndev, nh, hp, sched, dev, feat, err))) *have = 1;
+    if (any && !(st = gopt_go_hints_from(fz, p->cm, p->cost, p->ndev, nh, hp, sched, dev, feat, group, err))) *have = 1;
 out:
     for (int h = 0; h < nh; h++) gopt_decisions_destroy(&hd[h]);
     gopt_decisions_destroy(&sd);
@@ -186,7 +188,8 @@ gopt_status tr_build_hints(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_error *
     const int nh = gopt_policy_get_config(t->pol)->hints;
     G->hint_dev = gopt_malloc(sizeof(int32_t) * (size_t)nh * (size_t)n, err);
     G->hint_feat = gopt_malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NHINT, err);
-    if (!G->hint_dev || !G->hint_feat) return GOPT_ENOMEM; /* freed with the graph */
+    G->hint_group = gopt_malloc(sizeof(int32_t) * (size_t)n, err);
+    if (!G->hint_dev || !G->hint_feat || !G->hint_group) return GOPT_ENOMEM; /* freed with the graph */
     gopt_bl_sim_ctx ctx;
     gopt_bl_problem bp;
     gopt_bl_options opt = {0};
@@ -194,7 +197,8 @@ gopt_status tr_build_hints(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_error *
     gopt_bl_problem_on_sim(&bp, &ctx, H->sim, H->scratch[0], G->cm, &opt);
     int have = 0;
     const int hq = gopt_policy_get_config(t->pol)->hint_quality;
-    gopt_status st = gopt_go_hints(&bp, nh, G->hint_dev, G->hint_feat, hq ? G->hint_q : NULL, &have, err);
+    gopt_status st = gopt_go_hints(&bp, nh, G->hint_dev, G->hint_feat, G->hint_group, hq ? G->hint_q : NULL, &have,
+                                   err);
     if (st) {
         gopt_error_prefix(err, "graph '%s': hints", gopt_graph_name(G->g));
         return st;
@@ -203,6 +207,8 @@ gopt_status tr_build_hints(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_error *
     if (!have) {
         free(G->hint_dev);
         free(G->hint_feat);
+        free(G->hint_group);
+        G->hint_group = NULL;
         G->hint_dev = NULL;
         G->hint_feat = NULL;
     }

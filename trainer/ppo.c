@@ -38,7 +38,7 @@ gopt_status tr_forward(gopt_trainer *t, tr_graph *G, gopt_error *err) {
     if (s) return s;
     if (gopt_policy_get_config(t->pol)->hints && !G->hint_state && (s = tr_build_hints(t, G, H, err))) return s;
     if ((s = gopt_policy_set_hints(t->pol, n, G->ndev, gopt_policy_get_config(t->pol)->hints, G->hint_dev,
-                                   G->hint_feat, G->hint_q, err)))
+                                   G->hint_feat, G->hint_group, G->hint_q, err)))
         return s;
     s = gopt_policy_set_decoder_inputs(t->pol, n, G->ndev, H->dec_in, H->dec_in + n, H->dec_in + 2 * (size_t)n, err);
     if (s) return s;

@@ -239,6 +239,7 @@ static void graph_destroy(gopt_trainer *t, tr_graph *G) {
     free(G->unit_first);
     free(G->hint_dev);
     free(G->hint_feat);
+    free(G->hint_group);
     gopt_decisions_destroy(&G->ref_dec);
     gopt_decisions_destroy(&G->best_dec);
     memset(G, 0, sizeof *G);

@@ -46,6 +46,7 @@ typedef struct {
     int32_t *hint_dev;      /* (H, n) the hints' devices (policy cfg.hints = H; gopt_go_hints), built
                                by the graph's first tr_forward and kept; NULL: none (hint_state) */
     float *hint_feat;       /* (n, GOPT_POLICY_NHINT) */
+    int32_t *hint_group;    /* (n) the hint fusion's group of each node (its first member), -1 unfused */
     float hint_q[GOPT_POLICY_MAX_HINTS]; /* the hints' quality (policy cfg.hint_quality) */
     int hint_state;         /* 0 not built, 1 built, -1 no hint method found anything that fits */
     int32_t rows;           /* learned decision rows: units (place) + n per other learned task */
