@@ -560,6 +560,7 @@ static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_
     c.hint_quality = hint_quality;
     c.fuse_cond = fuse_cond;
     c.sched_cond = fuse_cond;
+    c.fuse_hint = fuse_cond && hints; /* the third cond.fgrp row, with the hint groups set below */
     gopt_policy *p = NULL;
     assert_int_equal(gopt_policy_create(&p, &c, 42, &err), GOPT_OK);
     gopt_policy_debug_chunk(p, memory_grad ? 1 : 2); /* the forward's chunk boundaries inside the graph */
