@@ -627,15 +627,14 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                 const float *base = A->head[t].logits + (size_t)i * w;
                 const float *wc = t == GOPT_TASK_SCHED ? p->P.cond_sched : p->P.cond_fuse;
                 const int fg = fcond && t == GOPT_TASK_FUSE, sg = hlev >= 0 && t == GOPT_TASK_SCHED;
-                for (int j = 0; j < w; j++) z[j] = base[j];
-                if (Hc > 0) /* psi's shares and indicators are often 0 */
-                    for (int m = 0; m < npsi; m++) {
-                        if (psi[m] == 0.0f) continue;
-                        for (int j = 0; j < w; j++) z[j] += psi[m] * wc[m * w + j];
-                    }
-                if (fg)
-                    for (int j = 1; j < w; j++) z[j] += fs[fkind[j]];
-                if (sg) z[hlev] += sh;
+                for (int j = 0; j < w; j++) {
+                    float zz = base[j];
+                    if (Hc > 0)
+                        for (int m = 0; m < npsi; m++) zz += psi[m] * wc[m * w + j];
+                    if (fg && j > 0) zz += fs[fkind[j]];
+                    if (sg && j == hlev) zz += sh;
+                    z[j] = zz;
+                }
                 const uint32_t mask = full_mask(w);
                 float ent = need_lp ? (float)gopt_logsoftmax_row(lp, pr, z, w, mask) : 0.0f;
                 int32_t *act = action_array(a, t);
@@ -671,7 +670,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                             for (int m = 0; m < npsi; m++) g->cond_fgrp[(size_t)r * npsi + m] += psi[m] * gk[r];
                     }
                 }
-                if (fg) policy_fuse_commit(&s->fg, a->place, a->fuse, v); /* v joins groups or roots one */
+                if (fg) policy_fuse_commit(&s->fg, a->place, a->fuse, v, fcand[x]); /* v joins groups or roots one */
             }
             /* ---- running state: segments and the previous node ---- */
             s->cur_cnt[dv]++;

@@ -38,8 +38,7 @@
 
 static int resident(const gopt_frozen *fz, int32_t q) { return fz->in_ptr[q + 1] == fz->in_ptr[q]; }
 
-void policy_fuse_init(policy_fuse_state *s, const gopt_frozen *fz, int merge, int32_t *buf,
-                             policy_fuse_scratch *w) {
+void policy_fuse_init(policy_fuse_state *s, const gopt_frozen *fz, int merge, int32_t *buf, policy_fuse_scratch *w) {
     const size_t n = (size_t)fz->n;
     s->fz = fz;
     s->merge = merge;
@@ -147,9 +146,17 @@ static int candidates(const policy_fuse_state *s, const int32_t *place, const in
 
 /* Choose the groups v joins at level l (at most cap of them, the first only when one): with
  * merge = 0 the first that fits; with merge = 1 each candidate that keeps the union legal.
- * Returns how many were chosen (0: v roots a new group). Marks are left as they are. */
+ * known: the first of them when already found (policy_fuse_join at this level: -1 = none, so v
+ * roots), or POLICY_FUSE_UNKNOWN. The candidates before it failed with v alone, as they would
+ * again, so the search starts with it chosen. Returns how many were chosen (0: v roots a new
+ * group). Marks are left as they are. */
 static int choose(const policy_fuse_state *s, const int32_t *place, const int32_t *fuse, int32_t v, int32_t l,
-                  int32_t *chosen, int cap) {
+                  int32_t *chosen, int cap, int32_t known) {
+    if (known == -1) return 0;
+    if (known >= 0 && (!s->merge || cap == 1)) {
+        chosen[0] = known;
+        return 1;
+    }
     int32_t cand[POLICY_FUSE_MAX_CAND];
     const int nc = candidates(s, place, fuse, v, l, cand, POLICY_FUSE_MAX_CAND);
     if (!s->merge) {
@@ -164,9 +171,19 @@ static int choose(const policy_fuse_state *s, const int32_t *place, const int32_
     const uint32_t cu = tick(s->w);
     s->w->mark[v] = cu;
     int32_t members_of[POLICY_FUSE_MAX_CAND]; /* the groups of U and the candidate (v: no successor decided) */
-    int nch = 0;
+    int nch = 0, k = 0;
     int32_t size = 1;
-    for (int k = 0; k < nc && nch < cap; k++) {
+    while (known >= 0 && k < nc && cand[k] != known) k++; /* known is a candidate of this level */
+    if (known >= 0 && k < nc) {
+        mark_group(s, known, cu);
+        members_of[nch] = chosen[nch] = known;
+        nch++;
+        size += s->size[known];
+        k++;
+    } else {
+        k = 0;
+    }
+    for (; k < nc && nch < cap; k++) {
         const int32_t c = cand[k];
         if (size + s->size[c] > POLICY_FUSE_MAX_MEMBERS) continue;
         mark_group(s, c, cu);
@@ -184,13 +201,13 @@ static int choose(const policy_fuse_state *s, const int32_t *place, const int32_
 int32_t policy_fuse_join(const policy_fuse_state *s, const int32_t *place, const int32_t *fuse, int32_t v,
                          int32_t level) {
     int32_t g;
-    return choose(s, place, fuse, v, level, &g, 1) > 0 ? g : -1;
+    return choose(s, place, fuse, v, level, &g, 1, POLICY_FUSE_UNKNOWN) > 0 ? g : -1;
 }
 
-void policy_fuse_commit(policy_fuse_state *s, const int32_t *place, const int32_t *fuse, int32_t v) {
+void policy_fuse_commit(policy_fuse_state *s, const int32_t *place, const int32_t *fuse, int32_t v, int32_t first) {
     int32_t chosen[POLICY_FUSE_MAX_CAND];
     const gopt_frozen *fz = s->fz;
-    const int nch = fuse[v] > 0 ? choose(s, place, fuse, v, fuse[v], chosen, POLICY_FUSE_MAX_CAND) : 0;
+    const int nch = fuse[v] > 0 ? choose(s, place, fuse, v, fuse[v], chosen, POLICY_FUSE_MAX_CAND, first) : 0;
     s->next[v] = -1;
     if (nch == 0) { /* v roots a group of its own; its id is v */
         s->gid[v] = v;
@@ -234,7 +251,7 @@ gopt_status gopt_policy_fusion_groups(const gopt_frozen *fz, const int32_t *plac
     }
     policy_fuse_state s;
     policy_fuse_init(&s, fz, merge, buf, &w);
-    for (int32_t i = 0; i < n; i++) policy_fuse_commit(&s, place, fuse, fz->topo[i]);
+    for (int32_t i = 0; i < n; i++) policy_fuse_commit(&s, place, fuse, fz->topo[i], POLICY_FUSE_UNKNOWN);
     /* number the groups 0.. by their first member in topological order */
     int32_t G = 0;
     for (int32_t i = 0; i < n; i++) {

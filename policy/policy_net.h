@@ -55,8 +55,10 @@ void policy_fuse_scratch_free(policy_fuse_scratch *w);
  * root a new group). place: the decided devices (v's included); fuse: the decided levels. */
 int32_t policy_fuse_join(const policy_fuse_state *s, const int32_t *place, const int32_t *fuse, int32_t v,
                          int32_t level);
-/* Add v, whose level fuse[v] is decided, to the groups. */
-void policy_fuse_commit(policy_fuse_state *s, const int32_t *place, const int32_t *fuse, int32_t v);
+/* Add v, whose level fuse[v] is decided, to the groups. first: what policy_fuse_join returned for
+ * v at fuse[v] with the same state (its search is not repeated), or POLICY_FUSE_UNKNOWN. */
+#define POLICY_FUSE_UNKNOWN (-2)
+void policy_fuse_commit(policy_fuse_state *s, const int32_t *place, const int32_t *fuse, int32_t v, int32_t first);
 /* features of the scorer (H hint indicators and the agreement feature appended when
  * cfg.hints = H > 0, then the two quality features with cfg.hint_quality) and of the
  * schedule/fusion terms for a config */
