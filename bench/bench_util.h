@@ -8,7 +8,8 @@
  * loading it, bench_sim simulating it. (The zoo's synthetic generator only
  * lands within 15% of a requested size, and the benches need exact sizes.)
  * Cost O(n + m).
- * bench_median (sorts v in place), bench_minimum: of n repeated timings. */
+ * bench_median (sorts v in place), bench_minimum: of n repeated timings.
+ * bench_policy_device: the policy network's device from the environment. */
 #ifndef GOPT_BENCH_UTIL_H
 #define GOPT_BENCH_UTIL_H
 
@@ -16,6 +17,20 @@
 #include <stdlib.h>
 
 #include "gopt_graph.h"
+#include "gopt_policy.h"
+
+/* The device of the benches' policy network: the environment's GOPT_BENCH_DEVICE (cpu, cuda;
+ * default cpu), e.g. GOPT_BENCH_DEVICE=cuda build/bench/bench_policy. Exit 3 where it cannot run. */
+static inline void bench_policy_device(gopt_policy *p) {
+    const char *dev = getenv("GOPT_BENCH_DEVICE");
+    gopt_error err;
+    if (!dev || !*dev) return;
+    gopt_status st = gopt_policy_set_device(p, dev, &err);
+    if (st != GOPT_OK) {
+        fprintf(stderr, "bench: GOPT_BENCH_DEVICE=%s: %s\n", dev, err.msg);
+        exit(st == GOPT_EUNSUP ? 3 : 2);
+    }
+}
 
 static int bench_cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

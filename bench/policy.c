@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "gopt_graph.h"
+#include "bench_util.h"
 #include "gopt_policy.h"
 
 static double maxrss_mb(void) {
@@ -296,6 +297,8 @@ int main(int argc, char **argv) {
 
     gopt_policy *p = NULL;
     check(gopt_policy_create(&p, &cfg, 1, &err), &err);
+    bench_policy_device(p);
+    printf("network on: %s\n", gopt_policy_device(p));
     printf("parameters: %zu (%.2f MB; x4 with grads and Adam moments)\n", gopt_policy_num_params(p),
            gopt_policy_num_params(p) * 4.0 / 1e6);
 
@@ -406,6 +409,7 @@ int main(int argc, char **argv) {
 
     /* ---- forward + backward over the small graph ---- */
     check(gopt_policy_create(&p, &cfg, 1, &err), &err);
+    bench_policy_device(p);
     bench_graph sg;
     bench_graph_init(&sg, small, 12, 4);
     set_inputs(p, &sg);

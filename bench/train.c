@@ -85,6 +85,8 @@ int main(int argc, char **argv) {
     pc.max_devices = 8;
     if (hidden > 0) pc.hidden = hidden;
     CHECK(gopt_policy_create(&pol, &pc, 1, &err));
+    bench_policy_device(pol);
+    printf("network on: %s\n", gopt_policy_device(pol));
     gopt_trainer_options o;
     gopt_trainer_options_default(&o);
     o.samples = K;

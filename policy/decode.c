@@ -917,8 +917,7 @@ gopt_status gopt_policy_backward_batch(gopt_policy *p, int k, const gopt_policy_
     if (st) return st;
     if ((st = gopt_policy_reserve(p, p->n, p->fz->m, 1, err))) return st;
     if ((st = decode_backward_k(p, k, a, w_logp, NULL, NULL, w_ent, NULL, err))) return st;
-    policy_network_backward(p);
-    return GOPT_OK;
+    return policy_network_backward(p, err);
 }
 
 gopt_status gopt_policy_backward_batch_fn(gopt_policy *p, int k, const gopt_policy_actions *a,
@@ -929,8 +928,7 @@ gopt_status gopt_policy_backward_batch_fn(gopt_policy *p, int k, const gopt_poli
     if (st) return st;
     if ((st = gopt_policy_reserve(p, p->n, p->fz->m, 1, err))) return st;
     if ((st = decode_backward_k(p, k, a, NULL, wfn, ctx, w_ent, ent0, err))) return st;
-    policy_network_backward(p);
-    return GOPT_OK;
+    return policy_network_backward(p, err);
 }
 
 gopt_status gopt_policy_backward(gopt_policy *p, const gopt_policy_actions *a, const float *w_logp,
@@ -939,8 +937,7 @@ gopt_status gopt_policy_backward(gopt_policy *p, const gopt_policy_actions *a, c
     if (st) return st;
     if ((st = gopt_policy_reserve(p, p->n, p->fz->m, 1, err))) return st;
     if ((st = policy_decode_backward(p, a, w_logp, w_ent, err))) return st;
-    policy_network_backward(p);
-    return GOPT_OK;
+    return policy_network_backward(p, err);
 }
 
 gopt_status gopt_policy_backward_kept(gopt_policy *p, int k, const float *coef, gopt_error *err) {
@@ -972,6 +969,5 @@ gopt_status gopt_policy_backward_kept(gopt_policy *p, int k, const float *coef, 
         }
     }
     unpool_grads(p);
-    policy_network_backward(p);
-    return GOPT_OK;
+    return policy_network_backward(p, err);
 }

@@ -97,6 +97,15 @@ gopt_status gopt_policy_create(gopt_policy **out, const gopt_policy_config *cfg,
 void gopt_policy_free(gopt_policy *p);
 const gopt_policy_config *gopt_policy_get_config(const gopt_policy *p);
 
+/* Where the network's forward and backward run: "cpu" (the default); "cuda" (the first GPU:
+ * cuBLAS for the dense layers, kernels of our own for the aggregation, the segment attention,
+ * the norms; the decoder, the losses and Adam stay on the CPU, so decisions and checkpoints are
+ * the same, within float rounding, as on the CPU); "emulated" (the cuda path's kernels and
+ * orchestration run on the CPU: for tests). GOPT_EUNSUP where the build has no CUDA or the
+ * machine no GPU, and the policy stays where it was. A forward is needed after a change. */
+gopt_status gopt_policy_set_device(gopt_policy *p, const char *device, gopt_error *err);
+const char *gopt_policy_device(const gopt_policy *p); /* "cpu", "cuda" or "emulated" */
+
 /* Size the activations for graphs of up to n_nodes nodes / n_edges edges
  * (forward calls it itself and only ever grows); with_backward also sizes
  * the backward scratch. */

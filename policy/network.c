@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "netdev.h"
 #include "policy_net.h"
 
 const char *gopt_task_name(gopt_task t) {
@@ -280,6 +281,7 @@ void gopt_policy_free(gopt_policy *p) {
     free(p->act_block);
     free(p->bwd_block);
     free(p->kept);
+    policy_dev_detach(p);
     gopt_policy_debug_freeze_memory(p, 0);
     free(p);
 }
@@ -518,6 +520,51 @@ static double attn_layer_flops(const gopt_policy_config *c, int n) {
     return 2.0 * n * ((double)D * 3 * D + (double)D * D + 2.0 * D * Fh) + 4.0 * keys * D;
 }
 
+/* The network's forward on the CPU over p's current graph (A->x0 and the CSR lists filled). */
+static void network_forward_cpu(gopt_policy *p) {
+    const gopt_policy_config *c = &p->cfg;
+    const int n = p->n, D = c->hidden;
+    policy_acts *A = &p->A;
+    gopt_linear_forward(A->h0, A->x0, p->P.in_w, p->P.in_b, NULL, n, GOPT_POLICY_NFEAT, D);
+    const float *h = A->h0;
+    /* Everything after the input layer runs in chunks of whole segments, so that a chunk's rows
+     * go through the row-local steps while in cache: a GraphSAGE layer's chunk reads its input's
+     * neighbour rows (any row: the layers run one after the other); the attention layers and
+     * heads run chunk by chunk through all of them (a chunk of layer k reads the previous
+     * segment's keys and values of layer k, from the chunk before). */
+    const int ch = (p->fwd_chunk > 0 ? p->fwd_chunk : FWD_CHUNK) * c->segment;
+    for (int l = 0; l < c->sage_layers; l++) {
+        sage_acts *s = &A->sage[l];
+        const sage_params *w = &p->P.sage[l];
+        for (int r0 = 0; r0 < n; r0 += ch) {
+            const int m = n - r0 < ch ? n - r0 : ch;
+            const size_t o = (size_t)r0 * D;
+            gopt_sage_aggregate_rows(s->cat + o * 5, h, A->pred_ptr + r0, A->pred_idx, A->succ_ptr + r0, A->succ_idx,
+                                     r0, m, D);
+            gopt_linear_forward(s->a + o, s->cat + o * 5, w->w, w->b, NULL, m, 5 * D, D);
+            gopt_relu_forward(s->a + o, (size_t)m * D);
+            for (size_t i = 0; i < (size_t)m * D; i++) s->r[o + i] = h[o + i] + s->a[o + i];
+            gopt_layernorm_forward(s->out + o, s->mean + r0, s->rstd + r0, s->r + o, w->ln_w, w->ln_b, NULL, NULL, m,
+                                   D);
+        }
+        h = s->out;
+    }
+    gopt_meanpool_forward(A->g, h, n, D);
+    for (int k = 0; k < p->n_attn; k++) {
+        const attn_params *w = &p->P.attn[k];
+        gopt_film_forward(A->attn[k].ms, A->attn[k].mb, A->g, w->film_s, w->film_b, D);
+    }
+    for (int r0 = 0; r0 < n; r0 += ch) {
+        const int m = n - r0 < ch ? n - r0 : ch;
+        const float *hk = h;
+        for (int k = 0; k < p->n_attn; k++) {
+            attn_layer_rows(p, k, hk, n, r0, m);
+            hk = A->attn[k].out;
+            if (k >= c->attn_layers) head_rows(p, k - c->attn_layers, hk, r0, m);
+        }
+    }
+}
+
 gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const float *feat, int32_t ndev,
                                 const uint16_t *dev_mask, gopt_error *err) {
     const gopt_policy_config *c = &p->cfg;
@@ -571,37 +618,8 @@ gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const flo
                                   (int)(i % GOPT_POLICY_NFEAT), (int)fz->topo[r]);
         }
 
-    double flops = 0.0;
-    gopt_linear_forward(A->h0, A->x0, p->P.in_w, p->P.in_b, NULL, n, GOPT_POLICY_NFEAT, D);
-    flops += 2.0 * n * GOPT_POLICY_NFEAT * D;
-    const float *h = A->h0;
-    /* Everything after the input layer runs in chunks of whole segments, so that a chunk's rows
-     * go through the row-local steps while in cache: a GraphSAGE layer's chunk reads its input's
-     * neighbour rows (any row: the layers run one after the other); the attention layers and
-     * heads run chunk by chunk through all of them (a chunk of layer k reads the previous
-     * segment's keys and values of layer k, from the chunk before). */
-    const int ch = (p->fwd_chunk > 0 ? p->fwd_chunk : FWD_CHUNK) * c->segment;
-    for (int l = 0; l < c->sage_layers; l++) {
-        sage_acts *s = &A->sage[l];
-        const sage_params *w = &p->P.sage[l];
-        for (int r0 = 0; r0 < n; r0 += ch) {
-            const int m = n - r0 < ch ? n - r0 : ch;
-            const size_t o = (size_t)r0 * D;
-            gopt_sage_aggregate_rows(s->cat + o * 5, h, A->pred_ptr + r0, A->pred_idx, A->succ_ptr + r0, A->succ_idx,
-                                     r0, m, D);
-            gopt_linear_forward(s->a + o, s->cat + o * 5, w->w, w->b, NULL, m, 5 * D, D);
-            gopt_relu_forward(s->a + o, (size_t)m * D);
-            for (size_t i = 0; i < (size_t)m * D; i++) s->r[o + i] = h[o + i] + s->a[o + i];
-            gopt_layernorm_forward(s->out + o, s->mean + r0, s->rstd + r0, s->r + o, w->ln_w, w->ln_b, NULL, NULL, m,
-                                   D);
-        }
-        flops += 2.0 * n * 5 * D * D;
-        h = s->out;
-    }
-    gopt_meanpool_forward(A->g, h, n, D);
+    double flops = 2.0 * n * GOPT_POLICY_NFEAT * D + (double)c->sage_layers * 2.0 * n * 5 * D * D;
     for (int k = 0; k < p->n_attn; k++) {
-        const attn_params *w = &p->P.attn[k];
-        gopt_film_forward(A->attn[k].ms, A->attn[k].mb, A->g, w->film_s, w->film_b, D);
         flops += attn_layer_flops(c, n);
         if (k >= c->attn_layers) {
             int t = k - c->attn_layers;
@@ -609,15 +627,12 @@ gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const flo
             if (t == GOPT_TASK_PLACE && c->cond_hidden > 0) flops += 2.0 * n * D * c->cond_hidden;
         }
     }
-    for (int r0 = 0; r0 < n; r0 += ch) {
-        const int m = n - r0 < ch ? n - r0 : ch;
-        const float *hk = h;
-        for (int k = 0; k < p->n_attn; k++) {
-            attn_layer_rows(p, k, hk, n, r0, m);
-            hk = A->attn[k].out;
-            if (k >= c->attn_layers) head_rows(p, k - c->attn_layers, hk, r0, m);
-        }
-    }
+    if (p->dev) {
+        if (p->frozen_x1[0])
+            return gopt_error_set(err, GOPT_EINVAL, "policy forward: frozen memory states (a test hook) are CPU-only");
+        if ((st = policy_dev_forward(p, err))) return st;
+    } else
+        network_forward_cpu(p);
     p->fwd_flops = flops;
     /* backward: two GEMMs per forward GEMM, minus the input layer's dx */
     p->bwd_flops = 2.0 * flops - 2.0 * n * GOPT_POLICY_NFEAT * D;
@@ -707,7 +722,8 @@ static void attn_layer_backward(gopt_policy *p, int k, const float *hin, float *
     gopt_film_backward(B->dg, g->film_s, g->film_b, B->dms, B->dmb, p->A.g, w->film_s, w->film_b, D);
 }
 
-void policy_network_backward(gopt_policy *p) {
+gopt_status policy_network_backward(gopt_policy *p, gopt_error *err) {
+    if (p->dev) return policy_dev_backward(p, err);
     const gopt_policy_config *c = &p->cfg;
     const int n = p->n, D = c->hidden;
     const size_t nd = (size_t)n * D;
@@ -743,4 +759,5 @@ void policy_network_backward(gopt_policy *p) {
         dnext = t;
     }
     gopt_linear_backward(NULL, p->G.in_w, p->G.in_b, dcur, A->x0, p->P.in_w, n, GOPT_POLICY_NFEAT, D);
+    return GOPT_OK;
 }

@@ -232,6 +232,8 @@ struct gopt_policy {
     float *kept;
     size_t kept_cap, kept_sz; /* floats allocated, floats per block */
     int kept_k;
+
+    struct policy_dev *dev; /* the network on a device (netdev.h), NULL: on the CPU */
 };
 
 /* Parameters a valid config needs, without allocating them (0 and err set when out of memory):
@@ -244,7 +246,7 @@ gopt_status policy_decode_backward(gopt_policy *p, const gopt_policy_actions *a,
                                    const float *w_ent, gopt_error *err);
 /* decode.c: check actions against the last forward; fills nothing. */
 gopt_status policy_check_actions(const gopt_policy *p, const gopt_policy_actions *a, gopt_error *err);
-/* network.c: backward from B.dlogits through every layer. */
-void policy_network_backward(gopt_policy *p);
+/* network.c: backward from B.dlogits (and B.dvh) through every layer, on the CPU or the device. */
+gopt_status policy_network_backward(gopt_policy *p, gopt_error *err);
 
 #endif /* GOPT_POLICY_NET_H */

@@ -3,7 +3,7 @@
 
 #include "gopt_trainer.h"
 
-static gopt_go_options g_go = {NULL, 0, 1};
+static gopt_go_options g_go = {NULL, 0, 1, NULL};
 
 static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     return gopt_go_decide(&g_go, p, d, err);
@@ -17,7 +17,7 @@ gopt_status cli_go_register(gopt_bl_registry *r, gopt_error *err) {
 
 int cli_go_option(cli_args *a) {
     long k, s;
-    if (cli_opt_str(a, "--checkpoint", &g_go.checkpoint)) return 1;
+    if (cli_opt_str(a, "--checkpoint", &g_go.checkpoint) || cli_opt_str(a, "--device", &g_go.device)) return 1;
     if (cli_opt_long(a, "--samples", &k, 0, 4096)) {
         if (!a->bad) g_go.samples = (int)k;
         return 1;
@@ -32,5 +32,6 @@ int cli_go_option(cli_args *a) {
 void cli_go_usage(FILE *f) {
     fprintf(f, "  --checkpoint C    method go: trained policy (default: the shipped pre-trained checkpoint)\n"
                "  --samples K       method go: best of the greedy solution and K samples (default 0: greedy)\n"
-               "  --go-seed S       method go: sampling seed (default 1)\n");
+               "  --go-seed S       method go: sampling seed (default 1)\n"
+               "  --device cpu|cuda method go: where the network runs (default cpu; cuda: the first GPU)\n");
 }

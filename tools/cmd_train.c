@@ -49,6 +49,8 @@ static void common_options_help(FILE *f) {
             "  --samples K (16)  --epochs E (4)  --clip EPS (0.2)  --entropy BETA (0.01)  --lr LR (1e-3)\n"
             "  --clip-norm C (1)  --invalid-reward R (-4: reward of an OOM or rejected sample)\n"
             "  --threads T (2: simulator threads)  --seed S (1)\n"
+            "  --device cpu|cuda (cpu) where the network's forward and backward run; cuda: the first GPU\n"
+            "                    (the decoder and Adam stay on the CPU; exit 3 without a GPU; docs/policy.md)\n"
             "  --imitate N (0)   warm start: N steps of imitation of the best baseline's decisions\n"
             "  --imitate-lr LR (3e-3)  --graphs-per-step B (1)  --switch-every N (1)\n"
             "  --backward batched|rounds (batched: one policy backward per epoch; rounds: one per\n"
@@ -148,6 +150,7 @@ typedef struct {
     int fresh_optimizer; /* zero the loaded policy's Adam moments: -1 unset (finetune: on, train --init: off) */
     double shrink;       /* multiply the loaded policy's parameters by this before training (1: off) */
     int runtime;         /* finetune --evaluator runtime: measured steps judge the samples */
+    const char *device;  /* --device: where the network runs (NULL: the CPU) */
     gopt_rt_options rto; /* its backend, reps, clock */
     gopt_trainer_options o;
     gopt_policy_config pc;
@@ -469,6 +472,7 @@ static int parse_common(cli_args *a, train_args *ta) {
     else if (cli_opt_long(a, "--graphs-per-step", &l, 1, 256)) ta->o.graphs_per_step = (int)l;
     else if (cli_opt_long(a, "--switch-every", &l, 1, 100000000L)) ta->o.switch_every = (int)l;
     else if (cli_opt_str(a, "--reference", &s)) ta->o.reference = s;
+    else if (cli_opt_str(a, "--device", &s)) ta->device = s;
     else if (cli_opt_str(a, "--backward", &s)) {
         if (strcmp(s, "batched") && strcmp(s, "rounds")) {
             cli_usage_error(a->verb, "--backward: '%s' is not batched or rounds", s);
@@ -622,6 +626,11 @@ static int run(train_args *ta, const char *verb, const char *init) {
         if (!ta->tasks_s && gopt_trainer_checkpoint_tasks(init, &ta->o.tasks, &err)) goto fail;
     } else if (gopt_policy_config_check(&ta->pc, &err) || gopt_policy_create(&pol, &ta->pc, ta->o.seed, &err)) {
         goto fail;
+    }
+    if (ta->device && gopt_policy_set_device(pol, ta->device, &err)) {
+        rc = cli_report(&err);
+        if (err.code == GOPT_EUNSUP) rc = GOPT_EXIT_NO_DEVICE;
+        goto give_up;
     }
     if (gopt_trainer_create(&tr, pol, mixing(ta) ? NULL : cm, &ta->o, &err)) goto fail;
     gopt_trainer_set_dist(tr, dist);

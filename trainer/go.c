@@ -91,6 +91,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
         gopt_error_prefix(err, "checkpoint"); /* the caller names the method */
         goto out;
     }
+    if (o && o->device && (st = gopt_policy_set_device(pol, o->device, err))) goto out;
     if (p->ndev > gopt_policy_get_config(pol)->max_devices) {
         st = gopt_error_set(err, GOPT_EINVAL, "checkpoint %s places on at most %d devices, asked for %d", path,
                             gopt_policy_get_config(pol)->max_devices, p->ndev);

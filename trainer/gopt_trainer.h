@@ -259,6 +259,7 @@ typedef struct {
     const char *checkpoint; /* NULL: gopt_trainer_default_checkpoint() */
     int samples;            /* 0: greedy only; K > 0: best of greedy and K samples (simulated) */
     uint64_t seed;          /* sampling seed */
+    const char *device;     /* where the network runs (gopt_policy_set_device); NULL: the CPU */
 } gopt_go_options;
 
 #define GOPT_GO_REPAIRS 6
