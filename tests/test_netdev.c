@@ -21,6 +21,8 @@
 
 #include "gopt_graph.h"
 #include "gopt_policy.h"
+#include "netdev_kernels.h"
+#include "policy_internal.h"
 
 static const char *g_device = "emulated";
 
@@ -218,6 +220,17 @@ static void test_select(void **state) {
     gopt_policy_free(p);
 }
 
+/* The kernels' exp is the CPU path's polynomial, bit for bit (two copies: one must compile for a
+ * GPU, the other vectorises on the CPU). */
+static void test_expf_same(void **state) {
+    (void)state;
+    for (int i = -2000; i <= 2000; i++) {
+        const float x = (float)i * 0.0443f;
+        const float a = gk_expf(x), b = gopt_expf_inline(x);
+        if (memcmp(&a, &b, sizeof a) != 0) fail_msg("exp(%g): kernels %.9g, CPU path %.9g", x, a, b);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "cuda") == 0) {
         g_device = "cuda";
@@ -238,6 +251,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_equal_cpu),
         cmocka_unit_test(test_equal_cpu_memory_grad),
         cmocka_unit_test(test_select),
+        cmocka_unit_test(test_expf_same),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
