@@ -114,8 +114,8 @@ gopt_op_kind gopt_cost_op_kind(const gopt_cost_op *op) {
     switch (op->cls) {
     case GOPT_OP_CLASS_GEMM: return GOPT_OP_KIND_GEMM;
     case GOPT_OP_CLASS_CONV: return op->depthwise ? GOPT_OP_KIND_DEPTHWISE_CONV : GOPT_OP_KIND_CONV;
-    case GOPT_OP_CLASS_ELEMENTWISE: return GOPT_OP_KIND_ELEMENTWISE;
-    case GOPT_OP_CLASS_REDUCTION: return GOPT_OP_KIND_REDUCTION;
+    case GOPT_OP_CLASS_ELEMENTWISE: return op->phase == GOPT_PHASE_OPT ? GOPT_OP_KIND_OPTIMIZER : GOPT_OP_KIND_ELEMENTWISE;
+    case GOPT_OP_CLASS_REDUCTION: return op->norm ? GOPT_OP_KIND_NORMALIZATION : GOPT_OP_KIND_REDUCTION;
     case GOPT_OP_CLASS_DATA_MOVEMENT: return GOPT_OP_KIND_DATA_MOVEMENT;
     default: return GOPT_OP_KIND_OTHER;
     }
@@ -236,6 +236,18 @@ int gopt_cost_gemm_dims(const char *shape, double flops, double *m, double *n, d
     return 1;
 }
 
+int gopt_cost_is_norm_op(const char *op) {
+    static const char *const NORMS[] = {"batchnorm", "layernorm", "groupnorm", "instancenorm", "rmsnorm"};
+    char low[64];
+    size_t n = 0;
+    for (const char *s = op; s && *s && n + 1 < sizeof low; s++)
+        if (*s != '_') low[n++] = (char)(*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s);
+    low[n] = 0;
+    for (size_t i = 0; i < sizeof NORMS / sizeof *NORMS; i++)
+        if (strstr(low, NORMS[i])) return 1;
+    return 0;
+}
+
 /* A depthwise convolution's weight: 4 dims "OxIxHxW" with one input channel (I = 1) and O > 1. */
 static int depthwise_weight(const char *shape) {
     double dim[5];
@@ -302,6 +314,7 @@ gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g,
         if (op.cls == GOPT_OP_CLASS_GEMM || op.cls == GOPT_OP_CLASS_CONV)
             gopt_cost_gemm_dims(a.shape, op.flops, &op.m, &op.n, &op.k);
         if (op.cls == GOPT_OP_CLASS_CONV) op.depthwise = is_depthwise(g, f, v);
+        if (op.cls == GOPT_OP_CLASS_REDUCTION) op.norm = gopt_cost_is_norm_op(a.op);
         t->heavy[v] = (uint8_t)gopt_cost_keeps_kernel(op.cls);
         t->kind[v] = (uint8_t)gopt_cost_op_kind(&op);
         for (int d = 0; d < nd; d++) {

@@ -66,11 +66,16 @@ typedef struct {
     double m, n, k; /* GEMM dims when known, else 0 */
     gopt_dtype dtype;
     int depthwise;  /* conv only: its weight has one input channel (gopt_cost_op_kind) */
+    int norm;       /* reduction only: a normalization layer's (gopt_cost_is_norm_op) */
     gopt_phase phase; /* a backward op pays no op_overhead (the autograd engine runs it) */
 } gopt_cost_op;
 
 /* The op's kind for the profile's efficiency factors (docs/profiles.md, "Efficiency"). */
 gopt_op_kind gopt_cost_op_kind(const gopt_cost_op *op);
+/* Is an op of this name a normalization layer's (batch, layer, group, instance or RMS norm,
+ * forward or backward: "native_batch_norm_backward", "FusedBatchNormV3", "LayerNorm", ...)?
+ * Case and underscores are ignored. */
+int gopt_cost_is_norm_op(const char *op);
 
 /* Time of one op alone on device d (launch overhead included); *compute
  * (may be NULL) receives the part that adds up inside a fused group. */

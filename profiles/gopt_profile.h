@@ -74,7 +74,10 @@ typedef enum {
 } gopt_table_kind;
 
 /* Op kinds of the efficiency factors (docs/profiles.md, "Efficiency"): the op classes, with
- * convolutions whose weight has one input channel (depthwise) apart. */
+ * convolutions whose weight has one input channel (depthwise) apart, the normalization layers'
+ * reductions (batch, layer, group, instance and RMS norms, forward and backward) apart from other
+ * reductions, and the optimizer's elementwise updates apart from other elementwise ops. A profile
+ * whose factors leave out normalization or optimizer uses reduction's or elementwise's. */
 typedef enum {
     GOPT_OP_KIND_GEMM = 0,
     GOPT_OP_KIND_CONV,
@@ -83,11 +86,13 @@ typedef enum {
     GOPT_OP_KIND_REDUCTION,
     GOPT_OP_KIND_DATA_MOVEMENT,
     GOPT_OP_KIND_OTHER,
+    GOPT_OP_KIND_NORMALIZATION,
+    GOPT_OP_KIND_OPTIMIZER,
     GOPT_OP_KIND_COUNT
 } gopt_op_kind;
 
-/* "gemm", "conv", "depthwise_conv", "elementwise", "reduction", "data_movement", "other"; NULL
- * when out of range. */
+/* "gemm", "conv", "depthwise_conv", "elementwise", "reduction", "data_movement", "other",
+ * "normalization", "optimizer"; NULL when out of range. */
 const char *gopt_op_kind_name(gopt_op_kind k);
 
 typedef struct {

@@ -15,8 +15,9 @@
 
 static const char *TABLE_NAMES[GOPT_TABLE_KIND_COUNT] = {"gemm", "conv", "elementwise", "reduction", "copy"};
 static const char *DTYPE_NAMES[GOPT_DTYPE_COUNT] = {"fp32", "fp16", "bf16", "tf32", "fp64", "int8"};
-static const char *KIND_NAMES[GOPT_OP_KIND_COUNT] = {"gemm",      "conv",          "depthwise_conv", "elementwise",
-                                                     "reduction", "data_movement", "other"};
+static const char *KIND_NAMES[GOPT_OP_KIND_COUNT] = {"gemm",          "conv",     "depthwise_conv",
+                                                     "elementwise",   "reduction", "data_movement",
+                                                     "other",         "normalization", "optimizer"};
 
 const char *gopt_op_kind_name(gopt_op_kind k) { return (k >= 0 && k < GOPT_OP_KIND_COUNT) ? KIND_NAMES[k] : NULL; }
 

@@ -333,19 +333,24 @@ static gopt_status read_efficiency(ctx *c, json_t *e, gopt_profile *p) {
                               c->origin);
     const char *key;
     json_t *v;
+    int given[GOPT_OP_KIND_COUNT] = {0};
     json_object_foreach(f, key, v) {
         int k = 0;
         while (k < GOPT_OP_KIND_COUNT && strcmp(key, gopt_op_kind_name((gopt_op_kind)k)) != 0) k++;
         if (k == GOPT_OP_KIND_COUNT)
             return gopt_error_set(c->err, GOPT_EINVAL,
                                   "%s: efficiency.factors: unknown op kind '%s' (gemm, conv, depthwise_conv, "
-                                  "elementwise, reduction, data_movement, other)",
+                                  "elementwise, reduction, data_movement, other, normalization, optimizer)",
                                   c->origin, key);
         if ((st = get_num(c, f, "efficiency.factors", key, 1, GOPT_PROFILE_MIN_EFFICIENCY, GOPT_PROFILE_MAX_EFFICIENCY,
                           &p->eff[k], NULL)))
             return st;
+        given[k] = 1;
     }
     (void)v;
+    /* the finer kinds default to the kinds they split (profiles fitted before they existed) */
+    if (!given[GOPT_OP_KIND_NORMALIZATION]) p->eff[GOPT_OP_KIND_NORMALIZATION] = p->eff[GOPT_OP_KIND_REDUCTION];
+    if (!given[GOPT_OP_KIND_OPTIMIZER]) p->eff[GOPT_OP_KIND_OPTIMIZER] = p->eff[GOPT_OP_KIND_ELEMENTWISE];
     p->efficiency_json = json_incref(e);
     return GOPT_OK;
 }

@@ -363,6 +363,27 @@ static void test_efficiency_factors(void **state) {
     op.depthwise = 1;
     assert_int_equal(gopt_cost_op_kind(&op), GOPT_OP_KIND_DEPTHWISE_CONV);
     assert_true(close_rel(gopt_cost_op_time(c1, 0, &op, NULL) - L - 1e-6, 16 * (a - L - 1e-6), 1e-12));
+    /* the finer kinds: a normalization layer's reduction, the optimizer's elementwise update; the
+     * profile gives neither, so they take reduction's (1) and elementwise's (3) factors */
+    gopt_cost_op red = {.cls = GOPT_OP_CLASS_REDUCTION, .bytes = 1e7, .dtype = GOPT_DTYPE_FP32, .phase = GOPT_PHASE_FWD};
+    assert_int_equal(gopt_cost_op_kind(&red), GOPT_OP_KIND_REDUCTION);
+    const double tr = gopt_cost_op_time(c1, 0, &red, NULL);
+    red.norm = 1;
+    assert_int_equal(gopt_cost_op_kind(&red), GOPT_OP_KIND_NORMALIZATION);
+    assert_true(gopt_cost_op_time(c1, 0, &red, NULL) == tr);
+    gopt_cost_op ew = {.cls = GOPT_OP_CLASS_ELEMENTWISE, .bytes = 1e7, .dtype = GOPT_DTYPE_FP32, .phase = GOPT_PHASE_FWD};
+    const double te = gopt_cost_op_time(c1, 0, &ew, NULL);
+    ew.phase = GOPT_PHASE_OPT;
+    assert_int_equal(gopt_cost_op_kind(&ew), GOPT_OP_KIND_OPTIMIZER);
+    assert_true(gopt_cost_op_time(c1, 0, &ew, NULL) == te);
+    ew.cls = GOPT_OP_CLASS_REDUCTION; /* an optimizer-phase reduction stays a reduction */
+    assert_int_equal(gopt_cost_op_kind(&ew), GOPT_OP_KIND_REDUCTION);
+    static const char *const norms[] = {"native_batch_norm", "native_layer_norm_backward", "FusedBatchNormV3",
+                                        "LayerNorm", "group_norm", "InstanceNormalization", "RMSNorm"};
+    static const char *const others[] = {"norm", "linalg_vector_norm", "Sum", "softmax", "", "batch"};
+    for (size_t i = 0; i < sizeof norms / sizeof *norms; i++) assert_true(gopt_cost_is_norm_op(norms[i]));
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++) assert_false(gopt_cost_is_norm_op(others[i]));
+    assert_false(gopt_cost_is_norm_op(NULL));
     gopt_cost_table_destroy(&t0);
     gopt_cost_table_destroy(&t1);
     gopt_graph_free(g);

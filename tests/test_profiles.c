@@ -190,6 +190,23 @@ static void test_efficiency(void **state) {
     assert_true(gopt_profile_efficiency(p, GOPT_OP_KIND_GEMM) == 0.5);
     assert_true(gopt_profile_efficiency(p, GOPT_OP_KIND_DEPTHWISE_CONV) == 8);
     assert_true(gopt_profile_efficiency(p, GOPT_OP_KIND_CONV) == 1); /* not given */
+    /* the finer kinds not given: the kinds they split (reduction 1 here, elementwise 1) */
+    assert_true(gopt_profile_efficiency(p, GOPT_OP_KIND_NORMALIZATION) ==
+                gopt_profile_efficiency(p, GOPT_OP_KIND_REDUCTION));
+    assert_true(gopt_profile_efficiency(p, GOPT_OP_KIND_OPTIMIZER) ==
+                gopt_profile_efficiency(p, GOPT_OP_KIND_ELEMENTWISE));
+    {
+        char t2[4096], *at = strstr(text, "\"data_movement\":0.05");
+        assert_non_null(at);
+        snprintf(t2, sizeof t2, "%.*s\"normalization\":2.5,%s", (int)(at - text), text, at);
+        gopt_profile *r = NULL;
+        assert_int_equal(parse(t2, &r, &err), GOPT_OK);
+        assert_true(gopt_profile_efficiency(r, GOPT_OP_KIND_NORMALIZATION) == 2.5);
+        assert_true(gopt_profile_efficiency(r, GOPT_OP_KIND_REDUCTION) == 1);
+        gopt_profile_free(r);
+    }
+    assert_string_equal(gopt_op_kind_name(GOPT_OP_KIND_NORMALIZATION), "normalization");
+    assert_string_equal(gopt_op_kind_name(GOPT_OP_KIND_OPTIMIZER), "optimizer");
     assert_true(gopt_profile_op_overhead(p) == 5e-6);
     assert_string_equal(gopt_op_kind_name(GOPT_OP_KIND_DATA_MOVEMENT), "data_movement");
     assert_null(gopt_op_kind_name(GOPT_OP_KIND_COUNT));
@@ -212,6 +229,8 @@ static void test_efficiency(void **state) {
     expect_bad_in(text, "\"gemm\":0.5", "\"gemm\":1e4", GOPT_EINVAL,
                   "efficiency.factors: field 'gemm' = 10000 must be in [0.001, 1000]");
     expect_bad_in(text, "\"gemm\":0.5", "\"gemm\":\"fast\"", GOPT_EFORMAT, "field 'gemm' = \"fast\" is not a number");
+    expect_bad_in(text, "\"gemm\":0.5", "\"optimizer\":0", GOPT_EINVAL,
+                  "efficiency.factors: field 'optimizer' = 0 must be in [0.001, 1000]");
     expect_bad_in(text, "\"gemm\":0.5", "\"matmul\":0.5", GOPT_EINVAL, "efficiency.factors: unknown op kind 'matmul'");
     expect_bad_in(text, "\"op_overhead\":5e-6", "\"op_overhead\":2", GOPT_EINVAL,
                   "efficiency: field 'op_overhead' = 2 must be in [0, 1]");

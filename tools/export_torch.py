@@ -21,6 +21,7 @@ Runs with Debian 12's packages alone:
 To export your own model, see export_module() and docs/zoo.md.
 """
 import argparse
+import contextlib
 import gzip
 import math
 import os
@@ -169,8 +170,10 @@ def op_flops(node, cls):
 OPTIMIZERS = {"sgd": 0, "momentum": 1, "adam": 2}  # number of state tensors per parameter
 
 
-def make_step(model, loss_fn, names, optimizer, lr=1e-3):
-    """A function of flat tensors: params, optimizer states, buffers, inputs."""
+def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False):
+    """A function of flat tensors: params, optimizer states, buffers, inputs. mark: run the
+    optimizer update inside torch.profiler.record_function("gopt::optimizer"), so that a profile
+    of the eager step can tell its ops (tools/torch_fit.py; never when exporting)."""
     nstate = OPTIMIZERS[optimizer]
     nparam = len(names)
     buffer_names = [n for n, _ in model.named_buffers()]
@@ -185,6 +188,12 @@ def make_step(model, loss_fn, names, optimizer, lr=1e-3):
         loss = loss_fn(lambda *a: stateless.functional_call(model, mapping, a), *inputs)
         grads = torch.autograd.grad(loss, params)
         outs = [loss] + list(grads)
+        scope = torch.profiler.record_function("gopt::optimizer") if mark else contextlib.nullcontext()
+        with scope:
+            update(params, states, grads, outs)
+        return tuple(outs)
+
+    def update(params, states, grads, outs):
         for i, (p, g) in enumerate(zip(params, grads)):
             if optimizer == "sgd":
                 outs.append(p - lr * g)
@@ -195,7 +204,6 @@ def make_step(model, loss_fn, names, optimizer, lr=1e-3):
                 m = states[2 * i] * 0.9 + g * 0.1
                 v = states[2 * i + 1] * 0.999 + g * g * 0.001
                 outs += [p - lr * m / (torch.sqrt(v) + 1e-8), m, v]
-        return tuple(outs)
 
     return step
 

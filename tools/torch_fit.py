@@ -53,7 +53,14 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 MIN_SHARE = 0.02  # a kind counts in a model's fit when it is at least this share of the profile's step
-KINDS = ("gemm", "conv", "depthwise_conv", "elementwise", "reduction", "data_movement", "other")
+KINDS = ("gemm", "conv", "depthwise_conv", "elementwise", "reduction", "data_movement", "other", "normalization",
+         "optimizer")
+NORMS = ("batchnorm", "layernorm", "groupnorm", "instancenorm", "rmsnorm")  # gopt_cost_is_norm_op's rule
+
+
+def is_norm(op):
+    low = op.lower().replace("_", "")
+    return any(k in low for k in NORMS)
 
 
 def splits(root):
@@ -87,12 +94,19 @@ def parse_model(arg, table, split_of, fitting=True):
     return name, batch, seq
 
 
-def kind_of(ev, class_of):
-    """The efficiency kind of a profiler event, or None when its aten op is not classed."""
+def kind_of(ev, class_of, in_optimizer):
+    """The efficiency kind of a profiler event, or None when its aten op is not classed: the op's
+    class (export_torch's table), with depthwise convolutions, normalization layers and the
+    optimizer update's elementwise ops (under the step's "gopt::optimizer" scope) apart, as
+    gopt_cost_op_kind does."""
     if not ev.name.startswith("aten::"):
         return None
     op = ev.name[len("aten::"):]
     cls = class_of.get(op, class_of.get(op.rstrip("_")))
+    if cls == "reduction" and is_norm(op):
+        return "normalization"
+    if cls == "elementwise" and in_optimizer:
+        return "optimizer"
     if cls == "conv":
         shapes = getattr(ev, "input_shapes", None) or []
         # the weight (O, 1, kh, kw): one input channel per output channel
@@ -114,14 +128,15 @@ def profiled_kinds(prof, class_of):
             roots.append(ev)
         else:
             children.setdefault(id(par), []).append(ev)
-    stack = list(roots)
+    stack = [(ev, False) for ev in roots]
     while stack:
-        ev = stack.pop()
-        k = kind_of(ev, class_of)
+        ev, opt = stack.pop()
+        opt = opt or ev.name == "gopt::optimizer"
+        k = kind_of(ev, class_of, opt)
         if k is not None:
             per[k] += ev.cpu_time_total * 1e-6
         else:
-            stack.extend(children.get(id(ev), []))
+            stack.extend((c, opt) for c in children.get(id(ev), []))
     return per
 
 

@@ -52,7 +52,7 @@ def build_step(ex, spec, batch, seq):
     params = [p.detach().requires_grad_(True) for _, p in named]
     states = [torch.zeros_like(p) for p in params for _ in range(ex.OPTIMIZERS[spec.optimizer])]
     buffers = [b for _, b in model.named_buffers()]
-    step = ex.make_step(model, spec.loss, names, spec.optimizer)
+    step = ex.make_step(model, spec.loss, names, spec.optimizer, mark=True)
     return step, params + states + buffers + list(spec.inputs(batch, seq))
 
 
