@@ -266,6 +266,8 @@ typedef struct {
     int units;                        /* units decided so far */
     int agree[GOPT_POLICY_MAX_HINTS]; /* of them, those on hint h's device */
     policy_fuse_state fg;             /* cfg.fuse_cond: the fusion pass's groups of the decided nodes */
+    int32_t *hgl;                     /* cfg.fuse_hint_level: per hint group, the level its first decided
+                                         member took (0: none yet) */
 } dec_state;
 
 static double edge_weight(const gopt_frozen *fz, int32_t slot) { return fz->edge_bytes[fz->in_eid[slot]] + 1.0; }
@@ -478,19 +480,27 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
     const int nphi = POLICY_CFG_NPHI(&p->cfg), npsi = POLICY_CFG_NPSI(&p->cfg);
     const int fcond = p->cfg.fuse_cond && Hc > 0, scond = p->cfg.sched_cond && Hc > 0;
     const int nfrow = POLICY_CFG_NFGRP(&p->cfg); /* rows of cond.fgrp */
+    const int fother = p->cfg.fuse_hint && p->hint_group;                    /* row 2: another group */
+    const int lrow = fcond && p->cfg.fuse_hint_level && p->hint_group ? nfrow - 1 : -1; /* last row */
+    const int nfarr = POLICY_FUSE_ARRAYS + (lrow >= 0);
     int32_t *fbuf = NULL;
     policy_fuse_scratch fscr = {0};
     if (fcond) { /* the fusion pass's groups, built as the levels are decided */
-        fbuf = gopt_malloc(sizeof(int32_t) * POLICY_FUSE_ARRAYS * (size_t)k * (size_t)(n ? n : 1), err);
+        fbuf = gopt_malloc(sizeof(int32_t) * (size_t)nfarr * (size_t)k * (size_t)(n ? n : 1), err);
         if (!fbuf) return GOPT_ENOMEM;
         gopt_status fs = policy_fuse_scratch_init(&fscr, n, err);
         if (fs) {
             free(fbuf);
             return fs;
         }
-        for (int b = 0; b < k; b++)
-            policy_fuse_init(&st[b].fg, fz, p->cfg.fuse_merge, fbuf + POLICY_FUSE_ARRAYS * (size_t)b * (size_t)n,
-                             &fscr);
+        for (int b = 0; b < k; b++) {
+            int32_t *sb = fbuf + (size_t)nfarr * (size_t)b * (size_t)n;
+            policy_fuse_init(&st[b].fg, fz, p->cfg.fuse_merge, sb, &fscr);
+            if (lrow >= 0) {
+                st[b].hgl = sb + POLICY_FUSE_ARRAYS * (size_t)n;
+                memset(st[b].hgl, 0, sizeof(int32_t) * (size_t)n);
+            }
+        }
     }
     gopt_status rc = GOPT_OK;
     float phi[GOPT_POLICY_MAX_DEVICES * POLICY_MAX_PHI], th[GOPT_POLICY_MAX_DEVICES * POLICY_MAX_COND];
@@ -599,17 +609,19 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
              * group, 2 (cfg.fuse_hint) joins another group than the hint's */
             int32_t fcand[32];
             int fkind[32];
-            float fs[3] = {0.0f, 0.0f, 0.0f};
+            float fs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            int hlv = -1; /* fuse_hint_level: the level v's hint group took, when one of it is decided */
+            const int32_t hg = p->hint_group ? p->hint_group[v] : -1;
             if (fcond) {
                 const int w = p->width[GOPT_TASK_FUSE];
-                const int32_t hg = p->hint_group ? p->hint_group[v] : -1;
                 fcand[0] = -1;
                 for (int l = 1; l < w; l++) {
                     fcand[l] = policy_fuse_join(&s->fg, a->place, a->fuse, v, l);
                     fkind[l] = fcand[l] < 0                                                  ? 1
-                               : nfrow < 3 || !p->hint_group || (hg >= 0 && p->hint_group[fcand[l]] == hg) ? 0
-                                                                                             : 2;
+                               : !fother || (hg >= 0 && p->hint_group[fcand[l]] == hg) ? 0
+                                                                                        : 2;
                 }
+                if (lrow >= 0 && hg >= 0 && s->hgl[hg] > 0 && s->hgl[hg] < w) hlv = s->hgl[hg];
                 for (int r = 0; r < nfrow; r++)
                     for (int m = 0; m < npsi; m++) fs[r] += psi[m] * p->P.cond_fgrp[(size_t)r * npsi + m];
             }
@@ -632,6 +644,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                     if (Hc > 0)
                         for (int m = 0; m < npsi; m++) zz += psi[m] * wc[m * w + j];
                     if (fg && j > 0) zz += fs[fkind[j]];
+                    if (fg && j == hlv) zz += fs[lrow];
                     if (sg && j == hlev) zz += sh;
                     z[j] = zz;
                 }
@@ -664,13 +677,15 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                     if (sg)
                         for (int m = 0; m < npsi; m++) g->cond_shint[m] += psi[m] * dz[hlev];
                     if (fg) {
-                        float gk[3] = {0.0f, 0.0f, 0.0f};
+                        float gk[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                         for (int j = 1; j < w; j++) gk[fkind[j]] += dz[j];
+                        if (hlv >= 0) gk[lrow] += dz[hlv];
                         for (int r = 0; r < nfrow; r++)
                             for (int m = 0; m < npsi; m++) g->cond_fgrp[(size_t)r * npsi + m] += psi[m] * gk[r];
                     }
                 }
                 if (fg) policy_fuse_commit(&s->fg, a->place, a->fuse, v, fcand[x]); /* v joins groups or roots one */
+                if (fg && lrow >= 0 && hg >= 0 && s->hgl[hg] == 0 && x > 0) s->hgl[hg] = x;
             }
             /* ---- running state: segments and the previous node ---- */
             s->cur_cnt[dv]++;

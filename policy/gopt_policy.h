@@ -73,6 +73,11 @@ typedef struct {
     int32_t fuse_hint;     /* 1: the fusion term tells joining the hint's fused group (the groups
                               given to gopt_policy_set_hints) from joining another group: a third
                               row of cond.fgrp (needs fuse_cond = 1 and hints > 0); 0 = off */
+    int32_t fuse_hint_level; /* 1: the fusion term also marks the level that the first decided member
+                              of v's hint group took: a group with several roots (XLA's a -> c <- b,
+                              an optimizer update's state chains) merges only when its roots share a
+                              level, and a root sees no other root otherwise; one more row of
+                              cond.fgrp (needs fuse_cond = 1 and hints > 0; version 6); 0 = off */
 } gopt_policy_config;
 
 void gopt_policy_config_default(gopt_policy_config *cfg);

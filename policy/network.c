@@ -49,6 +49,7 @@ void gopt_policy_config_default(gopt_policy_config *c) {
     c->sched_cond = 0;
     c->fuse_merge = 1;
     c->fuse_hint = 0;
+    c->fuse_hint_level = 0;
 }
 
 static gopt_status check_range(const char *field, int32_t v, int32_t lo, int32_t hi, gopt_error *err) {
@@ -90,6 +91,10 @@ gopt_status gopt_policy_config_check(const gopt_policy_config *c, gopt_error *er
     if ((st = check_range("fuse_hint", c->fuse_hint, 0, 1, err))) return st;
     if (c->fuse_hint && (!c->fuse_cond || !c->hints))
         return gopt_error_set(err, GOPT_EINVAL, "policy config: fuse_hint = 1 needs fuse_cond = 1 and hints > 0");
+    if ((st = check_range("fuse_hint_level", c->fuse_hint_level, 0, 1, err))) return st;
+    if (c->fuse_hint_level && (!c->fuse_cond || !c->hints))
+        return gopt_error_set(err, GOPT_EINVAL,
+                              "policy config: fuse_hint_level = 1 needs fuse_cond = 1 and hints > 0");
     if (c->sched_cond && !c->hints)
         return gopt_error_set(err, GOPT_EINVAL, "policy config: sched_cond = 1 needs hints > 0");
     return GOPT_OK;

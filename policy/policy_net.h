@@ -65,9 +65,9 @@ void policy_fuse_commit(policy_fuse_state *s, const int32_t *place, const int32_
 #define POLICY_CFG_NPHI(c)                                                                                             \
     (POLICY_NPHI + ((c)->hints ? (c)->hints + 1 + ((c)->hint_quality ? POLICY_NHINT_QUALITY : 0) : 0))
 #define POLICY_CFG_NPSI(c) (POLICY_NPSI + ((c)->hints ? POLICY_NHINT_PSI : 0))
-/* rows of cond.fgrp (cfg.fuse_cond): join, root, and with cfg.fuse_hint join another group than
- * the hint's */
-#define POLICY_CFG_NFGRP(c) ((c)->fuse_hint ? 3 : 2)
+/* rows of cond.fgrp (cfg.fuse_cond): join, root, with cfg.fuse_hint join another group than the
+ * hint's, with cfg.fuse_hint_level (last) the level of v's hint group */
+#define POLICY_CFG_NFGRP(c) (2 + ((c)->fuse_hint ? 1 : 0) + ((c)->fuse_hint_level ? 1 : 0))
 
 typedef struct {
     float *w;    /* (5D, D) */

@@ -561,6 +561,7 @@ static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_
     c.fuse_cond = fuse_cond;
     c.sched_cond = fuse_cond;
     c.fuse_hint = fuse_cond && hints; /* the third cond.fgrp row, with the hint groups set below */
+    c.fuse_hint_level = fuse_cond && hints; /* and the fourth: the level of the node's hint group */
     gopt_policy *p = NULL;
     assert_int_equal(gopt_policy_create(&p, &c, 42, &err), GOPT_OK);
     gopt_policy_debug_chunk(p, memory_grad ? 1 : 2); /* the forward's chunk boundaries inside the graph */
@@ -948,7 +949,8 @@ static void temp_path(char *buf, size_t n, const char *leaf) {
 /* An older checkpoint loads as the same network, every parameter and moment equal: version 1
  * (before the conditioned decoder: 10 config fields) with cond_hidden = 0, version 2 (before
  * hints: 11 fields) with hints = 0, version 3 (before hint_quality: 12 fields) with
- * hint_quality = 0, version 4 (before fuse_merge: 15 fields) with fuse_merge = 0. */
+ * hint_quality = 0, version 4 (before fuse_merge: 15 fields) with fuse_merge = 0, version 5
+ * (before fuse_hint_level: 17 fields) with fuse_hint_level = 0. */
 static void check_old_version_load(const char *path, uint32_t ver) {
     gopt_error err = {0};
     gopt_policy_config cfg;
@@ -960,9 +962,9 @@ static void check_old_version_load(const char *path, uint32_t ver) {
     char *raw = NULL;
     size_t len = 0;
     assert_int_equal(gopt_file_read_all(path, &raw, &len, &err), GOPT_OK);
-    /* keep the config fields of version ver, drop the rest of the 17, set the version, new CRC */
-    static const size_t ncfg[] = {0, 10, 11, 12, 15};
-    const size_t keep = 12 + 4 * ncfg[ver], drop = 4 * (17 - ncfg[ver]);
+    /* keep the config fields of version ver, drop the rest of the 18, set the version, new CRC */
+    static const size_t ncfg[] = {0, 10, 11, 12, 15, 17};
+    const size_t keep = 12 + 4 * ncfg[ver], drop = 4 * (18 - ncfg[ver]);
     memmove(raw + keep, raw + keep + drop, len - (keep + drop));
     len -= drop;
     memcpy(raw + 8, &ver, 4);
@@ -975,8 +977,9 @@ static void check_old_version_load(const char *path, uint32_t ver) {
     assert_int_equal(gopt_policy_get_config(r)->hint_quality, 0);
     assert_int_equal(gopt_policy_get_config(r)->fuse_cond, 0);
     assert_int_equal(gopt_policy_get_config(r)->sched_cond, 0);
-    assert_int_equal(gopt_policy_get_config(r)->fuse_merge, 0);
+    assert_int_equal(gopt_policy_get_config(r)->fuse_merge, ver >= 5 ? cfg.fuse_merge : 0);
     assert_int_equal(gopt_policy_get_config(r)->fuse_hint, 0);
+    assert_int_equal(gopt_policy_get_config(r)->fuse_hint_level, 0);
     assert_int_equal(gopt_policy_num_params(r), gopt_policy_num_params(p));
     for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
         const char *na, *nb;
@@ -1083,17 +1086,18 @@ static void test_checkpoint(void **state) {
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
     assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "version 99"));
-    /* a version-5 body labelled version 1 to 4 (fewer config fields) is refused, not misread */
-    for (char old = 1; old <= 4; old++) {
+    /* a version-6 body labelled version 1 to 5 (fewer config fields) is refused, not misread */
+    for (char old = 1; old <= 5; old++) {
         raw[8] = old;
         assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
         assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
     }
-    raw[8] = 5;
+    raw[8] = 6;
     check_old_version_load(bad, 1);
     check_old_version_load(bad, 2);
     check_old_version_load(bad, 3);
     check_old_version_load(bad, 4);
+    check_old_version_load(bad, 5);
     /* bad magic, bad config */
     raw[0] = 'X';
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 0, &err), GOPT_OK);
@@ -1103,17 +1107,17 @@ static void test_checkpoint(void **state) {
     /* a checkpoint of the 64-feature layout (before the absolute layer
      * features) is refused naming both counts, not misread */
     uint32_t nf;
-    memcpy(&nf, raw + 12 + 4 * 17, 4);
+    memcpy(&nf, raw + 12 + 4 * 18, 4);
     assert_int_equal(nf, GOPT_POLICY_NFEAT);
     nf = 64;
-    memcpy(raw + 12 + 4 * 17, &nf, 4);
+    memcpy(raw + 12 + 4 * 18, &nf, 4);
     uint32_t crc = (uint32_t)crc32(0L, (const unsigned char *)raw, (uInt)(len - 4));
     memcpy(raw + len - 4, &crc, 4);
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
     assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "64 features per node, this build has 80"));
     nf = GOPT_POLICY_NFEAT;
-    memcpy(raw + 12 + 4 * 17, &nf, 4);
+    memcpy(raw + 12 + 4 * 18, &nf, 4);
     int32_t heads = 3; /* does not divide hidden = 8 */
     memcpy(raw + 12 + 3 * 4, &heads, 4);
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
@@ -2075,6 +2079,73 @@ static void test_fuse_cond(void **state) {
     gopt_graph_free(g);
 }
 
+/* fuse_hint_level: the level that the first decided member of a node's hint group took gets the
+ * last cond.fgrp row's term, psi . w (only it here: every other fusion weight is zero), so that
+ * the roots of one group can agree; a node outside any hint group, or whose group has no member
+ * at a level > 0 yet, gets nothing. Checked on the teacher-forced log-probabilities. */
+static void test_fuse_hint_level(void **state) {
+    (void)state;
+    enum { N = 30, NDEV = 2 };
+    gopt_graph *g = make_graph(N, 17, 0);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    gopt_error err;
+    gopt_policy_config c = tiny_config();
+    c.cond_hidden = 4;
+    c.fuse_cond = 1;
+    c.fuse_hint_level = 1;
+    assert_int_equal(gopt_policy_config_check(&c, &err), GOPT_EINVAL); /* needs hints */
+    assert_non_null(strstr(err.msg, "fuse_hint_level"));
+    c.hints = 1;
+    gopt_policy *p = NULL;
+    assert_int_equal(gopt_policy_create(&p, &c, 3, &err), GOPT_OK);
+    float feat[N * GOPT_POLICY_NFEAT];
+    assert_int_equal(gopt_policy_features(fz, NDEV, NULL, feat, &err), GOPT_OK);
+    int32_t hdev[N], hgrp[N];
+    float hf[N * GOPT_POLICY_NHINT];
+    for (int i = 0; i < N; i++) {
+        hdev[i] = 0;
+        hgrp[i] = i < N / 2 ? 0 : -1; /* the first half of the ids in one hint group, the rest in none */
+        hf[i * GOPT_POLICY_NHINT] = 0.5f, hf[i * GOPT_POLICY_NHINT + 1] = 0.0f, hf[i * GOPT_POLICY_NHINT + 2] = 0.0f;
+    }
+    assert_int_equal(gopt_policy_set_hints(p, N, NDEV, 1, hdev, hf, hgrp, NULL, &err), GOPT_OK);
+    const int npsi = 5 + GOPT_POLICY_NHINT;
+    zero_tensors(p, (const char *const[]){"cond.fgrp", "cond.fuse", "head_fuse.w", "head_fuse.b", NULL});
+    size_t cnt;
+    float *fw = tensor_named(p, "cond.fgrp", &cnt);
+    assert_int_equal((int)cnt, 3 * npsi); /* join, root, the hint group's level */
+    fw[2 * npsi + 5] = 10.0f;              /* psi 5: the hint's priority rank, 0.5 everywhere: a term of 5 */
+    uint16_t mask[N];
+    for (int i = 0; i < N; i++) mask[i] = 1;
+    assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, mask, &err), GOPT_OK);
+    actions_buf a1, a2;
+    actions_alloc(&a1, N);
+    actions_alloc(&a2, N);
+    assert_int_equal(gopt_policy_greedy(p, &a1.a, &err), GOPT_OK);
+    for (int v = 0; v < N; v++) a1.a.fuse[v] = 1; /* every node at level 1 */
+    memcpy(a2.buf, a1.buf, sizeof(int32_t) * 3 * N);
+    float lp1[3 * N], lp2[3 * N];
+    const float F = (float)c.fusion_levels, e5 = expf(5.0f);
+    int checked = 0;
+    for (int i = 1; i < N; i++) { /* node at rank i at level 2 instead: does it see level 1 marked? */
+        const int32_t v = fz->topo[i];
+        int before = 0; /* a member of its hint group decided before it (at level 1) */
+        for (int j = 0; j < i; j++) before |= hgrp[fz->topo[j]] == 0 && hgrp[v] == 0;
+        a2.a.fuse[v] = 2;
+        assert_int_equal(gopt_policy_logprob(p, &a1.a, lp1, NULL, NULL, NULL, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_logprob(p, &a2.a, lp2, NULL, NULL, NULL, &err), GOPT_OK);
+        a2.a.fuse[v] = 1;
+        const float want1 = before ? logf(e5 / (e5 + F - 1)) : -logf(F), want2 = before ? logf(1 / (e5 + F - 1)) : -logf(F);
+        assert_float_equal(lp1[2 * N + v], want1, 1e-4);
+        assert_float_equal(lp2[2 * N + v], want2, 1e-4);
+        checked += before;
+    }
+    assert_true(checked > 3);
+    free(a1.buf);
+    free(a2.buf);
+    gopt_policy_free(p);
+    gopt_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config),          cmocka_unit_test(test_features),
@@ -2083,7 +2154,7 @@ int main(void) {
         cmocka_unit_test(test_grad_sage),       cmocka_unit_test(test_grad_segattn),
         cmocka_unit_test(test_segattn_tiles),   cmocka_unit_test(test_forward_chunks),
         cmocka_unit_test(test_grad_network_full), cmocka_unit_test(test_grad_network_stopgrad),
-        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality), cmocka_unit_test(test_fuse_cond), cmocka_unit_test(test_sched_cond),    cmocka_unit_test(test_decode),
+        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality), cmocka_unit_test(test_fuse_cond), cmocka_unit_test(test_fuse_hint_level), cmocka_unit_test(test_sched_cond),    cmocka_unit_test(test_decode),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_fusion),
         cmocka_unit_test(test_fusion_merge),          cmocka_unit_test(test_example_graph),
