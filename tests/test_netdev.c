@@ -23,43 +23,9 @@
 #include "gopt_policy.h"
 #include "netdev_kernels.h"
 #include "policy_internal.h"
+#include "test_util.h"
 
 static const char *g_device = "emulated";
-
-/* A random training-step-like DAG: mixed op classes, a few colocation groups, duplicate edges. */
-static gopt_graph *make_graph(int n, uint64_t seed) {
-    gopt_rng rng;
-    gopt_rng_seed(&rng, seed);
-    gopt_graph *g = NULL;
-    gopt_error err;
-    assert_int_equal(gopt_graph_create(&g, "t", "test", &err), GOPT_OK);
-    for (int i = 0; i < n; i++) {
-        char name[32], col[32] = "";
-        snprintf(name, sizeof name, "n%d", i);
-        gopt_node_attrs a = {0};
-        a.name = name;
-        a.op = i % 7 == 6 ? "Const" : "MatMul";
-        a.cls = i % 7 == 6 ? GOPT_OP_CLASS_PARAM : (gopt_op_class)gopt_rng_below(&rng, GOPT_OP_CLASS_COUNT);
-        a.flops = exp(gopt_rng_uniform(&rng) * 25.0);
-        a.out_bytes = exp(gopt_rng_uniform(&rng) * 20.0);
-        a.param_bytes = i % 7 == 6 ? exp(gopt_rng_uniform(&rng) * 18.0) : 0.0;
-        a.phase = (gopt_phase)(1 + i * 3 / n);
-        a.layer = i / 4;
-        if (i % 9 == 1) snprintf(col, sizeof col, "grp%d", i % 27);
-        a.colocate = col;
-        assert_int_equal(gopt_graph_add_node(g, &a, NULL, &err), GOPT_OK);
-    }
-    for (int i = 1; i < n; i++) {
-        int deg = 1 + (int)gopt_rng_below(&rng, 3);
-        for (int e = 0; e < deg; e++) {
-            int lo = i > 6 ? i - 6 : 0;
-            int s = lo + (int)gopt_rng_below(&rng, (uint64_t)(i - lo));
-            (void)gopt_graph_add_edge(g, s, i, 1000.0 * (1 + s), &err);
-        }
-    }
-    assert_int_equal(gopt_graph_finalize(g, &err), GOPT_OK);
-    return g;
-}
 
 static gopt_policy_config small_config(int memory_grad) {
     gopt_policy_config c;
@@ -129,7 +95,7 @@ static void compare(int memory_grad) {
     const size_t np = gopt_policy_num_params(cpu);
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
         const int n = sizes[s];
-        gopt_graph *g = make_graph(n, 100 + s);
+        gopt_graph *g = test_random_graph(n, 100 + s, 9);
         const gopt_frozen *fz = gopt_graph_frozen(g);
         const int W = c.max_devices + c.sched_levels + c.fusion_levels;
         float *feat = malloc(sizeof(float) * n * GOPT_POLICY_NFEAT), *w = malloc(sizeof(float) * 3 * n);
@@ -203,7 +169,7 @@ static void test_select(void **state) {
         assert_string_equal(gopt_policy_device(p), "cpu");
     }
     assert_int_equal(gopt_policy_set_device(p, "emulated", &err), GOPT_OK);
-    gopt_graph *g = make_graph(30, 5);
+    gopt_graph *g = test_random_graph(30, 5, 9);
     const gopt_frozen *fz = gopt_graph_frozen(g);
     float *feat = malloc(sizeof(float) * 30 * GOPT_POLICY_NFEAT);
     assert_int_equal(gopt_policy_features(fz, 4, NULL, feat, &err), GOPT_OK);

@@ -28,45 +28,9 @@
 #include "gopt_policy.h"
 #include "gopt_zoo.h"
 #include "policy_internal.h"
+#include "test_util.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */
-static gopt_graph *make_graph(int n, uint64_t seed, int coloc_every) {
-    gopt_rng rng;
-    gopt_rng_seed(&rng, seed);
-    gopt_graph *g = NULL;
-    gopt_error err;
-    assert_int_equal(gopt_graph_create(&g, "t", "test", &err), GOPT_OK);
-    static const char *ops[] = {"MatMul", "Relu", "Add", "Conv2D", "Sum", "Reshape", "Const"};
-    for (int i = 0; i < n; i++) {
-        char name[32], col[32];
-        snprintf(name, sizeof name, "n%d", i);
-        gopt_node_attrs a = {0};
-        a.name = name;
-        int k = (int)gopt_rng_below(&rng, 7);
-        a.op = ops[k];
-        a.cls = (gopt_op_class)(k == 6 ? GOPT_OP_CLASS_PARAM : (int)gopt_rng_below(&rng, GOPT_OP_CLASS_COUNT));
-        a.flops = gopt_rng_uniform(&rng) < 0.3 ? 0.0 : exp(gopt_rng_uniform(&rng) * 25.0);
-        a.out_bytes = exp(gopt_rng_uniform(&rng) * 20.0);
-        a.param_bytes = k == 6 ? exp(gopt_rng_uniform(&rng) * 18.0) : 0.0;
-        a.phase = (gopt_phase)(1 + i * 3 / n);
-        a.layer = i % 5 == 0 ? -1 : i / 4;
-        col[0] = 0;
-        if (coloc_every > 0 && i % coloc_every == 1) snprintf(col, sizeof col, "grp%d", i % (3 * coloc_every));
-        a.colocate = col;
-        assert_int_equal(gopt_graph_add_node(g, &a, NULL, &err), GOPT_OK);
-    }
-    for (int i = 1; i < n; i++) {
-        int deg = 1 + (int)gopt_rng_below(&rng, 3);
-        for (int e = 0; e < deg; e++) {
-            int lo = i > 6 ? i - 6 : 0;
-            int s = lo + (int)gopt_rng_below(&rng, (uint64_t)(i - lo));
-            (void)gopt_graph_add_edge(g, s, i, 1000.0 * (1 + s), &err); /* duplicates are fine */
-        }
-    }
-    assert_int_equal(gopt_graph_finalize(g, &err), GOPT_OK);
-    return g;
-}
-
 static void fill_rand(float *x, size_t n, gopt_rng *rng, float sd) {
     for (size_t i = 0; i < n; i++) x[i] = (float)(sd * gopt_rng_normal(rng));
 }
@@ -159,7 +123,7 @@ static void test_config(void **state) {
 
 static void test_features(void **state) {
     (void)state;
-    gopt_graph *g = make_graph(40, 7, 4);
+    gopt_graph *g = test_random_graph(40, 7, 4);
     const gopt_frozen *fz = gopt_graph_frozen(g);
     gopt_error err;
     float *f = malloc(sizeof(float) * 40 * GOPT_POLICY_NFEAT), *f2 = malloc(sizeof(float) * 40 * GOPT_POLICY_NFEAT);
@@ -179,7 +143,7 @@ static void test_features(void **state) {
         }
         assert_true(r[62] == 0.0f && r[63] == 1.0f);
         assert_true(fabsf(r[58] - 0.5f) < 1e-6f);
-        /* absolute layer, one-hot (make_graph: layer i / 4, unknown every 5th node) */
+        /* absolute layer, one-hot (test_random_graph: layer i / 4, unknown every 5th node) */
         float lh = 0;
         for (int j = 64; j < 80; j++) lh += r[j];
         int layer = fz->layer[v];
@@ -550,7 +514,7 @@ static int check_memory_rule(const gopt_frozen *fz, const gopt_policy_actions *a
 /* fuse_cond = 1 also sets sched_cond */
 static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_cond) {
     enum { N = 23 };
-    gopt_graph *g = make_graph(N, 11, 5);
+    gopt_graph *g = test_random_graph(N, 11, 5);
     const gopt_frozen *fz = gopt_graph_frozen(g);
     assert_true(fz->n_coloc > 0);
     gopt_error err;
@@ -689,7 +653,7 @@ static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_
 static void test_forward_chunks(void **state) {
     (void)state;
     enum { N = 1300 };
-    gopt_graph *g = make_graph(N, 31, 7);
+    gopt_graph *g = test_random_graph(N, 31, 7);
     const gopt_frozen *fz = gopt_graph_frozen(g);
     gopt_error err;
     gopt_policy_config c = tiny_config();
@@ -776,7 +740,7 @@ static void test_grad_network_stopgrad(void **state) {
 static void test_decode(void **state) {
     (void)state;
     enum { N = 37 };
-    gopt_graph *g = make_graph(N, 12, 4);
+    gopt_graph *g = test_random_graph(N, 12, 4);
     const gopt_frozen *fz = gopt_graph_frozen(g);
     gopt_error err;
     gopt_policy_config c = tiny_config();
@@ -867,7 +831,7 @@ static void test_decode(void **state) {
 static void test_adam(void **state) {
     (void)state;
     enum { N = 19 };
-    gopt_graph *g = make_graph(N, 13, 0);
+    gopt_graph *g = test_random_graph(N, 13, 0);
     const gopt_frozen *fz = gopt_graph_frozen(g);
     gopt_error err;
     gopt_policy_config c = tiny_config();
@@ -1003,7 +967,7 @@ static void check_old_version_load(const char *path, uint32_t ver) {
 static void test_checkpoint(void **state) {
     (void)state;
     enum { N = 15 };
-    gopt_graph *g = make_graph(N, 14, 3);
+    gopt_graph *g = test_random_graph(N, 14, 3);
     const gopt_frozen *fz = gopt_graph_frozen(g);
     gopt_error err;
     gopt_policy_config c = tiny_config();
@@ -1178,7 +1142,7 @@ static void test_fusion(void **state) {
     for (int trial = 0; trial < 40; trial++) {
         const int merge = trial & 1;
         enum { N = 60 };
-        g = make_graph(N, 200 + trial, 0);
+        g = test_random_graph(N, 200 + trial, 0);
         fz = gopt_graph_frozen(g);
         gopt_rng rng;
         gopt_rng_seed(&rng, trial);
@@ -1350,7 +1314,7 @@ static void test_example_graph(void **state) {
     /* graphs/graphml.c passes NULL to memcpy for edges without extra
      * attributes (UBSan aborts); reported to its owner. Until that is fixed,
      * sanitizer builds run the default-size network on a generated graph. */
-    g = make_graph(60, 77, 4);
+    g = test_random_graph(60, 77, 4);
 #else
     assert_int_equal(gopt_graph_load(GOPT_SOURCE_DIR "/graphs/examples/mlp_train.graphml", &g, &err), GOPT_OK);
 #endif
@@ -1400,7 +1364,7 @@ static void test_small_sizes(void **state) {
     const int sizes[] = {1, 2, 4, 9, 3};
     for (int k = 0; k < 5; k++) {
         int n = sizes[k];
-        gopt_graph *g = make_graph(n, 300 + k, 0);
+        gopt_graph *g = test_random_graph(n, 300 + k, 0);
         const gopt_frozen *fz = gopt_graph_frozen(g);
         float *feat = malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NFEAT), *wl = malloc(sizeof(float) * 3 * n);
         for (int i = 0; i < 3 * n; i++) wl[i] = 0.5f;
@@ -1446,7 +1410,7 @@ static float lookup_weight(void *ctx, int set, int task, int32_t v, float logp) 
 static void test_backward_batch(void **state) {
     (void)state;
     enum { N = 31, K = 3 };
-    gopt_graph *g = make_graph(N, 9, 11);
+    gopt_graph *g = test_random_graph(N, 9, 11);
     const gopt_frozen *fz = gopt_graph_frozen(g);
     gopt_error err = {0};
     gopt_policy_config c = tiny_config();
@@ -1552,7 +1516,7 @@ static double row_logp(gopt_policy *p, const gopt_policy_actions *a, int n, int 
 static void test_conditioned_decoder(void **state) {
     (void)state;
     enum { N = 41, NDEV = 4 };
-    gopt_graph *g = make_graph(N, 21, 4);
+    gopt_graph *g = test_random_graph(N, 21, 4);
     const gopt_frozen *fz = gopt_graph_frozen(g);
     assert_true(fz->n_coloc > 0);
     gopt_error err = {0};
@@ -1814,7 +1778,7 @@ static void scorer_reads_only(gopt_policy *p, int row) {
 static void test_hints(void **state) {
     (void)state;
     enum { N = 19, NDEV = 3 };
-    gopt_graph *g = make_graph(N, 21, 0);
+    gopt_graph *g = test_random_graph(N, 21, 0);
     const gopt_frozen *fz = gopt_graph_frozen(g);
     gopt_error err;
     gopt_policy_config c = tiny_config();
@@ -1891,7 +1855,7 @@ static void test_hints(void **state) {
 static void test_hint_quality(void **state) {
     (void)state;
     enum { N = 19, NDEV = 3 };
-    gopt_graph *g = make_graph(N, 21, 0);
+    gopt_graph *g = test_random_graph(N, 21, 0);
     const gopt_frozen *fz = gopt_graph_frozen(g);
     gopt_error err;
     gopt_policy_config c = tiny_config();
@@ -1955,7 +1919,7 @@ static void test_hint_quality(void **state) {
 static void test_sched_cond(void **state) {
     (void)state;
     enum { N = 37, NDEV = 2 };
-    gopt_graph *g = make_graph(N, 33, 0);
+    gopt_graph *g = test_random_graph(N, 33, 0);
     const gopt_frozen *fz = gopt_graph_frozen(g);
     gopt_error err;
     gopt_policy_config c = tiny_config();
@@ -2003,7 +1967,7 @@ static void test_sched_cond(void **state) {
 static void test_fuse_cond(void **state) {
     (void)state;
     enum { N = 41, NDEV = 2 };
-    gopt_graph *g = make_graph(N, 31, 0);
+    gopt_graph *g = test_random_graph(N, 31, 0);
     const gopt_frozen *fz = gopt_graph_frozen(g);
     gopt_error err;
     gopt_policy_config c = tiny_config();
@@ -2086,7 +2050,7 @@ static void test_fuse_cond(void **state) {
 static void test_fuse_hint_level(void **state) {
     (void)state;
     enum { N = 30, NDEV = 2 };
-    gopt_graph *g = make_graph(N, 17, 0);
+    gopt_graph *g = test_random_graph(N, 17, 0);
     const gopt_frozen *fz = gopt_graph_frozen(g);
     gopt_error err;
     gopt_policy_config c = tiny_config();

@@ -4,6 +4,7 @@
  * - test_tmpdir_make / test_tmpdir_remove: a private directory under /tmp
  *   for a program's files, made in setup and removed in teardown;
  * - test_run: run a shell command, return its exit code (-1 if killed);
+ * - test_random_graph: a random training-step-like DAG (the policy tests');
  * - test_profile_uniform: a cluster of identical, uniformly linked devices
  *   (device 0: peak 1e12 FLOP/s; the others `peak_rest`), parsed through the
  *   real profile loader so that a bad fixture fails loudly.
@@ -16,6 +17,9 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include <math.h>
+
+#include "gopt_graph.h"
 #include "gopt_profile.h"
 
 /* Make /tmp/gopt_test_NAME_XXXXXX into dir (size >= 256); 0 on success. */
@@ -58,6 +62,46 @@ static inline gopt_profile *test_profile_uniform(int ndev, double mem, double pe
     if (st) fprintf(stderr, "%s\n", err.msg);
     assert_int_equal(st, GOPT_OK);
     return p;
+}
+
+/* A random training-step-like DAG of n nodes from `seed`: mixed ops and classes (every 7th kind a
+ * parameter), log-uniform FLOPs and bytes, phases in thirds, 1-3 in-edges from the 6 nodes before
+ * (duplicates kept), colocation groups when coloc_every > 0. */
+static inline gopt_graph *test_random_graph(int n, uint64_t seed, int coloc_every) {
+    gopt_rng rng;
+    gopt_rng_seed(&rng, seed);
+    gopt_graph *g = NULL;
+    gopt_error err;
+    assert_int_equal(gopt_graph_create(&g, "t", "test", &err), GOPT_OK);
+    static const char *ops[] = {"MatMul", "Relu", "Add", "Conv2D", "Sum", "Reshape", "Const"};
+    for (int i = 0; i < n; i++) {
+        char name[32], col[32];
+        snprintf(name, sizeof name, "n%d", i);
+        gopt_node_attrs a = {0};
+        a.name = name;
+        int k = (int)gopt_rng_below(&rng, 7);
+        a.op = ops[k];
+        a.cls = (gopt_op_class)(k == 6 ? GOPT_OP_CLASS_PARAM : (int)gopt_rng_below(&rng, GOPT_OP_CLASS_COUNT));
+        a.flops = gopt_rng_uniform(&rng) < 0.3 ? 0.0 : exp(gopt_rng_uniform(&rng) * 25.0);
+        a.out_bytes = exp(gopt_rng_uniform(&rng) * 20.0);
+        a.param_bytes = k == 6 ? exp(gopt_rng_uniform(&rng) * 18.0) : 0.0;
+        a.phase = (gopt_phase)(1 + i * 3 / n);
+        a.layer = i % 5 == 0 ? -1 : i / 4;
+        col[0] = 0;
+        if (coloc_every > 0 && i % coloc_every == 1) snprintf(col, sizeof col, "grp%d", i % (3 * coloc_every));
+        a.colocate = col;
+        assert_int_equal(gopt_graph_add_node(g, &a, NULL, &err), GOPT_OK);
+    }
+    for (int i = 1; i < n; i++) {
+        int deg = 1 + (int)gopt_rng_below(&rng, 3);
+        for (int e = 0; e < deg; e++) {
+            int lo = i > 6 ? i - 6 : 0;
+            int s = lo + (int)gopt_rng_below(&rng, (uint64_t)(i - lo));
+            (void)gopt_graph_add_edge(g, s, i, 1000.0 * (1 + s), &err); /* duplicates are fine */
+        }
+    }
+    assert_int_equal(gopt_graph_finalize(g, &err), GOPT_OK);
+    return g;
 }
 
 #endif
