@@ -12,12 +12,11 @@
 #ifndef GOPT_TEST_UTIL_H
 #define GOPT_TEST_UTIL_H
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-
-#include <math.h>
 
 #include "gopt_graph.h"
 #include "gopt_profile.h"
