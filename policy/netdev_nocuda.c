@@ -7,4 +7,4 @@ static gopt_status nocuda_open(policy_dev *d, gopt_error *err) {
     return gopt_error_set(err, GOPT_EUNSUP, "policy: this build has no CUDA (the toolkit was not found at configure time)");
 }
 
-const policy_dev_ops policy_dev_cuda = {"cuda", nocuda_open};
+const policy_dev_ops policy_dev_cuda = {.name = "cuda", .open = nocuda_open};
