@@ -1,5 +1,5 @@
 # gopt train / finetune / plot: help, usage errors, a tiny run, resume equals
-# an uninterrupted run (byte-identical checkpoints), metrics, plot, finetune.
+# an uninterrupted run (byte-identical checkpoints), metrics, plot, finetune, --device.
 . "$(dirname "$0")/lib.bash"
 EX="$SRC/graphs/examples/mlp_train.graphml"
 PROF="$SRC/profiles/v100-dgx1-x8.json"
@@ -95,4 +95,21 @@ expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/none.ckpt" "$EX" --profile "$PRO
 expect_err "cannot be read"
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" "$EX" --profile "$PROF" --steps 1 -o "$TMP/g.ckpt"
 expect_err "one GRAPH only"
+# --device: an unknown one is a usage error; cuda runs (a GPU) or exits 3 saying why (none),
+# writing nothing; the emulated device (the CUDA path's kernels on the CPU) trains
+expect_rc 2 "$GOPT" train "$EX" --profile "$PROF" --steps 1 -o "$TMP/dev.ckpt" --device tpu $NET
+expect_err "unknown device 'tpu'"
+"$GOPT" train "$EX" --profile "$PROF" --steps 1 -o "$TMP/dev.ckpt" --device cuda $NET >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [ "$rc" -eq 3 ]; then
+  ok
+  expect_err "CUDA"
+  [ ! -e "$TMP/dev.ckpt" ] && ok || fail "--device cuda without a GPU wrote a checkpoint"
+else
+  [ "$rc" -eq 0 ] && ok || fail "--device cuda: exit $rc (want 0 with a GPU, 3 without)"
+fi
+expect_rc 0 "$GOPT" train "$EX" --profile "$PROF" --steps 1 -o "$TMP/emu.ckpt" --device emulated $NET
+[ -s "$TMP/emu.ckpt" ] && ok || fail "--device emulated wrote no checkpoint"
+expect_rc 2 "$GOPT" optimize "$EX" --method go --profile "$PROF" --devices 2 --device tpu
+expect_err "unknown device 'tpu'"
 finish
