@@ -37,8 +37,9 @@ struct policy_dev {
     dev_head head[GOPT_TASK_COUNT];
     /* backward */
     float *da, *db, *dtmp, *dh2, *dqs, *dqm, *dff, *dcat, *dlogits[GOPT_TASK_COUNT], *dvh, *dg, *dms, *dmb;
-    /* scratch: layer-norm products, attention score gradients, relpos partial sums, ones */
-    float *lnt, *ds, *rel, *ones;
+    /* scratch: layer-norm products and column sums, attention score gradients, relpos partial
+     * sums, ones */
+    float *lnt, *lncs, *ds, *rel, *ones;
 };
 
 void *policy_dev_impl(policy_dev *d) { return d->impl; }
@@ -119,6 +120,7 @@ static void carve_all(const gopt_policy *p, policy_dev *d, dcarver *cv, size_t N
     d->dms = DF(cv, D);
     d->dmb = DF(cv, D);
     d->lnt = DF(cv, N * D);
+    d->lncs = DF(cv, 2 * D);
     d->ds = DF(cv, N * H * 2 * S);
     d->rel = DF(cv, NS * H * NR);
     d->ones = DF(cv, N > NS ? N : NS);
@@ -239,7 +241,7 @@ static void ln_fwd(policy_dev *d, float *out, float *mean, float *rstd, const fl
     launch(d, c, n);
 }
 
-/* din += (may be NULL), dw, db += and dms, dmb += (may be NULL): the CPU path's layernorm_backward */
+/* din += (may be NULL), dw, db += and dms, dmb += (each may be NULL): the CPU path's layernorm_backward */
 static void ln_bwd(policy_dev *d, float *din, float *dw, float *db, float *dms, float *dmb, const float *dout,
                    const float *in, const float *w, const float *ms, const float *mean, const float *rstd, int n,
                    int D) {
@@ -254,10 +256,15 @@ static void ln_bwd(policy_dev *d, float *din, float *dw, float *db, float *dms, 
     c.u.lnb.rstd = rstd;
     c.u.lnb.d = D;
     launch(d, c, n);
-    float *gw[2] = {dw, dms}, *gb[2] = {db, dmb};
+    /* the column sums of t (dw's) and of dout (db's), each computed once and added to the weight
+     * gradient and, for a modulated norm, to the modulation's (the same sums) */
+    const float *src[2] = {d->lnt, dout};
+    float *to[2][2] = {{dw, dms}, {db, dmb}};
     for (int k = 0; k < 2; k++) {
-        if (gw[k]) gemm_rm(d, 0, 0, 1, D, n, 1.0f, d->ones, n, d->lnt, D, 1.0f, gw[k], D);
-        if (gb[k]) gemm_rm(d, 0, 0, 1, D, n, 1.0f, d->ones, n, dout, D, 1.0f, gb[k], D);
+        float *cs = d->lncs + k * D;
+        gemm_rm(d, 0, 0, 1, D, n, 1.0f, d->ones, n, src[k], D, 0.0f, cs, D);
+        for (int j = 0; j < 2; j++)
+            if (to[k][j]) ew(d, GK_ADD, to[k][j], cs, (size_t)D);
     }
 }
 
