@@ -236,15 +236,22 @@ int gopt_cost_gemm_dims(const char *shape, double flops, double *m, double *n, d
     return 1;
 }
 
+/* Does `pat` (lower case, no underscores) occur in s at its start, ignoring case and '_' in s? */
+static int match_loose(const char *s, const char *pat) {
+    for (; *pat; s++) {
+        if (!*s) return 0;
+        if (*s == '_') continue;
+        char c = *s >= 'A' && *s <= 'Z' ? (char)(*s - 'A' + 'a') : *s;
+        if (c != *pat++) return 0;
+    }
+    return 1;
+}
+
 int gopt_cost_is_norm_op(const char *op) {
     static const char *const NORMS[] = {"batchnorm", "layernorm", "groupnorm", "instancenorm", "rmsnorm"};
-    char low[64];
-    size_t n = 0;
-    for (const char *s = op; s && *s && n + 1 < sizeof low; s++)
-        if (*s != '_') low[n++] = (char)(*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s);
-    low[n] = 0;
-    for (size_t i = 0; i < sizeof NORMS / sizeof *NORMS; i++)
-        if (strstr(low, NORMS[i])) return 1;
+    for (const char *s = op; s && *s; s++)
+        for (size_t i = 0; i < sizeof NORMS / sizeof *NORMS; i++)
+            if (*s != '_' && match_loose(s, NORMS[i])) return 1;
     return 0;
 }
 

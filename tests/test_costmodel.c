@@ -384,6 +384,11 @@ static void test_efficiency_factors(void **state) {
     for (size_t i = 0; i < sizeof norms / sizeof *norms; i++) assert_true(gopt_cost_is_norm_op(norms[i]));
     for (size_t i = 0; i < sizeof others / sizeof *others; i++) assert_false(gopt_cost_is_norm_op(others[i]));
     assert_false(gopt_cost_is_norm_op(NULL));
+    char longname[200]; /* no length limit: the name's end counts too */
+    memset(longname, 'x', 150);
+    strcpy(longname + 150, "_Batch_Norm_Backward");
+    assert_true(gopt_cost_is_norm_op(longname));
+    assert_false(gopt_cost_is_norm_op("_batc"));
     gopt_cost_table_destroy(&t0);
     gopt_cost_table_destroy(&t1);
     gopt_graph_free(g);
