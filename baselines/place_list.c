@@ -463,6 +463,11 @@ static gopt_status etf_run(const gopt_bl_problem *p, gopt_decisions *d, int sct,
             }
         }
         if (bestd < 0) {
+            /* a node that stopped fitting is pushed again wherever it still fits (above), also onto a
+             * device scanned before it in this pass: scan again when any device has a ready node */
+            int any = 0;
+            for (int k = 0; k < nd; k++) any |= heap[k].len > 0;
+            if (any) continue;
             st = gopt_error_set(err, GOPT_EINTERNAL, "ETF: %d nodes left but none ready", todo);
             goto out;
         }

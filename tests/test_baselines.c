@@ -746,6 +746,54 @@ static void test_evaluator_callback(void **state) {
 
 /* Every zoo family (small settings) on the shipped 8-GPU V100 profile, judged
  * by the simulator: every method valid, and no OOM where single fits. */
+/* Every placer on a tight memory budget: synthetic graphs of every kind on 4
+ * devices whose usable memory goes from a fifth to all of what the graph
+ * needs (gopt_bl_node_memory summed); each answer either fits every device
+ * or is a refusal (GOPT_EUNSUP), never an internal error. (An ETF placer once
+ * lost a node that stopped fitting its device and was pushed again onto a
+ * device it had already scanned: "ETF: nodes left but none ready".) */
+static void test_tight_memory(void **state) {
+    (void)state;
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 5);
+    gopt_error err = {0};
+    int fits = 0, refused = 0;
+    for (int kind = 0; kind < GOPT_SYNTH_KIND_COUNT; kind++) {
+        gopt_synth_opts so = {(gopt_synth_kind)kind, 300, 200, 600};
+        gopt_graph *g = NULL;
+        assert_int_equal(gopt_zoo_synthetic(&rng, &so, "synth", &g, &err), GOPT_OK);
+        fixture x;
+        fx_init(&x, g, 4, 1e12);
+        double need = 0;
+        for (int32_t v = 0; v < gopt_graph_num_nodes(g); v++) need += gopt_bl_node_memory(&x.pb, v);
+        for (int j = 0; PLACERS[j]; j++) {
+            gopt_bl_combo c;
+            assert_int_equal(gopt_bl_combo_parse(&x.reg, PLACERS[j], &c, &err), GOPT_OK);
+            for (double share = 0.2; share <= 1.0; share += 0.01) {
+                x.pb.opt.mem_fraction = share * need / 1e12;
+                gopt_decisions d;
+                gopt_status st = gopt_bl_combo_decide(&x.reg, &c, &x.pb, &d, &err);
+                if (st != GOPT_OK && st != GOPT_EUNSUP)
+                    fprintf(stderr, "%s %s, %.2f of the need per device: %s\n",
+                            gopt_synth_kind_name((gopt_synth_kind)kind), PLACERS[j], share, err.msg);
+                assert_true(st == GOPT_OK || st == GOPT_EUNSUP);
+                if (st == GOPT_OK) {
+                    double use[4];
+                    gopt_bl_memory_use(&x.pb, &d, use);
+                    for (int k = 0; k < 4; k++) assert_true(use[k] <= x.pb.opt.mem_fraction * 1e12 * (1 + 1e-9));
+                    fits++;
+                } else {
+                    refused++;
+                }
+                gopt_decisions_destroy(&d);
+            }
+        }
+        fx_destroy(&x);
+        gopt_graph_free(g);
+    }
+    assert_true(fits > 0 && refused > 0); /* the grid spans both */
+}
+
 static void test_validity_zoo(void **state) {
     (void)state;
     char path[1024];
@@ -834,6 +882,7 @@ int main(void) {
         cmocka_unit_test(test_oom_feedback),
         cmocka_unit_test(test_oom_feedback_peak),
         cmocka_unit_test(test_validity_zoo),
+        cmocka_unit_test(test_tight_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
