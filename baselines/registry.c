@@ -198,6 +198,10 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
     /* the placement parts answer to the memory model; a joint method (sa keeps the model, the GO
      * policy does not know it) answers to the evaluator */
     if ((st = gopt_bl_memory_check(p, d, err))) goto out;
+    /* the joint method gets the caller's memory budget: the capacities tightened above correct the
+     * model for the placement parts' own answer, not for what the joint method will decide */
+    q.opt.mem_fraction = p->opt.mem_fraction;
+    memcpy(q.opt.dev_cap, p->opt.dev_cap, sizeof q.opt.dev_cap);
     if (c->part[GOPT_BL_JOINT] && (st = c->part[GOPT_BL_JOINT]->decide(&q, d, err))) {
         if (nparts > 1) gopt_error_prefix(err, "%s", c->part[GOPT_BL_JOINT]->name);
         goto out;

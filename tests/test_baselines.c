@@ -720,6 +720,43 @@ static void test_oom_feedback_peak(void **state) {
     gopt_graph_free(g);
 }
 
+/* A joint method (the GO policy's kind) decides everything itself: it gets the
+ * caller's memory budget, not the capacities that the repair of the default
+ * placement before it tightened (single overflows here as the evaluator sees
+ * it, so that repair runs). */
+static double joint_cap_seen[2];
+
+static gopt_status cap_joint(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    (void)d;
+    (void)err;
+    for (int k = 0; k < 2; k++) joint_cap_seen[k] = gopt_bl_device_capacity(p, k);
+    return GOPT_OK;
+}
+
+static void test_joint_gets_caller_budget(void **state) {
+    (void)state;
+    gopt_graph *g = two_chains(5);
+    fixture x;
+    fx_init(&x, g, 2, 1.5e9);
+    counter c = {0, &x.pb, {0}};
+    x.pb.evaluate = double_mem_eval_keep;
+    x.pb.eval_ctx = &c;
+    x.pb.last_peak = double_mem_peak;
+    gopt_bl_method j = {"capjoint", GOPT_BL_JOINT, cap_joint, "records the capacities it sees"};
+    assert_int_equal(gopt_bl_registry_add(&x.reg, &j, NULL), GOPT_OK);
+    for (int frac = 0; frac < 2; frac++) {
+        x.pb.opt.mem_fraction = frac ? 0.9 : 0; /* 0: all of it */
+        c.calls = 0;
+        gopt_decisions d;
+        run_method(&x, "capjoint", &d, GOPT_OK);
+        assert_true(c.calls >= 2); /* the default placement was repaired */
+        for (int k = 0; k < 2; k++) assert_true(joint_cap_seen[k] == (frac ? 0.9 : 1.0) * 1.5e9);
+        gopt_decisions_destroy(&d);
+    }
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
 static void test_evaluator_callback(void **state) {
     (void)state;
     gopt_graph *g = two_chains(4);
@@ -744,8 +781,6 @@ static void test_evaluator_callback(void **state) {
     gopt_graph_free(g);
 }
 
-/* Every zoo family (small settings) on the shipped 8-GPU V100 profile, judged
- * by the simulator: every method valid, and no OOM where single fits. */
 /* Every placer on a tight memory budget: synthetic graphs of every kind on 4
  * devices whose usable memory goes from a fifth to all of what the graph
  * needs (gopt_bl_node_memory summed); each answer either fits every device
@@ -794,6 +829,8 @@ static void test_tight_memory(void **state) {
     assert_true(fits > 0 && refused > 0); /* the grid spans both */
 }
 
+/* Every zoo family (small settings) on the shipped 8-GPU V100 profile, judged
+ * by the simulator: every method valid, and no OOM where single fits. */
 static void test_validity_zoo(void **state) {
     (void)state;
     char path[1024];
@@ -881,6 +918,7 @@ int main(void) {
         cmocka_unit_test(test_evaluator_callback),
         cmocka_unit_test(test_oom_feedback),
         cmocka_unit_test(test_oom_feedback_peak),
+        cmocka_unit_test(test_joint_gets_caller_budget),
         cmocka_unit_test(test_validity_zoo),
         cmocka_unit_test(test_tight_memory),
     };
