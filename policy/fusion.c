@@ -15,7 +15,9 @@
  * merge = 1: v joins every such group that keeps the graph of groups acyclic,
  * greedily in in-edge order, merging them into one group (XLA's groups have
  * several sources: a -> c <- b fused as one kernel), up to
- * POLICY_FUSE_MAX_MEMBERS members. Legality is exact, up to a search budget:
+ * POLICY_FUSE_MAX_MEMBERS members and at most one GEMM or convolution (XLA's
+ * and TVM's kernels, and the baselines' xla and tvm passes, hold one).
+ * Legality is exact, up to a search budget:
  * merging U (v and the groups chosen so far) with group C creates a cycle iff
  * a member of U+C reaches another through nodes outside it, in the graph
  * where every fused group is contracted to one node. A forward search from
@@ -37,6 +39,17 @@
 #include "policy_net.h"
 
 static int resident(const gopt_frozen *fz, int32_t q) { return fz->in_ptr[q + 1] == fz->in_ptr[q]; }
+
+static int heavy(const gopt_frozen *fz, int32_t v) {
+    return fz->op_class[v] == GOPT_OP_CLASS_GEMM || fz->op_class[v] == GOPT_OP_CLASS_CONV;
+}
+
+/* GEMMs and convolutions among group g's members */
+static int group_heavy(const policy_fuse_state *s, int32_t g) {
+    int h = 0;
+    for (int32_t m = g; m >= 0; m = s->next[m]) h += heavy(s->fz, m);
+    return h;
+}
 
 void policy_fuse_init(policy_fuse_state *s, const gopt_frozen *fz, int merge, int32_t *buf, policy_fuse_scratch *w) {
     const size_t n = (size_t)fz->n;
@@ -173,12 +186,14 @@ static int choose(const policy_fuse_state *s, const int32_t *place, const int32_
     int32_t members_of[POLICY_FUSE_MAX_CAND]; /* the groups of U and the candidate (v: no successor decided) */
     int nch = 0, k = 0;
     int32_t size = 1;
+    int hv = heavy(fz, v);
     while (known >= 0 && k < nc && cand[k] != known) k++; /* known is a candidate of this level */
     if (known >= 0 && k < nc) {
         mark_group(s, known, cu);
         members_of[nch] = chosen[nch] = known;
         nch++;
         size += s->size[known];
+        hv += group_heavy(s, known);
         k++;
     } else {
         k = 0;
@@ -186,11 +201,14 @@ static int choose(const policy_fuse_state *s, const int32_t *place, const int32_
     for (; k < nc && nch < cap; k++) {
         const int32_t c = cand[k];
         if (size + s->size[c] > POLICY_FUSE_MAX_MEMBERS) continue;
+        const int hc = group_heavy(s, c);
+        if (hv + hc > 1) continue; /* one GEMM or convolution per kernel */
         mark_group(s, c, cu);
         members_of[nch] = c;
         if (legal_union(s, members_of, nch + 1, fz->rank[v], cu)) {
             chosen[nch++] = c;
             size += s->size[c];
+            hv += hc;
         } else {
             mark_group(s, c, 0);
         }

@@ -1182,7 +1182,7 @@ static void test_fusion(void **state) {
 }
 
 /* A small graph for the merging pass: nodes named by the string's letters (a '#' prefix makes a
- * graph input), edges "xy" pairs. */
+ * graph input, an upper-case letter a GEMM), edges "xy" pairs. */
 static gopt_graph *letters_graph(const char *nodes, const char *const *edges, int ne) {
     gopt_graph *g = NULL;
     assert_int_equal(gopt_graph_create(&g, "m", "test", NULL), GOPT_OK);
@@ -1192,8 +1192,9 @@ static gopt_graph *letters_graph(const char *nodes, const char *const *edges, in
         char name[2] = {*c, 0};
         gopt_node_attrs at = {0};
         at.name = name;
-        at.op = input ? "Input" : "Add";
-        at.cls = input ? GOPT_OP_CLASS_INPUT : GOPT_OP_CLASS_ELEMENTWISE;
+        const int gemm = *c >= 'A' && *c <= 'Z';
+        at.op = input ? "Input" : gemm ? "MatMul" : "Add";
+        at.cls = input ? GOPT_OP_CLASS_INPUT : gemm ? GOPT_OP_CLASS_GEMM : GOPT_OP_CLASS_ELEMENTWISE;
         at.layer = -1;
         assert_int_equal(gopt_graph_add_node(g, &at, NULL, NULL), GOPT_OK);
     }
@@ -1278,6 +1279,22 @@ static void test_fusion_merge(void **state) {
     fuse[h] = 0;
     assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 1, grp, &ng, &err), GOPT_OK);
     assert_int_not_equal(grp[c], grp[a]);
+    gopt_graph_free(g);
+
+    /* one GEMM or convolution per kernel (merge = 1): s -> A -> x -> B -> y and A -> z <- B, all
+     * at one level: A takes x, B may join neither A's group nor z's once z is in it; y joins B.
+     * The first-fit pass of old checkpoints (merge = 0) keeps its old groups */
+    const char *e5[] = {"sA", "Ax", "xB", "By", "Az", "Bz"};
+    g = letters_graph("#sAxByz", e5, 6);
+    fz = gopt_graph_frozen(g);
+    int32_t A = gopt_graph_find(g, "A"), x = gopt_graph_find(g, "x"), B = gopt_graph_find(g, "B");
+    int32_t yy = gopt_graph_find(g, "y"), z = gopt_graph_find(g, "z");
+    for (int v = 0; v < 6; v++) fuse[v] = 1;
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 1, grp, &ng, &err), GOPT_OK);
+    assert_true(grp[x] == grp[A] && grp[B] != grp[A] && grp[yy] == grp[B]);
+    assert_true(grp[z] == grp[A] || grp[z] == grp[B]); /* z joins one of them, never both */
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 0, grp, &ng, &err), GOPT_OK);
+    assert_true(grp[x] == grp[A] && grp[B] == grp[A]);
     gopt_graph_free(g);
 
     /* a chain of 70 fused ops: merge = 1 caps a group at 64 members */
