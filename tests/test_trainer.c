@@ -553,10 +553,10 @@ static void test_actions_to_decisions(void **state) {
     gopt_decisions d = {0};
     gopt_error err = {0};
     assert_int_equal(gopt_decisions_init(&d, n, NULL), GOPT_OK);
-    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, &a, &d, grp, &err), GOPT_OK);
-    for (int v = 0; v < n; v++) {
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, NULL, &a, &d, grp, &err), GOPT_OK);
+    for (int v = 0; v < n; v++) { /* the level first, then the topological order */
         assert_int_equal(d.device[v], place[v]);
-        assert_int_equal(d.priority[v], sched[v]);
+        assert_int_equal(d.priority[v], sched[v] * (n + 1) + n - fz->rank[v]);
     }
     /* src (level 0) roots a group; mm0 (level 1, its only pred src in it, same device)
      * joins only if src's level is 1: it is 0, so every group is a singleton -> -1,
@@ -572,18 +572,63 @@ static void test_actions_to_decisions(void **state) {
         }
     (void)fused;
     /* unlearned tasks: device 0, topological priorities, no fusion */
-    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASK_BIT(GOPT_TASK_SCHED), 1, &a, &d, grp, &err),
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASK_BIT(GOPT_TASK_SCHED), 1, NULL, &a, &d, grp, &err),
                      GOPT_OK);
     for (int v = 0; v < n; v++) {
         assert_int_equal(d.device[v], 0);
-        assert_int_equal(d.priority[v], sched[v]);
+        assert_int_equal(d.priority[v], sched[v] * (n + 1) + n - fz->rank[v]);
         assert_int_equal(d.group[v], -1);
     }
-    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASK_BIT(GOPT_TASK_PLACE), 1, &a, &d, grp, &err),
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASK_BIT(GOPT_TASK_PLACE), 1, NULL, &a, &d, grp, &err),
                      GOPT_OK);
     for (int v = 0; v < n; v++) assert_int_equal(d.priority[v], n - fz->rank[v]);
     gopt_decisions_destroy(&d);
     gopt_graph_free(g);
+
+    /* ties within a level by the critical path on the decided placement: src -> b (tiny) -> sink
+     * and src -> a (a 1 ms GEMM) -> sink, b before a in topological order; at one level a runs
+     * before b, and a higher level still comes first */
+    gopt_graph *h = NULL;
+    assert_int_equal(gopt_graph_create(&h, "ties", "test", NULL), GOPT_OK);
+    int32_t src = add(h, "src", GOPT_OP_CLASS_ELEMENTWISE, 1e3, 16), b = add(h, "b", GOPT_OP_CLASS_ELEMENTWISE, 1e3, 16);
+    int32_t am = add(h, "a", GOPT_OP_CLASS_GEMM, 1e9, 16), sink = add(h, "sink", GOPT_OP_CLASS_ELEMENTWISE, 1e3, 16);
+    assert_int_equal(gopt_graph_add_edge(h, src, b, 16, NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_add_edge(h, src, am, 16, NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_add_edge(h, b, sink, 16, NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_add_edge(h, am, sink, 16, NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_finalize(h, &err), GOPT_OK);
+    fz = gopt_graph_frozen(h);
+    assert_true(fz->rank[b] < fz->rank[am]);
+    gopt_profile *prof = make_profile(2, 1e12);
+    gopt_costmodel *cm = NULL;
+    gopt_cost_table ct;
+    assert_int_equal(gopt_cost_create(prof, 2, &cm, NULL), GOPT_OK);
+    assert_int_equal(gopt_cost_table_build(cm, h, &ct, &err), GOPT_OK);
+    gopt_bl_problem bp = {0};
+    bp.graph = h;
+    bp.cm = cm;
+    bp.cost = &ct;
+    bp.ndev = 2;
+    int32_t pl[4] = {0, 0, 0, 0}, sc[4] = {1, 1, 1, 1}, fu[4] = {0, 0, 0, 0}, gs[4];
+    gopt_policy_actions at = {pl, sc, fu};
+    assert_int_equal(gopt_decisions_init(&d, 4, NULL), GOPT_OK);
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, &bp, &at, &d, gs, &err), GOPT_OK);
+    assert_true(d.priority[src] > d.priority[am] && d.priority[am] > d.priority[b] && d.priority[b] > d.priority[sink]);
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, NULL, &at, &d, gs, &err), GOPT_OK);
+    assert_true(d.priority[b] > d.priority[am]); /* without: topological */
+    sc[b] = 2;
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, &bp, &at, &d, gs, &err), GOPT_OK);
+    assert_true(d.priority[b] > d.priority[src] && d.priority[src] > d.priority[am]);
+    /* a problem for another graph is refused */
+    bp.graph = g = fan_graph("fan3", 3);
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, &bp, &at, &d, gs, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "another graph"));
+    gopt_graph_free(g);
+    gopt_decisions_destroy(&d);
+    gopt_cost_table_destroy(&ct);
+    gopt_cost_free(cm);
+    gopt_profile_free(prof);
+    gopt_graph_free(h);
 }
 
 /* ---- the trainer's fusion decoding: weights and earlier tensors may stay outside -- */
@@ -655,7 +700,7 @@ static void test_fusion_groups(void **state) {
                         break;
                     }
         gopt_policy_actions act = {pl, zero, fu};
-        assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, &act, &d, sc, &err), GOPT_OK);
+        assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, NULL, &act, &d, sc, &err), GOPT_OK);
         gopt_status st = gopt_decisions_validate(&d, g, 2, &err);
         if (st) fprintf(stderr, "rep %d: %s\n", rep, err.msg);
         assert_int_equal(st, GOPT_OK);
@@ -867,7 +912,7 @@ static void test_go_memory_safe(void **state) {
     assert_int_equal(gopt_policy_greedy(pol, &a, &err), GOPT_OK);
     gopt_decisions du = {0};
     assert_int_equal(gopt_decisions_init(&du, n, NULL), GOPT_OK);
-    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, &a, &du, grp, &err), GOPT_OK);
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, NULL, &a, &du, grp, &err), GOPT_OK);
     assert_int_equal(gopt_bl_memory_check(&p, &du, &err), GOPT_EUNSUP);
     gopt_bl_sim_evaluate(&ctx, &du, &oom);
     assert_int_equal(oom, 1);
@@ -906,7 +951,7 @@ static void test_go_memory_safe(void **state) {
     assert_int_equal(gopt_policy_set_decoder_inputs(pol, n, NDEV, din, din + n, din + 2 * n, &err), GOPT_OK);
     assert_int_equal(gopt_policy_forward(pol, fz, feat, NDEV, NULL, &err), GOPT_OK);
     assert_int_equal(gopt_policy_greedy(pol, &a, &err), GOPT_OK);
-    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, &a, &du, grp, &err), GOPT_OK);
+    assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, NULL, &a, &du, grp, &err), GOPT_OK);
     assert_int_equal(gopt_bl_memory_check(&p, &du, &err), GOPT_OK);
     strict_evaluate(&se, &du, &oom);
     assert_int_equal(oom, 1);

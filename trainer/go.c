@@ -150,7 +150,9 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
             for (int k = 0; k <= Kp; k++) {
                 st = k == 0 ? gopt_policy_greedy(pol, &a, err) : gopt_policy_sample(pol, &rng, &a, err);
                 if (st) goto out;
-                if ((st = gopt_trainer_actions_to_decisions(fz, tasks, gopt_policy_get_config(pol)->fuse_merge, &a, &cand, group, err))) goto out;
+                if ((st = gopt_trainer_actions_to_decisions(fz, tasks, gopt_policy_get_config(pol)->fuse_merge, p, &a, &cand,
+                                                             group, err)))
+                    goto out;
                 if (!have && round == 0 && k == 0) gopt_decisions_copy(d, &cand); /* the answer if nothing is valid */
                 if (gopt_decisions_validate(&cand, p->graph, p->ndev, NULL)) continue;
                 int oom = 0;

@@ -223,13 +223,16 @@ gopt_status gopt_trainer_checkpoint_tasks(const char *path, unsigned *tasks, gop
 
 /* ---- decisions from actions ------------------------------------------------------
  * Tasks not in `tasks` get the defaults: device 0, topological priority,
- * no fusion. A learned priority is its level (higher first, ties by
- * topological order); fusion groups come from gopt_policy_fusion_groups with
- * fuse_merge (the policy's cfg.fuse_merge; singletons become -1).
- * group_scratch: (n) ints. */
+ * no fusion. A learned priority is its level, higher first; within a level,
+ * with `ties` (the problem the decisions are for: its graph is fz's, its
+ * cost table and links price the critical path) the node with the longer
+ * critical path on the decided placement runs first (gopt_bl_schedule_cp's
+ * order), without it (NULL) the earlier in topological order; fusion groups
+ * come from gopt_policy_fusion_groups with fuse_merge (the policy's
+ * cfg.fuse_merge; singletons become -1). group_scratch: (n) ints. */
 gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned tasks, int fuse_merge,
-                                              const gopt_policy_actions *a, gopt_decisions *d, int32_t *group_scratch,
-                                              gopt_error *err);
+                                              const gopt_bl_problem *ties, const gopt_policy_actions *a,
+                                              gopt_decisions *d, int32_t *group_scratch, gopt_error *err);
 
 /* Canonical device labels. Device ids of a placement are arbitrary up to
  * the cluster's symmetries (a permutation of devices that preserves every

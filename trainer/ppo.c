@@ -119,8 +119,11 @@ static gopt_status rollout(gopt_trainer *t, int b, int lead, int keep, int k0, i
     if ((s = gopt_policy_sample_batch(t->pol, K, tr_slot_rng(t, b), as, t->old_logp + (size_t)b * K * 3 * N, 3 * N,
                                       lead ? t->ent : NULL, keep ? t->rw : NULL, keep ? t->rent : NULL, err)))
         return s;
+    gopt_bl_problem bp;
+    if ((s = tr_problem(t, (int)(G - t->graphs), &bp, err))) return s;
     for (int k = k0; k < k1; k++)
-        if ((s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &as[k], &t->dec[k - k0], t->group, err)))
+        if ((s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &as[k], &t->dec[k - k0],
+                                                   t->group, err)))
             return s;
     if (lead) *ent = learned_entropy(t, G) / (G->rows ? G->rows : 1);
     int ok[GOPT_TRAINER_MAX_SAMPLES], best = -1;
@@ -483,7 +486,11 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
         imitation_targets(t, G, &a);
         if (G->target_rel == 0) { /* once per graph: what the targets themselves achieve */
             if ((s = tr_decisions_for(t, n, err))) goto out;
-            if ((s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &a, &t->dec[0], t->group, err))) goto out;
+            gopt_bl_problem bp;
+            if ((s = tr_problem(t, (int)(G - t->graphs), &bp, err))) goto out;
+            if ((s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &t->dec[0],
+                                                       t->group, err)))
+                goto out;
             int ok = 1;
             if ((s = tr_simulate(t, G, 1, &ok, err))) goto out;
             G->target_rel = ok && !t->res[0].oom ? t->res[0].step_time_s / G->ref : INFINITY;

@@ -225,6 +225,19 @@ gopt_status tr_hot_get(gopt_trainer *t, int i, tr_hot **out, gopt_error *err) {
     return GOPT_OK;
 }
 
+gopt_status tr_problem(gopt_trainer *t, int i, gopt_bl_problem *bp, gopt_error *err) {
+    tr_hot *H = NULL;
+    gopt_status st = tr_hot_get(t, i, &H, err);
+    if (st) return st;
+    memset(bp, 0, sizeof *bp);
+    bp->graph = t->graphs[i].g;
+    bp->cm = t->graphs[i].cm;
+    bp->cost = gopt_sim_cost_table(H->sim);
+    bp->ndev = t->graphs[i].ndev;
+    bp->opt.seed = t->o.seed;
+    return GOPT_OK;
+}
+
 void gopt_trainer_set_cache(gopt_trainer *t, int graphs) {
     for (int k = 0; k < t->nhot; k++) hot_release(t, &t->hot[k]);
     free(t->hot);
@@ -670,18 +683,26 @@ void tr_schedule_next(gopt_trainer *t) {
 }
 
 gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned tasks, int fuse_merge,
-                                              const gopt_policy_actions *a, gopt_decisions *d, int32_t *group,
-                                              gopt_error *err) {
+                                              const gopt_bl_problem *ties, const gopt_policy_actions *a,
+                                              gopt_decisions *d, int32_t *group, gopt_error *err) {
     int32_t n = fz->n;
     if (d->n != n) return gopt_error_set(err, GOPT_EINVAL, "decisions for %d nodes, graph has %d", d->n, n);
+    if (ties && (gopt_graph_frozen(ties->graph) != fz || !ties->cost || ties->cost->n != n))
+        return gopt_error_set(err, GOPT_EINVAL, "decisions from actions: the tie-breaking problem is for another graph");
+    const int sched = (tasks & GOPT_TASK_BIT(GOPT_TASK_SCHED)) != 0;
     for (int32_t v = 0; v < n; v++) {
         d->device[v] = (tasks & GOPT_TASK_BIT(GOPT_TASK_PLACE)) ? a->place[v] : 0;
-        d->priority[v] = (tasks & GOPT_TASK_BIT(GOPT_TASK_SCHED)) ? a->sched[v] : n - fz->rank[v];
+        d->priority[v] = n - fz->rank[v];
         d->group[v] = -1;
     }
+    gopt_status st = GOPT_OK;
+    /* within a level: the critical path's order (priorities 1..n) or the topological one */
+    if (sched && ties && (st = gopt_bl_schedule_cp(ties, d, err))) return st;
+    if (sched)
+        for (int32_t v = 0; v < n; v++) d->priority[v] += a->sched[v] * (n + 1);
     if (!(tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE))) return GOPT_OK;
     int32_t ngroups = 0;
-    gopt_status st = gopt_policy_fusion_groups(fz, d->device, a->fuse, fuse_merge, group, &ngroups, err);
+    st = gopt_policy_fusion_groups(fz, d->device, a->fuse, fuse_merge, group, &ngroups, err);
     if (st) return st;
     /* singletons are not fused: count members in d->group temporarily */
     for (int32_t v = 0; v < n; v++) d->group[v] = 0;
@@ -747,7 +768,9 @@ gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_
     if (st) return st;
     gopt_policy_actions a = tr_actions(t, 0, 0);
     if ((st = gopt_policy_greedy(t->pol, &a, err))) return st;
-    if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &a, d, t->group, err))) return st;
+    gopt_bl_problem bp;
+    if ((st = tr_problem(t, i, &bp, err))) return st;
+    if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, d, t->group, err))) return st;
     if (t->eval) {
         if (!tr_evaluate(t, d, res))
             return gopt_error_set(err, GOPT_EINVAL, "trainer: the evaluator failed on the greedy decisions of graph '%s'",

@@ -111,6 +111,8 @@ struct gopt_trainer {
  * full). The entry stays valid until another graph is fetched while the
  * cache is full; the cache holds at least 2 (the last two graphs used). */
 gopt_status tr_hot_get(gopt_trainer *t, int i, tr_hot **out, gopt_error *err);
+/* Graph i as a baselines problem on its cluster (its hot entry's cost table; no evaluator). */
+gopt_status tr_problem(gopt_trainer *t, int i, gopt_bl_problem *bp, gopt_error *err);
 /* FNV-1a 64 of n bytes, continuing from h (start: TR_FNV_INIT). */
 #define TR_FNV_INIT 1469598103934665603ull
 uint64_t tr_fnv64(uint64_t h, const void *p, size_t n);
