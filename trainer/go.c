@@ -37,7 +37,7 @@ const char *gopt_trainer_default_checkpoint(void) {
 #ifdef GOPT_DEFAULT_CHECKPOINT
     return GOPT_DEFAULT_CHECKPOINT;
 #else
-    return "trainer/checkpoints/go-hintlevel.ckpt";
+    return "trainer/checkpoints/go-onegemm.ckpt";
 #endif
 }
 
