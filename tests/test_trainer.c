@@ -543,6 +543,35 @@ static void test_imitation_lowers_loss(void **state) {
     env_free(&e);
 }
 
+/* Interleaved imitation: after the warm start, every imitate_every-th step
+ * imitates; 1 and negative values are refused. */
+static void test_imitate_every(void **state) {
+    (void)state;
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.imitate_steps = 2;
+    o.imitate_every = 3;
+    o.samples = 2;
+    o.sim_threads = 1;
+    env e;
+    env_init(&e, 2, &o, 2);
+    add_graph(&e, fan_graph("fan3", 3));
+    const int want[8] = {1, 1, 0, 0, 1, 0, 0, 1};
+    for (int s = 0; s < 8; s++) {
+        gopt_trainer_stats st;
+        gopt_error err = {0};
+        assert_int_equal(gopt_trainer_step(e.tr, &st, &err), GOPT_OK);
+        assert_int_equal(st.imitation, want[s]);
+    }
+    env_free(&e);
+    gopt_error err = {0};
+    for (int bad = -1; bad <= 1; bad += 2) {
+        o.imitate_every = bad;
+        assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
+        assert_non_null(strstr(err.msg, "imitate every"));
+    }
+}
+
 /* ---- decisions from actions ----------------------------------------------------------- */
 static void test_actions_to_decisions(void **state) {
     (void)state;
@@ -1437,6 +1466,7 @@ int main(void) {
         cmocka_unit_test(test_batched_equals_rounds),
         cmocka_unit_test(test_nan_update_skipped),
         cmocka_unit_test(test_imitation_lowers_loss),
+        cmocka_unit_test(test_imitate_every),
         cmocka_unit_test(test_actions_to_decisions),
         cmocka_unit_test(test_fusion_groups),
         cmocka_unit_test(test_go_decide),

@@ -52,6 +52,8 @@ static void common_options_help(FILE *f) {
             "  --device cpu|cuda (cpu) where the network's forward and backward run; cuda: the first GPU\n"
             "                    (the decoder and Adam stay on the CPU; exit 3 without a GPU; docs/policy.md)\n"
             "  --imitate N (0)   warm start: N steps of imitation of the best baseline's decisions\n"
+            "  --imitate-every M (0: off) after the warm start every M-th step is an imitation step\n"
+            "                    too (M >= 2): PPO anchored to the references (docs/trainer.md)\n"
             "  --imitate-lr LR (3e-3)  --graphs-per-step B (1)  --switch-every N (1)\n"
             "  --backward batched|rounds (batched: one policy backward per epoch; rounds: one per\n"
             "                    distinct action, same gradient up to rounding, what docs/results.md used)\n"
@@ -469,6 +471,7 @@ static int parse_common(cli_args *a, train_args *ta) {
     else if (cli_opt_long(a, "--threads", &l, 1, 64)) ta->o.sim_threads = (int)l;
     else if (cli_opt_long(a, "--seed", &l, 0, 0x7fffffffL)) ta->o.seed = (uint64_t)l;
     else if (cli_opt_long(a, "--imitate", &l, 0, 100000000L)) ta->o.imitate_steps = (int)l;
+    else if (cli_opt_long(a, "--imitate-every", &l, 0, 100000000L)) ta->o.imitate_every = (int)l;
     else if (cli_opt_double(a, "--imitate-lr", &x, 1e-9, 0.999)) ta->o.imitate_lr = (float)x;
     else if (cli_opt_double(a, "--shrink", &x, 1e-3, 1)) ta->shrink = x;
     else if (cli_opt_long(a, "--graphs-per-step", &l, 1, 256)) ta->o.graphs_per_step = (int)l;

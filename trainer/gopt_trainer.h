@@ -63,6 +63,8 @@ typedef struct {
     int sim_threads;       /* simulator threads (2) */
     unsigned tasks;        /* learned tasks: bits GOPT_TASK_BIT(t) (all) */
     int imitate_steps;     /* warm start: steps of imitation of the reference decisions (0) */
+    int imitate_every;     /* after them, every imitate_every-th step is an imitation step too, the
+                              others PPO (0: off): PPO anchored to the references */
     float imitate_lr;      /* learning rate during imitation (3e-3) */
     int graphs_per_step;   /* graphs per PPO step (1) */
     int switch_every;      /* steps before moving on to the next graphs (1) */

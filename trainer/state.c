@@ -67,6 +67,8 @@ static json_t *options_json(const gopt_trainer *t) {
     json_object_set_new(j, "backward", json_string(o->backward_rounds ? "rounds" : "batched"));
     /* only when on: a state without it was written before targets were relabelled (off) */
     if (o->canonical_targets) json_object_set_new(j, "canonical_targets", json_true());
+    /* only when on: a state without it was written before interleaved imitation (off) */
+    if (o->imitate_every > 0) json_object_set_new(j, "imitate_every", json_integer(o->imitate_every));
     return j;
 }
 

@@ -35,6 +35,7 @@ void gopt_trainer_options_default(gopt_trainer_options *o) {
     o->sim_threads = 2;
     o->tasks = GOPT_TASKS_ALL;
     o->imitate_steps = 0;
+    o->imitate_every = 0;
     o->imitate_lr = 3e-3f;
     o->graphs_per_step = 1;
     o->switch_every = 1;
@@ -66,6 +67,8 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
                               o->tasks);
     if (o->imitate_steps < 0)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: imitate steps = %d is negative", o->imitate_steps);
+    if (o->imitate_every < 0 || o->imitate_every == 1)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: imitate every = %d is not 0 (off) or >= 2", o->imitate_every);
     if (o->graphs_per_step < 1 || o->graphs_per_step > 256)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: graphs per step = %d is outside 1..256",
                               o->graphs_per_step);
@@ -791,7 +794,9 @@ gopt_status gopt_trainer_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_erro
     st->step = t->step;
     st->graphs = t->nsel;
     st->graph = t->sel[0];
-    gopt_status s = t->step < t->o.imitate_steps ? tr_imitate_step(t, st, err) : tr_ppo_step(t, st, err);
+    const int64_t after = (int64_t)t->step - t->o.imitate_steps; /* PPO steps' index */
+    const int imitate = after < 0 || (t->o.imitate_every > 0 && after % t->o.imitate_every == t->o.imitate_every - 1);
+    gopt_status s = imitate ? tr_imitate_step(t, st, err) : tr_ppo_step(t, st, err);
     if (s) return s;
     t->step++;
     st->seconds = gopt_now_seconds() - t0;
