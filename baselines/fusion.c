@@ -147,14 +147,9 @@ static int fusible(const gopt_frozen *f, int32_t v) {
     return c != GOPT_OP_CLASS_INPUT && c != GOPT_OP_CLASS_PARAM;
 }
 
-static int heavy(const gopt_frozen *f, int32_t v) {
-    int c = f->op_class[v];
-    return c == GOPT_OP_CLASS_GEMM || c == GOPT_OP_CLASS_CONV;
-}
-
 static int group_heavy(const bl_fuse *s, int32_t g) {
     int h = 0;
-    for (int32_t v = s->head[g]; v >= 0; v = s->next[v]) h += heavy(s->f, v);
+    for (int32_t v = s->head[g]; v >= 0; v = s->next[v]) h += gopt_op_class_is_heavy(s->f->op_class[v]);
     return h;
 }
 

@@ -37,6 +37,9 @@ typedef enum { GOPT_PHASE_NONE = 0, GOPT_PHASE_FWD, GOPT_PHASE_BWD, GOPT_PHASE_O
 const char *gopt_op_class_name(gopt_op_class c);
 /* Parse a class name; returns -1 when unknown. */
 int gopt_op_class_parse(const char *s);
+/* A GEMM or a convolution: a fused kernel holds at most one (the fusion rule of XLA and TVM, of
+ * the xla and tvm baselines and of the policy's fusion pass). */
+static inline int gopt_op_class_is_heavy(int c) { return c == GOPT_OP_CLASS_GEMM || c == GOPT_OP_CLASS_CONV; }
 const char *gopt_phase_name(gopt_phase p); /* "" for NONE */
 int gopt_phase_parse(const char *s);       /* -1 when unknown; "" is NONE */
 

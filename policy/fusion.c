@@ -40,14 +40,10 @@
 
 static int resident(const gopt_frozen *fz, int32_t q) { return fz->in_ptr[q + 1] == fz->in_ptr[q]; }
 
-static int heavy(const gopt_frozen *fz, int32_t v) {
-    return fz->op_class[v] == GOPT_OP_CLASS_GEMM || fz->op_class[v] == GOPT_OP_CLASS_CONV;
-}
-
 /* GEMMs and convolutions among group g's members */
 static int group_heavy(const policy_fuse_state *s, int32_t g) {
     int h = 0;
-    for (int32_t m = g; m >= 0; m = s->next[m]) h += heavy(s->fz, m);
+    for (int32_t m = g; m >= 0; m = s->next[m]) h += gopt_op_class_is_heavy(s->fz->op_class[m]);
     return h;
 }
 
@@ -186,7 +182,7 @@ static int choose(const policy_fuse_state *s, const int32_t *place, const int32_
     int32_t members_of[POLICY_FUSE_MAX_CAND]; /* the groups of U and the candidate (v: no successor decided) */
     int nch = 0, k = 0;
     int32_t size = 1;
-    int hv = heavy(fz, v);
+    int hv = gopt_op_class_is_heavy(fz->op_class[v]);
     while (known >= 0 && k < nc && cand[k] != known) k++; /* known is a candidate of this level */
     if (known >= 0 && k < nc) {
         mark_group(s, known, cu);

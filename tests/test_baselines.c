@@ -695,15 +695,21 @@ static double double_mem_eval_keep(void *ctx, const gopt_decisions *d, int *oom)
     return double_mem_eval(ctx, d, oom);
 }
 
+/* x's evaluator: twice the model's memory, with peaks (c counts its calls) */
+static void use_double_mem_eval(fixture *x, counter *c) {
+    *c = (counter){0, &x->pb, {0}};
+    x->pb.evaluate = double_mem_eval_keep;
+    x->pb.eval_ctx = c;
+    x->pb.last_peak = double_mem_peak;
+}
+
 static void test_oom_feedback_peak(void **state) {
     (void)state;
     gopt_graph *g = two_chains(5); /* 10 nodes of 100 MB each under the model */
     fixture x;
     fx_init(&x, g, 2, 1.5e9);
-    counter c = {0, &x.pb, {0}};
-    x.pb.evaluate = double_mem_eval_keep;
-    x.pb.eval_ctx = &c;
-    x.pb.last_peak = double_mem_peak;
+    counter c;
+    use_double_mem_eval(&x, &c);
     const char *methods[] = {"single", "heft", "metf", "mtopo", NULL};
     for (int i = 0; methods[i]; i++) {
         gopt_decisions d;
@@ -738,10 +744,8 @@ static void test_joint_gets_caller_budget(void **state) {
     gopt_graph *g = two_chains(5);
     fixture x;
     fx_init(&x, g, 2, 1.5e9);
-    counter c = {0, &x.pb, {0}};
-    x.pb.evaluate = double_mem_eval_keep;
-    x.pb.eval_ctx = &c;
-    x.pb.last_peak = double_mem_peak;
+    counter c;
+    use_double_mem_eval(&x, &c);
     gopt_bl_method j = {"capjoint", GOPT_BL_JOINT, cap_joint, "records the capacities it sees"};
     assert_int_equal(gopt_bl_registry_add(&x.reg, &j, NULL), GOPT_OK);
     for (int frac = 0; frac < 2; frac++) {
