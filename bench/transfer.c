@@ -4,7 +4,7 @@
  *
  * Usage: bench_transfer [--split FILE] [--set NAME] [--graphs a,b,...] [--max-nodes N]
  *                       [--profiles P1,P2,...] [--devices 4,8] [--checkpoint C] [--samples K]
- *                       [--sa-budget S] [--finetune-seconds T] [--seed S]
+ *                       [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
  * rows whose split is --set, default validation):
@@ -51,7 +51,7 @@ static const char *const PLACERS[] = {"single", "expert", "metis", "heft", "mtop
 static const char *const SCHEDS[] = {"fifo", "cp"};
 static const char *const FUSERS[] = {"none", "xla", "tvm"};
 
-static gopt_go_options g_go = {NULL, 0, 1, NULL};
+static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f};
 
 static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     return gopt_go_decide(&g_go, p, d, err);
@@ -60,7 +60,7 @@ static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_e
 typedef struct {
     const char *split, *set, *graphs, *profiles, *devices, *checkpoint;
     long samples, max_nodes, seed;
-    double sa_budget, ft_seconds;
+    double sa_budget, ft_seconds, temperature;
 } bench_args;
 
 /* Split a comma-separated list in place into at most max items. */
@@ -214,7 +214,7 @@ static void print_means(const char *label, const means *m, int ft) {
 
 static int parse_args(int argc, char **argv, bench_args *a) {
     *a = (bench_args){"graphs/real/splits.tsv", "validation", NULL, "profiles/h100-nvswitch-x8.json,"
-                      "profiles/v100-dgx1-x8.json", "4,8", NULL, 16, 0, 1, 10, 0};
+                      "profiles/v100-dgx1-x8.json", "4,8", NULL, 16, 0, 1, 10, 0, 1.0};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -236,6 +236,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--seed")) a->seed = strtol(v, &end, 10);
         else if (!strcmp(o, "--sa-budget")) a->sa_budget = strtod(v, &end);
         else if (!strcmp(o, "--finetune-seconds")) a->ft_seconds = strtod(v, &end);
+        else if (!strcmp(o, "--temperature")) a->temperature = strtod(v, &end);
         else {
             fprintf(stderr, "bench_transfer: unknown option '%s'\n", o);
             return 2;
@@ -246,9 +247,9 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         }
     }
     if (a->samples < 0 || a->samples > 4096 || a->sa_budget < 0 || a->ft_seconds < 0 || a->max_nodes < 0 ||
-        a->seed < 0 || (strcmp(a->set, "validation") && strcmp(a->set, "train"))) {
+        a->seed < 0 || !(a->temperature >= 0.05 && a->temperature <= 100.0) || (strcmp(a->set, "validation") && strcmp(a->set, "train"))) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
-                        ">= 0, --set validation|train\n");
+                        ">= 0, --temperature 0.05..100, --set validation|train\n");
         return 2;
     }
     return 0;
@@ -261,11 +262,12 @@ int main(int argc, char **argv) {
         fprintf(pr == 1 ? stdout : stderr,
                 "usage: bench_transfer [--split FILE] [--set validation|train] [--graphs a,b,...] [--max-nodes N]\n"
                 "                      [--profiles P1,P2] [--devices 4,8] [--checkpoint C] [--samples K]\n"
-                "                      [--sa-budget S] [--finetune-seconds T] [--seed S]\n");
+                "                      [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]\n");
         return pr == 1 ? 0 : 2;
     }
     g_go.checkpoint = a.checkpoint ? a.checkpoint : gopt_trainer_default_checkpoint();
     g_go.seed = (uint64_t)a.seed;
+    g_go.temperature = (float)a.temperature;
     char path[1024], profs[1024], devs[256], sel[1024];
     static char names[MAX_ITEMS][64];
     source_path(a.split, path, sizeof path);
@@ -330,8 +332,8 @@ int main(int argc, char **argv) {
     const char *shown = g_go.checkpoint; /* relative to the source tree where it lies there */
     size_t sl = strlen(GOPT_SOURCE_DIR);
     if (!strncmp(shown, GOPT_SOURCE_DIR, sl) && shown[sl] == '/') shown += sl + 1;
-    printf("bench_transfer: %d graphs of the %s split (%s), checkpoint %s, GO best of %ld samples, sa %.3g s%s\n", ng,
-           a.set, a.split, shown, a.samples, a.sa_budget, a.ft_seconds > 0 ? "" : ", no fine-tuning");
+    printf("bench_transfer: %d graphs of the %s split (%s), checkpoint %s, GO best of %ld samples (temperature %.3g), sa %.3g s%s\n",
+           ng, a.set, a.split, shown, a.samples, a.temperature, a.sa_budget, a.ft_seconds > 0 ? "" : ", no fine-tuning");
     if (a.ft_seconds > 0)
         printf("fine-tuning: %.3g s of wall time per graph (reference baselines, 500 imitation steps or half the time "
                "after shrink 0.3, then PPO), against sa with --budget %.3g\n",

@@ -244,6 +244,7 @@ typedef struct {
 
 typedef struct {
     gopt_rng *rng;         /* decide: sample from it; NULL: greedy */
+    float inv_t;           /* sampling: 1 / temperature (0 is taken as 1) */
     int decide;            /* 1: choose the actions (write a); 0: read them */
     gopt_policy_actions *a;
     float *logp, *ent;     /* (3n) or NULL: per decision, node-id order */
@@ -378,12 +379,26 @@ static void psi_features(const gopt_policy *p, const dec_state *s, const int32_t
 
 /* Choose from a row: one uniform over the row's probabilities pr (from
  * gopt_logsoftmax_row) when sampling; when greedy, the argmax of the logits z
- * (the most probable action; lowest index on ties), which needs no softmax. */
+ * (the most probable action; lowest index on ties), which needs no softmax.
+ * inv_t != 1 (sampling only): draw from softmax(z * inv_t) over the allowed
+ * actions instead of pr (a temperature of 1 / inv_t). */
 /* out of line: inlined into replay_block's node loop it slowed greedy decoding by ~20% */
 static __attribute__((noinline)) int choose(const double *pr, const float *z, int w, uint32_t mask,
-                                            gopt_rng *rng) {
+                                            gopt_rng *rng, float inv_t) {
     int choice = -1;
     if (rng) {
+        double tp[32];
+        if (inv_t != 1.0f) {
+            double zmax = -INFINITY, sum = 0.0;
+            for (int j = 0; j < w; j++)
+                if (((mask >> j) & 1u) && (double)z[j] * inv_t > zmax) zmax = (double)z[j] * inv_t;
+            for (int j = 0; j < w; j++) {
+                tp[j] = ((mask >> j) & 1u) ? exp((double)z[j] * inv_t - zmax) : 0.0;
+                sum += tp[j];
+            }
+            for (int j = 0; j < w; j++) tp[j] /= sum;
+            pr = tp;
+        }
         double r = gopt_rng_uniform(rng), cum = 0.0;
         for (int j = 0; j < w; j++) {
             if (!((mask >> j) & 1u)) continue;
@@ -541,7 +556,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                 float ent = need_lp ? (float)gopt_logsoftmax_row(lp, pr, z, W, mask) : 0.0f;
                 int x;
                 if (ob->decide) {
-                    x = choose(pr, z, W, mask, ob->rng);
+                    x = choose(pr, z, W, mask, ob->rng, ob->inv_t > 0.0f ? ob->inv_t : 1.0f);
                     if (!need_lp) lp[x] = 0.0f;
                 } else {
                     x = a->place[v];
@@ -651,7 +666,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                 const uint32_t mask = full_mask(w);
                 float ent = need_lp ? (float)gopt_logsoftmax_row(lp, pr, z, w, mask) : 0.0f;
                 int32_t *act = action_array(a, t);
-                int x = ob->decide ? choose(pr, z, w, mask, ob->rng) : act[v];
+                int x = ob->decide ? choose(pr, z, w, mask, ob->rng, ob->inv_t > 0.0f ? ob->inv_t : 1.0f) : act[v];
                 if (!need_lp) lp[x] = 0.0f;
                 if (ob->decide) act[v] = x;
                 tl[b][t] += lp[x];
@@ -710,11 +725,13 @@ out:
 
 static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err) { return replay_block(p, 1, o, err); }
 
-static gopt_status decide(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *out, gopt_error *err) {
+static gopt_status decide(gopt_policy *p, gopt_rng *rng, float temperature, gopt_policy_actions *out,
+                          gopt_error *err) {
     gopt_status st = need_forward(p, out, rng ? "sample" : "greedy", err);
     if (st) return st;
     replay_opts o = {0};
     o.rng = rng;
+    o.inv_t = 1.0f / temperature;
     o.decide = 1;
     o.a = out;
     return replay(p, &o, err);
@@ -722,7 +739,16 @@ static gopt_status decide(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *ou
 
 gopt_status gopt_policy_sample(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *out, gopt_error *err) {
     if (!rng) return gopt_error_set(err, GOPT_EINVAL, "policy sample: no RNG");
-    return decide(p, rng, out, err);
+    return decide(p, rng, 1.0f, out, err);
+}
+
+gopt_status gopt_policy_sample_tempered(gopt_policy *p, gopt_rng *rng, float temperature, gopt_policy_actions *out,
+                                        gopt_error *err) {
+    if (!rng) return gopt_error_set(err, GOPT_EINVAL, "policy sample: no RNG");
+    if (!(temperature > 0.0f) || !isfinite(temperature))
+        return gopt_error_set(err, GOPT_EINVAL, "policy sample: temperature %g (must be > 0 and finite)",
+                              (double)temperature);
+    return decide(p, rng, temperature, out, err);
 }
 
 gopt_status gopt_policy_sample_scored(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *out, float *logp,
@@ -844,7 +870,7 @@ gopt_status gopt_policy_sample_batch(gopt_policy *p, int k, gopt_rng *rng, gopt_
 }
 
 gopt_status gopt_policy_greedy(gopt_policy *p, gopt_policy_actions *out, gopt_error *err) {
-    return decide(p, NULL, out, err);
+    return decide(p, NULL, 1.0f, out, err);
 }
 
 gopt_status gopt_policy_logprob(gopt_policy *p, const gopt_policy_actions *a, float *logp, float *ent,

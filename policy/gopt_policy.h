@@ -186,6 +186,12 @@ typedef struct {
  * inputs (gopt_policy_set_decoder_inputs) a unit's devices that it would
  * overflow are masked whenever one device fits it. */
 gopt_status gopt_policy_sample(gopt_policy *p, gopt_rng *rng, gopt_policy_actions *out, gopt_error *err);
+/* The same from the tempered policy: every decision drawn from softmax(z / temperature)
+ * of its conditioned logits z over the allowed actions (temperature 1: gopt_policy_sample
+ * bit for bit; above 1 flatter, below 1 sharper). For inference (best of K); training
+ * samples at 1. temperature must be > 0 and finite. */
+gopt_status gopt_policy_sample_tempered(gopt_policy *p, gopt_rng *rng, float temperature, gopt_policy_actions *out,
+                                        gopt_error *err);
 /* The same, also writing the log-probability and entropy of every sampled
  * decision into logp and ent ((3n) or NULL, as gopt_policy_logprob), which
  * saves the logprob replay. */

@@ -827,6 +827,67 @@ static void test_decode(void **state) {
     gopt_graph_free(g);
 }
 
+/* Tempered sampling: temperature 1 is gopt_policy_sample bit for bit; a low
+ * temperature draws decision sets the policy finds more likely than its own
+ * samples, and strays less from greedy; a high one draws less likely sets;
+ * a temperature that is not > 0 and finite is refused. */
+static void test_sample_tempered(void **state) {
+    (void)state;
+    enum { N = 61, DRAWS = 12 };
+    gopt_graph *g = test_random_graph(N, 12, 9);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    gopt_error err;
+    gopt_policy_config c = tiny_config();
+    gopt_policy *p = NULL;
+    assert_int_equal(gopt_policy_create(&p, &c, 11, &err), GOPT_OK);
+    float feat[N * GOPT_POLICY_NFEAT];
+    assert_int_equal(gopt_policy_features(fz, 4, NULL, feat, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_forward(p, fz, feat, 4, NULL, &err), GOPT_OK);
+    actions_buf a1, a2, gr;
+    actions_alloc(&a1, N);
+    actions_alloc(&a2, N);
+    actions_alloc(&gr, N);
+    assert_int_equal(gopt_policy_greedy(p, &gr.a, &err), GOPT_OK);
+    gopt_rng r1, r2;
+    gopt_rng_seed(&r1, 3);
+    gopt_rng_seed(&r2, 3);
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(gopt_policy_sample(p, &r1, &a1.a, &err), GOPT_OK);
+        assert_int_equal(gopt_policy_sample_tempered(p, &r2, 1.0f, &a2.a, &err), GOPT_OK);
+        assert_memory_equal(a1.buf, a2.buf, sizeof(int32_t) * 3 * N);
+    }
+    const float temps[3] = {0.02f, 1.0f, 50.0f};
+    int strays[3] = {0};
+    double lpsum[3] = {0};
+    for (int t = 0; t < 3; t++) {
+        gopt_rng_seed(&r1, 17);
+        for (int k = 0; k < DRAWS; k++) {
+            double tl[4];
+            assert_int_equal(gopt_policy_sample_tempered(p, &r1, temps[t], &a1.a, &err), GOPT_OK);
+            for (int i = 0; i < 3 * N; i++) strays[t] += a1.buf[i] != gr.buf[i];
+            /* every tempered sample is a valid action set of the policy */
+            assert_int_equal(gopt_policy_logprob(p, &a1.a, NULL, NULL, tl, NULL, &err), GOPT_OK);
+            lpsum[t] += tl[3];
+        }
+    }
+    print_message("tempered sampling over %d draws of %d decisions: T=0.02 %d off greedy, log-probability %.2f; "
+                  "T=1 %d, %.2f; T=50 %d, %.2f\n", DRAWS, 3 * N, strays[0], lpsum[0], strays[1], lpsum[1], strays[2],
+                  lpsum[2]);
+    assert_true(lpsum[0] > lpsum[1] && lpsum[1] > lpsum[2]);
+    assert_true(strays[0] < strays[1]);
+    const float badt[4] = {0.0f, -1.0f, NAN, INFINITY};
+    for (int b = 0; b < 4; b++) {
+        assert_int_equal(gopt_policy_sample_tempered(p, &r1, badt[b], &a1.a, &err), GOPT_EINVAL);
+        assert_non_null(strstr(err.msg, "temperature"));
+    }
+    assert_int_equal(gopt_policy_sample_tempered(p, NULL, 2.0f, &a1.a, &err), GOPT_EINVAL);
+    free(a1.buf);
+    free(a2.buf);
+    free(gr.buf);
+    gopt_policy_free(p);
+    gopt_graph_free(g);
+}
+
 /* ---- Adam ------------------------------------------------------------------------------ */
 static void test_adam(void **state) {
     (void)state;
@@ -2135,7 +2196,7 @@ int main(void) {
         cmocka_unit_test(test_grad_sage),       cmocka_unit_test(test_grad_segattn),
         cmocka_unit_test(test_segattn_tiles),   cmocka_unit_test(test_forward_chunks),
         cmocka_unit_test(test_grad_network_full), cmocka_unit_test(test_grad_network_stopgrad),
-        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality), cmocka_unit_test(test_fuse_cond), cmocka_unit_test(test_fuse_hint_level), cmocka_unit_test(test_sched_cond),    cmocka_unit_test(test_decode),
+        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality), cmocka_unit_test(test_fuse_cond), cmocka_unit_test(test_fuse_hint_level), cmocka_unit_test(test_sched_cond),    cmocka_unit_test(test_decode), cmocka_unit_test(test_sample_tempered),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_fusion),
         cmocka_unit_test(test_fusion_merge),          cmocka_unit_test(test_example_graph),

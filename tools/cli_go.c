@@ -3,7 +3,7 @@
 
 #include "gopt_trainer.h"
 
-static gopt_go_options g_go = {NULL, 0, 1, NULL};
+static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f};
 
 static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     return gopt_go_decide(&g_go, p, d, err);
@@ -17,9 +17,14 @@ gopt_status cli_go_register(gopt_bl_registry *r, gopt_error *err) {
 
 int cli_go_option(cli_args *a) {
     long k, s;
+    double t;
     if (cli_opt_str(a, "--checkpoint", &g_go.checkpoint) || cli_opt_str(a, "--device", &g_go.device)) return 1;
     if (cli_opt_long(a, "--samples", &k, 0, 4096)) {
         if (!a->bad) g_go.samples = (int)k;
+        return 1;
+    }
+    if (cli_opt_double(a, "--temperature", &t, 0.05, 100.0)) {
+        if (!a->bad) g_go.temperature = (float)t;
         return 1;
     }
     if (cli_opt_long(a, "--go-seed", &s, 0, 0x7fffffffL)) {
@@ -32,6 +37,8 @@ int cli_go_option(cli_args *a) {
 void cli_go_usage(FILE *f) {
     fprintf(f, "  --checkpoint C    method go: trained policy (default: the shipped pre-trained checkpoint)\n"
                "  --samples K       method go: best of the greedy solution and K samples (default 0: greedy)\n"
+               "  --temperature T   method go: the samples' temperature, 0.05..100 (default 1: the policy's own\n"
+               "                    distribution; above 1 samples stray further from greedy)\n"
                "  --go-seed S       method go: sampling seed (default 1)\n"
                "  --device cpu|cuda method go: where the network runs (default cpu; cuda: the first GPU)\n");
 }

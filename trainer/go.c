@@ -138,6 +138,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     gopt_rng rng;
     gopt_rng_seed(&rng, o ? o->seed : 1);
     const int K = o ? o->samples : 0;
+    const float temp = o && o->temperature > 0.0f ? o->temperature : 1.0f;
     double best = INFINITY;
     int best_oom = 1, have = 0;
     for (int pass = K > 0 ? 0 : 1; pass < 2; pass++) { /* 0: the greedy trajectory alone; 1: with K samples */
@@ -148,7 +149,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
             double rb = INFINITY;
             int rb_oom = 1, rb_flag = 0, have_round = 0;
             for (int k = 0; k <= Kp; k++) {
-                st = k == 0 ? gopt_policy_greedy(pol, &a, err) : gopt_policy_sample(pol, &rng, &a, err);
+                st = k == 0 ? gopt_policy_greedy(pol, &a, err) : gopt_policy_sample_tempered(pol, &rng, temp, &a, err);
                 if (st) goto out;
                 if ((st = gopt_trainer_actions_to_decisions(fz, tasks, gopt_policy_get_config(pol)->fuse_merge, p, &a, &cand,
                                                              group, err)))

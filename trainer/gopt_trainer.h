@@ -265,6 +265,7 @@ typedef struct {
     int samples;            /* 0: greedy only; K > 0: best of greedy and K samples (simulated) */
     uint64_t seed;          /* sampling seed */
     const char *device;     /* where the network runs (gopt_policy_set_device); NULL: the CPU */
+    float temperature;      /* the samples' temperature (gopt_policy_sample_tempered); 0: 1 */
 } gopt_go_options;
 
 #define GOPT_GO_REPAIRS 6

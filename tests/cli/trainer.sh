@@ -112,4 +112,10 @@ expect_rc 0 "$GOPT" train "$EX" --profile "$PROF" --steps 1 -o "$TMP/emu.ckpt" -
 [ -s "$TMP/emu.ckpt" ] && ok || fail "--device emulated wrote no checkpoint"
 expect_rc 2 "$GOPT" optimize "$EX" --method go --profile "$PROF" --devices 2 --device tpu
 expect_err "unknown device 'tpu'"
+# best of K at a temperature: reproducible for a seed; a temperature out of range is refused
+"$GOPT" optimize "$EX" --method go --checkpoint "$TMP/a.ckpt" --profile "$PROF" --devices 4 --samples 4 --temperature 2 -o "$TMP/t1.tsv" >/dev/null 2>&1 && ok || fail "--temperature 2"
+"$GOPT" optimize "$EX" --method go --checkpoint "$TMP/a.ckpt" --profile "$PROF" --devices 4 --samples 4 --temperature 2 -o "$TMP/t2.tsv" >/dev/null 2>&1 && ok || fail "--temperature 2 again"
+cmp -s "$TMP/t1.tsv" "$TMP/t2.tsv" && ok || fail "--temperature: two runs with one seed differ"
+expect_rc 2 "$GOPT" optimize "$EX" --method go --profile "$PROF" --devices 2 --samples 4 --temperature 0
+expect_err "temperature"
 finish
