@@ -181,11 +181,13 @@ double gopt_cost_op_time(const gopt_costmodel *cm, int d, const gopt_cost_op *op
     }
     /* fitted against a framework (1 and 0 without): the op's own time, not its launch, scales;
      * an op the framework dispatches from Python (not a backward op, which its autograd engine
-     * runs) pays its per-op overhead, fused or not */
+     * runs) pays its per-op overhead, fused or not; a kernel run alone writes its output into
+     * fresh memory (not a data-movement op: most are views), a fused one into the group's */
     double e = gopt_profile_efficiency(cm->p, gopt_cost_op_kind(op));
     double over = op->phase == GOPT_PHASE_BWD ? 0 : gopt_profile_op_overhead(cm->p);
+    double fresh = op->cls == GOPT_OP_CLASS_DATA_MOVEMENT ? 0 : gopt_profile_fresh_output_time(cm->p, op->out_bytes);
     if (compute) *compute = c * e + over;
-    return launch + over + (t - launch) * e;
+    return launch + over + (t - launch) * e + fresh;
 }
 
 double gopt_cost_transfer_time(const gopt_costmodel *cm, int src, int dst, double bytes) {
@@ -313,7 +315,7 @@ gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g,
         gopt_cost_op op = {0};
         op.cls = (gopt_op_class)f->op_class[v];
         op.flops = f->flops[v];
-        op.bytes = f->out_bytes[v];
+        op.bytes = op.out_bytes = f->out_bytes[v];
         for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) op.bytes += f->edge_bytes[f->in_eid[e]];
         int dt = gopt_dtype_parse(a.dtype);
         op.dtype = dt < 0 ? GOPT_DTYPE_FP32 : (gopt_dtype)dt;

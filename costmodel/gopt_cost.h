@@ -63,6 +63,7 @@ typedef struct {
     gopt_op_class cls;
     double flops;   /* >= 0 */
     double bytes;   /* bytes read + written (inputs + outputs) */
+    double out_bytes; /* of them, the outputs' (efficiency.fresh_output; 0: not known) */
     double m, n, k; /* GEMM dims when known, else 0 */
     gopt_dtype dtype;
     int depthwise;  /* conv only: its weight has one input channel (gopt_cost_op_kind) */

@@ -41,6 +41,7 @@
 #define GOPT_PROFILE_MAX_TABLE_BYTES 1125899906842624.0 /* 2^50: elementwise, reduction, copy bytes (at least 1) */
 #define GOPT_PROFILE_MIN_EFFICIENCY 1e-3        /* efficiency factors: op time multipliers */
 #define GOPT_PROFILE_MAX_EFFICIENCY 1e3
+#define GOPT_PROFILE_MAX_FRESH_ROWS 64          /* efficiency.fresh_output rows */
 
 typedef struct gopt_profile gopt_profile; /* a cluster: devices, links, cost tables, provenance */
 
@@ -167,6 +168,11 @@ double gopt_profile_efficiency(const gopt_profile *p, gopt_op_kind k);
 /* The framework's own seconds per op (dispatch, autograd), added to every kernel's launch
  * overhead; 0 when absent. */
 double gopt_profile_op_overhead(const gopt_profile *p);
+/* The framework's extra seconds for an op that writes `bytes` bytes of output into freshly
+ * allocated memory (efficiency.fresh_output: first-touch page faults of the allocator's fresh
+ * pages; docs/profiles.md): piecewise linear between the rows, proportional to bytes below the
+ * first and beyond the last row's rate. 0 without rows or for bytes <= 0. */
+double gopt_profile_fresh_output_time(const gopt_profile *p, double bytes);
 
 /* ---- links (src != dst) ----------------------------------------------------- */
 double gopt_profile_link_bandwidth(const gopt_profile *p, int src, int dst); /* bytes/s */

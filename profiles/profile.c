@@ -152,6 +152,16 @@ double gopt_profile_efficiency(const gopt_profile *p, gopt_op_kind k) {
     return (k >= 0 && k < GOPT_OP_KIND_COUNT) ? p->eff[k] : 1.0;
 }
 double gopt_profile_op_overhead(const gopt_profile *p) { return p->op_overhead; }
+double gopt_profile_fresh_output_time(const gopt_profile *p, double bytes) {
+    const int n = p->nfresh;
+    if (n == 0 || !(bytes > 0)) return 0;
+    const double *b = p->fresh_b, *s = p->fresh_s;
+    if (bytes <= b[0]) return s[0] * bytes / b[0];
+    if (bytes >= b[n - 1]) return s[n - 1] * bytes / b[n - 1];
+    int i = 1;
+    while (b[i] < bytes) i++; /* b[i - 1] < bytes <= b[i] */
+    return s[i - 1] + (s[i] - s[i - 1]) * (bytes - b[i - 1]) / (b[i] - b[i - 1]);
+}
 
 static int fill_table(const gopt_profile *p, int set, gopt_table_kind kind, gopt_profile_table *out) {
     memset(out, 0, sizeof *out);

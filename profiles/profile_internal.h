@@ -40,6 +40,8 @@ struct gopt_profile {
     json_t *efficiency_json;    /* the efficiency object as read, kept for writing back (NULL: none) */
     double eff[GOPT_OP_KIND_COUNT]; /* factors, 1 where not given */
     double op_overhead;         /* seconds per op, 0 when not given */
+    int nfresh;                 /* efficiency.fresh_output rows (0: none) */
+    double fresh_b[GOPT_PROFILE_MAX_FRESH_ROWS], fresh_s[GOPT_PROFILE_MAX_FRESH_ROWS]; /* bytes, seconds */
 };
 
 /* Coordinates per row of a table kind (3 for GEMM, else 1). */

@@ -304,10 +304,39 @@ static gopt_status get_text(ctx *c, json_t *o, const char *where, const char *ke
     return st;
 }
 
+/* "efficiency.fresh_output": rows [bytes, seconds], bytes strictly increasing. */
+static gopt_status read_fresh_output(ctx *c, json_t *r, gopt_profile *p) {
+    const char *w = "efficiency.fresh_output";
+    size_t n = json_is_array(r) ? json_array_size(r) : 0;
+    if (n == 0 || n > GOPT_PROFILE_MAX_FRESH_ROWS)
+        return gopt_error_set(c->err, GOPT_EINVAL, "%s: %s must be an array of 1 to %d rows [bytes, seconds]",
+                              c->origin, w, GOPT_PROFILE_MAX_FRESH_ROWS);
+    for (size_t i = 0; i < n; i++) {
+        json_t *row = json_array_get(r, i);
+        json_t *x = json_array_get(row, 0), *y = json_array_get(row, 1);
+        if (!json_is_array(row) || json_array_size(row) != 2 || !json_is_number(x) || !json_is_number(y))
+            return gopt_error_set(c->err, GOPT_EFORMAT, "%s: %s[%zu] is not a row [bytes, seconds]", c->origin, w, i);
+        double b = json_number_value(x), t = json_number_value(y);
+        if (!(b >= 1 && b <= GOPT_PROFILE_MAX_TABLE_BYTES))
+            return gopt_error_set(c->err, GOPT_EINVAL, "%s: %s[%zu]: bytes %.17g must be in [1, %g]", c->origin, w, i, b,
+                                  GOPT_PROFILE_MAX_TABLE_BYTES);
+        if (i > 0 && !(b > p->fresh_b[i - 1]))
+            return gopt_error_set(c->err, GOPT_EINVAL, "%s: %s[%zu]: bytes %.17g must exceed the previous row's %.17g",
+                                  c->origin, w, i, b, p->fresh_b[i - 1]);
+        if (!(t >= 0 && t <= GOPT_PROFILE_MAX_TABLE_TIME))
+            return gopt_error_set(c->err, GOPT_EINVAL, "%s: %s[%zu]: seconds %.17g must be in [0, %g]", c->origin, w, i,
+                                  t, GOPT_PROFILE_MAX_TABLE_TIME);
+        p->fresh_b[i] = b;
+        p->fresh_s[i] = t;
+    }
+    p->nfresh = (int)n;
+    return GOPT_OK;
+}
+
 /* "efficiency": per-op-kind factors fitted from framework runs, with their provenance. */
 static gopt_status read_efficiency(ctx *c, json_t *e, gopt_profile *p) {
     static const char *const allowed[] = {"framework", "models", "date", "command", "op_overhead", "factors", "notes",
-                                          NULL};
+                                          "fresh_output", NULL};
     const char *w = "efficiency";
     if (!json_is_object(e)) return gopt_error_set(c->err, GOPT_EFORMAT, "%s: field 'efficiency' is not an object", c->origin);
     gopt_status st = unknown_keys(c, e, w, allowed);
@@ -315,6 +344,7 @@ static gopt_status read_efficiency(ctx *c, json_t *e, gopt_profile *p) {
     if (!st) st = get_text(c, e, w, "date");
     if (!st) st = get_text(c, e, w, "command");
     if (!st) st = get_num(c, e, w, "op_overhead", 0, DELAY, &p->op_overhead, NULL);
+    if (!st && json_object_get(e, "fresh_output")) st = read_fresh_output(c, json_object_get(e, "fresh_output"), p);
     if (st) return st;
     json_t *m = json_object_get(e, "models");
     if (!m) return gopt_error_set(c->err, GOPT_EFORMAT, "%s: efficiency: field 'models' is missing", c->origin);

@@ -398,6 +398,58 @@ static void test_efficiency_factors(void **state) {
     gopt_profile_free(p1);
 }
 
+/* efficiency.fresh_output: every kernel run alone (not data movement, not data) pays the
+ * framework's fresh-output seconds for its output bytes on top of its scaled time; its compute
+ * part inside a fused group does not. */
+static void test_fresh_output(void **state) {
+    (void)state;
+    char *txt = synthetic_profile();
+    const char *at = strstr(txt, ",\"tables\":{\"t\"");
+    assert_non_null(at);
+    gopt_buf b;
+    gopt_buf_init(&b);
+    gopt_buf_printf(&b, "%.*s,\"efficiency\":{\"framework\":\"f\",\"models\":[\"m\"],\"date\":\"d\",\"command\":\"c\","
+                        "\"factors\":{\"conv\":0.5},\"fresh_output\":[[65536,1e-6],[1048576,1e-4]]}%s",
+                    (int)(at - txt), txt, at);
+    assert_false(b.failed);
+    gopt_profile *p0 = NULL, *p1 = NULL;
+    gopt_error err = {0};
+    assert_int_equal(gopt_profile_parse(txt, strlen(txt), "synthetic", &p0, &err), GOPT_OK);
+    assert_int_equal(gopt_profile_parse(b.data, b.len, "synthetic+fresh", &p1, &err), GOPT_OK);
+    free(txt);
+    gopt_buf_destroy(&b);
+    gopt_costmodel *c0 = NULL, *c1 = NULL;
+    assert_int_equal(gopt_cost_create(p0, 1, &c0, NULL), GOPT_OK);
+    assert_int_equal(gopt_cost_create(p1, 1, &c1, NULL), GOPT_OK);
+    gopt_graph *g = conv_graph();
+    const gopt_frozen *f = gopt_graph_frozen(g);
+    gopt_cost_table t0, t1;
+    assert_int_equal(gopt_cost_table_build(c0, g, &t0, &err), GOPT_OK);
+    assert_int_equal(gopt_cost_table_build(c1, g, &t1, &err), GOPT_OK);
+    const double L = t0.launch[0], fac[] = {0, 0, 0, 1, 0.5, 1}; /* dw: depthwise_conv, not given */
+    for (int v = 3; v <= 5; v++) {
+        const double fresh = gopt_profile_fresh_output_time(p1, f->out_bytes[v]);
+        assert_true(fresh > 0);
+        assert_true(fabs(t1.time[v] - (L + (t0.time[v] - L) * fac[v] + fresh)) <= 1e-12 * t1.time[v]);
+        assert_true(fabs(t1.compute[v] - t0.compute[v] * fac[v]) <= 1e-12 * t1.compute[v]);
+    }
+    for (int v = 0; v < 3; v++) assert_true(t1.time[v] == 0); /* data, not kernels */
+    gopt_cost_op dm = {.cls = GOPT_OP_CLASS_DATA_MOVEMENT, .bytes = 2e6, .out_bytes = 1e6, .dtype = GOPT_DTYPE_FP32};
+    assert_true(gopt_cost_op_time(c1, 0, &dm, NULL) == gopt_cost_op_time(c0, 0, &dm, NULL)); /* views: no output */
+    gopt_cost_op ew = {.cls = GOPT_OP_CLASS_ELEMENTWISE, .bytes = 3e6, .out_bytes = 1e6, .dtype = GOPT_DTYPE_FP32};
+    const double with = gopt_cost_op_time(c1, 0, &ew, NULL);
+    ew.out_bytes = 0; /* not known: nothing added */
+    assert_true(gopt_cost_op_time(c1, 0, &ew, NULL) == gopt_cost_op_time(c0, 0, &ew, NULL));
+    assert_true(fabs(with - gopt_cost_op_time(c0, 0, &ew, NULL) - gopt_profile_fresh_output_time(p1, 1e6)) < 1e-15);
+    gopt_cost_table_destroy(&t0);
+    gopt_cost_table_destroy(&t1);
+    gopt_graph_free(g);
+    gopt_cost_free(c0);
+    gopt_cost_free(c1);
+    gopt_profile_free(p0);
+    gopt_profile_free(p1);
+}
+
 static void test_example_graph_on_shipped(void **state) {
     (void)state;
     char path[1024];
@@ -464,7 +516,7 @@ int main(void) {
         cmocka_unit_test(test_create_devices),         cmocka_unit_test(test_roofline_ops),
         cmocka_unit_test(test_transfers),              cmocka_unit_test(test_table_interpolation),
         cmocka_unit_test(test_table_build_and_groups), cmocka_unit_test(test_example_graph_on_shipped),
-        cmocka_unit_test(test_cli_cost),               cmocka_unit_test(test_efficiency_factors),
+        cmocka_unit_test(test_cli_cost),               cmocka_unit_test(test_efficiency_factors), cmocka_unit_test(test_fresh_output),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -173,6 +173,49 @@ static void good_with_efficiency(char *text, size_t size) {
     snprintf(text, size, "%.*s%s%s", (int)(at - GOOD), GOOD, EFF_BLOCK, at);
 }
 
+/* efficiency.fresh_output: the framework's extra seconds for an output written into fresh
+ * memory, piecewise linear in bytes, proportional outside the rows; bad rows named. */
+static void test_fresh_output(void **state) {
+    (void)state;
+    char text[4096], t2[4096];
+    good_with_efficiency(text, sizeof text);
+    gopt_profile *p = NULL, *q = NULL;
+    gopt_error err = {0};
+    assert_int_equal(parse(text, &p, &err), GOPT_OK);
+    assert_true(gopt_profile_fresh_output_time(p, 1e8) == 0); /* no rows: nothing */
+    gopt_profile_free(p);
+    const char *at = strstr(text, "\"factors\":");
+    assert_non_null(at);
+    snprintf(t2, sizeof t2, "%.*s\"fresh_output\":[[1000,1e-6],[2000,4e-6],[4000,4e-6]],%s", (int)(at - text), text, at);
+    assert_int_equal(parse(t2, &p, &err), GOPT_OK);
+    assert_true(gopt_profile_fresh_output_time(p, 0) == 0);
+    assert_true(gopt_profile_fresh_output_time(p, -5) == 0);
+    assert_true(fabs(gopt_profile_fresh_output_time(p, 500) - 0.5e-6) < 1e-18);  /* below: proportional */
+    assert_true(fabs(gopt_profile_fresh_output_time(p, 1000) - 1e-6) < 1e-18);
+    assert_true(fabs(gopt_profile_fresh_output_time(p, 1500) - 2.5e-6) < 1e-18); /* between: linear */
+    assert_true(fabs(gopt_profile_fresh_output_time(p, 3000) - 4e-6) < 1e-18);
+    assert_true(fabs(gopt_profile_fresh_output_time(p, 8000) - 8e-6) < 1e-18);   /* beyond: the last rate */
+    gopt_buf b; /* written back and read back equal */
+    gopt_buf_init(&b);
+    assert_int_equal(gopt_profile_write_json(p, &b, &err), GOPT_OK);
+    assert_int_equal(gopt_profile_parse(b.data, b.len, "roundtrip", &q, &err), GOPT_OK);
+    gopt_buf_destroy(&b);
+    for (double x = 100; x < 1e5; x *= 1.7)
+        assert_true(gopt_profile_fresh_output_time(p, x) == gopt_profile_fresh_output_time(q, x));
+    gopt_profile_free(p);
+    gopt_profile_free(q);
+    const char *rows = "[[1000,1e-6],[2000,4e-6],[4000,4e-6]]";
+    expect_bad_in(t2, rows, "[]", GOPT_EINVAL, "efficiency.fresh_output must be an array of 1 to 64 rows");
+    expect_bad_in(t2, rows, "{\"a\":1}", GOPT_EINVAL, "efficiency.fresh_output must be an array");
+    expect_bad_in(t2, rows, "[[1000,1e-6],[2000]]", GOPT_EFORMAT, "efficiency.fresh_output[1] is not a row [bytes, seconds]");
+    expect_bad_in(t2, rows, "[[1000,1e-6],[\"x\",2e-6]]", GOPT_EFORMAT, "efficiency.fresh_output[1] is not a row");
+    expect_bad_in(t2, rows, "[[1000,1e-6],[1000,2e-6]]", GOPT_EINVAL,
+                  "efficiency.fresh_output[1]: bytes 1000 must exceed the previous row's 1000");
+    expect_bad_in(t2, rows, "[[0.5,1e-6]]", GOPT_EINVAL, "efficiency.fresh_output[0]: bytes 0.5 must be in [1,");
+    expect_bad_in(t2, rows, "[[1000,-1e-6]]", GOPT_EINVAL, "efficiency.fresh_output[0]: seconds -9.99");
+    expect_bad_in(t2, rows, "[[1000,1e7]]", GOPT_EINVAL, "efficiency.fresh_output[0]: seconds 10000000 must be in [0,");
+}
+
 static void test_efficiency(void **state) {
     (void)state;
     gopt_profile *p = NULL, *q = NULL;
@@ -574,7 +617,7 @@ int main(void) {
         cmocka_unit_test(test_bad_inputs),           cmocka_unit_test(test_topology_overrides),
         cmocka_unit_test(test_load_errors),          cmocka_unit_test(test_calibrate_cpu_short),
         cmocka_unit_test(test_calibrate_cuda),       cmocka_unit_test(test_cli),
-        cmocka_unit_test(test_efficiency),
+        cmocka_unit_test(test_efficiency), cmocka_unit_test(test_fresh_output),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,6 +82,13 @@ static int profile_show(int argc, char **argv) {
                 json_object_set_new(ef, gopt_op_kind_name((gopt_op_kind)k), json_real(gopt_profile_efficiency(p, (gopt_op_kind)k)));
             json_object_set_new(o, "efficiency", ef);
             json_object_set_new(o, "op_overhead", json_real(gopt_profile_op_overhead(p)));
+            if (gopt_profile_fresh_output_time(p, 64.0 * 1048576) > 0) { /* a few points of the curve */
+                json_t *fo = json_object();
+                json_object_set_new(fo, "1MiB", json_real(gopt_profile_fresh_output_time(p, 1048576.0)));
+                json_object_set_new(fo, "16MiB", json_real(gopt_profile_fresh_output_time(p, 16.0 * 1048576)));
+                json_object_set_new(fo, "64MiB", json_real(gopt_profile_fresh_output_time(p, 64.0 * 1048576)));
+                json_object_set_new(o, "fresh_output_s", fo);
+            }
         }
         for (int d = 0; d < n; d++) {
             json_t *jd = json_object();
@@ -127,6 +134,11 @@ static int profile_show(int argc, char **argv) {
         for (int k = 0; k < GOPT_OP_KIND_COUNT; k++)
             printf(" %s %.3g", gopt_op_kind_name((gopt_op_kind)k), gopt_profile_efficiency(p, (gopt_op_kind)k));
         printf("; op overhead %.3g us\n", 1e6 * gopt_profile_op_overhead(p));
+        if (gopt_profile_fresh_output_time(p, 64.0 * 1048576) > 0)
+            printf("fresh output 1 MiB %.3g us, 16 MiB %.3g ms, 64 MiB %.3g ms\n",
+                   1e6 * gopt_profile_fresh_output_time(p, 1048576.0),
+                   1e3 * gopt_profile_fresh_output_time(p, 16.0 * 1048576),
+                   1e3 * gopt_profile_fresh_output_time(p, 64.0 * 1048576));
     }
     printf("devices     %d\n\n", n);
     printf("  %-3s %-10s %-4s %-24s %12s %14s %14s %10s  %s\n", "id", "name", "kind", "model", "memory", "peak fp32",

@@ -20,6 +20,14 @@ reported on them stay out-of-sample), this tool
   3. scales the profiled kinds by fastest CPU step / profiled step, so that kinds + overhead add
      up to the measured step.
 
+First, unless --no-fresh, it measures what PyTorch pays for writing an op's output into freshly
+allocated memory (fresh_output_curve: the allocator hands large blocks back to the system and
+every new output's pages fault on first touch; about 5x an elementwise op's time above 32 MiB on
+this machine): rows [output bytes, extra seconds] for outputs of 64 KiB to 256 MiB, which the
+cost model adds to every kernel but data movement (docs/profiles.md, "Efficiency"). The fit below
+then takes each kind's fresh-output seconds (the profile priced with the rows and without) out of
+PyTorch's time of the kind before the ratio.
+
 Then, over the models: factor[kind] = the median over models of (PyTorch's time of the kind, less
 the profile's launch overhead per op) / (the profile's time of the kind, less the same), counting
 a model where the kind is at least 2% of its profiled step; op_overhead = the median over models
@@ -35,7 +43,7 @@ FITTED (`gopt sim --devices 1`), runs PyTorch's step (W warm-up, R timed by thre
 prints both simulators' errors against PyTorch's fastest and median step, and their median |error|.
 
 Usage: /usr/bin/python3 tools/torch_fit.py --profile P -o OUT.json [--name NAME] [--gopt build/gopt]
-           [--reps R] [--warmup W] [--profiled P] [--json] MODEL[:BATCH[:SEQ]]...
+           [--reps R] [--warmup W] [--profiled P] [--no-fresh] [--json] MODEL[:BATCH[:SEQ]]...
        /usr/bin/python3 tools/torch_fit.py --profile P --evaluate FITTED [--reps R] [--json] MODEL[:BATCH[:SEQ]]...
 Exit codes: 0 ok, 2 bad usage (unknown model, a validation model to fit, bad size), 3 no torch.
 """
@@ -140,6 +148,47 @@ def profiled_kinds(prof, class_of):
     return per
 
 
+# output bytes probed: 64 KiB .. 256 MiB, each power of two and 64 KiB below it (the allocator's
+# thresholds are powers of two: glibc's mmap threshold rises to at most 32 MiB, and the cost
+# steps there from nothing to about 0.55 ns per byte on this machine)
+FRESH_SIZES = sorted({2 ** k for k in range(16, 29)} | {2 ** k - 2 ** 16 for k in range(18, 29)})
+
+
+def fresh_output_curve(torch, reps=5):
+    """Rows [bytes, seconds] of efficiency.fresh_output: what an elementwise op writing `bytes` of
+    output into memory it allocates (torch.mul(a, b)) costs beyond the same op writing into an
+    existing buffer (torch.mul(a, b, out=o)), by thread CPU time, the fastest of `reps` batches of
+    about 64 MiB of output each, less the difference at 64 KiB (the new tensor's fixed cost, which
+    op_overhead carries)."""
+    extra = []
+    for nb in FRESH_SIZES:
+        n = nb // 4
+        a, b, o = torch.rand(n), torch.rand(n), torch.empty(n)
+        inner = max(2, (64 << 20) // nb)
+        best_new = best_out = float("inf")
+        for _ in range(reps):
+            t = time.thread_time()
+            for _ in range(inner):
+                c = torch.mul(a, b)
+                del c
+            best_new = min(best_new, (time.thread_time() - t) / inner)
+            t = time.thread_time()
+            for _ in range(inner):
+                torch.mul(a, b, out=o)
+            best_out = min(best_out, (time.thread_time() - t) / inner)
+        extra.append(best_new - best_out)
+        del a, b, o
+    return [[nb, max(e - extra[0], 0.0)] for nb, e in zip(FRESH_SIZES, extra)]
+
+
+def with_efficiency(text, eff):
+    """A profile's text (rows one per line, as written) with an efficiency object added at its end."""
+    body = text.rstrip()
+    assert body.endswith("}")
+    block = json.dumps(eff, indent=2).replace("\n", "\n  ")
+    return body[:-1].rstrip() + ',\n  "efficiency": ' + block + "\n}\n"
+
+
 def gopt_kinds(gopt, graph, profile):
     out = subprocess.run([gopt, "cost", graph, "--profile", profile, "--devices", "1", "--json", "--top", "1"],
                          capture_output=True, text=True)
@@ -199,6 +248,8 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=3, help="steps timed by CPU time (default 3; the fastest counts)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed steps first (default 1)")
     ap.add_argument("--profiled", type=int, default=1, help="steps under torch.profiler (default 1)")
+    ap.add_argument("--no-fresh", action="store_true",
+                    help="measure and fit no fresh-output costs (the fit of commit 34950da)")
     ap.add_argument("--json", action="store_true", help="print the per-model figures as JSON")
     args = ap.parse_args(argv)
     root = os.path.abspath(os.path.join(HERE, ".."))
@@ -232,15 +283,26 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     rows = []
+    fresh = None
+    if not args.no_fresh:
+        fresh = fresh_output_curve(torch)
+        print("fresh output: " + ", ".join(f"{nb >> 10} KiB {1e6 * t:.1f} us" for nb, t in fresh), file=sys.stderr,
+              flush=True)
     with tempfile.TemporaryDirectory(prefix="torch_fit_") as tmp:
         bare = os.path.join(tmp, "profile.json")
         with open(bare, "w") as f:
             f.write(text)
+        priced = os.path.join(tmp, "fresh.json")  # the profile with the fresh-output rows alone
+        if fresh:
+            with open(priced, "w") as f:
+                f.write(with_efficiency(text, {"framework": "probe", "models": ["probe"], "date": "probe",
+                                               "command": "probe", "factors": {"gemm": 1.0}, "fresh_output": fresh}))
         for name, batch, seq in chosen:
             spec = table[name]
             graph = os.path.join(tmp, f"{name}.graphml.gz")
             ex.export(name, spec, batch, seq, None, graph)
             g = gopt_kinds(args.gopt, graph, bare)
+            gf = gopt_kinds(args.gopt, graph, priced) if fresh else g
             step, flat = torch_step.build_step(ex, spec, batch, seq)
             _, cpus = torch_step.time_steps(step, flat, args.warmup, args.reps)
             per, total = dict.fromkeys(KINDS, 0.0), 0.0
@@ -264,11 +326,13 @@ def main(argv=None):
                    "dispatched": dispatched,
                    "launch_s": g["launch_overhead"], "torch_by_kind_s": torch_k,
                    "gopt_by_kind_s": {k: g["by_kind"][k]["time"] for k in KINDS},
+                   "fresh_by_kind_s": {k: max(gf["by_kind"][k]["time"] - g["by_kind"][k]["time"], 0.0) for k in KINDS},
                    "ops_by_kind": {k: g["by_kind"][k]["ops"] for k in KINDS}}
             rows.append(row)
             print(f"{name} (batch {batch}, seq {seq}): PyTorch {1e3 * cpu:.1f} ms (CPU, fastest of {args.reps}), "
                   f"profile {1e3 * sum(row['gopt_by_kind_s'].values()):.1f} ms, framework overhead "
-                  f"{1e3 * row['overhead_s']:.1f} ms over {dispatched} forward and optimizer ops ({kernels} kernels)", file=sys.stderr, flush=True)
+                  f"{1e3 * row['overhead_s']:.1f} ms over {dispatched} forward and optimizer ops ({kernels} kernels), "
+                  f"fresh outputs {1e3 * sum(row['fresh_by_kind_s'].values()):.1f} ms", file=sys.stderr, flush=True)
     factors, ratios = {}, {}
     for k in KINDS:
         ratios[k] = []
@@ -276,7 +340,8 @@ def main(argv=None):
             own = r["gopt_by_kind_s"][k] - r["ops_by_kind"][k] * r["launch_s"]
             if own <= 0 or r["gopt_by_kind_s"][k] < MIN_SHARE * sum(r["gopt_by_kind_s"].values()):
                 continue
-            ratios[k].append(max(r["torch_by_kind_s"][k] - r["ops_by_kind"][k] * r["launch_s"], 0.0) / own)
+            spent = r["torch_by_kind_s"][k] - r["ops_by_kind"][k] * r["launch_s"] - r["fresh_by_kind_s"][k]
+            ratios[k].append(max(spent, 0.0) / own)
         if ratios[k]:
             factors[k] = min(max(statistics.median(ratios[k]), 1e-3), 1e3)
     overhead = max(statistics.median(r["overhead_s"] / max(r["dispatched"], 1) for r in rows), 0.0)
@@ -286,19 +351,21 @@ def main(argv=None):
         "models": [f"{r['model']} batch {r['batch']} seq {r['seq']}" for r in rows],
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
         "command": cmd, "op_overhead": overhead, "factors": factors}
+    if fresh:
+        eff["fresh_output"] = fresh
+        eff["notes"] = ("fresh_output: torch.mul(a, b) into new memory less into out=, thread CPU time, fastest of 5, "
+                        "less the difference at 64 KiB; the factors are fitted net of it")
     # the profile's text as it was (rows one per line), renamed, the efficiency object added at its end
-    body = text.rstrip()
+    body = text
     if args.name:  # the profile's own name is its first "name" field (devices come after it)
         old = '"name": ' + json.dumps(prof_json["name"])
         if old not in body:
             print(f"torch_fit.py: {args.profile}: cannot find its name to replace", file=sys.stderr)
             return 2
         body = body.replace(old, '"name": ' + json.dumps(args.name), 1)
-    assert body.endswith("}")
-    block = json.dumps(eff, indent=2).replace("\n", "\n  ")
     tmp_out = args.output + ".tmp"
     with open(tmp_out, "w") as f:
-        f.write(body[:-1].rstrip() + ',\n  "efficiency": ' + block + "\n}\n")
+        f.write(with_efficiency(body, eff))
     os.replace(tmp_out, args.output)
     print(f"{'kind':15s} {'factor':>8s}  per-model ratios (PyTorch / profile)")
     for k in KINDS:

@@ -20,5 +20,7 @@ OPENBLAS_NUM_THREADS=1 expect_rc 0 "$PY" "$SRC/tools/torch_fit.py" --profile "$P
 expect_out "^gemm  *[0-9.]*  "
 expect_rc 0 "$GOPT" profile show "$TMP/fit.json"
 expect_out "^efficiency  gemm "
+expect_out "^fresh output 1 MiB "
+grep -q '"fresh_output": \[' "$TMP/fit.json" && ok || fail "no fresh_output rows in the fitted profile"
 grep -q '"gpt_mini batch 1 seq 16"' "$TMP/fit.json" && ok || fail "no provenance in the fitted profile"
 finish
