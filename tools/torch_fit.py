@@ -51,6 +51,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import shlex
 import statistics
 import subprocess
@@ -186,6 +187,7 @@ def with_efficiency(text, eff):
     body = text.rstrip()
     assert body.endswith("}")
     block = json.dumps(eff, indent=2).replace("\n", "\n  ")
+    block = re.sub(r"\[\s+([-+.\deE]+),\s+([-+.\deE]+)\s+\]", r"[\1, \2]", block)  # a row [bytes, seconds] per line
     return body[:-1].rstrip() + ',\n  "efficiency": ' + block + "\n}\n"
 
 
