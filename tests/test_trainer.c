@@ -572,6 +572,35 @@ static void test_imitate_every(void **state) {
     }
 }
 
+/* Annealing as a reference, bounded by evaluations: two trainers with one seed
+ * get the same reference; on eight independent GEMMs over two equal devices it
+ * beats one device; a negative cap is refused. */
+static void test_reference_evals(void **state) {
+    (void)state;
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.reference = "single,sa";
+    o.reference_evals = 300;
+    o.samples = 2;
+    o.sim_threads = 1;
+    double ref[2];
+    for (int k = 0; k < 2; k++) {
+        env e;
+        env_init(&e, 2, &o, 2);
+        add_graph(&e, fan_graph("fan8", 8));
+        const char *m = NULL;
+        ref[k] = gopt_trainer_reference(e.tr, 0, &m);
+        assert_string_equal(m, "sa");
+        env_free(&e);
+    }
+    assert_true(ref[0] == ref[1]);
+    assert_true(ref[0] < 0.75 * 8e-3); /* one device: 8 x 1 ms */
+    gopt_error err = {0};
+    o.reference_evals = -1;
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "reference evaluations = -1"));
+}
+
 /* ---- decisions from actions ----------------------------------------------------------- */
 static void test_actions_to_decisions(void **state) {
     (void)state;
@@ -1467,6 +1496,7 @@ int main(void) {
         cmocka_unit_test(test_nan_update_skipped),
         cmocka_unit_test(test_imitation_lowers_loss),
         cmocka_unit_test(test_imitate_every),
+        cmocka_unit_test(test_reference_evals),
         cmocka_unit_test(test_actions_to_decisions),
         cmocka_unit_test(test_fusion_groups),
         cmocka_unit_test(test_go_decide),

@@ -74,6 +74,10 @@ typedef struct {
                               to float rounding, slower; what docs/results.md was produced with */
     const char *reference; /* comma-separated baselines whose best is the reference
                               ("single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla") */
+    long reference_evals;  /* > 0: a reference method that anneals (sa) stops after this many
+                              evaluations, under a budget of an hour that the cap makes moot, so
+                              the reference is reproducible; 0: its own defaults (sa: 10 s of
+                              wall time, which depends on the machine) */
     int canonical_targets; /* 1: the imitation target's devices are renumbered in order of first use
                               along the topological order (gopt_trainer_canonical_devices), kept only
                               where the relabelled target simulates no slower (links need not be

@@ -69,6 +69,8 @@ static json_t *options_json(const gopt_trainer *t) {
     if (o->canonical_targets) json_object_set_new(j, "canonical_targets", json_true());
     /* only when on: a state without it was written before interleaved imitation (off) */
     if (o->imitate_every > 0) json_object_set_new(j, "imitate_every", json_integer(o->imitate_every));
+    /* only when set: a state without it was written before the cap existed (sa's defaults) */
+    if (o->reference_evals > 0) json_object_set_new(j, "reference_evals", json_integer(o->reference_evals));
     return j;
 }
 

@@ -36,6 +36,7 @@ void gopt_trainer_options_default(gopt_trainer_options *o) {
     o->tasks = GOPT_TASKS_ALL;
     o->imitate_steps = 0;
     o->imitate_every = 0;
+    o->reference_evals = 0;
     o->imitate_lr = 3e-3f;
     o->graphs_per_step = 1;
     o->switch_every = 1;
@@ -67,6 +68,9 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
                               o->tasks);
     if (o->imitate_steps < 0)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: imitate steps = %d is negative", o->imitate_steps);
+    if (o->reference_evals < 0)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: reference evaluations = %ld is not 0 (defaults) or > 0",
+                              o->reference_evals);
     if (o->imitate_every < 0 || o->imitate_every == 1)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: imitate every = %d is not 0 (off) or >= 2", o->imitate_every);
     if (o->graphs_per_step < 1 || o->graphs_per_step > 256)
@@ -481,6 +485,10 @@ static gopt_status compute_reference(gopt_trainer *t, int i, gopt_error *err) {
     strcpy(list, t->reference);
     gopt_bl_options opt = {0};
     opt.seed = t->o.seed;
+    if (t->o.reference_evals > 0) { /* annealing bounded by evaluations, not by the clock */
+        opt.max_evals = t->o.reference_evals;
+        opt.budget_s = 3600;
+    }
     G->ref = INFINITY;
     char *save = NULL;
     for (char *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save)) {

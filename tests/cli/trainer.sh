@@ -18,6 +18,8 @@ expect_err "missing --steps"
 expect_rc 2 "$GOPT" train "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --tasks place,bogus
 expect_err "unknown task 'bogus'"
 expect_rc 2 "$GOPT" train "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --samples 1
+expect_rc 2 "$GOPT" train "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --reference-evals -1
+expect_err "reference-evals"
 expect_rc 2 "$GOPT" train --profile "$PROF" --steps 1 -o "$TMP/x.ckpt"
 expect_err "missing --graphs"
 expect_rc 2 "$GOPT" train "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --frobnicate
@@ -44,6 +46,13 @@ cmp -s "$TMP/a.ckpt.state" "$TMP/b.ckpt.state" && ok || fail "resumed state diff
 # resume with another option: refused, naming it
 expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 8 --imitate 3 -o "$TMP/b.ckpt" $NET --resume --epochs 3
 expect_err "option epochs"
+# annealing among the references, capped by evaluations: two runs write the same checkpoint;
+# the cap is part of the options a resume must repeat
+expect_rc 0 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 2 --imitate 2 --reference single,sa --reference-evals 40 -o "$TMP/r1.ckpt" $NET
+expect_rc 0 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 2 --imitate 2 --reference single,sa --reference-evals 40 -o "$TMP/r2.ckpt" $NET
+cmp -s "$TMP/r1.ckpt" "$TMP/r2.ckpt" && ok || fail "--reference-evals: two runs differ"
+expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 3 --imitate 2 --reference single,sa --reference-evals 50 -o "$TMP/r1.ckpt" $NET --resume
+expect_err "option reference_evals"
 # plot
 expect_rc 0 "$GOPT" plot "$TMP/a.ckpt.metrics.jsonl" -o "$TMP/c.svg" --title "t<1>"
 grep -q "<svg" "$TMP/c.svg" && grep -q "polyline" "$TMP/c.svg" && grep -q "best baseline" "$TMP/c.svg" && ok || fail "svg content"
