@@ -380,23 +380,18 @@ static void psi_features(const gopt_policy *p, const dec_state *s, const int32_t
 /* Choose from a row: one uniform over the row's probabilities pr (from
  * gopt_logsoftmax_row) when sampling; when greedy, the argmax of the logits z
  * (the most probable action; lowest index on ties), which needs no softmax.
- * inv_t != 1 (sampling only): draw from softmax(z * inv_t) over the allowed
- * actions instead of pr (a temperature of 1 / inv_t). */
+ * inv_t > 0 and != 1 (sampling only): draw from softmax(z * inv_t) over the
+ * allowed actions instead of pr (a temperature of 1 / inv_t); 0 is taken as 1. */
 /* out of line: inlined into replay_block's node loop it slowed greedy decoding by ~20% */
 static __attribute__((noinline)) int choose(const double *pr, const float *z, int w, uint32_t mask,
                                             gopt_rng *rng, float inv_t) {
     int choice = -1;
     if (rng) {
         double tp[32];
-        if (inv_t != 1.0f) {
-            double zmax = -INFINITY, sum = 0.0;
-            for (int j = 0; j < w; j++)
-                if (((mask >> j) & 1u) && (double)z[j] * inv_t > zmax) zmax = (double)z[j] * inv_t;
-            for (int j = 0; j < w; j++) {
-                tp[j] = ((mask >> j) & 1u) ? exp((double)z[j] * inv_t - zmax) : 0.0;
-                sum += tp[j];
-            }
-            for (int j = 0; j < w; j++) tp[j] /= sum;
+        if (inv_t > 0.0f && inv_t != 1.0f) {
+            float zt[32], lt[32];
+            for (int j = 0; j < w; j++) zt[j] = z[j] * inv_t;
+            (void)gopt_logsoftmax_row(lt, tp, zt, w, mask);
             pr = tp;
         }
         double r = gopt_rng_uniform(rng), cum = 0.0;
@@ -556,7 +551,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                 float ent = need_lp ? (float)gopt_logsoftmax_row(lp, pr, z, W, mask) : 0.0f;
                 int x;
                 if (ob->decide) {
-                    x = choose(pr, z, W, mask, ob->rng, ob->inv_t > 0.0f ? ob->inv_t : 1.0f);
+                    x = choose(pr, z, W, mask, ob->rng, ob->inv_t);
                     if (!need_lp) lp[x] = 0.0f;
                 } else {
                     x = a->place[v];
@@ -666,7 +661,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                 const uint32_t mask = full_mask(w);
                 float ent = need_lp ? (float)gopt_logsoftmax_row(lp, pr, z, w, mask) : 0.0f;
                 int32_t *act = action_array(a, t);
-                int x = ob->decide ? choose(pr, z, w, mask, ob->rng, ob->inv_t > 0.0f ? ob->inv_t : 1.0f) : act[v];
+                int x = ob->decide ? choose(pr, z, w, mask, ob->rng, ob->inv_t) : act[v];
                 if (!need_lp) lp[x] = 0.0f;
                 if (ob->decide) act[v] = x;
                 tl[b][t] += lp[x];

@@ -315,27 +315,34 @@ static gopt_graph *conv_graph(void) {
     return g;
 }
 
+/* The synthetic profile (*bare) and the same with an efficiency object whose fields after the
+ * provenance are `fields` (*with). */
+static void parse_with_efficiency(const char *fields, gopt_profile **bare, gopt_profile **with) {
+    char *txt = synthetic_profile();
+    const char *at = strstr(txt, ",\"tables\":{\"t\"");
+    assert_non_null(at);
+    gopt_buf b;
+    gopt_buf_init(&b);
+    gopt_buf_printf(&b, "%.*s,\"efficiency\":{\"framework\":\"f\",\"models\":[\"m\"],\"date\":\"d\",\"command\":\"c\",%s}%s",
+                    (int)(at - txt), txt, fields, at);
+    assert_false(b.failed);
+    gopt_error err = {0};
+    assert_int_equal(gopt_profile_parse(txt, strlen(txt), "synthetic", bare, &err), GOPT_OK);
+    assert_int_equal(gopt_profile_parse(b.data, b.len, "synthetic+eff", with, &err), GOPT_OK);
+    free(txt);
+    gopt_buf_destroy(&b);
+}
+
 /* Efficiency factors (docs/profiles.md): absent, nothing moves; present, each op's time beyond
  * its launch (and its compute part) scales by its kind's factor, and every op but backward ones
  * pays the framework's per-op overhead; convolutions with a one-input-channel weight are
  * depthwise_conv. */
 static void test_efficiency_factors(void **state) {
     (void)state;
-    char *txt = synthetic_profile();
-    const char *at = strstr(txt, ",\"tables\":{\"t\"");
-    assert_non_null(at);
-    gopt_buf b;
-    gopt_buf_init(&b);
-    gopt_buf_printf(&b, "%.*s,\"efficiency\":{\"framework\":\"f\",\"models\":[\"m\"],\"date\":\"d\",\"command\":\"c\","
-                        "\"op_overhead\":1e-6,\"factors\":{\"conv\":0.5,\"depthwise_conv\":8,\"elementwise\":3}}%s",
-                    (int)(at - txt), txt, at);
-    assert_false(b.failed);
     gopt_profile *p0 = NULL, *p1 = NULL;
     gopt_error err = {0};
-    assert_int_equal(gopt_profile_parse(txt, strlen(txt), "synthetic", &p0, &err), GOPT_OK);
-    assert_int_equal(gopt_profile_parse(b.data, b.len, "synthetic+eff", &p1, &err), GOPT_OK);
-    free(txt);
-    gopt_buf_destroy(&b);
+    parse_with_efficiency("\"op_overhead\":1e-6,\"factors\":{\"conv\":0.5,\"depthwise_conv\":8,\"elementwise\":3}", &p0,
+                          &p1);
     gopt_costmodel *c0 = NULL, *c1 = NULL;
     assert_int_equal(gopt_cost_create(p0, 1, &c0, NULL), GOPT_OK);
     assert_int_equal(gopt_cost_create(p1, 1, &c1, NULL), GOPT_OK);
@@ -403,21 +410,9 @@ static void test_efficiency_factors(void **state) {
  * part inside a fused group does not. */
 static void test_fresh_output(void **state) {
     (void)state;
-    char *txt = synthetic_profile();
-    const char *at = strstr(txt, ",\"tables\":{\"t\"");
-    assert_non_null(at);
-    gopt_buf b;
-    gopt_buf_init(&b);
-    gopt_buf_printf(&b, "%.*s,\"efficiency\":{\"framework\":\"f\",\"models\":[\"m\"],\"date\":\"d\",\"command\":\"c\","
-                        "\"factors\":{\"conv\":0.5},\"fresh_output\":[[65536,1e-6],[1048576,1e-4]]}%s",
-                    (int)(at - txt), txt, at);
-    assert_false(b.failed);
     gopt_profile *p0 = NULL, *p1 = NULL;
     gopt_error err = {0};
-    assert_int_equal(gopt_profile_parse(txt, strlen(txt), "synthetic", &p0, &err), GOPT_OK);
-    assert_int_equal(gopt_profile_parse(b.data, b.len, "synthetic+fresh", &p1, &err), GOPT_OK);
-    free(txt);
-    gopt_buf_destroy(&b);
+    parse_with_efficiency("\"factors\":{\"conv\":0.5},\"fresh_output\":[[65536,1e-6],[1048576,1e-4]]", &p0, &p1);
     gopt_costmodel *c0 = NULL, *c1 = NULL;
     assert_int_equal(gopt_cost_create(p0, 1, &c0, NULL), GOPT_OK);
     assert_int_equal(gopt_cost_create(p1, 1, &c1, NULL), GOPT_OK);
