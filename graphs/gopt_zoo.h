@@ -59,7 +59,7 @@ gopt_status gopt_zoo_generate(const gopt_zoo_spec *spec, gopt_graph **out, gopt_
  * with skip connections and branches, unrolled recurrent grids, transformers
  * (attention, embeddings, mixture of experts), recommenders, U-Nets. */
 typedef enum {
-    GOPT_SYNTH_ALL = -2, /* draw the kind from rng among all kinds */
+    GOPT_SYNTH_ALL = -2, /* draw the kind from rng among the first seven (layered .. unet) */
     GOPT_SYNTH_ANY = -1, /* draw the kind from rng among the first four (layered .. grid), as
                             before the later kinds existed: a seed gives the same graphs */
     GOPT_SYNTH_LAYERED = 0,
@@ -69,9 +69,13 @@ typedef enum {
     GOPT_SYNTH_TRANSFORMER, /* token embeddings, multi-head attention blocks, optional MoE, encoder-decoder */
     GOPT_SYNTH_RECSYS,      /* embedding tables (sparse gradients), MLPs, feature interaction */
     GOPT_SYNTH_UNET,        /* stacked conv U-Nets: pooling down, transposed convs up, skips */
+    GOPT_SYNTH_TABLES,      /* a recommender dominated by a few very large embedding tables (heavy-tailed
+                               sizes, mostly dense gradients, as PyTorch's default embeddings have) */
     GOPT_SYNTH_KIND_COUNT
 } gopt_synth_kind;
 #define GOPT_SYNTH_ANY_KIND_COUNT 4 /* the kinds GOPT_SYNTH_ANY draws from */
+#define GOPT_SYNTH_ALL_KIND_COUNT 7 /* the kinds GOPT_SYNTH_ALL draws from (layered .. unet): a seed
+                                       gives the same graphs as before tables existed */
 
 typedef struct {
     gopt_synth_kind kind;

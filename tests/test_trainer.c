@@ -595,7 +595,34 @@ static void test_reference_evals(void **state) {
     }
     assert_true(ref[0] == ref[1]);
     assert_true(ref[0] < 0.75 * 8e-3); /* one device: 8 x 1 ms */
+    /* a node cap below the graph's size: annealing is skipped, single is the reference;
+     * at the graph's size it runs again */
+    for (int cap = 9; cap <= 10; cap++) {
+        o.reference_anneal_max_nodes = cap;
+        env e;
+        env_init(&e, 2, &o, 2);
+        add_graph(&e, fan_graph("fan8", 8)); /* 10 nodes: src, 8 matmuls, sink */
+        const char *m = NULL, *names[4];
+        double steps[4];
+        assert_int_equal(gopt_graph_num_nodes(gopt_trainer_graph(e.tr, 0)), 10);
+        double r = gopt_trainer_reference(e.tr, 0, &m);
+        int nb = gopt_trainer_baselines(e.tr, 0, names, steps, 4);
+        if (cap == 9) {
+            assert_string_equal(m, "single");
+            assert_int_equal(nb, 1);
+            assert_true(r > ref[0]);
+        } else {
+            assert_string_equal(m, "sa");
+            assert_int_equal(nb, 2);
+            assert_true(r == ref[0]);
+        }
+        env_free(&e);
+    }
     gopt_error err = {0};
+    o.reference_anneal_max_nodes = -1;
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "node cap = -1"));
+    o.reference_anneal_max_nodes = 0;
     o.reference_evals = -1;
     assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "reference evaluations = -1"));

@@ -362,7 +362,8 @@ static void test_synthetic_range(void **state) {
     int all[GOPT_SYNTH_KIND_COUNT] = {0};
     synth_draws(GOPT_SYNTH_ALL, 7, 28, all, &ratio);
     assert_true(ratio > 1e3);
-    for (int k = 0; k < GOPT_SYNTH_KIND_COUNT; k++) assert_true(all[k] > 0);
+    /* ALL draws the seven kinds it drew before tables existed, never tables */
+    for (int k = 0; k < GOPT_SYNTH_KIND_COUNT; k++) assert_true(k < GOPT_SYNTH_ALL_KIND_COUNT ? all[k] > 0 : all[k] == 0);
     gopt_error err = {0};
     gopt_graph *g = NULL;
     gopt_rng rng;
@@ -406,6 +407,42 @@ static void test_synthetic_any_unchanged(void **state) {
         assert_float_equal(s.flops / 1e9, WANT[i].gflops, 5e-4);
         gopt_graph_free(g);
     }
+}
+
+/* The tables kind: DLRM-sized steps (a few hundred nodes by default) whose
+ * parameters are a few very large tables, mostly with dense gradients. */
+static void test_synthetic_tables(void **state) {
+    (void)state;
+    gopt_rng master, child;
+    gopt_rng_seed(&master, 11);
+    int dominated = 0, dense = 0, n = 12;
+    for (int i = 0; i < n; i++) {
+        gopt_rng_split(&master, &child);
+        gopt_graph *g = NULL;
+        gopt_error err = {0};
+        if (gopt_zoo_synthetic(&child, &(gopt_synth_opts){.kind = GOPT_SYNTH_TABLES}, "t", &g, &err) != GOPT_OK)
+            fail_msg("%s", err.msg);
+        assert_string_equal(gopt_graph_family(g), "tables");
+        const gopt_frozen *f = gopt_graph_frozen(g);
+        assert_in_range(f->n, 200, 3000);
+        /* the largest table against all parameters; a dense gradient is table-sized */
+        double total = 0, largest = 0, table = 0; /* param_bytes include the optimizer's state */
+        for (int32_t v = 0; v < f->n; v++) {
+            total += f->param_bytes[v];
+            if (f->param_bytes[v] > largest) {
+                largest = f->param_bytes[v];
+                table = f->out_bytes[v];
+            }
+        }
+        dominated += largest >= 0.2 * total && table >= 1e8;
+        int has_dense = 0;
+        for (int32_t v = 0; v < f->n; v++)
+            has_dense |= f->phase[v] == GOPT_PHASE_BWD && f->out_bytes[v] == table;
+        dense += has_dense;
+        gopt_graph_free(g);
+    }
+    if (dominated < n / 2) fail_msg("%d of %d graphs dominated by one large table", dominated, n);
+    if (dense < n / 2 || dense == n) fail_msg("%d of %d graphs with a dense table gradient", dense, n);
 }
 
 /* Nodes of graph g whose op is `op` in phase ph (GOPT_PHASE_NONE: any). */
@@ -542,6 +579,7 @@ int main(void) {
         cmocka_unit_test(test_bad_specs),       cmocka_unit_test(test_synthetic_reproducible),
         cmocka_unit_test(test_synthetic_kinds), cmocka_unit_test(test_synthetic_range),
         cmocka_unit_test(test_synthetic_any_unchanged), cmocka_unit_test(test_synthetic_new_kinds),
+        cmocka_unit_test(test_synthetic_tables),
         cmocka_unit_test(test_real_graphs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,9 +2,10 @@
  * model family, or a directory of synthetic graphs (docs/zoo.md).
  *
  *   gopt graph gen FAMILY [--layers N] [--batch B] [--seq T] [--optimizer O] -o FILE
- *   gopt graph gen synthetic --count N --seed S -o DIR [--kind K] [--nodes N]
+ *   gopt graph gen synthetic --count N --seed S -o DIR [--kind K] [--nodes N] [--prefix P]
  *     K: any (default: layered, cells, chain or grid, drawn per graph), all (any of
- *     the seven kinds, drawn per graph), or one kind
+ *     the seven kinds, drawn per graph), or one kind (tables too); files P_NNNNN
+ *     (default synth_NNNNN), named so in the graph as well
  *   gopt graph gen --list
  *
  * Synthetic graph i is drawn from the i-th child stream of the seed's RNG, so
@@ -59,7 +60,7 @@ static int cmp_int(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static int gen_synthetic(int count, uint64_t seed, const char *dir, const gopt_synth_opts *opts) {
+static int gen_synthetic(int count, uint64_t seed, const char *dir, const char *prefix, const gopt_synth_opts *opts) {
     int rc = make_dir(dir);
     if (rc) return rc;
     int *nodes = calloc((size_t)count, sizeof *nodes);
@@ -76,8 +77,8 @@ static int gen_synthetic(int count, uint64_t seed, const char *dir, const gopt_s
     long long total = 0;
     for (int i = 0; i < count && !rc; i++) {
         gopt_rng_split(&master, &child);
-        char name[32];
-        snprintf(name, sizeof name, "synth_%05d", i);
+        char name[64];
+        snprintf(name, sizeof name, "%s_%05d", prefix, i);
         snprintf(path, plen, "%s/%s.graphml.gz", dir, name);
         gopt_graph *g = NULL;
         gopt_error err = {0};
@@ -99,7 +100,7 @@ static int gen_synthetic(int count, uint64_t seed, const char *dir, const gopt_s
 }
 
 int graph_gen(int argc, char **argv) {
-    const char *family = NULL, *out = NULL, *optim = NULL, *kind = NULL;
+    const char *family = NULL, *out = NULL, *optim = NULL, *kind = NULL, *prefix = NULL;
     long layers = 0, batch = 0, seq = 0, seed = 0, count = -1, target = 0;
     int list = 0;
     cli_args a;
@@ -110,7 +111,8 @@ int graph_gen(int argc, char **argv) {
                  cli_opt_long(&a, "--seq", &seq, 1, 1 << 20) || cli_opt_long(&a, "--seed", &seed, 0, 0x7fffffffL) ||
                  cli_opt_long(&a, "--count", &count, 1, 1000000) ||
                  cli_opt_long(&a, "--nodes", &target, 200, 20000) || cli_opt_str(&a, "--optimizer", &optim) ||
-                 cli_opt_str(&a, "--kind", &kind) || cli_opt_str(&a, "-o", &out)) {
+                 cli_opt_str(&a, "--kind", &kind) || cli_opt_str(&a, "--prefix", &prefix) ||
+                 cli_opt_str(&a, "-o", &out)) {
             if (a.bad) return 2;
         } else if (cli_positional(&a, &family)) return 2;
     }
@@ -119,7 +121,7 @@ int graph_gen(int argc, char **argv) {
     if (!out) return cli_usage_error(a.verb, "missing -o %s", strcmp(family, "synthetic") == 0 ? "DIR" : "FILE");
     if (strcmp(family, "synthetic") == 0) {
         if (layers || batch || seq || optim)
-            return cli_usage_error(a.verb, "synthetic takes --count, --seed, --kind and --nodes only");
+            return cli_usage_error(a.verb, "synthetic takes --count, --seed, --kind, --nodes and --prefix only");
         if (count < 0) return cli_usage_error(a.verb, "synthetic needs --count N");
         gopt_synth_opts opts = {.kind = GOPT_SYNTH_ANY, .target_nodes = (int)target};
         if (kind && strcmp(kind, "all") == 0) opts.kind = GOPT_SYNTH_ALL;
@@ -129,12 +131,16 @@ int graph_gen(int argc, char **argv) {
             if (k == GOPT_SYNTH_KIND_COUNT)
                 return cli_usage_error(a.verb,
                                        "option --kind: '%s' is not one of any, all, layered, cells, chain, grid, "
-                                       "transformer, recsys, unet", kind);
+                                       "transformer, recsys, unet, tables", kind);
             opts.kind = (gopt_synth_kind)k;
         }
-        return gen_synthetic((int)count, (uint64_t)seed, out, &opts);
+        if (!prefix) prefix = "synth";
+        if (!*prefix || strlen(prefix) > 32 || strspn(prefix, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") != strlen(prefix))
+            return cli_usage_error(a.verb, "option --prefix: '%s' is not 1-32 letters, digits, '_' or '-'", prefix);
+        return gen_synthetic((int)count, (uint64_t)seed, out, prefix, &opts);
     }
-    if (count >= 0 || kind || target) return cli_usage_error(a.verb, "--count, --kind and --nodes are for synthetic only");
+    if (count >= 0 || kind || target || prefix)
+        return cli_usage_error(a.verb, "--count, --kind, --nodes and --prefix are for synthetic only");
     if (!ends_with(out, ".graphml") && !ends_with(out, ".graphml.gz"))
         return cli_usage_error(a.verb, "-o '%s' must end in .graphml or .graphml.gz", out);
     gopt_zoo_spec spec = {.family = family, .layers = (int)layers, .batch = (int)batch, .seq = (int)seq};

@@ -61,6 +61,8 @@ static void common_options_help(FILE *f) {
             "                    (single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla)\n"
             "  --reference-evals N (0: the methods' defaults) a reference that anneals (sa) stops after\n"
             "                    N simulations instead of 10 s of wall time: reproducible references\n"
+            "  --reference-anneal-max-nodes N (0: all) a reference that anneals runs only on graphs\n"
+            "                    of at most N nodes; larger graphs take the best of the others\n"
             "  --canonical-targets on|off (on: imitation targets' devices relabelled canonically by a\n"
             "                    symmetry of the cluster, kept where that simulates no slower; off: the\n"
             "                    baseline's own device ids, what the 2026-11-21 tables in docs/results.md used)\n"
@@ -480,6 +482,8 @@ static int parse_common(cli_args *a, train_args *ta) {
     else if (cli_opt_long(a, "--switch-every", &l, 1, 100000000L)) ta->o.switch_every = (int)l;
     else if (cli_opt_str(a, "--reference", &s)) ta->o.reference = s;
     else if (cli_opt_long(a, "--reference-evals", &l, 0, 1000000000L)) ta->o.reference_evals = l;
+    else if (cli_opt_long(a, "--reference-anneal-max-nodes", &l, 0, 100000000L))
+        ta->o.reference_anneal_max_nodes = (int)l;
     else if (cli_opt_str(a, "--device", &s)) ta->device = s;
     else if (cli_opt_str(a, "--backward", &s)) {
         if (strcmp(s, "batched") && strcmp(s, "rounds")) {

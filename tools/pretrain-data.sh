@@ -3,7 +3,7 @@
 # "Pre-training corpus").
 #
 #   tools/pretrain-data.sh OUT_DIR [--synthetic N] [--synthetic-nodes N] [--synthetic-kind K] [--seed S]
-#                          [--gopt PATH] [--torch-variants]
+#                          [--tables N] [--gopt PATH] [--torch-variants]
 #
 # OUT_DIR receives, flat (gopt train --graphs OUT_DIR reads *.graphml.gz):
 #   synth_NNNNN.graphml.gz   N synthetic training steps (default 1,900; gopt graph gen
@@ -13,6 +13,9 @@
 #                            --synthetic-kind all: drawn from all seven kinds, transformer, recsys
 #                            and unet too; default any, the four kinds above, as the 2026-11-21
 #                            checkpoint's corpus; or one kind)
+#   tables_NNNNN.graphml.gz  with --tables N: N recommenders dominated by a few very large
+#                            embedding tables (gopt graph gen synthetic --kind tables, seed S + 10,
+#                            200-2k nodes, median 400)
 #   zoo_*.graphml.gz         the zoo families at many sizes and batches (132 graphs:
 #                            rnnlm, gnmt, transformer_xl, amoebanet, wavenet, resnet; not
 #                            inception_v3, whose PyTorch export is in the validation split)
@@ -29,7 +32,7 @@
 set -euo pipefail
 
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
-OUT="" NSYN=1900 SNODES=0 SKIND=any SEED=1 GOPT="" VARIANTS=0
+OUT="" NSYN=1900 SNODES=0 SKIND=any SEED=1 GOPT="" VARIANTS=0 NTAB=0
 usage() { sed -n '5,6p' "$0" | sed 's/^# *//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -37,15 +40,17 @@ while [ $# -gt 0 ]; do
     --synthetic-nodes) SNODES="${2:?--synthetic-nodes needs a count}"; shift 2 ;;
     --synthetic-kind) SKIND="${2:?--synthetic-kind needs a kind}"; shift 2 ;;
     --seed) SEED="${2:?--seed needs a value}"; shift 2 ;;
+    --tables) NTAB="${2:?--tables needs a count}"; shift 2 ;;
     --gopt) GOPT="${2:?--gopt needs a path}"; shift 2 ;;
     --torch-variants) VARIANTS=1; shift ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "pretrain-data.sh: unknown option '$1'" >&2; usage ;;
     *) [ -z "$OUT" ] || { echo "pretrain-data.sh: one OUT_DIR only ('$OUT', '$1')" >&2; usage; }; OUT="$1"; shift ;;
   esac
 done
 [ -n "$OUT" ] || { echo "pretrain-data.sh: missing OUT_DIR" >&2; usage; }
 case "$NSYN" in ''|*[!0-9]*) echo "pretrain-data.sh: --synthetic '$NSYN' is not a count" >&2; exit 2 ;; esac
+case "$NTAB" in ''|*[!0-9]*) echo "pretrain-data.sh: --tables '$NTAB' is not a count" >&2; exit 2 ;; esac
 case "$SNODES" in ''|*[!0-9]*) echo "pretrain-data.sh: --synthetic-nodes '$SNODES' is not a count" >&2; exit 2 ;; esac
 case "$SKIND" in any|all|layered|cells|chain|grid|transformer|recsys|unet) ;;
   *) echo "pretrain-data.sh: --synthetic-kind '$SKIND' is not one of any, all, layered, cells, chain, grid, transformer, recsys, unet" >&2; exit 2 ;; esac
@@ -83,6 +88,20 @@ for ((i = 0; i < NSYN; i++)); do
   printf 'synth_%05d.graphml.gz\tsynthetic\tsynthetic\tseed %s%s\t\t\n' "$i" "$SEED" "$note"
 done >> "$MAN"
 say "synthetic: $NSYN graphs"
+
+# 1b. recommenders of a few very large tables (the same regeneration rule)
+tstamp="$NTAB seed $((SEED + 10)) kind tables"
+have=$(find "$OUT" -maxdepth 1 -name 'tables_*.graphml.gz' | wc -l)
+if [ "$NTAB" -gt 0 ] && { [ "$have" -ne "$NTAB" ] || [ "$(cat "$OUT/.tables-settings" 2>/dev/null)" != "$tstamp" ]; }; then
+  find "$OUT" -maxdepth 1 -name 'tables_*.graphml.gz' -delete
+  say "generating $NTAB tables graphs (seed $((SEED + 10)))"
+  "$GOPT" graph gen synthetic --count "$NTAB" --seed $((SEED + 10)) --kind tables --prefix tables -o "$OUT" >&2
+  echo "$tstamp" > "$OUT/.tables-settings"
+fi
+for ((i = 0; i < NTAB; i++)); do
+  printf 'tables_%05d.graphml.gz\tsynthetic\tsynthetic\tseed %s, kind tables\t\t\n' "$i" "$((SEED + 10))"
+done >> "$MAN"
+[ "$NTAB" -eq 0 ] || say "tables: $NTAB graphs"
 
 # 2. zoo families at many sizes (each setting 200-20k nodes)
 zoo() { # name family args...
@@ -137,4 +156,4 @@ while IFS=$'\t' read -r model split _; do
   fi
 done < "$SPLITS"
 mv -f "$MAN" "$OUT/manifest.tsv"
-say "done: $((NSYN + nzoo + nreal)) graphs in $OUT (manifest.tsv)"
+say "done: $((NSYN + NTAB + nzoo + nreal)) graphs in $OUT (manifest.tsv)"

@@ -78,6 +78,9 @@ typedef struct {
                               evaluations, under a budget of an hour that the cap makes moot, so
                               the reference is reproducible; 0: its own defaults (sa: 10 s of
                               wall time, which depends on the machine) */
+    int reference_anneal_max_nodes; /* > 0: a reference method that anneals runs only on graphs of
+                                       at most this many nodes (its cost grows with the graph; the
+                                       others take the best of the rest); 0: on every graph */
     int canonical_targets; /* 1: the imitation target's devices are renumbered in order of first use
                               along the topological order (gopt_trainer_canonical_devices), kept only
                               where the relabelled target simulates no slower (links need not be

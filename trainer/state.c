@@ -71,6 +71,8 @@ static json_t *options_json(const gopt_trainer *t) {
     if (o->imitate_every > 0) json_object_set_new(j, "imitate_every", json_integer(o->imitate_every));
     /* only when set: a state without it was written before the cap existed (sa's defaults) */
     if (o->reference_evals > 0) json_object_set_new(j, "reference_evals", json_integer(o->reference_evals));
+    if (o->reference_anneal_max_nodes > 0)
+        json_object_set_new(j, "reference_anneal_max_nodes", json_integer(o->reference_anneal_max_nodes));
     return j;
 }
 

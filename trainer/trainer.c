@@ -37,6 +37,7 @@ void gopt_trainer_options_default(gopt_trainer_options *o) {
     o->imitate_steps = 0;
     o->imitate_every = 0;
     o->reference_evals = 0;
+    o->reference_anneal_max_nodes = 0;
     o->imitate_lr = 3e-3f;
     o->graphs_per_step = 1;
     o->switch_every = 1;
@@ -71,6 +72,9 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
     if (o->reference_evals < 0)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: reference evaluations = %ld is not 0 (defaults) or > 0",
                               o->reference_evals);
+    if (o->reference_anneal_max_nodes < 0)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: reference annealing node cap = %d is not 0 (all) or > 0",
+                              o->reference_anneal_max_nodes);
     if (o->imitate_every < 0 || o->imitate_every == 1)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: imitate every = %d is not 0 (off) or >= 2", o->imitate_every);
     if (o->graphs_per_step < 1 || o->graphs_per_step > 256)
@@ -473,6 +477,17 @@ int gopt_trainer_target_relabel(const gopt_trainer *t, int i, double *relabelled
     return t->graphs[i].relabel;
 }
 
+/* Whether the combination m ("a+b+c") has annealing (sa) among its parts. */
+static int method_anneals(const char *m) {
+    for (const char *p = m; *p;) {
+        size_t len = strcspn(p, "+");
+        if (len == 2 && strncmp(p, "sa", 2) == 0) return 1;
+        p += len;
+        if (*p == '+') p++;
+    }
+    return 0;
+}
+
 /* Reference: the best valid result among the reference baselines. */
 static gopt_status compute_reference(gopt_trainer *t, int i, gopt_error *err) {
     tr_graph *G = &t->graphs[i];
@@ -491,7 +506,10 @@ static gopt_status compute_reference(gopt_trainer *t, int i, gopt_error *err) {
     }
     G->ref = INFINITY;
     char *save = NULL;
+    const int32_t nodes = gopt_graph_num_nodes(G->g);
     for (char *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+        if (t->o.reference_anneal_max_nodes > 0 && nodes > t->o.reference_anneal_max_nodes && method_anneals(m))
+            continue; /* too large to anneal: the other references decide */
         gopt_decisions d = {0};
         gopt_bl_outcome res;
         gopt_error e2 = {0};

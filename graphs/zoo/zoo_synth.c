@@ -21,8 +21,13 @@
  *   unet     stacked U-Nets: conv+BN down with max pooling, optional
  *            bottleneck self-attention, transposed convs (or nearest-neighbour
  *            resize + conv) up, skip concats.
+ *   tables   a recommender whose step is its embedding tables: a few to a few
+ *            dozen features with heavy-tailed table sizes (log-uniform, 100
+ *            to 1e7 rows, as Criteo's are), dense gradients in 80% of the
+ *            graphs (PyTorch's default), DLRM's dot interaction.
  * GOPT_SYNTH_ANY draws among the first four only (what it drew before the
- * last three existed), GOPT_SYNTH_ALL among all seven.
+ * later kinds existed), GOPT_SYNTH_ALL among the first seven (tables is drawn
+ * only when asked for).
  * Sizes (batch, widths, image sides, channels) are drawn log-uniformly so
  * tensor and FLOP sizes span several orders of magnitude. The forward pass
  * grows until it reaches a node budget derived from the target size (a
@@ -37,9 +42,9 @@
 #include "zoo_internal.h"
 
 static const char *const KIND_NAMES[GOPT_SYNTH_KIND_COUNT] = {"layered", "cells",  "chain", "grid",
-                                                               "transformer", "recsys", "unet"};
+                                                               "transformer", "recsys", "unet", "tables"};
 /* forward share of all nodes, per kind (measured; docs/zoo.md) */
-static const double FWD_SHARE[GOPT_SYNTH_KIND_COUNT] = {0.45, 0.42, 0.44, 0.41, 0.47, 0.50, 0.45};
+static const double FWD_SHARE[GOPT_SYNTH_KIND_COUNT] = {0.45, 0.42, 0.44, 0.41, 0.47, 0.50, 0.45, 0.50};
 
 const char *gopt_synth_kind_name(gopt_synth_kind k) {
     return k >= 0 && k < GOPT_SYNTH_KIND_COUNT ? KIND_NAMES[k] : NULL;
@@ -539,13 +544,29 @@ static int32_t mlp(synth *s, int32_t x, int n, int64_t width, int64_t last) {
     return x;
 }
 
+/* A recommender: bottom MLP, one embedding table per sparse feature (rows
+ * log-uniform in [100, rows_hi]; the tables' gradients sparse with
+ * probability p_sparse), interaction, top MLP. The draws of the recsys kind
+ * come first and in its order. */
+static void recommender(synth *s, int64_t B, int64_t D, int64_t W, double p_sparse, double rows_hi, int dot_always);
+
 static void synth_recsys(synth *s) {
-    zoo_builder *b = s->b;
     int64_t B = draw(s, 32, 8192), D = draw(s, 8, 128), W = draw(s, 64, 1024);
-    int sparse = chance(s, 0.7), cap = 4096;
     /* many features come with small tables: about 4e7 rows in all (a table has about 4
      * forward nodes; up to 1e6 rows each) */
-    double rows_hi = fmin(1e6, fmax(1e3, 4e7 / fmax(1.0, 0.7 * s->budget / 4)));
+    recommender(s, B, D, W, 0.7, fmin(1e6, fmax(1e3, 4e7 / fmax(1.0, 0.7 * s->budget / 4))), 0);
+}
+
+/* A few very large tables dominate the step (Criteo's sizes are heavy-tailed:
+ * a handful of 1e6-1e7-row tables among many small ones). */
+static void synth_tables(synth *s) {
+    int64_t B = draw(s, 256, 8192), D = draw(s, 16, 128), W = draw(s, 64, 1024);
+    recommender(s, B, D, W, 0.2, 1e7, 1);
+}
+
+static void recommender(synth *s, int64_t B, int64_t D, int64_t W, double p_sparse, double rows_hi, int dot_always) {
+    zoo_builder *b = s->b;
+    int sparse = chance(s, p_sparse), cap = 4096;
     int32_t *feats = malloc((size_t)cap * sizeof *feats);
     if (!feats) {
         zoo_fail(b, GOPT_ENOMEM, "out of memory");
@@ -575,7 +596,7 @@ static void synth_recsys(synth *s) {
     b->layer = 2 + (nf - 1) / 8;
     zoo_push(b, "interaction");
     int32_t z;
-    if (nf <= 64 && chance(s, 0.7)) { /* DLRM's dot interaction: all pairwise dot products */
+    if (nf <= 64 && (dot_always || chance(s, 0.7))) { /* DLRM's dot interaction: all pairwise dot products */
         for (int i = 0; i < nf; i++) feats[i] = zoo_move(b, feats[i], "Reshape", 3, ZOO_DIMS(B, 1, D), 0);
         int32_t stack = zoo_concat(b, feats, nf, 1);
         int32_t dots = zoo_matmul(b, stack, stack, 0, 1);
@@ -714,13 +735,15 @@ gopt_status gopt_zoo_synthetic(gopt_rng *rng, const gopt_synth_opts *opts, const
     /* ANY draws among the first four kinds only, exactly as before the others existed
      * (a recipe's corpus stays the same files); ALL draws among every kind */
     if (kind == GOPT_SYNTH_ANY) kind = (gopt_synth_kind)gopt_rng_below(rng, GOPT_SYNTH_ANY_KIND_COUNT);
-    else if (kind == GOPT_SYNTH_ALL) kind = (gopt_synth_kind)gopt_rng_below(rng, GOPT_SYNTH_KIND_COUNT);
-    double target = opts && opts->target_nodes ? opts->target_nodes : 2000.0 * exp(0.8 * gopt_rng_normal(rng));
+    else if (kind == GOPT_SYNTH_ALL) kind = (gopt_synth_kind)gopt_rng_below(rng, GOPT_SYNTH_ALL_KIND_COUNT);
+    /* tables: DLRM-sized steps (Criteo's 26 tables make about 350 nodes) */
+    double median = kind == GOPT_SYNTH_TABLES ? 400.0 : 2000.0, spread = kind == GOPT_SYNTH_TABLES ? 0.6 : 0.8;
+    double target = opts && opts->target_nodes ? opts->target_nodes : median * exp(spread * gopt_rng_normal(rng));
     if (target < lo) target = lo;
     if (target > hi) target = hi;
     gopt_optimizer optim = (gopt_optimizer)(GOPT_OPTIM_SGD + gopt_rng_below(rng, 3));
     static void (*const BUILD[GOPT_SYNTH_KIND_COUNT])(synth *) = {
-        synth_layered, synth_cells, synth_chain, synth_grid, synth_transformer, synth_recsys, synth_unet};
+        synth_layered, synth_cells, synth_chain, synth_grid, synth_transformer, synth_recsys, synth_unet, synth_tables};
     /* Build; when the size misses the target by more than 15%, rebuild from the
      * same RNG state with a rescaled budget (same structure, shorter or longer). */
     gopt_rng start = *rng;

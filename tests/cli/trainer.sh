@@ -20,6 +20,8 @@ expect_err "unknown task 'bogus'"
 expect_rc 2 "$GOPT" train "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --samples 1
 expect_rc 2 "$GOPT" train "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --reference-evals -1
 expect_err "reference-evals"
+expect_rc 2 "$GOPT" train "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --reference-anneal-max-nodes -5
+expect_err "reference-anneal-max-nodes"
 expect_rc 2 "$GOPT" train --profile "$PROF" --steps 1 -o "$TMP/x.ckpt"
 expect_err "missing --graphs"
 expect_rc 2 "$GOPT" train "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --frobnicate

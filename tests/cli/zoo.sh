@@ -54,6 +54,15 @@ for k in transformer recsys unet; do
   expect_rc 0 "$GOPT" graph gen synthetic --count 1 --seed 2 --kind $k --nodes 500 -o "$T/s4$k"
   "$GOPT" graph info --json "$T/s4$k/synth_00000.graphml.gz" | grep -q "\"family\": \"$k\"" || fail "--kind $k drew another kind"
 done
+# tables: asked for by name (all never draws it), files and graphs named by --prefix
+expect_rc 0 "$GOPT" graph gen synthetic --count 2 --seed 2 --kind tables --prefix tables -o "$T/s4tables"
+[ "$(ls "$T/s4tables")" = "$(printf 'tables_00000.graphml.gz\ntables_00001.graphml.gz')" ] || fail "--prefix tables: files $(ls "$T/s4tables")"
+"$GOPT" graph info --json "$T/s4tables/tables_00001.graphml.gz" > "$T/out"
+grep -q '"family": "tables"' "$T/out" || fail "--kind tables drew another kind"
+grep -q '"name": "tables_00001"' "$T/out" || fail "--prefix tables: the graph is not named tables_00001"
+expect_rc 2 "$GOPT" graph gen synthetic --count 1 --seed 2 --prefix 'a/b' -o "$T/s5"
+grep -q "option --prefix: 'a/b'" "$T/err" || fail "no message for a bad prefix"
+expect_rc 2 "$GOPT" graph gen gnmt --prefix x -o "$T/x.graphml.gz"
 # --kind all draws the new kinds too; any (the default) only the first four
 expect_rc 0 "$GOPT" graph gen synthetic --count 12 --seed 3 --kind all --nodes 300 -o "$T/s4all"
 for g in "$T"/s4all/*.graphml.gz; do "$GOPT" graph info --json "$g"; done | grep -Eq '"family": "(transformer|recsys|unet)"' \
@@ -75,7 +84,7 @@ expect_rc 2 "$GOPT" graph gen gnmt
 expect_rc 2 "$GOPT" graph gen synthetic -o "$T/s5"
 expect_rc 2 "$GOPT" graph gen synthetic --count 0 --seed 1 -o "$T/s5"
 expect_rc 2 "$GOPT" graph gen synthetic --count 2 --kind blob -o "$T/s5"
-grep -q "'blob' is not one of any, all, layered, cells, chain, grid, transformer, recsys, unet" "$T/err" || fail "no message for an unknown kind"
+grep -q "'blob' is not one of any, all, layered, cells, chain, grid, transformer, recsys, unet, tables" "$T/err" || fail "no message for an unknown kind"
 expect_rc 2 "$GOPT" graph gen synthetic --count 2 --nodes 50 -o "$T/s5"
 expect_rc 2 "$GOPT" graph gen synthetic --count 2 --layers 3 -o "$T/s5"
 [ -e "$T/x.graphml.gz" ] && fail "a refused command wrote a file"
