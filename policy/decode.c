@@ -287,7 +287,10 @@ static double edge_weight(const gopt_frozen *fz, int32_t slot) { return fz->edge
  *   8+H the agreement of d: sum over the hints that put the unit on d of the share of the units
  *       decided so far that followed that hint (0 at the first unit)
  *   8+H+1 (cfg.hint_quality) the best hint (quality 1) puts the unit on d
- *   8+H+2 (cfg.hint_quality) the highest quality of the hints that put the unit on d (0: none) */
+ *   8+H+2 (cfg.hint_quality) the highest quality of the hints that put the unit on d (0: none)
+ *   last two (cfg.place_succ): share of the unit's output bytes (to outside the unit) whose
+ *       consumer's unit is decided and on d; the decided consumer of the unit's largest output
+ *       is on d */
 static void phi_features(const gopt_policy *p, const dec_state *s, const int32_t *place, int u, double charge,
                          float *phi) {
     const gopt_frozen *fz = p->fz;
@@ -312,6 +315,25 @@ static void phi_features(const gopt_policy *p, const dec_state *s, const int32_t
             }
         }
     }
+    double outb[GOPT_POLICY_MAX_DEVICES] = {0}, tot_out = 0, best_out = -1;
+    int best_out_dev = -1;
+    if (p->cfg.place_succ) /* consumers decided before u: members of units decided at an earlier first member */
+        for (int32_t k = A->unit_ptr[u]; k < A->unit_ptr[u + 1]; k++) {
+            int32_t v = fz->topo[A->unit_idx[k]];
+            for (int32_t e = fz->out_ptr[v]; e < fz->out_ptr[v + 1]; e++) {
+                int32_t c = fz->out_dst[e], uc = A->unit_of[fz->rank[c]];
+                if (uc == u) continue;
+                double w = fz->edge_bytes[fz->out_eid[e]] + 1.0;
+                tot_out += w;
+                if (A->unit_rep[uc] >= rep) continue; /* not decided yet */
+                int d = place[c];
+                outb[d] += w;
+                if (w > best_out) {
+                    best_out = w;
+                    best_out_dev = d;
+                }
+            }
+        }
     const double fair = p->total_time / nd, mean = s->load_sum / nd;
     const int nphi = POLICY_CFG_NPHI(&p->cfg), H = p->cfg.hints;
     int hint[GOPT_POLICY_MAX_HINTS];
@@ -339,6 +361,10 @@ static void phi_features(const gopt_policy *p, const dec_state *s, const int32_t
                 f[POLICY_NPHI + H + 1] = p->hint_best >= 0 && d == hint[p->hint_best] ? 1.0f : 0.0f;
                 f[POLICY_NPHI + H + 2] = q;
             }
+        }
+        if (p->cfg.place_succ) {
+            f[nphi - 2] = tot_out > 0 ? (float)(outb[d] / tot_out) : 0.0f;
+            f[nphi - 1] = d == best_out_dev ? 1.0f : 0.0f;
         }
     }
 }

@@ -78,6 +78,12 @@ typedef struct {
                               an optimizer update's state chains) merges only when its roots share a
                               level, and a root sees no other root otherwise; one more row of
                               cond.fgrp (needs fuse_cond = 1 and hints > 0; version 6); 0 = off */
+    int32_t place_succ;    /* 1: the placement scorer also reads where the unit's output goes: per
+                              device, the share of its output bytes whose consumer's unit is already
+                              decided there (a colocation group is decided at its first member, so a
+                              weight's gradient sees where its update already lives), and whether the
+                              decided consumer of its largest output is there (two more scorer
+                              features; needs cond_hidden > 0; version 7); 0 = off */
 } gopt_policy_config;
 
 void gopt_policy_config_default(gopt_policy_config *cfg);

@@ -50,6 +50,7 @@ void gopt_policy_config_default(gopt_policy_config *c) {
     c->fuse_merge = 1;
     c->fuse_hint = 0;
     c->fuse_hint_level = 0;
+    c->place_succ = 0;
 }
 
 static gopt_status check_range(const char *field, int32_t v, int32_t lo, int32_t hi, gopt_error *err) {
@@ -95,6 +96,10 @@ gopt_status gopt_policy_config_check(const gopt_policy_config *c, gopt_error *er
     if (c->fuse_hint_level && (!c->fuse_cond || !c->hints))
         return gopt_error_set(err, GOPT_EINVAL,
                               "policy config: fuse_hint_level = 1 needs fuse_cond = 1 and hints > 0");
+    if ((st = check_range("place_succ", c->place_succ, 0, 1, err))) return st;
+    if (c->place_succ && c->cond_hidden < 1)
+        return gopt_error_set(err, GOPT_EINVAL,
+                              "policy config: place_succ = 1 needs the conditioned decoder (cond_hidden > 0)");
     if (c->sched_cond && !c->hints)
         return gopt_error_set(err, GOPT_EINVAL, "policy config: sched_cond = 1 needs hints > 0");
     return GOPT_OK;

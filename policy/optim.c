@@ -4,7 +4,7 @@
  * Checkpoint file (then gzip-compressed as a whole, written atomically):
  *   "GOPTPOL" NUL          8 bytes magic
  *   u32 version            CKPT_VERSION
- *   i32 config[18]         hidden, sage_layers, attn_layers, heads, segment,
+ *   i32 config[19]         hidden, sage_layers, attn_layers, heads, segment,
  *                          ffn_mult, max_devices, sched_levels, fusion_levels,
  *                          memory_grad, cond_hidden (version 2: the
  *                          conditioned decoder; version 1 files have the
@@ -18,7 +18,8 @@
  *                          older files load with 0: the fusion pass they
  *                          were trained with, two rows of cond.fgrp),
  *                          fuse_hint_level (version 6; older files load
- *                          with 0)
+ *                          with 0), place_succ (version 7; older files
+ *                          load with 0: the same network)
  *   u32 nfeat              GOPT_POLICY_NFEAT (feature layout)
  *   u64 nparams, u64 adam_t
  *   f32 params[nparams], m[nparams], v[nparams]
@@ -36,10 +37,10 @@
 #include "policy_net.h"
 
 #define CKPT_MAGIC "GOPTPOL"
-#define CKPT_VERSION 6u
-#define CKPT_NCFG 18
+#define CKPT_VERSION 7u
+#define CKPT_NCFG 19
 /* config fields stored by each version (index: version) */
-static const int ckpt_ncfg[] = {0, 10, 11, 12, 15, 17, 18};
+static const int ckpt_ncfg[] = {0, 10, 11, 12, 15, 17, 18, 19};
 #define CKPT_HEADER_V(ncfg) (8 + 4 + 4 * (ncfg) + 4 + 8 + 8)
 #define CKPT_HEADER CKPT_HEADER_V(CKPT_NCFG)
 #define CKPT_MAX_PARAM 1e3  /* |parameter| on load */
@@ -112,6 +113,7 @@ static void cfg_to_array(const gopt_policy_config *c, int32_t a[CKPT_NCFG]) {
     a[15] = c->fuse_merge;
     a[16] = c->fuse_hint;
     a[17] = c->fuse_hint_level;
+    a[18] = c->place_succ;
 }
 static void cfg_from_array(gopt_policy_config *c, const int32_t a[CKPT_NCFG]) {
     c->hidden = a[0];
@@ -132,11 +134,12 @@ static void cfg_from_array(gopt_policy_config *c, const int32_t a[CKPT_NCFG]) {
     c->fuse_merge = a[15];
     c->fuse_hint = a[16];
     c->fuse_hint_level = a[17];
+    c->place_succ = a[18];
 }
 static const char *cfg_names[CKPT_NCFG] = {"hidden",   "sage_layers", "attn_layers",  "heads",        "segment",
                                            "ffn_mult", "max_devices", "sched_levels", "fusion_levels", "memory_grad",
                                            "cond_hidden", "hints", "hint_quality", "fuse_cond", "sched_cond",
-                                           "fuse_merge", "fuse_hint", "fuse_hint_level"};
+                                           "fuse_merge", "fuse_hint", "fuse_hint_level", "place_succ"};
 
 gopt_status gopt_policy_save(const gopt_policy *p, const char *path, gopt_error *err) {
     size_t fb = sizeof(float) * p->nparams;
@@ -179,7 +182,7 @@ static gopt_status read_checkpoint(const char *path, gopt_policy **out, gopt_err
         goto out;
     }
     uint32_t ver, nfeat;
-    int32_t cfga[CKPT_NCFG] = {0}; /* version 1: no cond_hidden, i.e. 0; 1, 2: no hints; 1-3: none of the version 4 fields; 1-4: fuse_merge, fuse_hint 0; 1-5: fuse_hint_level 0 */
+    int32_t cfga[CKPT_NCFG] = {0}; /* version 1: no cond_hidden, i.e. 0; 1, 2: no hints; 1-3: none of the version 4 fields; 1-4: fuse_merge, fuse_hint 0; 1-5: fuse_hint_level 0; 1-6: place_succ 0 */
     uint64_t np, at;
     const unsigned char *q = b + 8;
     if (len < 12 + 4) {

@@ -24,7 +24,8 @@
 #define POLICY_NPSI 5      /* features psi(node, its device) of the schedule and fusion terms (decode.c) */
 #define POLICY_NHINT_PSI GOPT_POLICY_NHINT /* hint features appended to psi when cfg.hints > 0 */
 #define POLICY_NHINT_QUALITY 2 /* phi features appended when cfg.hint_quality (decode.c) */
-#define POLICY_MAX_PHI (POLICY_NPHI + GOPT_POLICY_MAX_HINTS + 1 + POLICY_NHINT_QUALITY)
+#define POLICY_NSUCC 2 /* phi features appended when cfg.place_succ (decode.c) */
+#define POLICY_MAX_PHI (POLICY_NPHI + GOPT_POLICY_MAX_HINTS + 1 + POLICY_NHINT_QUALITY + POLICY_NSUCC)
 #define POLICY_MAX_PSI (POLICY_NPSI + POLICY_NHINT_PSI)
 /* The fusion pass (fusion.c), node by node in topological order: the state of the groups formed
  * so far. A group's id is its first member's node id (merged groups keep the earliest). */
@@ -60,10 +61,11 @@ int32_t policy_fuse_join(const policy_fuse_state *s, const int32_t *place, const
 #define POLICY_FUSE_UNKNOWN (-2)
 void policy_fuse_commit(policy_fuse_state *s, const int32_t *place, const int32_t *fuse, int32_t v, int32_t first);
 /* features of the scorer (H hint indicators and the agreement feature appended when
- * cfg.hints = H > 0, then the two quality features with cfg.hint_quality) and of the
- * schedule/fusion terms for a config */
+ * cfg.hints = H > 0, then the two quality features with cfg.hint_quality, then the two
+ * consumer features with cfg.place_succ, always last) and of the schedule/fusion terms for a config */
 #define POLICY_CFG_NPHI(c)                                                                                             \
-    (POLICY_NPHI + ((c)->hints ? (c)->hints + 1 + ((c)->hint_quality ? POLICY_NHINT_QUALITY : 0) : 0))
+    (POLICY_NPHI + ((c)->hints ? (c)->hints + 1 + ((c)->hint_quality ? POLICY_NHINT_QUALITY : 0) : 0) +             \
+     ((c)->place_succ ? POLICY_NSUCC : 0))
 #define POLICY_CFG_NPSI(c) (POLICY_NPSI + ((c)->hints ? POLICY_NHINT_PSI : 0))
 /* rows of cond.fgrp (cfg.fuse_cond): join, root, with cfg.fuse_hint join another group than the
  * hint's, with cfg.fuse_hint_level (last) the level of v's hint group */

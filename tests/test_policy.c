@@ -511,7 +511,7 @@ static int check_memory_rule(const gopt_frozen *fz, const gopt_policy_actions *a
 /* memory_grad = 1: the exact gradient of the forward. memory_grad = 0
  * (stop-gradient): the exact gradient of the forward whose memory states are
  * frozen at the point of linearisation (gopt_policy_debug_freeze_memory). */
-/* fuse_cond = 1 also sets sched_cond */
+/* fuse_cond = 1 also sets sched_cond and place_succ */
 static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_cond) {
     enum { N = 23 };
     gopt_graph *g = test_random_graph(N, 11, 5);
@@ -526,6 +526,7 @@ static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_
     c.sched_cond = fuse_cond;
     c.fuse_hint = fuse_cond && hints; /* the third cond.fgrp row, with the hint groups set below */
     c.fuse_hint_level = fuse_cond && hints; /* and the fourth: the level of the node's hint group */
+    c.place_succ = fuse_cond;               /* the scorer's two consumer rows */
     gopt_policy *p = NULL;
     assert_int_equal(gopt_policy_create(&p, &c, 42, &err), GOPT_OK);
     gopt_policy_debug_chunk(p, memory_grad ? 1 : 2); /* the forward's chunk boundaries inside the graph */
@@ -725,8 +726,8 @@ static void test_grad_network_hints(void **state) {
     (void)state;
     grad_network(1, 2, 0, 0);
 }
-/* the hints' quality rows of the scorer (cfg.hint_quality) and the fusion term's join and root
- * weights (cfg.fuse_cond) */
+/* the hints' quality rows of the scorer (cfg.hint_quality), the fusion term's join and root
+ * weights (cfg.fuse_cond) and the scorer's consumer rows (cfg.place_succ) */
 static void test_grad_network_hint_quality(void **state) {
     (void)state;
     grad_network(1, 2, 1, 1);
@@ -975,7 +976,8 @@ static void temp_path(char *buf, size_t n, const char *leaf) {
  * (before the conditioned decoder: 10 config fields) with cond_hidden = 0, version 2 (before
  * hints: 11 fields) with hints = 0, version 3 (before hint_quality: 12 fields) with
  * hint_quality = 0, version 4 (before fuse_merge: 15 fields) with fuse_merge = 0, version 5
- * (before fuse_hint_level: 17 fields) with fuse_hint_level = 0. */
+ * (before fuse_hint_level: 17 fields) with fuse_hint_level = 0, version 6 (before place_succ:
+ * 18 fields) with place_succ = 0. */
 static void check_old_version_load(const char *path, uint32_t ver) {
     gopt_error err = {0};
     gopt_policy_config cfg;
@@ -987,9 +989,9 @@ static void check_old_version_load(const char *path, uint32_t ver) {
     char *raw = NULL;
     size_t len = 0;
     assert_int_equal(gopt_file_read_all(path, &raw, &len, &err), GOPT_OK);
-    /* keep the config fields of version ver, drop the rest of the 18, set the version, new CRC */
-    static const size_t ncfg[] = {0, 10, 11, 12, 15, 17};
-    const size_t keep = 12 + 4 * ncfg[ver], drop = 4 * (18 - ncfg[ver]);
+    /* keep the config fields of version ver, drop the rest of the 19, set the version, new CRC */
+    static const size_t ncfg[] = {0, 10, 11, 12, 15, 17, 18};
+    const size_t keep = 12 + 4 * ncfg[ver], drop = 4 * (19 - ncfg[ver]);
     memmove(raw + keep, raw + keep + drop, len - (keep + drop));
     len -= drop;
     memcpy(raw + 8, &ver, 4);
@@ -1005,6 +1007,7 @@ static void check_old_version_load(const char *path, uint32_t ver) {
     assert_int_equal(gopt_policy_get_config(r)->fuse_merge, ver >= 5 ? cfg.fuse_merge : 0);
     assert_int_equal(gopt_policy_get_config(r)->fuse_hint, 0);
     assert_int_equal(gopt_policy_get_config(r)->fuse_hint_level, 0);
+    assert_int_equal(gopt_policy_get_config(r)->place_succ, 0);
     assert_int_equal(gopt_policy_num_params(r), gopt_policy_num_params(p));
     for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
         const char *na, *nb;
@@ -1111,18 +1114,14 @@ static void test_checkpoint(void **state) {
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
     assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "version 99"));
-    /* a version-6 body labelled version 1 to 5 (fewer config fields) is refused, not misread */
-    for (char old = 1; old <= 5; old++) {
+    /* a version-7 body labelled version 1 to 6 (fewer config fields) is refused, not misread */
+    for (char old = 1; old <= 6; old++) {
         raw[8] = old;
         assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
         assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
     }
-    raw[8] = 6;
-    check_old_version_load(bad, 1);
-    check_old_version_load(bad, 2);
-    check_old_version_load(bad, 3);
-    check_old_version_load(bad, 4);
-    check_old_version_load(bad, 5);
+    raw[8] = 7;
+    for (uint32_t old = 1; old <= 6; old++) check_old_version_load(bad, old);
     /* bad magic, bad config */
     raw[0] = 'X';
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 0, &err), GOPT_OK);
@@ -1132,17 +1131,17 @@ static void test_checkpoint(void **state) {
     /* a checkpoint of the 64-feature layout (before the absolute layer
      * features) is refused naming both counts, not misread */
     uint32_t nf;
-    memcpy(&nf, raw + 12 + 4 * 18, 4);
+    memcpy(&nf, raw + 12 + 4 * 19, 4);
     assert_int_equal(nf, GOPT_POLICY_NFEAT);
     nf = 64;
-    memcpy(raw + 12 + 4 * 18, &nf, 4);
+    memcpy(raw + 12 + 4 * 19, &nf, 4);
     uint32_t crc = (uint32_t)crc32(0L, (const unsigned char *)raw, (uInt)(len - 4));
     memcpy(raw + len - 4, &crc, 4);
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
     assert_int_equal(gopt_policy_load(&r, bad, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "64 features per node, this build has 80"));
     nf = GOPT_POLICY_NFEAT;
-    memcpy(raw + 12 + 4 * 18, &nf, 4);
+    memcpy(raw + 12 + 4 * 19, &nf, 4);
     int32_t heads = 3; /* does not divide hidden = 8 */
     memcpy(raw + 12 + 3 * 4, &heads, 4);
     assert_int_equal(gopt_file_write_atomic(bad, raw, len, 6, &err), GOPT_OK);
@@ -2125,6 +2124,100 @@ static void test_fuse_cond(void **state) {
  * last cond.fgrp row's term, psi . w (only it here: every other fusion weight is zero), so that
  * the roots of one group can agree; a node outside any hint group, or whose group has no member
  * at a level > 0 yet, gets nothing. Checked on the teacher-forced log-probabilities. */
+/* place_succ: a node whose output goes to a unit decided before it (a weight's gradient, whose
+ * update is colocated with the weight, decided at the weight) sees that unit's device. With
+ * every other input of the placement logits zeroed, the scorer reads only the two consumer
+ * features: the gradient goes where its update is; without place_succ every device is alike. */
+static gopt_graph *succ_graph(void) {
+    gopt_error err = {0};
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, "succ", "test", &err), GOPT_OK);
+    const struct {
+        const char *name;
+        gopt_op_class cls;
+        const char *coloc;
+    } N[4] = {{"w", GOPT_OP_CLASS_PARAM, "W"}, {"x", GOPT_OP_CLASS_INPUT, ""},
+              {"g", GOPT_OP_CLASS_ELEMENTWISE, ""}, {"u", GOPT_OP_CLASS_ELEMENTWISE, "W"}};
+    for (int i = 0; i < 4; i++) {
+        gopt_node_attrs at = {0};
+        at.name = N[i].name;
+        at.op = "Op";
+        at.cls = N[i].cls;
+        at.out_bytes = 1e6;
+        at.layer = -1;
+        at.colocate = N[i].coloc;
+        assert_int_equal(gopt_graph_add_node(g, &at, NULL, &err), GOPT_OK);
+    }
+    assert_int_equal(gopt_graph_add_edge(g, 0, 3, 1e6, &err), GOPT_OK); /* w -> u */
+    assert_int_equal(gopt_graph_add_edge(g, 1, 2, 1e3, &err), GOPT_OK); /* x -> g */
+    assert_int_equal(gopt_graph_add_edge(g, 2, 3, 1e8, &err), GOPT_OK); /* g -> u: the large gradient */
+    assert_int_equal(gopt_graph_finalize(g, &err), GOPT_OK);
+    return g;
+}
+
+static void test_place_succ(void **state) {
+    (void)state;
+    enum { NDEV = 4 };
+    gopt_graph *g = succ_graph();
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    assert_true(fz->rank[0] < fz->rank[2]); /* the weight (and so its unit) is decided before g */
+    gopt_error err = {0};
+    float feat[4 * GOPT_POLICY_NFEAT];
+    assert_int_equal(gopt_policy_features(fz, NDEV, NULL, feat, &err), GOPT_OK);
+    for (int succ = 0; succ <= 1; succ++) {
+        gopt_policy_config c = tiny_config();
+        c.place_succ = succ;
+        gopt_policy *p = NULL;
+        assert_int_equal(gopt_policy_create(&p, &c, 5, &err), GOPT_OK);
+        const int Hc = c.cond_hidden;
+        int nphi = 0; /* the scorer's features: 8, and the 2 consumer features */
+        for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
+            const char *nm;
+            size_t cnt;
+            gopt_policy_tensor(p, i, &nm, NULL, NULL, &cnt);
+            if (strcmp(nm, "cond.u") == 0) nphi = (int)(cnt / (size_t)Hc);
+        }
+        assert_int_equal(nphi, 8 + 2 * succ);
+        for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
+            const char *nm;
+            float *w;
+            size_t cnt;
+            gopt_policy_tensor(p, i, &nm, &w, NULL, &cnt);
+            if (strncmp(nm, "cond.", 5) == 0 || strncmp(nm, "head_place.", 11) == 0) memset(w, 0, sizeof(float) * cnt);
+            if (strcmp(nm, "cond.w") == 0)
+                for (size_t k = 0; k < cnt; k++) w[k] = 2.0f;
+            if (strcmp(nm, "cond.u") == 0 && succ)
+                for (int k = 0; k < 2 * Hc; k++) w[(size_t)(nphi - 2) * Hc + k] = 2.0f;
+        }
+        assert_int_equal(gopt_policy_forward(p, fz, feat, NDEV, NULL, &err), GOPT_OK);
+        int32_t place[4] = {2, 0, 2, 2}, sched[4] = {0}, fuse[4] = {0};
+        gopt_policy_actions a = {place, sched, fuse};
+        float lp_same[3 * 4], lp_other[3 * 4];
+        assert_int_equal(gopt_policy_logprob(p, &a, lp_same, NULL, NULL, NULL, &err), GOPT_OK);
+        place[2] = 3;
+        assert_int_equal(gopt_policy_logprob(p, &a, lp_other, NULL, NULL, NULL, &err), GOPT_OK);
+        const float same = lp_same[GOPT_TASK_PLACE * 4 + 2], other = lp_other[GOPT_TASK_PLACE * 4 + 2];
+        if (succ) {
+            assert_true(same > -0.01f); /* the gradient follows its update's unit */
+            assert_true(other < -10.0f);
+        } else {
+            assert_float_equal(same, logf(0.25f), 1e-5);
+            assert_float_equal(other, same, 1e-6);
+        }
+        gopt_policy_free(p);
+    }
+    gopt_policy_config c = tiny_config();
+    c.place_succ = 1;
+    c.cond_hidden = 0;
+    assert_int_equal(gopt_policy_config_check(&c, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "place_succ"));
+    c.cond_hidden = 8;
+    c.place_succ = 2;
+    assert_int_equal(gopt_policy_config_check(&c, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "place_succ = 2"));
+    gopt_graph_free(g);
+}
+
 static void test_fuse_hint_level(void **state) {
     (void)state;
     enum { N = 30, NDEV = 2 };
@@ -2196,7 +2289,7 @@ int main(void) {
         cmocka_unit_test(test_grad_sage),       cmocka_unit_test(test_grad_segattn),
         cmocka_unit_test(test_segattn_tiles),   cmocka_unit_test(test_forward_chunks),
         cmocka_unit_test(test_grad_network_full), cmocka_unit_test(test_grad_network_stopgrad),
-        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality), cmocka_unit_test(test_fuse_cond), cmocka_unit_test(test_fuse_hint_level), cmocka_unit_test(test_sched_cond),    cmocka_unit_test(test_decode), cmocka_unit_test(test_sample_tempered),
+        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality), cmocka_unit_test(test_fuse_cond), cmocka_unit_test(test_fuse_hint_level), cmocka_unit_test(test_place_succ), cmocka_unit_test(test_sched_cond),    cmocka_unit_test(test_decode), cmocka_unit_test(test_sample_tempered),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_fusion),
         cmocka_unit_test(test_fusion_merge),          cmocka_unit_test(test_example_graph),

@@ -114,6 +114,9 @@ static void train_usage(FILE *f) {
                "                    the hint fusion's group of the node or another\n"
                "  --fuse-hint-level with --fuse-cond and --hints: ... and which level the first decided\n"
                "                    member of the node's hint group took (groups with several roots)\n"
+               "  --place-succ      the placement scorer also sees where a node's output goes: per device,\n"
+               "                    the share of its output bytes whose consumer is already placed there\n"
+               "                    (a weight's gradient sees its update's device; docs/policy.md)\n"
                "  --fuse-pass first|merge  the fusion pass: merge (default) joins every predecessor group\n"
                "                    of the level that keeps the groups acyclic; first joins one group\n"
                "                    (the pass of checkpoints before version 5)\n"
@@ -910,6 +913,7 @@ int cmd_train(int argc, char **argv) {
         else if (cli_flag(&a, "--fuse-cond")) ta.pc.fuse_cond = 1;
         else if (cli_flag(&a, "--fuse-hint")) ta.pc.fuse_hint = 1;
         else if (cli_flag(&a, "--fuse-hint-level")) ta.pc.fuse_hint_level = 1;
+        else if (cli_flag(&a, "--place-succ")) ta.pc.place_succ = 1;
         else if (cli_opt_str(&a, "--fuse-pass", &fpass)) {
             if (strcmp(fpass, "merge") && strcmp(fpass, "first")) {
                 rc = cli_usage_error(a.verb, "--fuse-pass '%s': expected first or merge", fpass);

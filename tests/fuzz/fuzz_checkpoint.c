@@ -30,9 +30,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     FUZZ_REQUIRE(!gopt_graph_add_edge(G, 0, 4, 8, &err), "%s", err.msg);
     FUZZ_REQUIRE(!gopt_graph_finalize(G, &err), "%s", err.msg);
     const char *seeds = getenv("FUZZ_WRITE_SEEDS");
-    if (seeds && seeds[0]) { /* a plain network, and one with every decoder term (hints, quality, fuse_cond, sched_cond) */
-        const gopt_policy_config cfgs[2] = {{4, 1, 1, 2, 4, 1, 2, 4, 2, 0, 4, 0, 0, 0, 0, 1, 0, 0},
-                                            {4, 1, 1, 2, 4, 1, 2, 4, 2, 0, 4, 2, 1, 1, 1, 1, 1, 1}};
+    if (seeds && seeds[0]) { /* a plain network, and one with every decoder term (hints, quality, fuse_cond, sched_cond, place_succ) */
+        const gopt_policy_config cfgs[2] = {{4, 1, 1, 2, 4, 1, 2, 4, 2, 0, 4, 0, 0, 0, 0, 1, 0, 0, 0},
+                                            {4, 1, 1, 2, 4, 1, 2, 4, 2, 0, 4, 2, 1, 1, 1, 1, 1, 1, 1}};
         const char *names[2] = {"tiny", "tiny-hints"};
         for (int c = 0; c < 2; c++) {
             gopt_policy *p = NULL;

@@ -47,7 +47,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
     gopt_error err = {0};
-    gopt_policy_config cfg = {4, 1, 1, 2, 4, 1, 2, 4, 2, 0, 4, 0, 0, 0, 0, 1, 0, 0};
+    gopt_policy_config cfg = {4, 1, 1, 2, 4, 1, 2, 4, 2, 0, 4, 0, 0, 0, 0, 1, 0, 0, 0};
     FUZZ_REQUIRE(!gopt_policy_create(&POL, &cfg, 7, &err), "%s", err.msg);
     PATH = fuzz_path("T.ckpt");
     STATE = fuzz_path("T.ckpt.state");
