@@ -594,6 +594,69 @@ static void test_expert_rules(void **state) {
     gopt_graph_free(g);
 }
 
+/* A recommender (synthetic kind tables): expert shards it table-wise. Every
+ * table sits with its lookup, the ops that produce its gradient and its
+ * update; the tables are spread over the devices; and the step is faster
+ * than on one device. A graph whose weights feed GEMMs (family "mlp") keeps
+ * the layer split. */
+static void test_expert_tables(void **state) {
+    (void)state;
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 3);
+    gopt_synth_opts so = {GOPT_SYNTH_TABLES, 200, 100, 400};
+    gopt_graph *g = NULL;
+    gopt_error err = {0};
+    assert_int_equal(gopt_zoo_synthetic(&rng, &so, "tables", &g, &err), GOPT_OK);
+    const gopt_frozen *f = gopt_graph_frozen(g);
+    fixture x;
+    fx_init(&x, g, 4, 1e12);
+    gopt_decisions d;
+    double t_expert = run_method(&x, "expert", &d, GOPT_OK);
+    int tables = 0, used[4] = {0};
+    for (int32_t v = 0; v < f->n; v++) {
+        const char *nm = gopt_graph_node_name(g, v);
+        const char *slash = strstr(nm, "/table");
+        if (!slash || slash[6] || f->op_class[v] != GOPT_OP_CLASS_PARAM) continue; /* embedding_K/table */
+        tables++;
+        used[d.device[v]] = 1;
+        char want[96];
+        snprintf(want, sizeof want, "%.*s/GatherV2", (int)(slash - nm), nm);
+        int32_t look = gopt_graph_find(g, want);
+        assert_true(look >= 0);
+        assert_int_equal(d.device[look], d.device[v]);
+        for (int32_t w = 0; w < f->n; w++) /* the update (colocated) and its gradient's producers */
+            if (f->coloc[v] >= 0 && f->coloc[w] == f->coloc[v]) {
+                assert_int_equal(d.device[w], d.device[v]);
+                for (int32_t e = f->in_ptr[w]; e < f->in_ptr[w + 1]; e++)
+                    if (f->phase[f->in_src[e]] == GOPT_PHASE_BWD) assert_int_equal(d.device[f->in_src[e]], d.device[v]);
+            }
+    }
+    assert_true(tables >= 2);
+    assert_true(used[0] + used[1] + used[2] + used[3] >= 2);
+    for (int32_t v = 0; v < f->n; v++) { /* the dense model stays on device 0 */
+        const char *nm = gopt_graph_node_name(g, v);
+        if (!strncmp(nm, "bottom_mlp/", 11) || !strncmp(nm, "top_mlp/", 8) || !strncmp(nm, "interaction/", 12))
+            assert_int_equal(d.device[v], 0);
+    }
+    gopt_decisions_destroy(&d);
+    double t_single = run_method(&x, "single", &d, GOPT_OK);
+    assert_true(t_expert < t_single);
+    gopt_decisions_destroy(&d);
+    fx_destroy(&x);
+    gopt_graph_free(g);
+    g = mlp_step(8, 1e7, "mlp"); /* weights read by GEMMs: no tables, the layer split */
+    fx_init(&x, g, 4, 1e12);
+    run_method(&x, "expert", &d, GOPT_OK);
+    for (int l = 0; l < 8; l++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "matmul%d", l);
+        assert_int_equal(d.device[gopt_graph_find(g, nm)], l / 2);
+    }
+    gopt_decisions_destroy(&d);
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
 static void test_determinism(void **state) {
     (void)state;
     gopt_graph *g = mlp_step(10, 1e7, "mlp");
@@ -918,6 +981,7 @@ int main(void) {
         cmocka_unit_test(test_fusion_rules),
         cmocka_unit_test(test_validity_generated),
         cmocka_unit_test(test_expert_rules),
+        cmocka_unit_test(test_expert_tables),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_evaluator_callback),
         cmocka_unit_test(test_oom_feedback),
