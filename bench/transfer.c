@@ -19,10 +19,11 @@
  *    simulator; "OOM" when its decisions overflow a device;
  *  - with --finetune-seconds T: GO fine-tuned from the checkpoint for T seconds
  *    of wall time, reference baselines included (the warm start + shrink recipe
- *    of docs/trainer.md: fresh Adam, zero-shot greedy evaluated, parameters
- *    x 0.3, imitation of the graph's reference for up to 500 steps or half the
- *    budget, then PPO steps until T; the answer is the best valid solution
- *    simulated on the way, zero-shot greedy included), and, at equal time, sa
+ *    of docs/trainer.md: fresh Adam, zero-shot greedy and the pre-trained
+ *    policy's 16 samples evaluated, parameters x 0.3, imitation of the graph's
+ *    reference for up to 500 steps or half the budget, then PPO steps until T;
+ *    the answer is the best valid solution simulated on the way, the zero-shot
+ *    ones included), and, at equal time, sa
  *    with a budget of T.
  * Then the geometric means over graphs (per setting and over all) against
  * the targets of issue 14: greedy <= 1.00x, best of K <= 0.97x, fine-tuned
@@ -139,6 +140,10 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     if (s || (s = gopt_decisions_init(&d, gopt_graph_num_nodes(gopt_trainer_graph(ta, 0)), err)) ||
         (s = gopt_trainer_greedy(ta, 0, &d, &res, err)))
         goto out;
+    gopt_rng zr; /* the pre-trained policy's best of K first, as gopt finetune does */
+    gopt_rng_seed(&zr, seed ^ 0x7a65726f73686f74ull);
+    double zk;
+    if ((s = gopt_trainer_sample_best(ta, 0, &zr, &zk, err))) goto out;
     gopt_policy_shrink(pol, 0.3f);
     r->ft_steps_imitate = r->ft_steps_ppo = 0;
     while (r->ft_steps_imitate < o.imitate_steps && gopt_now_seconds() - t0 < seconds / 2) {

@@ -217,6 +217,18 @@ static void test_evaluator_seam(void **state) {
     gopt_sim_result r;
     gopt_error err = {0};
     assert_int_equal(gopt_decisions_init(&d, gopt_graph_num_nodes(gopt_trainer_graph(e.tr, 0)), NULL), GOPT_OK);
+    /* the policy's best of K, judged by the evaluator like the rollouts (fine-tuning's first look) */
+    gopt_rng zr;
+    gopt_rng_seed(&zr, 11);
+    double bk = 0;
+    assert_int_equal(gopt_trainer_sample_best(e.tr, 0, &zr, &bk, &err), GOPT_OK);
+    assert_int_equal(c.calls, o.samples);
+    assert_true(bk >= 1e-3 && fabs(bk * 1e3 - round(bk * 1e3)) < 1e-9);
+    assert_true(gopt_trainer_best(e.tr, 0, NULL) <= bk);
+    assert_int_equal(gopt_trainer_sample_best(e.tr, 1, &zr, &bk, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "out of range"));
+    assert_int_equal(gopt_trainer_sample_best(e.tr, 0, NULL, &bk, &err), GOPT_EINVAL);
+    c.calls = 0;
     int reached = -1;
     for (int s = 0; s < 60 && reached < 0; s++) {
         gopt_trainer_stats st;

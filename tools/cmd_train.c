@@ -132,6 +132,9 @@ static void finetune_usage(FILE *f) {
                "(zero-shot against the baselines; -o is then optional). --imitate N (counted in --steps) first\n"
                "imitates the graph's reference for N cheap steps (a warm start), then PPO; the best solution\n"
                "reported is never worse than the zero-shot one.\n"
+               "  --zero-shot-samples on|off (on) before the first step, also judge the pre-trained policy's\n"
+               "                    --samples K samples (drawn from a stream of their own, so training is the\n"
+               "                    same either way): the best found is then never worse than GO's best of K\n"
                "Evaluator of the samples (rewards, greedy, best found; references and baselines stay simulated):\n"
                "  --evaluator sim|runtime (sim) runtime: each sample's step is measured on this machine by\n"
                "                    the real runtime (as gopt run), one sample at a time; one process only\n"
@@ -160,6 +163,7 @@ typedef struct {
     int resume, quiet;
     int fresh_optimizer; /* zero the loaded policy's Adam moments: -1 unset (finetune: on, train --init: off) */
     double shrink;       /* multiply the loaded policy's parameters by this before training (1: off) */
+    int zs_samples;      /* finetune: the pre-trained policy's K samples judged first (-1 unset: on) */
     int runtime;         /* finetune --evaluator runtime: measured steps judge the samples */
     const char *device;  /* --device: where the network runs (NULL: the CPU) */
     gopt_rt_options rto; /* its backend, reps, clock */
@@ -501,6 +505,9 @@ static int parse_common(cli_args *a, train_args *ta) {
     else if (cli_opt_str(a, "--fresh-optimizer", &s)) {
         if ((ta->fresh_optimizer = on_off(a, "--fresh-optimizer", s)) < 0) return 2;
     }
+    else if (cli_opt_str(a, "--zero-shot-samples", &s)) {
+        if ((ta->zs_samples = on_off(a, "--zero-shot-samples", s)) < 0) return 2;
+    }
     else if (cli_flag(a, "--resume")) ta->resume = 1;
     else if (cli_flag(a, "--quiet")) ta->quiet = 1;
     else return 0;
@@ -722,12 +729,18 @@ static int run(train_args *ta, const char *verb, const char *init) {
     }
     /* fine-tuning: the zero-shot greedy decisions first, for the comparison */
     gopt_sim_result zero_shot = {0};
+    double zero_shot_k = NAN; /* the pre-trained policy's best of K (NAN: not judged) */
     if (ta->finetune) {
         gopt_decisions d0 = {0};
         const gopt_graph *g0 = gopt_trainer_graph(tr, 0);
         gopt_status s0 = gopt_decisions_init(&d0, gopt_graph_num_nodes(g0), &err);
         if (!s0) s0 = gopt_trainer_greedy(tr, 0, &d0, &zero_shot, &err);
         gopt_decisions_destroy(&d0);
+        if (!s0 && ta->zs_samples != 0 && !ta->resume) { /* GO's best of K, from a stream of its own */
+            gopt_rng zr;
+            gopt_rng_seed(&zr, ta->o.seed ^ 0x7a65726f73686f74ull); /* "zeroshot" */
+            s0 = gopt_trainer_sample_best(tr, 0, &zr, &zero_shot_k, &err);
+        }
         if (s0 && rt && rctx.err.code) { /* the runtime's own message; no GPU here: exit 3 */
             rc = cli_report(&rctx.err);
             if (rctx.err.code == GOPT_EUNSUP && ta->rto.backend == GOPT_RT_CUDA) rc = GOPT_EXIT_NO_DEVICE;
@@ -830,6 +843,12 @@ static int run(train_args *ta, const char *verb, const char *init) {
         }
         printf("%-26s %12.6g %10.4f%s\n", "go zero-shot (greedy)", zero_shot.step_time_s * 1e3,
                zero_shot.step_time_s / ref, zero_shot.oom ? "  OUT OF MEMORY" : "");
+        if (!isnan(zero_shot_k)) {
+            char label[40];
+            snprintf(label, sizeof label, "go zero-shot (best of %d)", ta->o.samples);
+            if (isinf(zero_shot_k)) printf("%-26s %12s %10s\n", label, "none", "-");
+            else printf("%-26s %12.6g %10.4f\n", label, zero_shot_k * 1e3, zero_shot_k / ref);
+        }
         if (ta->steps > 0) {
             const gopt_decisions *bd;
             double best = gopt_trainer_best(tr, 0, &bd);
@@ -860,11 +879,14 @@ static void args_init(train_args *ta) {
     ta->ckpt_every = 300;
     ta->steps = -1;
     ta->fresh_optimizer = -1;
+    ta->zs_samples = -1;
     ta->shrink = 1;
     ta->cache = -1;
 }
 
 static int check_common(train_args *ta, const char *verb) {
+    if (!ta->finetune && ta->zs_samples >= 0)
+        return cli_usage_error(verb, "--zero-shot-samples is an option of gopt finetune");
     if (!ta->prof && !ta->profiles_s && !ta->manifest)
         return cli_usage_error(verb, "missing --profile P%s", ta->finetune ? "" : " (or --profiles P1,P2,...)");
     if (ta->prof && ta->profiles_s) return cli_usage_error(verb, "--profile and --profiles: give one of them");

@@ -211,6 +211,14 @@ unsigned gopt_trainer_options_tasks(const gopt_trainer *t); /* the learned task 
 /* Greedy decisions of the current policy for graph i, simulated: fills d
  * (initialised by the caller for the graph) and res. Updates the best. */
 gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_sim_result *res, gopt_error *err);
+/* The current policy's K samples on graph i (K: the options' samples), drawn
+ * from rng (the caller's: the trainer's own streams are left as they are, so
+ * the training that follows is the same with or without this call) and
+ * judged like the rollouts' (the simulator or the evaluator). Updates the
+ * graph's best; *best_s: the best valid sample's step (s), +inf when none.
+ * Fine-tuning calls it before its first step, so that the best it reports is
+ * never worse than the pre-trained policy's best of K. */
+gopt_status gopt_trainer_sample_best(gopt_trainer *t, int i, gopt_rng *rng, double *best_s, gopt_error *err);
 
 /* ---- state: checkpoint and resume ---------------------------------------------
  * gopt_trainer_save writes the policy (gopt_policy_save) to `path` and the

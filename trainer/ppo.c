@@ -92,19 +92,20 @@ static gopt_status per_sample_backward(gopt_trainer *t, int b, const float *went
     return GOPT_OK;
 }
 
-/* Sample K solutions of slot b from the slot's stream; the slot's leader
- * keeps their log-probabilities and *ent, the slot's mean entropy per
- * decision. Simulate this rank's samples k0..k1-1 into vals (step time, or
- * -1 when OOM or rejected) and keep the best one's decisions. keep: the
- * first epoch will reuse this forward; the sampling pass then also keeps
- * each sample's gradient of its learned rows' log-probabilities (and the
- * entropy term's) for kept_backward. */
-static gopt_status rollout(gopt_trainer *t, int b, int lead, int keep, int k0, int k1, double *vals, double *ent,
-                           gopt_error *err) {
-    tr_graph *G = &t->graphs[t->sel[b]];
+/* Sample K solutions of graph G into slot b's action storage, drawing from
+ * rng; keep their log-probabilities (and *ent, the mean entropy per learned
+ * decision, when ent is set). Simulate samples k0..k1-1 into vals (step
+ * time, or -1 when OOM or rejected); *best: the index among them of the
+ * best valid one (in t->dec[best - k0]'s place: t->dec[best]), -1 when
+ * none. keep: the first epoch will reuse this forward; the sampling pass
+ * then also keeps each sample's gradient of its learned rows'
+ * log-probabilities (and the entropy term's) for kept_backward. */
+static gopt_status sample_simulate(gopt_trainer *t, tr_graph *G, int b, gopt_rng *rng, int keep, int k0, int k1,
+                                   double *vals, double *ent, int *best, gopt_error *err) {
     const int32_t n = G->fz->n;
     const int K = t->o.samples;
     const size_t N = (size_t)t->cap_n;
+    *best = -1;
     gopt_status s = tr_forward(t, G, err);
     if (s) return s;
     if ((s = tr_decisions_for(t, n, err))) return s;
@@ -115,9 +116,9 @@ static gopt_status rollout(gopt_trainer *t, int b, int lead, int keep, int k0, i
         for (int task = 0; task < GOPT_TASK_COUNT; task++)
             for (int32_t v = 0; v < n; v++) t->rw[(size_t)task * n + v] = row_learned(t, G, task, v) ? 1.0f : 0.0f;
     }
-    /* the K samples in one batched pass: the same draws from the slot's stream as K samples in turn */
-    if ((s = gopt_policy_sample_batch(t->pol, K, tr_slot_rng(t, b), as, t->old_logp + (size_t)b * K * 3 * N, 3 * N,
-                                      lead ? t->ent : NULL, keep ? t->rw : NULL, keep ? t->rent : NULL, err)))
+    /* the K samples in one batched pass: the same draws from the stream as K samples in turn */
+    if ((s = gopt_policy_sample_batch(t->pol, K, rng, as, t->old_logp + (size_t)b * K * 3 * N, 3 * N,
+                                      ent ? t->ent : NULL, keep ? t->rw : NULL, keep ? t->rent : NULL, err)))
         return s;
     gopt_bl_problem bp;
     if ((s = tr_problem(t, (int)(G - t->graphs), &bp, err))) return s;
@@ -125,16 +126,42 @@ static gopt_status rollout(gopt_trainer *t, int b, int lead, int keep, int k0, i
         if ((s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &as[k], &t->dec[k - k0],
                                                    t->group, err)))
             return s;
-    if (lead) *ent = learned_entropy(t, G) / (G->rows ? G->rows : 1);
-    int ok[GOPT_TRAINER_MAX_SAMPLES], best = -1;
+    if (ent) *ent = learned_entropy(t, G) / (G->rows ? G->rows : 1);
+    int ok[GOPT_TRAINER_MAX_SAMPLES];
     if (k1 > k0 && (s = tr_simulate(t, G, k1 - k0, ok, err))) return s;
     for (int i = 0; i < k1 - k0; i++) {
         double step = t->res[i].step_time_s;
         int valid = ok[i] && !t->res[i].oom && step > 0 && isfinite(step);
         vals[i] = valid ? step : -1.0;
-        if (valid && (best < 0 || step < vals[best])) best = i;
+        if (valid && (*best < 0 || step < vals[*best])) *best = i;
     }
+    return GOPT_OK;
+}
+
+/* Slot b's rollout: K samples from the slot's stream; the slot's leader
+ * keeps their log-probabilities and *ent; this rank simulates k0..k1-1
+ * (sample_simulate) and keeps the best one's decisions. */
+static gopt_status rollout(gopt_trainer *t, int b, int lead, int keep, int k0, int k1, double *vals, double *ent,
+                           gopt_error *err) {
+    int best;
+    gopt_status s = sample_simulate(t, &t->graphs[t->sel[b]], b, tr_slot_rng(t, b), keep, k0, k1, vals,
+                                    lead ? ent : NULL, &best, err);
+    if (s) return s;
     return best >= 0 ? tr_keep_slot_best(t, b, &t->dec[best], err) : GOPT_OK;
+}
+
+gopt_status gopt_trainer_sample_best(gopt_trainer *t, int i, gopt_rng *rng, double *best_s, gopt_error *err) {
+    if (i < 0 || i >= t->ng) return gopt_error_set(err, GOPT_EINVAL, "trainer: graph index %d out of range", i);
+    if (!rng) return gopt_error_set(err, GOPT_EINVAL, "trainer: sampling needs an RNG");
+    tr_graph *G = &t->graphs[i];
+    double vals[GOPT_TRAINER_MAX_SAMPLES];
+    int best;
+    *best_s = INFINITY;
+    gopt_status s = sample_simulate(t, G, 0, rng, 0, 0, t->o.samples, vals, NULL, &best, err);
+    if (s || best < 0) return s;
+    *best_s = vals[best];
+    tr_note_best(G, &t->dec[best], vals[best]);
+    return GOPT_OK;
 }
 
 /* Every slot's rewards, advantages (normalised over its K samples),

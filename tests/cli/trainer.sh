@@ -80,6 +80,17 @@ expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" 
 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --imitate 2 --steps 3 -o "$TMP/w2.ckpt" --samples 4 --epochs 1 --quiet > "$TMP/w2.out" && ok || fail "finetune without --shrink"
 [ "$(grep 'zero-shot' "$TMP/s.out")" = "$(grep 'zero-shot' "$TMP/w2.out")" ] && ok || fail "--shrink changed the zero-shot evaluation"
 cmp -s "$TMP/s.ckpt" "$TMP/w2.ckpt" && fail "--shrink 0.3 left the checkpoint unchanged" || ok
+# the pre-trained policy's best of K is judged first, from a stream of its own: the same checkpoint
+# without it, and the best found is never worse than it
+grep -q 'go zero-shot (best of 4)' "$TMP/w2.out" && ok || fail "no zero-shot best of K line"
+"$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --imitate 2 --steps 3 -o "$TMP/z.ckpt" --samples 4 --epochs 1 --quiet --zero-shot-samples off > "$TMP/z.out" && ok || fail "finetune --zero-shot-samples off"
+grep -q 'best of 4' "$TMP/z.out" && fail "--zero-shot-samples off still judged the samples" || ok
+cmp -s "$TMP/z.ckpt" "$TMP/w2.ckpt" && ok || fail "the zero-shot samples changed the training"
+awk '/go zero-shot \(best of/ {k=$6} /go fine-tuned/ {f=$5} END {exit !(f > 0 && k > 0 && f <= k)}' "$TMP/w2.out" && ok || fail "best found worse than the zero-shot best of K"
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --zero-shot-samples maybe
+expect_err "--zero-shot-samples: 'maybe'"
+expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --zero-shot-samples on
+expect_err "--zero-shot-samples is an option of gopt finetune"
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --shrink 0
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --shrink 1.5
 expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --shrink 0.5
