@@ -5,6 +5,7 @@
  * Usage: bench_transfer [--split FILE] [--set NAME] [--graphs a,b,...] [--max-nodes N]
  *                       [--profiles P1,P2,...] [--devices 4,8] [--checkpoint C] [--samples K]
  *                       [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]
+ *                       [--finetune-recipe ppo|warm]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
  * rows whose split is --set, default validation):
@@ -18,13 +19,14 @@
  *    checkpoint): greedy, and the best of greedy + K samples judged by the
  *    simulator; "OOM" when its decisions overflow a device;
  *  - with --finetune-seconds T: GO fine-tuned from the checkpoint for T seconds
- *    of wall time, reference baselines included (the warm start + shrink recipe
- *    of docs/trainer.md: fresh Adam, zero-shot greedy and the pre-trained
- *    policy's 16 samples evaluated, parameters x 0.3, imitation of the graph's
- *    reference for up to 500 steps or half the budget, then PPO steps until T;
- *    the answer is the best valid solution simulated on the way, the zero-shot
- *    ones included), and, at equal time, sa
- *    with a budget of T.
+ *    of wall time, reference baselines included: fresh Adam, the zero-shot
+ *    greedy answer and the pre-trained policy's 16 samples judged, then with
+ *    --finetune-recipe ppo (the default, gopt finetune's) PPO steps from the
+ *    pre-trained parameters until T; with warm (the warm start + shrink
+ *    recipe of docs/trainer.md) the parameters x 0.3, imitation of the graph's
+ *    reference for up to 500 steps or half the budget, then PPO until T. The
+ *    answer is the best valid solution simulated on the way, the zero-shot
+ *    ones included; and, at equal time, sa with a budget of T.
  * Then the geometric means over graphs (per setting and over all) against
  * the targets of issue 14: greedy <= 1.00x, best of K <= 0.97x, fine-tuned
  * <= 0.90x, GO out of memory never. Graphs where no classical combination
@@ -59,7 +61,7 @@ static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_e
 }
 
 typedef struct {
-    const char *split, *set, *graphs, *profiles, *devices, *checkpoint;
+    const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe;
     long samples, max_nodes, seed;
     double sa_budget, ft_seconds, temperature;
 } bench_args;
@@ -117,7 +119,7 @@ typedef struct {
 /* Fine-tune from the checkpoint on graph file `path` for `seconds` of wall time (the recipe above).
  * *best: the best valid step found (s); +inf when none. */
 static gopt_status finetune(const char *ckpt, const char *path, const gopt_costmodel *cm, double seconds,
-                            uint64_t seed, row *r, gopt_error *err) {
+                            uint64_t seed, int warm, row *r, gopt_error *err) {
     double t0 = gopt_now_seconds();
     gopt_policy *pol = NULL;
     gopt_trainer *ta = NULL, *tb = NULL;
@@ -144,9 +146,9 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     gopt_rng_seed(&zr, seed ^ 0x7a65726f73686f74ull);
     double zk;
     if ((s = gopt_trainer_sample_best(ta, 0, &zr, &zk, err))) goto out;
-    gopt_policy_shrink(pol, 0.3f);
+    if (warm) gopt_policy_shrink(pol, 0.3f);
     r->ft_steps_imitate = r->ft_steps_ppo = 0;
-    while (r->ft_steps_imitate < o.imitate_steps && gopt_now_seconds() - t0 < seconds / 2) {
+    while (warm && r->ft_steps_imitate < o.imitate_steps && gopt_now_seconds() - t0 < seconds / 2) {
         if ((s = gopt_trainer_step(ta, &st, err))) goto out;
         r->ft_steps_imitate++;
     }
@@ -218,8 +220,10 @@ static void print_means(const char *label, const means *m, int ft) {
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
-    *a = (bench_args){"graphs/real/splits.tsv", "validation", NULL, "profiles/h100-nvswitch-x8.json,"
-                      "profiles/v100-dgx1-x8.json", "4,8", NULL, 16, 0, 1, 10, 0, 1.0};
+    *a = (bench_args){.split = "graphs/real/splits.tsv", .set = "validation", .graphs = NULL,
+                      .profiles = "profiles/h100-nvswitch-x8.json,profiles/v100-dgx1-x8.json", .devices = "4,8",
+                      .checkpoint = NULL, .recipe = "ppo", .samples = 16, .max_nodes = 0, .seed = 1,
+                      .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -242,6 +246,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--sa-budget")) a->sa_budget = strtod(v, &end);
         else if (!strcmp(o, "--finetune-seconds")) a->ft_seconds = strtod(v, &end);
         else if (!strcmp(o, "--temperature")) a->temperature = strtod(v, &end);
+        else if (!strcmp(o, "--finetune-recipe")) a->recipe = v;
         else {
             fprintf(stderr, "bench_transfer: unknown option '%s'\n", o);
             return 2;
@@ -252,9 +257,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         }
     }
     if (a->samples < 0 || a->samples > 4096 || a->sa_budget < 0 || a->ft_seconds < 0 || a->max_nodes < 0 ||
-        a->seed < 0 || !(a->temperature >= 0.05 && a->temperature <= 100.0) || (strcmp(a->set, "validation") && strcmp(a->set, "train"))) {
+        a->seed < 0 || !(a->temperature >= 0.05 && a->temperature <= 100.0) || (strcmp(a->set, "validation") && strcmp(a->set, "train")) ||
+        (strcmp(a->recipe, "ppo") && strcmp(a->recipe, "warm"))) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
-                        ">= 0, --temperature 0.05..100, --set validation|train\n");
+                        ">= 0, --temperature 0.05..100, --set validation|train, --finetune-recipe ppo|warm\n");
         return 2;
     }
     return 0;
@@ -267,7 +273,8 @@ int main(int argc, char **argv) {
         fprintf(pr == 1 ? stdout : stderr,
                 "usage: bench_transfer [--split FILE] [--set validation|train] [--graphs a,b,...] [--max-nodes N]\n"
                 "                      [--profiles P1,P2] [--devices 4,8] [--checkpoint C] [--samples K]\n"
-                "                      [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]\n");
+                "                      [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]\n"
+                "                      [--finetune-recipe ppo|warm]\n");
         return pr == 1 ? 0 : 2;
     }
     g_go.checkpoint = a.checkpoint ? a.checkpoint : gopt_trainer_default_checkpoint();
@@ -340,9 +347,10 @@ int main(int argc, char **argv) {
     printf("bench_transfer: %d graphs of the %s split (%s), checkpoint %s, GO best of %ld samples (temperature %.3g), sa %.3g s%s\n",
            ng, a.set, a.split, shown, a.samples, a.temperature, a.sa_budget, a.ft_seconds > 0 ? "" : ", no fine-tuning");
     if (a.ft_seconds > 0)
-        printf("fine-tuning: %.3g s of wall time per graph (reference baselines, 500 imitation steps or half the time "
-               "after shrink 0.3, then PPO), against sa with --budget %.3g\n",
-               a.ft_seconds, a.ft_seconds);
+        printf("fine-tuning: %.3g s of wall time per graph (%s), against sa with --budget %.3g\n", a.ft_seconds,
+               !strcmp(a.recipe, "warm") ? "reference baselines, 500 imitation steps or half the time after shrink 0.3, then PPO"
+                      : "PPO from the pre-trained policy, fresh Adam",
+               a.ft_seconds);
     means all = {0};
     int rc = 0;
     for (int pi = 0; pi < np; pi++) {
@@ -401,7 +409,7 @@ int main(int argc, char **argv) {
                 g_go.samples = (int)a.samples;
                 r.best_k = run_method(&reg, "go", sim, cm, &opt, &r.best_k_oom, &failed);
                 if (a.ft_seconds > 0) {
-                    if (finetune(g_go.checkpoint, files[gi], cm, a.ft_seconds, (uint64_t)a.seed, &r, &err)) {
+                    if (finetune(g_go.checkpoint, files[gi], cm, a.ft_seconds, (uint64_t)a.seed, !strcmp(a.recipe, "warm"), &r, &err)) {
                         fprintf(stderr, "bench_transfer: %s: fine-tuning: %s\n", names[gi], err.msg);
                         failed = 1;
                     }
