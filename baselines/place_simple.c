@@ -20,7 +20,8 @@
  *    table-wise, as TorchRec's planner does: each table with its lookups,
  *    the ops that produce its gradient and its update on one device, the
  *    tables largest first onto the device holding the fewest bytes, the rest
- *    of the model on device 0 (expert_tables);
+ *    of the model on device 0 (expert_tables); when the memory fix-up
+ *    cannot make that fit, the rule below;
  *  - any other family: like the first rule when the graph has at least two
  *    layers, else like single.
  * Memory violations left by a rule are fixed up (bl_fix_memory).
@@ -203,6 +204,7 @@ gopt_status gopt_bl_place_expert(const gopt_bl_problem *p, gopt_decisions *d, go
     if (!family_is(fam, SPLIT) && !family_is(fam, KEEP)) {
         int applied = 0;
         st = expert_tables(p, &u, d->device, &applied, err);
+        if (st == GOPT_EUNSUP) st = GOPT_OK, applied = 0; /* the shards do not fit: the layer split may */
         if (st || applied) goto out;
     }
     if (keep) { /* one device when it fits, else the fewest that hold it */
