@@ -5,7 +5,7 @@
  * Usage: bench_transfer [--split FILE] [--set NAME] [--graphs a,b,...] [--max-nodes N]
  *                       [--profiles P1,P2,...] [--devices 4,8] [--checkpoint C] [--samples K]
  *                       [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]
- *                       [--finetune-recipe ppo|warm]
+ *                       [--finetune-recipe ppo|warm] [--finetune-epochs E]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
  * rows whose split is --set, default validation):
@@ -26,7 +26,8 @@
  *    recipe of docs/trainer.md) the parameters x 0.3, imitation of the graph's
  *    reference for up to 500 steps or half the budget, then PPO until T. The
  *    answer is the best valid solution simulated on the way, the zero-shot
- *    ones included; and, at equal time, sa with a budget of T.
+ *    ones included; and, at equal time, sa with a budget of T. --finetune-epochs E
+ *    sets the PPO epochs per step (0: the trainer's default).
  * Then the geometric means over graphs (per setting and over all) against
  * the targets of issue 14: greedy <= 1.00x, best of K <= 0.97x, fine-tuned
  * <= 0.90x, GO out of memory never. Graphs where no classical combination
@@ -62,7 +63,7 @@ static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_e
 
 typedef struct {
     const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe;
-    long samples, max_nodes, seed;
+    long samples, max_nodes, seed, ft_epochs;
     double sa_budget, ft_seconds, temperature;
 } bench_args;
 
@@ -119,7 +120,7 @@ typedef struct {
 /* Fine-tune from the checkpoint on graph file `path` for `seconds` of wall time (the recipe above).
  * *best: the best valid step found (s); +inf when none. */
 static gopt_status finetune(const char *ckpt, const char *path, const gopt_costmodel *cm, double seconds,
-                            uint64_t seed, int warm, row *r, gopt_error *err) {
+                            uint64_t seed, int warm, int epochs, row *r, gopt_error *err) {
     double t0 = gopt_now_seconds();
     gopt_policy *pol = NULL;
     gopt_trainer *ta = NULL, *tb = NULL;
@@ -132,6 +133,7 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     gopt_trainer_options_default(&o);
     o.imitate_steps = 500;
     o.seed = seed;
+    if (epochs > 0) o.epochs = epochs;
     o.sim_threads = 1;
     r->ft = INFINITY;
     if ((s = gopt_policy_load(&pol, ckpt, err)) || (s = gopt_trainer_checkpoint_tasks(ckpt, &o.tasks, err))) goto out;
@@ -223,7 +225,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     *a = (bench_args){.split = "graphs/real/splits.tsv", .set = "validation", .graphs = NULL,
                       .profiles = "profiles/h100-nvswitch-x8.json,profiles/v100-dgx1-x8.json", .devices = "4,8",
                       .checkpoint = NULL, .recipe = "ppo", .samples = 16, .max_nodes = 0, .seed = 1,
-                      .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0};
+                      .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 0};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -247,6 +249,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--finetune-seconds")) a->ft_seconds = strtod(v, &end);
         else if (!strcmp(o, "--temperature")) a->temperature = strtod(v, &end);
         else if (!strcmp(o, "--finetune-recipe")) a->recipe = v;
+        else if (!strcmp(o, "--finetune-epochs")) a->ft_epochs = strtol(v, &end, 10);
         else {
             fprintf(stderr, "bench_transfer: unknown option '%s'\n", o);
             return 2;
@@ -258,9 +261,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     }
     if (a->samples < 0 || a->samples > 4096 || a->sa_budget < 0 || a->ft_seconds < 0 || a->max_nodes < 0 ||
         a->seed < 0 || !(a->temperature >= 0.05 && a->temperature <= 100.0) || (strcmp(a->set, "validation") && strcmp(a->set, "train")) ||
-        (strcmp(a->recipe, "ppo") && strcmp(a->recipe, "warm"))) {
+        (strcmp(a->recipe, "ppo") && strcmp(a->recipe, "warm")) || a->ft_epochs < 0 || a->ft_epochs > 64) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
-                        ">= 0, --temperature 0.05..100, --set validation|train, --finetune-recipe ppo|warm\n");
+                        ">= 0, --temperature 0.05..100, --set validation|train, --finetune-recipe ppo|warm, "
+                        "--finetune-epochs 0..64\n");
         return 2;
     }
     return 0;
@@ -274,7 +278,7 @@ int main(int argc, char **argv) {
                 "usage: bench_transfer [--split FILE] [--set validation|train] [--graphs a,b,...] [--max-nodes N]\n"
                 "                      [--profiles P1,P2] [--devices 4,8] [--checkpoint C] [--samples K]\n"
                 "                      [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]\n"
-                "                      [--finetune-recipe ppo|warm]\n");
+                "                      [--finetune-recipe ppo|warm] [--finetune-epochs E]\n");
         return pr == 1 ? 0 : 2;
     }
     g_go.checkpoint = a.checkpoint ? a.checkpoint : gopt_trainer_default_checkpoint();
@@ -409,7 +413,7 @@ int main(int argc, char **argv) {
                 g_go.samples = (int)a.samples;
                 r.best_k = run_method(&reg, "go", sim, cm, &opt, &r.best_k_oom, &failed);
                 if (a.ft_seconds > 0) {
-                    if (finetune(g_go.checkpoint, files[gi], cm, a.ft_seconds, (uint64_t)a.seed, !strcmp(a.recipe, "warm"), &r, &err)) {
+                    if (finetune(g_go.checkpoint, files[gi], cm, a.ft_seconds, (uint64_t)a.seed, !strcmp(a.recipe, "warm"), (int)a.ft_epochs, &r, &err)) {
                         fprintf(stderr, "bench_transfer: %s: fine-tuning: %s\n", names[gi], err.msg);
                         failed = 1;
                     }
