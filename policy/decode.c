@@ -273,6 +273,37 @@ typedef struct {
 
 static double edge_weight(const gopt_frozen *fz, int32_t slot) { return fz->edge_bytes[fz->in_eid[slot]] + 1.0; }
 
+/* Over the edges between unit u's members and other units, in one direction
+ * (the CSR ptr/nbr/eid: producers or consumers), weighted by bytes + 1: the
+ * total weight into *tot, the weight whose other end is decided (its unit's
+ * first member ranks before u's) per device into by_dev. Returns the device
+ * of the heaviest decided edge (the first of equal weights), -1 when none. */
+static int neighbour_bytes(const gopt_policy *p, const int32_t *place, int u, const int32_t *ptr, const int32_t *nbr,
+                           const int32_t *eid, double *by_dev, double *tot) {
+    const gopt_frozen *fz = p->fz;
+    const policy_acts *A = &p->A;
+    const int rep = A->unit_rep[u];
+    double best = -1;
+    int best_dev = -1;
+    for (int32_t k = A->unit_ptr[u]; k < A->unit_ptr[u + 1]; k++) {
+        int32_t v = fz->topo[A->unit_idx[k]];
+        for (int32_t e = ptr[v]; e < ptr[v + 1]; e++) {
+            int32_t q = nbr[e], uq = A->unit_of[fz->rank[q]];
+            if (uq == u) continue;
+            double w = fz->edge_bytes[eid[e]] + 1.0;
+            *tot += w;
+            if (A->unit_rep[uq] >= rep) continue; /* not decided yet */
+            int d = place[q];
+            by_dev[d] += w;
+            if (w > best) {
+                best = w;
+                best_dev = d;
+            }
+        }
+    }
+    return best_dev;
+}
+
 /* phi (ndev, NPHI) of unit u decided at rank i, for every device, in the
  * state s of one action set whose decided devices are in place (node ids):
  *   0 share of the unit's input bytes (from outside the unit) whose producer is decided and on d
@@ -296,44 +327,11 @@ static void phi_features(const gopt_policy *p, const dec_state *s, const int32_t
     const gopt_frozen *fz = p->fz;
     const policy_acts *A = &p->A;
     const int nd = p->ndev;
-    double inb[GOPT_POLICY_MAX_DEVICES] = {0}, tot = 0, best = -1;
-    int best_dev = -1;
     const int rep = A->unit_rep[u];
-    for (int32_t k = A->unit_ptr[u]; k < A->unit_ptr[u + 1]; k++) {
-        int32_t v = fz->topo[A->unit_idx[k]];
-        for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1]; e++) {
-            int32_t q = fz->in_src[e], uq = A->unit_of[fz->rank[q]];
-            if (uq == u) continue;
-            double w = edge_weight(fz, e);
-            tot += w;
-            if (A->unit_rep[uq] >= rep) continue; /* not decided yet */
-            int d = place[q];
-            inb[d] += w;
-            if (w > best) {
-                best = w;
-                best_dev = d;
-            }
-        }
-    }
-    double outb[GOPT_POLICY_MAX_DEVICES] = {0}, tot_out = 0, best_out = -1;
-    int best_out_dev = -1;
-    if (p->cfg.place_succ) /* consumers decided before u: members of units decided at an earlier first member */
-        for (int32_t k = A->unit_ptr[u]; k < A->unit_ptr[u + 1]; k++) {
-            int32_t v = fz->topo[A->unit_idx[k]];
-            for (int32_t e = fz->out_ptr[v]; e < fz->out_ptr[v + 1]; e++) {
-                int32_t c = fz->out_dst[e], uc = A->unit_of[fz->rank[c]];
-                if (uc == u) continue;
-                double w = fz->edge_bytes[fz->out_eid[e]] + 1.0;
-                tot_out += w;
-                if (A->unit_rep[uc] >= rep) continue; /* not decided yet */
-                int d = place[c];
-                outb[d] += w;
-                if (w > best_out) {
-                    best_out = w;
-                    best_out_dev = d;
-                }
-            }
-        }
+    double inb[GOPT_POLICY_MAX_DEVICES] = {0}, tot = 0, outb[GOPT_POLICY_MAX_DEVICES] = {0}, tot_out = 0;
+    const int best_dev = neighbour_bytes(p, place, u, fz->in_ptr, fz->in_src, fz->in_eid, inb, &tot);
+    int best_out_dev = -1; /* consumers decided before u: members of units decided at an earlier first member */
+    if (p->cfg.place_succ) best_out_dev = neighbour_bytes(p, place, u, fz->out_ptr, fz->out_dst, fz->out_eid, outb, &tot_out);
     const double fair = p->total_time / nd, mean = s->load_sum / nd;
     const int nphi = POLICY_CFG_NPHI(&p->cfg), H = p->cfg.hints;
     int hint[GOPT_POLICY_MAX_HINTS];
