@@ -477,15 +477,11 @@ int gopt_trainer_target_relabel(const gopt_trainer *t, int i, double *relabelled
     return t->graphs[i].relabel;
 }
 
-/* Whether the combination m ("a+b+c") has annealing (sa) among its parts. */
-static int method_anneals(const char *m) {
-    for (const char *p = m; *p;) {
-        size_t len = strcspn(p, "+");
-        if (len == 2 && strncmp(p, "sa", 2) == 0) return 1;
-        p += len;
-        if (*p == '+') p++;
-    }
-    return 0;
+/* Whether the combination m ("a+b+c") has annealing (sa) as its joint part. */
+static int method_anneals(const gopt_bl_registry *reg, const char *m) {
+    gopt_bl_combo c;
+    if (gopt_bl_combo_parse(reg, m, &c, NULL)) return 0; /* refused by gopt_bl_optimize below, with its message */
+    return c.part[GOPT_BL_JOINT] && strcmp(c.part[GOPT_BL_JOINT]->name, "sa") == 0;
 }
 
 /* Reference: the best valid result among the reference baselines. */
@@ -508,7 +504,7 @@ static gopt_status compute_reference(gopt_trainer *t, int i, gopt_error *err) {
     char *save = NULL;
     const int32_t nodes = gopt_graph_num_nodes(G->g);
     for (char *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
-        if (t->o.reference_anneal_max_nodes > 0 && nodes > t->o.reference_anneal_max_nodes && method_anneals(m))
+        if (t->o.reference_anneal_max_nodes > 0 && nodes > t->o.reference_anneal_max_nodes && method_anneals(&reg, m))
             continue; /* too large to anneal: the other references decide */
         gopt_decisions d = {0};
         gopt_bl_outcome res;
