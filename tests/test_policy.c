@@ -2170,13 +2170,9 @@ static void test_place_succ(void **state) {
         gopt_policy *p = NULL;
         assert_int_equal(gopt_policy_create(&p, &c, 5, &err), GOPT_OK);
         const int Hc = c.cond_hidden;
-        int nphi = 0; /* the scorer's features: 8, and the 2 consumer features */
-        for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
-            const char *nm;
-            size_t cnt;
-            gopt_policy_tensor(p, i, &nm, NULL, NULL, &cnt);
-            if (strcmp(nm, "cond.u") == 0) nphi = (int)(cnt / (size_t)Hc);
-        }
+        size_t ucnt;
+        tensor_named(p, "cond.u", &ucnt);
+        const int nphi = (int)(ucnt / (size_t)Hc); /* the scorer's features: 8, and the 2 consumer features */
         assert_int_equal(nphi, 8 + 2 * succ);
         for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
             const char *nm;
