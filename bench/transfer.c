@@ -8,7 +8,7 @@
  *                       [--finetune-recipe ppo|warm] [--finetune-epochs E]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
- * rows whose split is --set, default validation):
+ * rows whose split is --set: validation (the default), train or test):
  *  - every placement method x {fifo, cp} x {none, xla, tvm} through the
  *    optimizer registry (gopt_bl_optimize, the simulator as evaluator); the
  *    best of them that fits in memory is the reference of the ratios ("best
@@ -99,8 +99,8 @@ static int read_split(const char *path, const char *set, char names[][64], int m
         ln++;
         if (line[0] == '#' || line[0] == '\n') continue;
         char *model = strtok(line, "\t\n"), *sp = strtok(NULL, "\t\n");
-        if (!model || !sp || (strcmp(sp, "train") && strcmp(sp, "validation"))) {
-            fprintf(stderr, "bench_transfer: %s:%d: split '%s' is not train or validation\n", path, ln,
+        if (!model || !sp || (strcmp(sp, "train") && strcmp(sp, "validation") && strcmp(sp, "test"))) {
+            fprintf(stderr, "bench_transfer: %s:%d: split '%s' is not train, validation or test\n", path, ln,
                     sp ? sp : "(missing)");
             fclose(f);
             return -1;
@@ -263,7 +263,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         a->seed < 0 || !(a->temperature >= 0.05 && a->temperature <= 100.0) || (strcmp(a->set, "validation") && strcmp(a->set, "train")) ||
         (strcmp(a->recipe, "ppo") && strcmp(a->recipe, "warm")) || a->ft_epochs < 0 || a->ft_epochs > 64) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
-                        ">= 0, --temperature 0.05..100, --set validation|train, --finetune-recipe ppo|warm, "
+                        ">= 0, --temperature 0.05..100, --set validation|train|test, --finetune-recipe ppo|warm, "
                         "--finetune-epochs 0..64\n");
         return 2;
     }
@@ -275,7 +275,7 @@ int main(int argc, char **argv) {
     int pr = parse_args(argc, argv, &a);
     if (pr) {
         fprintf(pr == 1 ? stdout : stderr,
-                "usage: bench_transfer [--split FILE] [--set validation|train] [--graphs a,b,...] [--max-nodes N]\n"
+                "usage: bench_transfer [--split FILE] [--set validation|train|test] [--graphs a,b,...] [--max-nodes N]\n"
                 "                      [--profiles P1,P2] [--devices 4,8] [--checkpoint C] [--samples K]\n"
                 "                      [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]\n"
                 "                      [--finetune-recipe ppo|warm] [--finetune-epochs E]\n");

@@ -548,6 +548,17 @@ def models():
     vision("vit_l_32", "vit", "adam")
     vision("swin_t", "swin", "adam")
     vision("swin_s", "swin", "adam")
+    # the test split (graphs/real/splits.tsv): judged once, never used for a choice
+    vision("densenet161", "densenet")
+    vision("wide_resnet101_2", "wide_resnet")
+    vision("resnext101_64x4d", "resnext")
+    vision("efficientnet_b2", "efficientnet", side=288)
+    vision("mnasnet0_5", "mnasnet")
+    vision("vgg13_bn", "vgg")
+    vision("regnet_x_3_2gf", "regnet")
+    vision("convnext_base", "convnext", "adam")
+    vision("swin_b", "swin", "adam")
+    vision("vit_l_16", "vit", "adam")
     for k in table.values():
         if k.inputs is None:
             k.inputs = lambda b, s: (torch.randn(b, 3, s, s), _ids(b))
@@ -569,10 +580,14 @@ def models():
     gpt("gpt2_xl", 50257, 1600, 48, 25, 2, 256)
     gpt("moe_small", 16000, 512, 4, 8, 8, 128, moe_every=2, experts=8)
     gpt("moe_gpt", 32000, 768, 8, 12, 8, 256, moe_every=2, experts=16)
+    gpt("gpt2_large", 50257, 1280, 36, 20, 2, 256)  # test split
     table["bert_small"] = Spec(lambda b, s: tm.BERT(30522, 512, 4, 8, s), xent, lm, "bert", "adam", 16, 128,
                                "BERT-style encoder, 4 layers, d 512, masked-LM head, vocab 30k")
     table["bert_base"] = Spec(lambda b, s: tm.BERT(30522, 768, 12, 12, s), xent, lm, "bert", "adam", 16, 128,
                               "BERT-base encoder, 12 layers, d 768, masked-LM head, vocab 30k")
+
+    table["bert_large"] = Spec(lambda b, s: tm.BERT(30522, 1024, 24, 16, s), xent, lm, "bert", "adam", 8, 128,
+                               "BERT-large encoder, 24 layers, d 1024, masked-LM head, vocab 30k")  # test split
 
     tb = lambda b, s: (_ids(s, b), _ids(b))  # (T, B) ids, one label per sequence
     tt = lambda b, s: (_ids(s, b), _ids(s, b))  # one label per token
@@ -584,6 +599,8 @@ def models():
                                   "sequence tagger: 3-layer bidirectional LSTM 512")
     table["bigru_classifier"] = Spec(lambda b, s: tm.RNNClassifier(20000, 256, 384, 2, True, cell="gru"), xent, tb,
                                      "gru", "adam", 64, 40, "sentence classifier: 2-layer bidirectional GRU 384")
+    table["bigru_tagger"] = Spec(lambda b, s: tm.RNNTagger(30000, 300, 384, 2, cell="gru"), xent, tt, "gru", "adam",
+                                 32, 50, "sequence tagger: 2-layer bidirectional GRU 384")  # test split
     table["gru_lm"] = Spec(lambda b, s: tm.RNNLM(10000, 1024, 2), xent, tt, "gru", "sgd", 20, 35,
                            "2 x 1024 GRU LM, vocab 10k")
     table["gru_seq2seq"] = Spec(lambda b, s: tm.GRUSeq2Seq(16000, 512), seq_loss,
@@ -621,6 +638,9 @@ def models():
     table["wav2vec_small"] = Spec(lambda b, s: tm.Wav2Vec(d=512, layers=6, heads=8), xent,
                                   lambda b, s: (torch.randn(b, s), _ids(b, wav_frames(s))), "wav2vec", "adam", 8,
                                   32000, "wav2vec 2.0-style encoder: conv feature extractor + 6 blocks d 512")
+    table["wavenet"] = Spec(lambda b, s: tm.WaveNet(), xent, lambda b, s: (_ids(b, s), _ids(b, s)), "wavenet",
+                            "adam", 4, 4096, "WaveNet: 2 stacks of 10 dilated causal blocks, 64 residual, "
+                            "256 skip channels, 256 classes")  # test split
     return table
 
 

@@ -26,7 +26,7 @@
 #                            gopt train --manifest OUT_DIR/manifest.tsv reads it; profile and
 #                            devices are left empty (drawn by gopt train from --profiles and
 #                            --devices-range); fill them to pin a graph's cluster
-# Nothing of the validation split is written; the script checks it at the end.
+# Nothing of the validation or test splits is written; the script checks it at the end.
 # Re-running skips what exists (every file is written atomically), so a killed
 # run continues where it stopped. Prints progress and the wall time.
 set -euo pipefail
@@ -148,11 +148,11 @@ while IFS=$'\t' read -r model split family _; do
 done < "$SPLITS"
 say "real (training split): $nreal graphs"
 
-# the validation split must not be in the corpus
+# the validation and test splits must not be in the corpus
 while IFS=$'\t' read -r model split _; do
   case "$model" in ''|'#'*) continue ;; esac
-  if [ "$split" = validation ] && ls "$OUT" | grep -q "^real_${model}\(_b[0-9]*\)\?\.graphml\.gz$"; then
-    echo "pretrain-data.sh: validation model '$model' found in $OUT" >&2; exit 1
+  if [ "$split" != train ] && ls "$OUT" | grep -q "^real_${model}\(_b[0-9]*\)\?\.graphml\.gz$"; then
+    echo "pretrain-data.sh: $split model '$model' found in $OUT" >&2; exit 1
   fi
 done < "$SPLITS"
 mv -f "$MAN" "$OUT/manifest.tsv"

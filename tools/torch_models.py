@@ -414,3 +414,40 @@ class Wav2Vec(nn.Module):
         for b in self.blocks:
             x = b(x)
         return self.out(x)
+
+
+class WaveNet(nn.Module):
+    """WaveNet (van den Oord et al. 2016) over 8-bit mu-law audio: an input
+    causal convolution, `stacks` x `layers` residual blocks with dilations
+    1, 2, ..., 2^(layers-1) (gated tanh x sigmoid activation, a 1x1 residual
+    convolution but in the last block, a 1x1 skip convolution), the skips summed, relu, 1x1, relu, 1x1 to
+    the 256 classes of the next sample."""
+
+    def __init__(self, stacks=2, layers=10, res=64, skip=256, classes=256):
+        super().__init__()
+        self.embed = nn.Embedding(classes, res)
+        self.filt, self.gate, self.res, self.skip = (nn.ModuleList() for _ in range(4))
+        self.dil = [2 ** i for _ in range(stacks) for i in range(layers)]
+        for i in range(len(self.dil)):
+            self.filt.append(nn.Conv1d(res, res, 2))
+            self.gate.append(nn.Conv1d(res, res, 2))
+            if i + 1 < len(self.dil):
+                self.res.append(nn.Conv1d(res, res, 1))
+            self.skip.append(nn.Conv1d(res, skip, 1))
+        for i, d in enumerate(self.dil):
+            self.filt[i].dilation = self.gate[i].dilation = (d,)
+        self.head1 = nn.Conv1d(skip, skip, 1)
+        self.head2 = nn.Conv1d(skip, classes, 1)
+
+    def forward(self, ids):  # (B, T) -> (B, T, classes)
+        x = self.embed(ids).transpose(1, 2)  # (B, res, T)
+        total = 0
+        for i, d in enumerate(self.dil):
+            p = F.pad(x, (d, 0))
+            h = torch.tanh(self.filt[i](p)) * torch.sigmoid(self.gate[i](p))
+            s = self.skip[i](h)
+            total = s if i == 0 else total + s
+            if i + 1 < len(self.dil):
+                x = x + self.res[i](h)
+        y = self.head2(F.relu(self.head1(F.relu(total))))
+        return y.transpose(1, 2)
