@@ -64,6 +64,14 @@ double gopt_rng_normal(gopt_rng *rng);
 /* A child stream, independent of the parent's future draws (for per-task RNGs). */
 void gopt_rng_split(gopt_rng *parent, gopt_rng *child);
 
+/* ---- threads ------------------------------------------------------------- */
+/* Run fn(ctx, j) for every part j = 0..nparts-1 on min(nthreads, nparts) threads, the
+ * caller's among them: thread t runs parts t, t + T, t + 2T, ... in that order (a thread that
+ * cannot be started leaves its parts to the caller). Returns when all have run. The parts
+ * must not write what another part reads or writes; what they compute must not depend on
+ * which thread runs them, so the results do not depend on nthreads. */
+void gopt_parallel_parts(int nparts, int nthreads, void (*fn)(void *ctx, int part), void *ctx);
+
 /* ---- time -------------------------------------------------------------- */
 double gopt_now_seconds(void); /* monotonic clock */
 

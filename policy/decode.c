@@ -744,6 +744,43 @@ out:
 
 static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err) { return replay_block(p, 1, o, err); }
 
+/* ---- batched replays on several threads ----------------------------------------------------
+ * A batch of k sets (gopt_policy_sample_batch, the batched backwards) is cut into REPLAY_PARTS
+ * parts of consecutive sets, each one replay_block pass over the nodes with its own gradient
+ * destination; the parts run on up to p->threads threads. The cut does not depend on the
+ * thread count, nor does any sum (the parts' gradients are added in part order after all have
+ * run), so every result is bit for bit the same on any number of threads. */
+#define REPLAY_PARTS 4
+
+typedef struct {
+    gopt_policy *p;
+    int k;                 /* sets of this part */
+    const replay_opts *o;  /* its k options */
+    gopt_status st;
+    gopt_error err;
+} replay_part;
+
+static void replay_part_run(void *ctx, int j) {
+    replay_part *r = (replay_part *)ctx + j;
+    if (r->k > 0) r->st = replay_block(r->p, r->k, r->o, &r->err);
+}
+
+/* Run np parts on p->threads threads (gopt_parallel_parts). The first failing part in part
+ * order gives the status and err's message. */
+static gopt_status run_parts(gopt_policy *p, replay_part *parts, int np, gopt_error *err) {
+    for (int j = 0; j < np; j++) parts[j].st = GOPT_OK;
+    gopt_parallel_parts(np, p->threads, replay_part_run, parts);
+    for (int j = 0; j < np; j++)
+        if (parts[j].st) {
+            if (err) *err = parts[j].err;
+            return parts[j].st;
+        }
+    return GOPT_OK;
+}
+
+/* The first set of part j of a block of kb sets. */
+static int part_start(int kb, int j) { return kb * j / REPLAY_PARTS; }
+
 static gopt_status decide(gopt_policy *p, gopt_rng *rng, float temperature, gopt_policy_actions *out,
                           gopt_error *err) {
     gopt_status st = need_forward(p, out, rng ? "sample" : "greedy", err);
@@ -808,11 +845,11 @@ static void dst_fields(const gopt_policy *p, const grad_dst *g, float **f, size_
     }
 }
 
-/* Block b of the kept gradients, carved in dst_fields' order. */
-static grad_dst kept_block(gopt_policy *p, int b) {
+/* Block b of an array of gradient blocks (p->kept, p->part_grad), carved in dst_fields' order. */
+static grad_dst carve_block(gopt_policy *p, float *base, int b) {
     size_t cnt[KEPT_FIELDS];
     dst_fields(p, NULL, NULL, cnt);
-    float *f[KEPT_FIELDS], *q = p->kept + (size_t)b * p->kept_sz;
+    float *f[KEPT_FIELDS], *q = base + (size_t)b * p->kept_sz;
     for (int j = 0; j < KEPT_FIELDS; j++) {
         f[j] = q;
         q += cnt[j];
@@ -820,23 +857,34 @@ static grad_dst kept_block(gopt_policy *p, int b) {
     return (grad_dst){f[0], {NULL, f[1], f[2]}, f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10]};
 }
 
-/* Room for k sets' kept blocks and the entropy term's, zeroed. */
-static gopt_status kept_reserve(gopt_policy *p, int k, gopt_error *err) {
+/* Room for `blocks` gradient blocks in *buf (capacity *cap floats), zeroed; sets p->kept_sz. */
+static gopt_status blocks_reserve(gopt_policy *p, float **buf, size_t *cap, int blocks, const char *what,
+                                  gopt_error *err) {
     size_t cnt[KEPT_FIELDS], sz = 0;
     dst_fields(p, NULL, NULL, cnt);
     for (int j = 0; j < KEPT_FIELDS; j++) sz += cnt[j];
-    const size_t need = sz * ((size_t)k + 1);
-    if (need > p->kept_cap) {
-        float *q = realloc(p->kept, sizeof(float) * need);
+    const size_t need = sz * (size_t)blocks;
+    if (need > *cap) {
+        float *q = realloc(*buf, sizeof(float) * need);
         if (!q)
-            return gopt_error_set(err, GOPT_ENOMEM, "policy sample batch: out of memory keeping %d sets' gradients "
-                                  "(%zu bytes)", k, sizeof(float) * need);
-        p->kept = q;
-        p->kept_cap = need;
+            return gopt_error_set(err, GOPT_ENOMEM, "policy: out of memory for %s (%zu bytes)", what,
+                                  sizeof(float) * need);
+        *buf = q;
+        *cap = need;
     }
     p->kept_sz = sz;
-    memset(p->kept, 0, sizeof(float) * need);
+    memset(*buf, 0, sizeof(float) * need);
     return GOPT_OK;
+}
+
+/* Room for k sets' kept blocks and the entropy term's, zeroed. */
+static gopt_status kept_reserve(gopt_policy *p, int k, gopt_error *err) {
+    return blocks_reserve(p, &p->kept, &p->kept_cap, k + 1, "the sample batch's kept gradients", err);
+}
+
+/* Room for the batched backward's parts 1.. gradient blocks, zeroed. */
+static gopt_status part_grad_reserve(gopt_policy *p, int blocks, gopt_error *err) {
+    return blocks_reserve(p, &p->part_grad, &p->part_cap, blocks, "the replay parts' gradients", err);
 }
 
 gopt_status gopt_policy_sample_batch(gopt_policy *p, int k, gopt_rng *rng, gopt_policy_actions *out, float *logp,
@@ -852,7 +900,7 @@ gopt_status gopt_policy_sample_batch(gopt_policy *p, int k, gopt_rng *rng, gopt_
                               logp_stride, 3 * (size_t)p->n);
     p->kept_k = 0;
     if (w_keep && (st = kept_reserve(p, k, err))) return st;
-    const grad_dst gent = w_keep ? kept_block(p, k) : (grad_dst){0};
+    const grad_dst gent = w_keep ? carve_block(p, p->kept, k) : (grad_dst){0};
     /* set s draws the uniforms that a sequential sample of it would: one per
      * decision (choose), units + 2n per set, so its stream starts after the
      * draws of sets 0..s-1 */
@@ -860,13 +908,14 @@ gopt_status gopt_policy_sample_batch(gopt_policy *p, int k, gopt_rng *rng, gopt_
     gopt_rng rs[REPLAY_BLOCK], start[REPLAY_BLOCK + 1];
     grad_dst gd[REPLAY_BLOCK];
     replay_opts o[REPLAY_BLOCK];
+    replay_part parts[REPLAY_PARTS];
     for (int b0 = 0; b0 < k; b0 += REPLAY_BLOCK) {
         const int kb = k - b0 < REPLAY_BLOCK ? k - b0 : REPLAY_BLOCK;
         for (int b = 0; b < kb; b++) {
             const int s = b0 + b;
             start[b] = rs[b] = *rng;
             for (uint64_t j = 0; j < draws; j++) (void)gopt_rng_u64(rng);
-            if (w_keep) gd[b] = kept_block(p, s);
+            if (w_keep) gd[b] = carve_block(p, p->kept, s);
             o[b] = (replay_opts){.rng = &rs[b],
                                  .decide = 1,
                                  .a = &out[s],
@@ -879,7 +928,11 @@ gopt_status gopt_policy_sample_batch(gopt_policy *p, int k, gopt_rng *rng, gopt_
                                  .gde = s == 0 && w_keep ? &gent : NULL};
         }
         start[kb] = *rng;
-        if ((st = replay_block(p, kb, o, err))) return st;
+        /* every set has its own stream and gradient block: the parts share nothing */
+        for (int j = 0; j < REPLAY_PARTS; j++)
+            parts[j] = (replay_part){.p = p, .k = part_start(kb, j + 1) - part_start(kb, j),
+                                     .o = o + part_start(kb, j)};
+        if ((st = run_parts(p, parts, REPLAY_PARTS, err))) return st;
         for (int b = 0; b < kb; b++) /* each set drew exactly its share of the stream */
             assert(memcmp(&rs[b], &start[b + 1], sizeof rs[b]) == 0 && "sample batch: draws per set miscounted");
         (void)start; /* read by the assert only */
@@ -944,22 +997,47 @@ static gopt_status decode_backward_k(gopt_policy *p, int k, const gopt_policy_ac
     for (int t = 0; t < GOPT_TASK_COUNT; t++) memset(B->dlogits[t], 0, sizeof(float) * (size_t)n * p->width[t]);
     memset(B->dpooled, 0, sizeof(float) * (size_t)p->n_units * W);
     memset(B->dvh_unit, 0, sizeof(float) * (size_t)p->n_units * Hc);
+    /* part 0 adds to the policy's gradients, part j > 0 to block j - 1 of p->part_grad, added
+     * to the policy's in part order at the end */
+    const int np = k > 1 ? REPLAY_PARTS : 1;
+    if (np > 1 && (st = part_grad_reserve(p, np - 1, err))) return st;
+    grad_dst gd[REPLAY_PARTS];
+    for (int j = 1; j < np; j++) gd[j] = carve_block(p, p->part_grad, j - 1);
     replay_opts o[REPLAY_BLOCK];
+    replay_part parts[REPLAY_PARTS];
     for (int b0 = 0; b0 < k; b0 += REPLAY_BLOCK) {
         const int kb = k - b0 < REPLAY_BLOCK ? k - b0 : REPLAY_BLOCK;
-        for (int b = 0; b < kb; b++) {
-            const int s = b0 + b;
-            /* replayed even without weights: it checks the memory masks */
-            o[b] = (replay_opts){.a = (gopt_policy_actions *)&a[s], /* read only */
-                                 .wl = w_logp ? w_logp + (size_t)s * 3 * n : NULL,
-                                 .we = s == 0 ? w_ent : NULL,
-                                 .wfn = wfn,
-                                 .wctx = wctx,
-                                 .set = s,
-                                 .ent = s == 0 ? ent0 : NULL,
-                                 .grad = 1};
+        for (int j = 0; j < np; j++) {
+            const int lo = np > 1 ? part_start(kb, j) : 0, hi = np > 1 ? part_start(kb, j + 1) : kb;
+            parts[j] = (replay_part){.p = p, .k = hi - lo, .o = o + lo};
+            for (int b = lo; b < hi; b++) {
+                const int s = b0 + b;
+                /* replayed even without weights: it checks the memory masks */
+                o[b] = (replay_opts){.a = (gopt_policy_actions *)&a[s], /* read only */
+                                     .wl = w_logp ? w_logp + (size_t)s * 3 * n : NULL,
+                                     .we = s == 0 ? w_ent : NULL,
+                                     .wfn = wfn,
+                                     .wctx = wctx,
+                                     .set = s,
+                                     .ent = s == 0 ? ent0 : NULL,
+                                     .grad = 1,
+                                     .gd = j > 0 ? &gd[j] : NULL};
+            }
         }
-        if ((st = replay_block(p, kb, o, err))) return st;
+        if ((st = run_parts(p, parts, np, err))) return st;
+    }
+    if (np > 1) { /* the parts' gradients, in part order */
+        const grad_dst own = {B->dpooled, {NULL, B->dlogits[GOPT_TASK_SCHED], B->dlogits[GOPT_TASK_FUSE]},
+                              B->dvh_unit, p->G.cond_w, p->G.cond_b, p->G.cond_u, p->G.cond_sched, p->G.cond_fuse,
+                              p->G.cond_fgrp, p->G.cond_shint};
+        float *y[KEPT_FIELDS], *x[KEPT_FIELDS];
+        size_t cnt[KEPT_FIELDS];
+        dst_fields(p, &own, y, cnt);
+        for (int j = 1; j < np; j++) {
+            dst_fields(p, &gd[j], x, cnt);
+            for (int f = 0; f < KEPT_FIELDS; f++)
+                for (size_t i = 0; i < cnt[f]; i++) y[f][i] += x[f][i];
+        }
     }
     unpool_grads(p);
     return GOPT_OK;
@@ -1017,7 +1095,7 @@ gopt_status gopt_policy_backward_kept(gopt_policy *p, int k, const float *coef, 
     size_t cnt[KEPT_FIELDS];
     dst_fields(p, &own, y, cnt);
     for (int s = -1; s < k; s++) {
-        const grad_dst b = kept_block(p, s < 0 ? k : s);
+        const grad_dst b = carve_block(p, p->kept, s < 0 ? k : s);
         dst_fields(p, &b, x, cnt);
         const float c = s < 0 ? 1.0f : coef[s];
         for (int j = 0; j < KEPT_FIELDS; j++) {

@@ -117,6 +117,16 @@ const gopt_policy_config *gopt_policy_get_config(const gopt_policy *p);
 gopt_status gopt_policy_set_device(gopt_policy *p, const char *device, gopt_error *err);
 const char *gopt_policy_device(const gopt_policy *p); /* "cpu", "cuda" or "emulated" */
 
+/* Threads for the decoder's batched replays (gopt_policy_sample_batch and the batched
+ * backwards): 1..GOPT_POLICY_MAX_THREADS, default 1. A batch's sets are cut into 4 parts of
+ * consecutive sets whatever the thread count, and the parts' gradients are added in part
+ * order, so every result is bit for bit the same on any number of threads; beyond 4 threads
+ * nothing is gained. A weight callback (gopt_policy_backward_batch_fn) is then called from
+ * several threads at once, for different sets. The network's GEMMs use BLAS's own threads. */
+#define GOPT_POLICY_MAX_THREADS 64
+gopt_status gopt_policy_set_threads(gopt_policy *p, int threads, gopt_error *err);
+int gopt_policy_threads(const gopt_policy *p);
+
 /* Size the activations for graphs of up to n_nodes nodes / n_edges edges
  * (forward calls it itself and only ever grows); with_backward also sizes
  * the backward scratch. */
@@ -259,7 +269,9 @@ gopt_status gopt_policy_backward_batch(gopt_policy *p, int k, const gopt_policy_
  * replay: w = wfn(ctx, s, t, v, logp_t(v | a[s])) (only decisions that carry a term are asked: a
  * colocation group's placement at its first member). For PPO, whose weight of a decision is a
  * function of that decision's ratio, this saves the logprob replay before the backward. ent0 (3n)
- * or NULL receives the entropies of set 0's decisions (as gopt_policy_logprob). */
+ * or NULL receives the entropies of set 0's decisions (as gopt_policy_logprob). With
+ * gopt_policy_set_threads > 1, wfn is called concurrently for different sets (never for one
+ * set from two threads): what it writes must be per set. */
 typedef float (*gopt_policy_weight_fn)(void *ctx, int set, int task, int32_t node, float logp);
 gopt_status gopt_policy_backward_batch_fn(gopt_policy *p, int k, const gopt_policy_actions *a,
                                           gopt_policy_weight_fn wfn, void *ctx, const float *w_ent, float *ent0,

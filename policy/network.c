@@ -266,6 +266,7 @@ gopt_status gopt_policy_create(gopt_policy **out, const gopt_policy_config *cfg,
     if (!p) return GOPT_ENOMEM;
     skeleton(p, cfg);
     p->hint_best = -1; /* no hints set */
+    p->threads = 1;
     p->nparams = layout(p); /* records the table */
     size_t bytes = sizeof(float) * p->nparams;
     p->params = gopt_malloc(bytes, err);
@@ -291,6 +292,7 @@ void gopt_policy_free(gopt_policy *p) {
     free(p->act_block);
     free(p->bwd_block);
     free(p->kept);
+    free(p->part_grad);
     policy_dev_detach(p);
     gopt_policy_debug_freeze_memory(p, 0);
     free(p);
@@ -315,6 +317,16 @@ int gopt_policy_debug_freeze_memory(gopt_policy *p, int on) {
     p->frozen_n = p->n;
     return 0;
 }
+
+gopt_status gopt_policy_set_threads(gopt_policy *p, int threads, gopt_error *err) {
+    if (threads < 1 || threads > GOPT_POLICY_MAX_THREADS)
+        return gopt_error_set(err, GOPT_EINVAL, "policy: threads = %d is outside 1..%d", threads,
+                              GOPT_POLICY_MAX_THREADS);
+    p->threads = threads;
+    return GOPT_OK;
+}
+
+int gopt_policy_threads(const gopt_policy *p) { return p->threads; }
 
 void gopt_policy_debug_chunk(gopt_policy *p, int segments) { p->fwd_chunk = segments > 0 ? segments : 0; }
 
@@ -406,7 +418,7 @@ static void carve_acts(gopt_policy *p, carver *cv, size_t N, size_t M) {
     A->vh = CARVE_F(cv, N * (size_t)c->cond_hidden);
     A->vh_unit = CARVE_F(cv, N * (size_t)c->cond_hidden);
     A->dev_rank = CARVE_I(cv, N);
-    p->seg_scratch_fwd = CARVE_F(cv, GOPT_SEGATTN_SCRATCH(S, H, D));
+    p->seg_scratch_fwd = CARVE_F(cv, ATTN_PARTS * GOPT_SEGATTN_SCRATCH(S, H, D));
 }
 
 static void carve_bwd(gopt_policy *p, carver *cv, size_t N) {
@@ -428,7 +440,8 @@ static void carve_bwd(gopt_policy *p, carver *cv, size_t N) {
     B->dg = CARVE_F(cv, D);
     B->dms = CARVE_F(cv, D);
     B->dmb = CARVE_F(cv, D);
-    B->seg_scratch = CARVE_F(cv, GOPT_SEGATTN_SCRATCH(S, H, D));
+    B->seg_scratch = CARVE_F(cv, ATTN_PARTS * GOPT_SEGATTN_SCRATCH(S, H, D));
+    B->drelpos_parts = CARVE_F(cv, (ATTN_PARTS - 1) * H * (3 * S - 1));
 }
 
 gopt_status gopt_policy_reserve(gopt_policy *p, int32_t n_nodes, int32_t n_edges, int with_backward,
@@ -482,6 +495,55 @@ gopt_status gopt_policy_reserve(gopt_policy *p, int32_t n_nodes, int32_t n_edges
 /* Rows [r0, r0 + m) of attention layer k (r0 a multiple of the segment): hin is the layer's
  * input (all rows). The attention reads keys and values from row r0 - segment on, which the
  * chunk before computed. */
+/* ---- the segment attention on several threads ----
+ * The segments of rows [r0, r0 + m) (r0 a multiple of the segment) are cut into ATTN_PARTS parts
+ * of whole segments, each with its own scratch, run on p->threads threads (gopt_parallel_parts).
+ * Forward: a segment writes only its own rows of ctx and att. Backward: a segment writes its own
+ * rows of dqkv_self and the segment before's rows of dqkv_mem, again disjoint; only the
+ * relative-position gradient is a sum over segments: part 0 adds to it directly, part j > 0
+ * into its own block, added in part order afterwards. The cut does not depend on the thread
+ * count, so neither do the results. */
+typedef struct {
+    gopt_policy *p;
+    int k, n, r0, m, bwd;
+    const float *qkv_mem;
+} attn_job;
+
+static void attn_part(void *ctx, int j) {
+    const attn_job *J = ctx;
+    gopt_policy *p = J->p;
+    const gopt_policy_config *c = &p->cfg;
+    const int S = c->segment, D = c->hidden, nseg = (J->m + S - 1) / S;
+    const int lo = J->r0 + nseg * j / ATTN_PARTS * S, hi = J->r0 + nseg * (j + 1) / ATTN_PARTS * S;
+    if (lo >= hi) return;
+    const size_t scr = GOPT_SEGATTN_SCRATCH(S, c->heads, D) * (size_t)j;
+    attn_acts *a = &p->A.attn[J->k];
+    if (!J->bwd) {
+        gopt_segattn_forward_rows(a->ctx, a->att, a->qkv, J->qkv_mem, p->P.attn[J->k].relpos, J->n, D, c->heads, S,
+                                  p->seg_scratch_fwd + scr, lo, hi);
+        return;
+    }
+    policy_bwd *B = &p->B;
+    float *drel = j == 0 ? p->G.attn[J->k].relpos : B->drelpos_parts + (size_t)(j - 1) * c->heads * (3 * S - 1);
+    gopt_segattn_backward_rows(B->dqkv_self, B->dqkv_mem, drel, B->dtmp, a->qkv, J->qkv_mem, a->att, J->n, D,
+                               c->heads, S, B->seg_scratch + scr, lo, hi);
+}
+
+static void attn_parallel(gopt_policy *p, int k, const float *qkv_mem, int n, int r0, int m, int bwd) {
+    const gopt_policy_config *c = &p->cfg;
+    const size_t nrel = (size_t)c->heads * (3 * c->segment - 1);
+    if (bwd) memset(p->B.drelpos_parts, 0, sizeof(float) * (ATTN_PARTS - 1) * nrel);
+    attn_job J = {p, k, n, r0, m, bwd, qkv_mem};
+    gopt_parallel_parts(ATTN_PARTS, p->threads, attn_part, &J);
+    if (bwd) {
+        float *g = p->G.attn[k].relpos;
+        for (int j = 1; j < ATTN_PARTS; j++) {
+            const float *x = p->B.drelpos_parts + (size_t)(j - 1) * nrel;
+            for (size_t i = 0; i < nrel; i++) g[i] += x[i];
+        }
+    }
+}
+
 static void attn_layer_rows(gopt_policy *p, int k, const float *hin, int n, int r0, int m) {
     const gopt_policy_config *c = &p->cfg;
     const int D = c->hidden, Fh = D * c->ffn_mult;
@@ -497,8 +559,7 @@ static void attn_layer_rows(gopt_policy *p, int k, const float *hin, int n, int 
                             3 * D);
         qkv_mem = p->frozen_qkv[k];
     }
-    gopt_segattn_forward_rows(a->ctx, a->att, a->qkv, qkv_mem, w->relpos, n, D, c->heads, c->segment,
-                              p->seg_scratch_fwd, r0, r0 + m);
+    attn_parallel(p, k, qkv_mem, n, r0, m, 0);
     gopt_linear_forward(a->h2 + o * D, a->ctx + o * D, w->proj_w, w->proj_b, hin + o * D, m, D, D);
     gopt_layernorm_forward(a->x2 + o * D, a->mean2 + o, a->rstd2 + o, a->h2 + o * D, w->ln2_w, w->ln2_b, NULL, NULL,
                            m, D);
@@ -712,8 +773,7 @@ static void attn_layer_backward(gopt_policy *p, int k, const float *hin, float *
         const int z0 = r0 - S > 0 ? r0 - S : 0, z1 = ci == nch - 1 ? r0 + m : r0 + m - S;
         memset(B->dqkv_self + o * D3, 0, sizeof(float) * (size_t)m * D3);
         memset(B->dqkv_mem + (size_t)z0 * D3, 0, sizeof(float) * (size_t)(z1 - z0) * D3);
-        gopt_segattn_backward_rows(B->dqkv_self, B->dqkv_mem, g->relpos, B->dtmp, a->qkv, qkv_mem, a->att, n, D,
-                                   c->heads, S, B->seg_scratch, r0, r0 + m);
+        attn_parallel(p, k, qkv_mem, n, r0, m, 1);
         float *dqs = B->dqkv_self + o * D3, *dqm = B->dqkv_mem + o * D3;
         if (p->frozen_x1[k]) {
             gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, dqm, p->frozen_x1[k] + o * D, w->qkv_w, m, D, D3);

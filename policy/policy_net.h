@@ -20,6 +20,7 @@
 #define POLICY_MAX_TENSORS 256
 #define POLICY_NAME_MAX 48
 #define POLICY_MAX_COND 64 /* largest cond_hidden */
+#define ATTN_PARTS 4       /* parts of a chunk's segment attention, run on the policy's threads (network.c) */
 #define POLICY_NPHI 8      /* features phi(unit, device) of the conditioned placement scorer (decode.c) */
 #define POLICY_NPSI 5      /* features psi(node, its device) of the schedule and fusion terms (decode.c) */
 #define POLICY_NHINT_PSI GOPT_POLICY_NHINT /* hint features appended to psi when cfg.hints > 0 */
@@ -183,7 +184,8 @@ typedef struct {
     float *dvh, *dvh_unit;        /* (N, Hc) per rank, per unit */
     float *dg;                    /* (D) */
     float *dms, *dmb;             /* (D) */
-    float *seg_scratch;           /* GOPT_SEGATTN_SCRATCH(S, H, D) */
+    float *seg_scratch;           /* ATTN_PARTS x GOPT_SEGATTN_SCRATCH(S, H, D) */
+    float *drelpos_parts;         /* (ATTN_PARTS - 1, H, 3S - 1): parts 1.. relative-position gradients */
 } policy_bwd;
 
 struct gopt_policy {
@@ -203,7 +205,7 @@ struct gopt_policy {
     size_t act_bytes, bwd_bytes;
     policy_acts A;
     policy_bwd B;
-    float *seg_scratch_fwd; /* GOPT_SEGATTN_SCRATCH(S, H, D) */
+    float *seg_scratch_fwd; /* ATTN_PARTS x GOPT_SEGATTN_SCRATCH(S, H, D) (network.c) */
     /* test hook (gopt_policy_debug_freeze_memory): frozen memory states */
     float *frozen_x1[POLICY_MAX_ATTN_ALL];  /* (N, D) or NULL */
     float *frozen_qkv[POLICY_MAX_ATTN_ALL]; /* (N, 3D) */
@@ -234,6 +236,10 @@ struct gopt_policy {
     float *kept;
     size_t kept_cap, kept_sz; /* floats allocated, floats per block */
     int kept_k;
+    /* the batched backward's parts 1.. gradient blocks (decode.c, run_parts), kept_sz floats each */
+    float *part_grad;
+    size_t part_cap;
+    int threads; /* decoder threads for batched replays (gopt_policy_set_threads; 1) */
 
     struct policy_dev *dev; /* the network on a device (netdev.h), NULL: on the CPU */
 };

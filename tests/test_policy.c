@@ -648,9 +648,35 @@ static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_
     gopt_graph_free(g);
 }
 
+/* One forward and backward of p on fz: its logits (place, sched, fuse) into out and its
+ * parameter gradients (weights wl on the actions ab, decided greedily first when greedy) into
+ * gout. */
+static void forward_backward_snapshot(gopt_policy *p, const gopt_frozen *fz, const float *feat, actions_buf *ab,
+                                      const float *wl, int greedy, float *out, float *gout) {
+    gopt_error err;
+    const gopt_policy_config *c = gopt_policy_get_config(p);
+    const size_t n = (size_t)fz->n;
+    assert_int_equal(gopt_policy_forward(p, fz, feat, 4, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_logits(p, GOPT_TASK_PLACE, out, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_logits(p, GOPT_TASK_SCHED, out + n * c->max_devices, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_logits(p, GOPT_TASK_FUSE, out + n * (c->max_devices + c->sched_levels), &err),
+                     GOPT_OK);
+    if (greedy) assert_int_equal(gopt_policy_greedy(p, &ab->a, &err), GOPT_OK);
+    gopt_policy_zero_grad(p);
+    assert_int_equal(gopt_policy_backward(p, &ab->a, wl, NULL, &err), GOPT_OK);
+    for (int i = 0, off = 0; i < gopt_policy_num_tensors(p); i++) {
+        float *grd;
+        size_t cnt;
+        gopt_policy_tensor(p, i, NULL, NULL, &grd, &cnt);
+        memcpy(gout + off, grd, sizeof(float) * cnt);
+        off += (int)cnt;
+    }
+}
+
 /* The forward and the backward run in chunks of whole segments: every chunk size gives the
  * same function and gradient (within the float rounding of sgemm, which depends on the row
- * count, and of the per-chunk weight-gradient sums), on a graph of 10 chunks of the default size. */
+ * count, and of the per-chunk weight-gradient sums), on a graph of 10 chunks of the default size;
+ * and the same bit for bit on 1 and 3 threads (the segment attention's parts). */
 static void test_forward_chunks(void **state) {
     (void)state;
     enum { N = 1300 };
@@ -674,22 +700,8 @@ static void test_forward_chunks(void **state) {
     static const int chunks[] = {1000, 0, 1, 3, 7};
     for (size_t r = 0; r < sizeof chunks / sizeof *chunks; r++) {
         gopt_policy_debug_chunk(p, chunks[r]);
-        assert_int_equal(gopt_policy_forward(p, fz, feat, 4, NULL, &err), GOPT_OK);
-        float *out = r ? got : ref, *gout = r ? ggot : gref;
-        assert_int_equal(gopt_policy_logits(p, GOPT_TASK_PLACE, out, &err), GOPT_OK);
-        assert_int_equal(gopt_policy_logits(p, GOPT_TASK_SCHED, out + N * c.max_devices, &err), GOPT_OK);
-        assert_int_equal(
-            gopt_policy_logits(p, GOPT_TASK_FUSE, out + N * (c.max_devices + c.sched_levels), &err), GOPT_OK);
-        if (!r) assert_int_equal(gopt_policy_greedy(p, &ab.a, &err), GOPT_OK); /* one action set for all */
-        gopt_policy_zero_grad(p);
-        assert_int_equal(gopt_policy_backward(p, &ab.a, wl, NULL, &err), GOPT_OK);
-        for (int i = 0, off = 0; i < gopt_policy_num_tensors(p); i++) {
-            float *grd;
-            size_t cnt;
-            gopt_policy_tensor(p, i, NULL, NULL, &grd, &cnt);
-            memcpy(gout + off, grd, sizeof(float) * cnt);
-            off += (int)cnt;
-        }
+        /* the first run's greedy decisions are the one action set of all */
+        forward_backward_snapshot(p, fz, feat, &ab, wl, !r, r ? got : ref, r ? ggot : gref);
         if (!r) continue;
         double diff = 0, scale = 0, gdiff = 0, gscale = 0;
         for (int i = 0; i < N * W; i++) {
@@ -705,6 +717,16 @@ static void test_forward_chunks(void **state) {
                         scale, gdiff, gscale);
         assert_true(scale > 0 && diff <= 1e-5 * scale);
         assert_true(gscale > 0 && gdiff <= 1e-4 * gscale);
+    }
+    /* the segment attention's parts on 1 and 3 threads (gopt_policy_set_threads): the same logits
+     * and gradients bit for bit, with the default chunks and with chunks of 7 segments */
+    for (int r = 0; r < 4; r++) {
+        gopt_policy_debug_chunk(p, r < 2 ? 0 : 7);
+        assert_int_equal(gopt_policy_set_threads(p, r % 2 ? 3 : 1, &err), GOPT_OK);
+        forward_backward_snapshot(p, fz, feat, &ab, wl, 0, r % 2 ? got : ref, r % 2 ? ggot : gref);
+        if (r % 2 == 0) continue;
+        assert_memory_equal(got, ref, sizeof(float) * N * W);
+        assert_memory_equal(ggot, gref, sizeof(float) * np);
     }
     free(ab.buf);
     free(ref);

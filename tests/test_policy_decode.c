@@ -9,12 +9,16 @@
  *   bit for bit, what gopt_policy_logprob gives for that set alone, and set
  *   0's entropies likewise;
  * - the logit gradients that the replay hands to the network backward equal,
- *   bit for bit, the sums of k single backwards' (summed in the same set
- *   order), and the scorer's node-input gradient within float rounding;
+ *   bit for bit, the sums of k single backwards' (summed in the same order:
+ *   each pass's sets cut into 4 parts of consecutive sets, each part's sets
+ *   in set order, then the parts in part order), and the scorer's
+ *   node-input gradient within float rounding;
  * - every weight gradient, the decoder's own (cond.*, whose sums over sets
  *   and nodes are added in another order) included, within 1e-5 of its
  *   tensor's scale: float rounding;
- * - one seed on one thread reproduces the batched gradient bit for bit;
+ * - one seed on one thread reproduces the batched gradient bit for bit, and
+ *   so do 2, 3 and 4 decoder threads (gopt_policy_set_threads), for the
+ *   batched backward, the batched sampling and the gradients it keeps;
  * - an action on a memory-excluded device in a set of the second pass is
  *   refused, naming the node;
  * - the batched sampling (gopt_policy_sample_batch) gives, bit for bit, the
@@ -191,6 +195,15 @@ static void assert_grads_close(gopt_policy *p, const float *got, const float *wa
     assert_int_equal(cond_seen, p->cfg.cond_hidden > 0 ? 8 : 0);
 }
 
+/* The part of set s in a batched replay of K sets (decode.c: passes of 16 sets, each cut into 4
+ * parts of consecutive sets at kb * j / 4). */
+static int part_of(int s) {
+    const int b0 = s / 16 * 16, kb = K - b0 < 16 ? K - b0 : 16, b = s - b0;
+    int j = 0;
+    while (j + 1 < 4 && kb * (j + 1) / 4 <= b) j++;
+    return j;
+}
+
 static void test_batched_replay_equals_sequential(void **state) {
     (void)state;
     fixture f;
@@ -198,10 +211,12 @@ static void test_batched_replay_equals_sequential(void **state) {
     gopt_policy *p = f.p;
     const int n = f.n, U = p->n_units, W = p->width[GOPT_TASK_PLACE], Hc = p->cfg.cond_hidden;
     gopt_error err = {0};
-    /* sequential: one backward per set; the decoder's hand-offs to the network summed in set order */
+    /* sequential: one backward per set; the decoder's hand-offs to the network summed per part in
+     * set order, then the parts in part order */
     const size_t nl = (size_t)n * (p->width[GOPT_TASK_SCHED] + p->width[GOPT_TASK_FUSE]);
     float *dl_seq = calloc(nl, sizeof(float)), *dvh_seq = calloc((size_t)U * Hc, sizeof(float));
     float *dp_seq = calloc((size_t)U * W, sizeof(float));
+    float *dl_part = calloc(4 * nl, sizeof(float)), *dp_part = calloc(4 * (size_t)U * W, sizeof(float));
     float *lp_seq = malloc(sizeof(float) * 3 * (size_t)n * K), *ent_seq = malloc(sizeof(float) * 3 * (size_t)n);
     gopt_policy_zero_grad(p);
     for (int k = 0; k < K; k++) {
@@ -210,15 +225,22 @@ static void test_batched_replay_equals_sequential(void **state) {
                          GOPT_OK);
         assert_int_equal(gopt_policy_backward(p, &f.a[k], f.w + (size_t)k * 3 * n, k == 0 ? f.we : NULL, &err),
                          GOPT_OK);
+        float *dl = dl_part + part_of(k) * nl, *dp = dp_part + part_of(k) * (size_t)U * W;
         size_t off = 0;
         for (int t = GOPT_TASK_SCHED; t < GOPT_TASK_COUNT; t++) {
             const size_t cnt = (size_t)n * p->width[t];
-            for (size_t j = 0; j < cnt; j++) dl_seq[off + j] += p->B.dlogits[t][j];
+            for (size_t j = 0; j < cnt; j++) dl[off + j] += p->B.dlogits[t][j];
             off += cnt;
         }
-        for (size_t j = 0; j < (size_t)U * W; j++) dp_seq[j] += p->B.dpooled[j];
+        for (size_t j = 0; j < (size_t)U * W; j++) dp[j] += p->B.dpooled[j];
         for (size_t j = 0; j < (size_t)U * Hc; j++) dvh_seq[j] += p->B.dvh_unit[j];
     }
+    for (int j = 0; j < 4; j++) {
+        for (size_t i = 0; i < nl; i++) dl_seq[i] += dl_part[j * nl + i];
+        for (size_t i = 0; i < (size_t)U * W; i++) dp_seq[i] += dp_part[j * (size_t)U * W + i];
+    }
+    free(dl_part);
+    free(dp_part);
     const size_t total = grad_snapshot(p, NULL);
     float *g_seq = malloc(sizeof(float) * total), *g_bat = malloc(sizeof(float) * total);
     grad_snapshot(p, g_seq);
@@ -274,6 +296,19 @@ static void test_batched_replay_equals_sequential(void **state) {
     grad_snapshot(p, g_again);
     assert_memory_equal(g_tab, g_again, sizeof(float) * total);
     assert_memory_equal(g_tab, g_bat, sizeof(float) * total);
+    /* on 2, 3 and 4 decoder threads: the same gradient bit for bit */
+    for (int th = 2; th <= 4; th++) {
+        assert_int_equal(gopt_policy_set_threads(p, th, &err), GOPT_OK);
+        gopt_policy_zero_grad(p);
+        assert_int_equal(gopt_policy_backward_batch(p, K, f.a, f.w, f.we, &err), GOPT_OK);
+        grad_snapshot(p, g_again);
+        assert_memory_equal(g_tab, g_again, sizeof(float) * total);
+    }
+    assert_int_equal(gopt_policy_threads(p), 4);
+    assert_int_equal(gopt_policy_set_threads(p, 0, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "threads = 0"));
+    assert_int_equal(gopt_policy_set_threads(p, GOPT_POLICY_MAX_THREADS + 1, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_policy_threads(p), 4);
     free(g_tab);
     free(dl_seq);
     free(dp_seq);
@@ -359,6 +394,19 @@ static void test_sample_batch_equals_sequential(void **state) {
     assert_memory_equal(ls, lb, sizeof(float) * stride * K);
     assert_memory_equal(es, eb, sizeof(float) * T3);
     assert_memory_equal(&r1, &r2, sizeof r1);
+    /* on 3 decoder threads: the same samples */
+    int32_t *b3 = malloc(sizeof(int32_t) * T3 * K);
+    gopt_policy_actions a3[K];
+    for (int k = 0; k < K; k++)
+        a3[k] = (gopt_policy_actions){b3 + (size_t)k * T3, b3 + (size_t)k * T3 + n, b3 + (size_t)k * T3 + 2 * n};
+    gopt_rng r3;
+    gopt_rng_seed(&r3, 99);
+    assert_int_equal(gopt_policy_set_threads(p, 3, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_sample_batch(p, K, &r3, a3, NULL, 0, NULL, NULL, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_set_threads(p, 1, &err), GOPT_OK);
+    assert_memory_equal(bs, b3, sizeof(int32_t) * T3 * K);
+    assert_memory_equal(&r1, &r3, sizeof r1);
+    free(b3);
     /* the samples differ from one another (each set has its own share of the stream) */
     assert_true(memcmp(bb, bb + T3, sizeof(int32_t) * T3) != 0);
     /* no kept gradients without weights */
@@ -398,15 +446,16 @@ static void kept_equals_batch(int cond_hidden) {
     const size_t total = grad_snapshot(p, NULL);
     float *g_kept = malloc(sizeof(float) * total), *g_again = malloc(sizeof(float) * total),
           *g_bat = malloc(sizeof(float) * total);
-    for (int rep = 0; rep < 2; rep++) {
+    for (int rep = 0; rep < 3; rep++) { /* on 1, 2 and 3 decoder threads */
+        assert_int_equal(gopt_policy_set_threads(p, rep + 1, &err), GOPT_OK);
         gopt_rng r;
         gopt_rng_seed(&r, 17);
         assert_int_equal(gopt_policy_sample_batch(p, K, &r, f.a, NULL, 0, NULL, wk, f.we, &err), GOPT_OK);
         gopt_policy_zero_grad(p);
         assert_int_equal(gopt_policy_backward_kept(p, K, coef, &err), GOPT_OK);
         grad_snapshot(p, rep ? g_again : g_kept);
+        if (rep) assert_memory_equal(g_kept, g_again, sizeof(float) * total);
     }
-    assert_memory_equal(g_kept, g_again, sizeof(float) * total);
     /* the same J through the replay */
     for (int k = 0; k < K; k++)
         for (size_t i = 0; i < T3; i++) f.w[(size_t)k * T3 + i] = coef[k] * wk[i];

@@ -48,7 +48,7 @@ static void common_options_help(FILE *f) {
             "PPO (defaults in parentheses):\n"
             "  --samples K (16)  --epochs E (4)  --clip EPS (0.2)  --entropy BETA (0.01)  --lr LR (1e-3)\n"
             "  --clip-norm C (1)  --invalid-reward R (-4: reward of an OOM or rejected sample)\n"
-            "  --threads T (2: simulator threads)  --seed S (1)\n"
+            "  --threads T (2: simulator and decoder threads; results do not depend on it)  --seed S (1)\n"
             "  --device cpu|cuda (cpu) where the network's forward and backward run; cuda: the first GPU\n"
             "                    (the decoder and Adam stay on the CPU; exit 3 without a GPU; docs/policy.md)\n"
             "  --imitate N (0)   warm start: N steps of imitation of the best baseline's decisions\n"

@@ -60,7 +60,8 @@ typedef struct {
     float entropy_coef;    /* entropy bonus per node decision (0.01) */
     float invalid_reward;  /* reward of an OOM or rejected sample (-4) */
     gopt_adam_config adam; /* lr 1e-3, betas 0.9/0.999, eps 1e-8, clip_norm 1 */
-    int sim_threads;       /* simulator threads (2) */
+    int sim_threads;       /* simulator threads, and the policy's decoder threads for its batched
+                              replays (gopt_policy_set_threads; results do not depend on it) (2) */
     unsigned tasks;        /* learned tasks: bits GOPT_TASK_BIT(t) (all) */
     int imitate_steps;     /* warm start: steps of imitation of the reference decisions (0) */
     int imitate_every;     /* after them, every imitate_every-th step is an imitation step too, the

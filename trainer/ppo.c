@@ -257,12 +257,13 @@ static gopt_status ppo_weights(gopt_trainer *t, int b, double *loss, gopt_error 
 /* The batched path's PPO weights, computed inside the policy's backward
  * replay from each decision's current log-probability (the same formulas as
  * ppo_weights; one replay per sample instead of a logprob replay and a
- * backward replay). */
+ * backward replay). The replay's parts run on several threads, so the loss
+ * is summed per sample (L[k]) and over the samples in order afterwards. */
 typedef struct {
     gopt_trainer *t;
     tr_graph *G;
     int b;
-    double inv, L;
+    double inv, L[GOPT_TRAINER_MAX_SAMPLES];
 } ppo_fused;
 
 static float ppo_weight(void *ctx, int k, int task, int32_t v, float logp) {
@@ -278,7 +279,7 @@ static float ppo_weight(void *ctx, int k, int task, int32_t v, float logp) {
     double r = exp((double)logp - (double)olp);
     double rc = r < 1.0 - eps ? 1.0 - eps : r > 1.0 + eps ? 1.0 + eps : r;
     double u = r * A, cl = rc * A;
-    c->L -= (u < cl ? u : cl) * c->inv;
+    c->L[k] -= (u < cl ? u : cl) * c->inv;
     int active = A > 0 ? r <= 1.0 + eps : r >= 1.0 - eps;
     return active ? (float)(-A * r * c->inv) : 0.0f;
 }
@@ -287,12 +288,14 @@ static gopt_status fused_backward(gopt_trainer *t, int b, double *loss, int *cal
     tr_graph *G = &t->graphs[t->sel[b]];
     gopt_policy_actions as[GOPT_TRAINER_MAX_SAMPLES];
     for (int k = 0; k < t->o.samples; k++) as[k] = tr_actions(t, b, k);
-    ppo_fused c = {t, G, b, 1.0 / ((double)t->o.samples * (G->rows ? G->rows : 1)), 0.0};
+    ppo_fused c = {t, G, b, 1.0 / ((double)t->o.samples * (G->rows ? G->rows : 1)), {0.0}};
     entropy_weights(t, G);
     gopt_status s = gopt_policy_backward_batch_fn(t->pol, t->o.samples, as, ppo_weight, &c, t->rent, t->ent, err);
     if (s) return s;
     *calls += 1;
-    *loss += c.L - t->o.entropy_coef * learned_entropy(t, G) / (G->rows ? G->rows : 1);
+    double L = 0.0;
+    for (int k = 0; k < t->o.samples; k++) L += c.L[k];
+    *loss += L - t->o.entropy_coef * learned_entropy(t, G) / (G->rows ? G->rows : 1);
     return GOPT_OK;
 }
 

@@ -137,6 +137,7 @@ gopt_status gopt_trainer_create(gopt_trainer **out, gopt_policy *policy, const g
     if ((o->tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE)) && pc->fusion_levels < 2)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: learning fusion needs fusion_levels >= 2 (policy has %d)",
                               pc->fusion_levels);
+    if ((st = gopt_policy_set_threads(policy, o->sim_threads, err))) return st;
     gopt_trainer *t = gopt_calloc(1, sizeof *t, err);
     if (!t) return GOPT_ENOMEM;
     t->pol = policy;
