@@ -256,6 +256,8 @@ typedef struct {
     int grad;
     const grad_dst *gd;    /* grad: where to add; NULL: the policy's */
     const grad_dst *gde;   /* or NULL: the entropy term's gradient goes here, apart from gd's */
+    int32_t *fj_write;       /* cfg.fuse_cond: (n, F - 1) by rank, or NULL: record the fusion pass's joins */
+    const int32_t *fj_read;  /* or the joins recorded for these very actions: no search, no fusion state */
 } replay_opts;
 
 typedef struct {
@@ -648,9 +650,11 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
             const int32_t hg = p->hint_group ? p->hint_group[v] : -1;
             if (fcond) {
                 const int w = p->width[GOPT_TASK_FUSE];
+                const size_t fj = (size_t)i * (size_t)(w - 1); /* row i of the recorded joins: levels 1..w-1 */
                 fcand[0] = -1;
                 for (int l = 1; l < w; l++) {
-                    fcand[l] = policy_fuse_join(&s->fg, a->place, a->fuse, v, l);
+                    fcand[l] = ob->fj_read ? ob->fj_read[fj + l - 1] : policy_fuse_join(&s->fg, a->place, a->fuse, v, l);
+                    if (ob->fj_write) ob->fj_write[fj + l - 1] = fcand[l];
                     fkind[l] = fcand[l] < 0                                                  ? 1
                                : !fother || (hg >= 0 && p->hint_group[fcand[l]] == hg) ? 0
                                                                                         : 2;
@@ -718,7 +722,8 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                             for (int m = 0; m < npsi; m++) g->cond_fgrp[(size_t)r * npsi + m] += psi[m] * gk[r];
                     }
                 }
-                if (fg) policy_fuse_commit(&s->fg, a->place, a->fuse, v, fcand[x]); /* v joins groups or roots one */
+                if (fg && !ob->fj_read) /* v joins groups or roots one (the recorded joins need no state) */
+                    policy_fuse_commit(&s->fg, a->place, a->fuse, v, fcand[x]);
                 if (fg && lrow >= 0 && hg >= 0 && s->hgl[hg] == 0 && x > 0) s->hgl[hg] = x;
             }
             /* ---- running state: segments and the previous node ---- */
@@ -743,6 +748,73 @@ out:
 }
 
 static gopt_status replay(gopt_policy *p, const replay_opts *o, gopt_error *err) { return replay_block(p, 1, o, err); }
+
+/* ---- the fusion pass's joins, recorded ---------------------------------------------------
+ * With cfg.fuse_cond the decoder asks, at every node and fusion level, which group the node
+ * would join (policy_fuse_join: a legality search over the decided nodes). The answers depend
+ * on the graph, the placements and the fusion levels only, not on the parameters, so a PPO
+ * step's epochs, which replay the very actions the sample batch drew, would search again for
+ * the same answers. The sample batch records them per set; a batched backward reads them for
+ * each set whose placements and levels equal the recorded ones on the same graph, and
+ * searches for the others. */
+static uint64_t graph_fingerprint(const gopt_frozen *fz) {
+    uint64_t h = 1469598103934665603ull;
+#define FJ_MIX(x) (h = (h ^ (uint64_t)(uint32_t)(x)) * 1099511628211ull)
+    FJ_MIX(fz->n);
+    FJ_MIX(fz->m);
+    for (int32_t v = 0; v < fz->n; v++) {
+        FJ_MIX(fz->topo[v]);
+        FJ_MIX(fz->op_class[v]);
+        FJ_MIX(fz->in_ptr[v + 1]);
+    }
+    for (int32_t e = 0; e < fz->m; e++) FJ_MIX(fz->in_src[e]);
+#undef FJ_MIX
+    return h;
+}
+
+/* Room for k sets' recorded joins; none is valid until fj_done. */
+static gopt_status fj_reserve(gopt_policy *p, int k, gopt_error *err) {
+    p->fj_k = 0;
+    const size_t n = (size_t)p->n, w1 = (size_t)p->width[GOPT_TASK_FUSE] - 1;
+    const size_t need = (size_t)k * n * w1, need_act = (size_t)k * 2 * n;
+    if (need > p->fj_cap) {
+        int32_t *q = realloc(p->fj, sizeof(int32_t) * need);
+        if (!q) return gopt_error_set(err, GOPT_ENOMEM, "policy: out of memory recording %d sets' fusion joins", k);
+        p->fj = q;
+        p->fj_cap = need;
+    }
+    if (need_act > p->fj_act_cap) {
+        int32_t *q = realloc(p->fj_act, sizeof(int32_t) * need_act);
+        if (!q) return gopt_error_set(err, GOPT_ENOMEM, "policy: out of memory recording %d sets' fusion joins", k);
+        p->fj_act = q;
+        p->fj_act_cap = need_act;
+    }
+    return GOPT_OK;
+}
+
+static int32_t *fj_slot(gopt_policy *p, int s) {
+    return p->fj + (size_t)s * (size_t)p->n * (size_t)(p->width[GOPT_TASK_FUSE] - 1);
+}
+
+/* The sample batch's k sets are recorded: keep their placements and levels. */
+static void fj_done(gopt_policy *p, int k, const gopt_policy_actions *a) {
+    const size_t n = (size_t)p->n;
+    for (int s = 0; s < k; s++) {
+        memcpy(p->fj_act + (size_t)s * 2 * n, a[s].place, sizeof(int32_t) * n);
+        memcpy(p->fj_act + (size_t)s * 2 * n + n, a[s].fuse, sizeof(int32_t) * n);
+    }
+    p->fj_graph = graph_fingerprint(p->fz);
+    p->fj_k = k;
+}
+
+/* The joins recorded for set s if its actions are a's on this graph (fingerprint gh), else NULL. */
+static const int32_t *fj_lookup(gopt_policy *p, int s, const gopt_policy_actions *a, uint64_t gh) {
+    const size_t n = (size_t)p->n;
+    if (s >= p->fj_k || gh != p->fj_graph) return NULL;
+    const int32_t *act = p->fj_act + (size_t)s * 2 * n;
+    if (memcmp(act, a->place, sizeof(int32_t) * n) || memcmp(act + n, a->fuse, sizeof(int32_t) * n)) return NULL;
+    return fj_slot(p, s);
+}
 
 /* ---- batched replays on several threads ----------------------------------------------------
  * A batch of k sets (gopt_policy_sample_batch, the batched backwards) is cut into REPLAY_PARTS
@@ -900,6 +972,8 @@ gopt_status gopt_policy_sample_batch(gopt_policy *p, int k, gopt_rng *rng, gopt_
                               logp_stride, 3 * (size_t)p->n);
     p->kept_k = 0;
     if (w_keep && (st = kept_reserve(p, k, err))) return st;
+    const int fcond = p->cfg.fuse_cond && p->cfg.cond_hidden > 0;
+    if (fcond && (st = fj_reserve(p, k, err))) return st;
     const grad_dst gent = w_keep ? carve_block(p, p->kept, k) : (grad_dst){0};
     /* set s draws the uniforms that a sequential sample of it would: one per
      * decision (choose), units + 2n per set, so its stream starts after the
@@ -925,7 +999,8 @@ gopt_status gopt_policy_sample_batch(gopt_policy *p, int k, gopt_rng *rng, gopt_
                                  .we = s == 0 && w_keep ? w_ent : NULL,
                                  .grad = w_keep != NULL,
                                  .gd = w_keep ? &gd[b] : NULL,
-                                 .gde = s == 0 && w_keep ? &gent : NULL};
+                                 .gde = s == 0 && w_keep ? &gent : NULL,
+                                 .fj_write = fcond ? fj_slot(p, s) : NULL};
         }
         start[kb] = *rng;
         /* every set has its own stream and gradient block: the parts share nothing */
@@ -938,6 +1013,7 @@ gopt_status gopt_policy_sample_batch(gopt_policy *p, int k, gopt_rng *rng, gopt_
         (void)start; /* read by the assert only */
     }
     if (w_keep) p->kept_k = k;
+    if (fcond) fj_done(p, k, out);
     return GOPT_OK;
 }
 
@@ -1005,6 +1081,8 @@ static gopt_status decode_backward_k(gopt_policy *p, int k, const gopt_policy_ac
     for (int j = 1; j < np; j++) gd[j] = carve_block(p, p->part_grad, j - 1);
     replay_opts o[REPLAY_BLOCK];
     replay_part parts[REPLAY_PARTS];
+    const int fcond = p->cfg.fuse_cond && Hc > 0 && p->fj_k > 0;
+    const uint64_t gh = fcond ? graph_fingerprint(p->fz) : 0;
     for (int b0 = 0; b0 < k; b0 += REPLAY_BLOCK) {
         const int kb = k - b0 < REPLAY_BLOCK ? k - b0 : REPLAY_BLOCK;
         for (int j = 0; j < np; j++) {
@@ -1021,7 +1099,8 @@ static gopt_status decode_backward_k(gopt_policy *p, int k, const gopt_policy_ac
                                      .set = s,
                                      .ent = s == 0 ? ent0 : NULL,
                                      .grad = 1,
-                                     .gd = j > 0 ? &gd[j] : NULL};
+                                     .gd = j > 0 ? &gd[j] : NULL,
+                                     .fj_read = fcond ? fj_lookup(p, s, &a[s], gh) : NULL};
             }
         }
         if ((st = run_parts(p, parts, np, err))) return st;

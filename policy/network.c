@@ -293,6 +293,8 @@ void gopt_policy_free(gopt_policy *p) {
     free(p->bwd_block);
     free(p->kept);
     free(p->part_grad);
+    free(p->fj);
+    free(p->fj_act);
     policy_dev_detach(p);
     gopt_policy_debug_freeze_memory(p, 0);
     free(p);

@@ -240,6 +240,13 @@ struct gopt_policy {
     float *part_grad;
     size_t part_cap;
     int threads; /* decoder threads for batched replays (gopt_policy_set_threads; 1) */
+    /* cfg.fuse_cond: the fusion pass's joins recorded by the last sample batch (decode.c):
+     * fj_k sets' (n, F - 1) joins by rank, the placements and fusion levels (2n each) they were
+     * computed for, and the graph's fingerprint */
+    int32_t *fj, *fj_act;
+    size_t fj_cap, fj_act_cap;
+    int fj_k;
+    uint64_t fj_graph;
 
     struct policy_dev *dev; /* the network on a device (netdev.h), NULL: on the CPU */
 };

@@ -426,6 +426,70 @@ static void test_sample_batch_equals_sequential(void **state) {
     fixture_free(&f);
 }
 
+/* The fusion pass's joins recorded by a sample batch (cfg.fuse_cond): a batched backward over
+ * the same actions reads them (checked: corrupting them changes its gradient) and gives, bit for
+ * bit, the gradient of the same backward without them (after another sample batch recorded
+ * other actions); a set whose fusion levels changed since is searched again. */
+static void test_recorded_fusion_joins(void **state) {
+    (void)state;
+    fixture f;
+    fixture_make(&f);
+    gopt_policy *p = f.p;
+    assert_true(p->cfg.fuse_cond && p->cfg.cond_hidden > 0);
+    const int n = f.n;
+    const size_t T3 = 3 * (size_t)n, total = grad_snapshot(p, NULL);
+    gopt_error err = {0};
+    float *g_rec = malloc(sizeof(float) * total), *g_fresh = malloc(sizeof(float) * total);
+    int32_t *ob = malloc(sizeof(int32_t) * T3);
+    gopt_policy_actions other = {ob, ob + n, ob + 2 * n};
+    gopt_rng r;
+    /* recorded, read back */
+    gopt_rng_seed(&r, 23);
+    assert_int_equal(gopt_policy_sample_batch(p, K, &r, f.a, NULL, 0, NULL, NULL, NULL, &err), GOPT_OK);
+    assert_int_equal(p->fj_k, K);
+    gopt_policy_zero_grad(p);
+    assert_int_equal(gopt_policy_backward_batch(p, K, f.a, f.w, f.we, &err), GOPT_OK);
+    grad_snapshot(p, g_rec);
+    /* the same backward with nothing recorded for these actions: another batch of one set */
+    assert_int_equal(gopt_policy_sample_batch(p, 1, &r, &other, NULL, 0, NULL, NULL, NULL, &err), GOPT_OK);
+    assert_int_equal(p->fj_k, 1);
+    assert_true(memcmp(ob, f.a[0].place, sizeof(int32_t) * T3) != 0);
+    gopt_policy_zero_grad(p);
+    assert_int_equal(gopt_policy_backward_batch(p, K, f.a, f.w, f.we, &err), GOPT_OK);
+    grad_snapshot(p, g_fresh);
+    assert_memory_equal(g_rec, g_fresh, sizeof(float) * total);
+    /* the recorded joins are what the backward reads: every recorded answer "roots a new group"
+     * changes the gradient (the fusion term sees other groups) */
+    gopt_rng_seed(&r, 23);
+    assert_int_equal(gopt_policy_sample_batch(p, K, &r, f.a, NULL, 0, NULL, NULL, NULL, &err), GOPT_OK);
+    const size_t nj = (size_t)K * n * (p->width[GOPT_TASK_FUSE] - 1);
+    int joined = 0;
+    for (size_t i = 0; i < nj; i++) joined += p->fj[i] >= 0;
+    assert_true(joined > 0); /* some node would join a group at some level */
+    for (size_t i = 0; i < nj; i++) p->fj[i] = -1;
+    gopt_policy_zero_grad(p);
+    assert_int_equal(gopt_policy_backward_batch(p, K, f.a, f.w, f.we, &err), GOPT_OK);
+    grad_snapshot(p, g_fresh);
+    assert_true(memcmp(g_rec, g_fresh, sizeof(float) * total) != 0);
+    /* a set whose levels changed is searched again: set 3 with one level moved, recorded joins
+     * (corrupted) for the others, against the same actions with nothing recorded */
+    f.a[3].fuse[n / 2] = (f.a[3].fuse[n / 2] + 1) % p->width[GOPT_TASK_FUSE];
+    for (int s = 0; s < K; s++)
+        if (s != 3) memset(f.w + (size_t)s * T3, 0, sizeof(float) * T3); /* set 3's gradient alone */
+    gopt_policy_zero_grad(p);
+    assert_int_equal(gopt_policy_backward_batch(p, K, f.a, f.w, NULL, &err), GOPT_OK);
+    grad_snapshot(p, g_rec);
+    assert_int_equal(gopt_policy_sample_batch(p, 1, &r, &other, NULL, 0, NULL, NULL, NULL, &err), GOPT_OK);
+    gopt_policy_zero_grad(p);
+    assert_int_equal(gopt_policy_backward_batch(p, K, f.a, f.w, NULL, &err), GOPT_OK);
+    grad_snapshot(p, g_fresh);
+    assert_memory_equal(g_rec, g_fresh, sizeof(float) * total);
+    free(g_rec);
+    free(g_fresh);
+    free(ob);
+    fixture_free(&f);
+}
+
 /* gopt_policy_backward_kept: the gradients a sample batch kept (K = 20 sets, weights w on every
  * decision, set 0's entropy weights we), scaled by coef[s], give the gradient of
  * gopt_policy_backward_batch with weights coef[s] * w on the same sets, within float rounding
@@ -490,6 +554,7 @@ int main(void) {
         cmocka_unit_test(test_batched_replay_refuses),
         cmocka_unit_test(test_sample_batch_equals_sequential),
         cmocka_unit_test(test_backward_kept_equals_batch),
+        cmocka_unit_test(test_recorded_fusion_joins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
