@@ -5,7 +5,7 @@
  * Usage: bench_transfer [--split FILE] [--set NAME] [--graphs a,b,...] [--max-nodes N]
  *                       [--profiles P1,P2,...] [--devices 4,8] [--checkpoint C] [--samples K]
  *                       [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]
- *                       [--finetune-recipe ppo|warm] [--finetune-epochs E]
+ *                       [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
  * rows whose split is --set: validation (the default), train or test):
@@ -27,7 +27,8 @@
  *    reference for up to 500 steps or half the budget, then PPO until T. The
  *    answer is the best valid solution simulated on the way, the zero-shot
  *    ones included; and, at equal time, sa with a budget of T. --finetune-epochs E
- *    sets the PPO epochs per step (0: the trainer's default).
+ *    sets the PPO epochs per step (0: the trainer's default). --go-ties: GO's
+ *    order within a priority level (gopt_go_options.ties; default best).
  * Then the geometric means over graphs (per setting and over all) against
  * the targets of issue 14: greedy <= 1.00x, best of K <= 0.97x, fine-tuned
  * <= 0.90x, GO out of memory never. Graphs where no classical combination
@@ -55,14 +56,14 @@ static const char *const PLACERS[] = {"single", "expert", "metis", "heft", "mtop
 static const char *const SCHEDS[] = {"fifo", "cp"};
 static const char *const FUSERS[] = {"none", "xla", "tvm"};
 
-static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f};
+static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST};
 
 static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     return gopt_go_decide(&g_go, p, d, err);
 }
 
 typedef struct {
-    const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe;
+    const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe, *ties;
     long samples, max_nodes, seed, ft_epochs;
     double sa_budget, ft_seconds, temperature;
 } bench_args;
@@ -224,7 +225,7 @@ static void print_means(const char *label, const means *m, int ft) {
 static int parse_args(int argc, char **argv, bench_args *a) {
     *a = (bench_args){.split = "graphs/real/splits.tsv", .set = "validation", .graphs = NULL,
                       .profiles = "profiles/h100-nvswitch-x8.json,profiles/v100-dgx1-x8.json", .devices = "4,8",
-                      .checkpoint = NULL, .recipe = "ppo", .samples = 16, .max_nodes = 0, .seed = 1,
+                      .checkpoint = NULL, .recipe = "ppo", .ties = "best", .samples = 16, .max_nodes = 0, .seed = 1,
                       .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 0};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -249,6 +250,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--finetune-seconds")) a->ft_seconds = strtod(v, &end);
         else if (!strcmp(o, "--temperature")) a->temperature = strtod(v, &end);
         else if (!strcmp(o, "--finetune-recipe")) a->recipe = v;
+        else if (!strcmp(o, "--go-ties")) a->ties = v;
         else if (!strcmp(o, "--finetune-epochs")) a->ft_epochs = strtol(v, &end, 10);
         else {
             fprintf(stderr, "bench_transfer: unknown option '%s'\n", o);
@@ -261,10 +263,11 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     }
     if (a->samples < 0 || a->samples > 4096 || a->sa_budget < 0 || a->ft_seconds < 0 || a->max_nodes < 0 ||
         a->seed < 0 || !(a->temperature >= 0.05 && a->temperature <= 100.0) || (strcmp(a->set, "validation") && strcmp(a->set, "train") && strcmp(a->set, "test")) ||
-        (strcmp(a->recipe, "ppo") && strcmp(a->recipe, "warm")) || a->ft_epochs < 0 || a->ft_epochs > 64) {
+        (strcmp(a->recipe, "ppo") && strcmp(a->recipe, "warm")) || a->ft_epochs < 0 || a->ft_epochs > 64 ||
+        gopt_go_ties_parse(a->ties) < 0) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
                         ">= 0, --temperature 0.05..100, --set validation|train|test, --finetune-recipe ppo|warm, "
-                        "--finetune-epochs 0..64\n");
+                        "--finetune-epochs 0..64, --go-ties best|cp|topo\n");
         return 2;
     }
     return 0;
@@ -278,12 +281,13 @@ int main(int argc, char **argv) {
                 "usage: bench_transfer [--split FILE] [--set validation|train|test] [--graphs a,b,...] [--max-nodes N]\n"
                 "                      [--profiles P1,P2] [--devices 4,8] [--checkpoint C] [--samples K]\n"
                 "                      [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]\n"
-                "                      [--finetune-recipe ppo|warm] [--finetune-epochs E]\n");
+                "                      [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]\n");
         return pr == 1 ? 0 : 2;
     }
     g_go.checkpoint = a.checkpoint ? a.checkpoint : gopt_trainer_default_checkpoint();
     g_go.seed = (uint64_t)a.seed;
     g_go.temperature = (float)a.temperature;
+    g_go.ties = gopt_go_ties_parse(a.ties);
     char path[1024], profs[1024], devs[256], sel[1024];
     static char names[MAX_ITEMS][64];
     source_path(a.split, path, sizeof path);

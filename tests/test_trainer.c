@@ -856,7 +856,7 @@ static void test_go_decide(void **state) {
     p.ndev = 2;
     p.evaluate = gopt_bl_sim_evaluate;
     p.eval_ctx = &ctx;
-    gopt_go_options go = {path, 0, 1, NULL, 1.0f};
+    gopt_go_options go = {path, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST};
     gopt_decisions d1 = {0}, d2 = {0};
     assert_int_equal(gopt_decisions_init(&d1, gopt_graph_num_nodes(g), NULL), GOPT_OK);
     assert_int_equal(gopt_decisions_init(&d2, gopt_graph_num_nodes(g), NULL), GOPT_OK);
@@ -865,6 +865,24 @@ static void test_go_decide(void **state) {
     for (int v = 0; v < d1.n; v++) assert_int_equal(d1.group[v], -1); /* fusion was not trained */
     int oom = 0;
     double greedy = gopt_bl_sim_evaluate(&ctx, &d1, &oom);
+    /* ties: the best of the two orders within a level is the faster of cp's and topo's, and is one of them */
+    double tie_step[3];
+    for (int t = 0; t < 3; t++) {
+        go.ties = t;
+        assert_int_equal(gopt_go_decide(&go, &p, &d2, &err), GOPT_OK);
+        tie_step[t] = gopt_bl_sim_evaluate(&ctx, &d2, &oom);
+    }
+    go.ties = GOPT_GO_TIES_BEST;
+    assert_true(tie_step[GOPT_GO_TIES_BEST] == greedy);
+    assert_true(tie_step[GOPT_GO_TIES_BEST] <= tie_step[GOPT_GO_TIES_CP]);
+    assert_true(tie_step[GOPT_GO_TIES_BEST] <= tie_step[GOPT_GO_TIES_TOPO]);
+    assert_true(tie_step[GOPT_GO_TIES_BEST] == tie_step[GOPT_GO_TIES_CP] ||
+                tie_step[GOPT_GO_TIES_BEST] == tie_step[GOPT_GO_TIES_TOPO]);
+    assert_int_equal(gopt_go_ties_parse("best"), GOPT_GO_TIES_BEST);
+    assert_int_equal(gopt_go_ties_parse("cp"), GOPT_GO_TIES_CP);
+    assert_int_equal(gopt_go_ties_parse("topo"), GOPT_GO_TIES_TOPO);
+    assert_int_equal(gopt_go_ties_parse("fifo"), -1);
+    assert_int_equal(gopt_go_ties_parse(NULL), -1);
     go.samples = 8;
     assert_int_equal(gopt_go_decide(&go, &p, &d2, &err), GOPT_OK);
     double best = gopt_bl_sim_evaluate(&ctx, &d2, &oom);
@@ -1014,7 +1032,7 @@ static void test_go_memory_safe(void **state) {
     gopt_bl_sim_evaluate(&ctx, &du, &oom);
     assert_int_equal(oom, 1);
     /* go: masked by the memory model, fits */
-    gopt_go_options go = {path, 0, 1, NULL, 1.0f};
+    gopt_go_options go = {path, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST};
     gopt_decisions d = {0};
     assert_int_equal(gopt_decisions_init(&d, n, NULL), GOPT_OK);
     for (int k = 0; k <= 8; k += 8) {

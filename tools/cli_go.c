@@ -3,7 +3,7 @@
 
 #include "gopt_trainer.h"
 
-static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f};
+static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST};
 
 static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     return gopt_go_decide(&g_go, p, d, err);
@@ -27,6 +27,18 @@ int cli_go_option(cli_args *a) {
         if (!a->bad) g_go.temperature = (float)t;
         return 1;
     }
+    const char *ties = NULL;
+    if (cli_opt_str(a, "--go-ties", &ties)) {
+        if (a->bad) return 1;
+        const int tv = gopt_go_ties_parse(ties);
+        if (tv < 0) {
+            cli_usage_error(a->verb, "option --go-ties: '%s' is not best, cp or topo", ties);
+            a->bad = 1;
+        } else {
+            g_go.ties = tv;
+        }
+        return 1;
+    }
     if (cli_opt_long(a, "--go-seed", &s, 0, 0x7fffffffL)) {
         if (!a->bad) g_go.seed = (uint64_t)s;
         return 1;
@@ -40,5 +52,8 @@ void cli_go_usage(FILE *f) {
                "  --temperature T   method go: the samples' temperature, 0.05..100 (default 1: the policy's own\n"
                "                    distribution; above 1 samples stray further from greedy)\n"
                "  --go-seed S       method go: sampling seed (default 1)\n"
+               "  --go-ties best|cp|topo  method go: order within a priority level: the critical path (cp, as\n"
+               "                    in training), topological (topo), or each candidate judged under both and\n"
+               "                    the faster kept (best, the default)\n"
                "  --device cpu|cuda method go: where the network runs (default cpu; cuda: the first GPU)\n");
 }

@@ -19,11 +19,15 @@
  * of each round's best candidate, which may be a sample, so the greedy
  * trajectory alone (K = 0) is run first from the same caps and the better
  * answer kept: the best of K is never worse than greedy.
+ * Ties: within one of GO's priority levels a device runs the node with the
+ * longer critical path on GO's placement first (cp, as in training) or the
+ * earlier one in topological order (topo, fifo's order); by default every
+ * candidate is judged under both and the faster kept (o->ties).
  * Hints: a checkpoint whose network has cfg.hints = H reads H classical
  * placements and a classical schedule and fusion as features (hint.c);
  * every decision is still the decoder's.
- * Cost: one forward plus (K + 1) decodes and evaluations per round (and the
- * greedy trajectory's rounds when K > 0).
+ * Cost: one forward plus (K + 1) decodes and 2 (K + 1) evaluations per round
+ * (one per tie order; and the greedy trajectory's rounds when K > 0).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -73,6 +77,11 @@ static void repair_caps(const gopt_bl_problem *p, const gopt_decisions *d, int o
     }
     if (!fixed)
         for (int k = 0; k < p->ndev; k++) cap[k] *= 0.75;
+}
+
+int gopt_go_ties_parse(const char *s) {
+    return !s ? -1 : !strcmp(s, "best") ? GOPT_GO_TIES_BEST : !strcmp(s, "cp") ? GOPT_GO_TIES_CP
+                   : !strcmp(s, "topo") ? GOPT_GO_TIES_TOPO : -1;
 }
 
 gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
@@ -139,6 +148,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     gopt_rng_seed(&rng, o ? o->seed : 1);
     const int K = o ? o->samples : 0;
     const float temp = o && o->temperature > 0.0f ? o->temperature : 1.0f;
+    const int ties = o ? o->ties : GOPT_GO_TIES_BEST;
     double best = INFINITY;
     int best_oom = 1, have = 0;
     for (int pass = K > 0 ? 0 : 1; pass < 2; pass++) { /* 0: the greedy trajectory alone; 1: with K samples */
@@ -148,11 +158,15 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
             /* the caps live in `cap`, which the policy reads at every decode */
             double rb = INFINITY;
             int rb_oom = 1, rb_flag = 0, have_round = 0;
-            for (int k = 0; k <= Kp; k++) {
-                st = k == 0 ? gopt_policy_greedy(pol, &a, err) : gopt_policy_sample_tempered(pol, &rng, temp, &a, err);
-                if (st) goto out;
-                if ((st = gopt_trainer_actions_to_decisions(fz, tasks, gopt_policy_get_config(pol)->fuse_merge, p, &a, &cand,
-                                                             group, err)))
+            for (int kt = 0; kt < (Kp + 1) * 2; kt++) { /* candidate k under tie order kt % 2 (0: cp, 1: topo) */
+                const int k = kt / 2, topo = kt % 2;
+                if (ties != GOPT_GO_TIES_BEST && topo != (ties == GOPT_GO_TIES_TOPO)) continue;
+                if (kt % 2 == 0 || ties == GOPT_GO_TIES_TOPO) {
+                    st = k == 0 ? gopt_policy_greedy(pol, &a, err) : gopt_policy_sample_tempered(pol, &rng, temp, &a, err);
+                    if (st) goto out;
+                }
+                if ((st = gopt_trainer_actions_to_decisions(fz, tasks, gopt_policy_get_config(pol)->fuse_merge,
+                                                             topo ? NULL : p, &a, &cand, group, err)))
                     goto out;
                 if (!have && round == 0 && k == 0) gopt_decisions_copy(d, &cand); /* the answer if nothing is valid */
                 if (gopt_decisions_validate(&cand, p->graph, p->ndev, NULL)) continue;
@@ -176,8 +190,9 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
                 gopt_decisions_copy(d, &rbest);
             }
             if (!rb_oom || round == GOPT_GO_REPAIRS) break;
-            /* repair: the evaluator's peaks of the round's best (evaluated last unless K > 0) */
-            if (Kp > 0) (void)gopt_bl_evaluate(p, &rbest, &rb_flag);
+            /* repair: the evaluator's peaks of the round's best (evaluated again: the last one
+             * evaluated may be another candidate or tie order) */
+            (void)gopt_bl_evaluate(p, &rbest, &rb_flag);
             repair_caps(p, &rbest, rb_flag, nmem, cap);
         }
     }

@@ -282,7 +282,15 @@ typedef struct {
     uint64_t seed;          /* sampling seed */
     const char *device;     /* where the network runs (gopt_policy_set_device); NULL: the CPU */
     float temperature;      /* the samples' temperature (gopt_policy_sample_tempered); 0: 1 */
+    int ties;               /* order within a priority level (gopt_go_ties): GOPT_GO_TIES_BEST (0) */
 } gopt_go_options;
+
+/* The order of a device's ready ops within one of GO's priority levels: the critical path on
+ * the decided placement (what training uses), the topological order (fifo's), or BEST: each
+ * candidate judged under both and the faster kept (two evaluations per candidate). */
+enum { GOPT_GO_TIES_BEST = 0, GOPT_GO_TIES_CP = 1, GOPT_GO_TIES_TOPO = 2 };
+/* "best", "cp" or "topo" -> the enum, -1 for anything else */
+int gopt_go_ties_parse(const char *s);
 
 #define GOPT_GO_REPAIRS 6
 
