@@ -27,7 +27,10 @@
  * contracted group can lead from a late member back to an early one. A
  * search that would visit more than POLICY_FUSE_SEARCH nodes refuses the
  * merge (conservative and deterministic). The contraction of the groups
- * stays acyclic (gopt_decisions_validate).
+ * stays acyclic (gopt_decisions_validate). Before searching, a sufficient
+ * condition is checked: when no edge enters the union from outside it, the
+ * union is legal (no_entries); merges the search would refuse only for its
+ * budget are then taken (since 2026-11-24).
  *
  * Cost per decided node: O(indegree^2) with merge = 0; with merge = 1
  * O(indegree * (members * outdegree + POLICY_FUSE_SEARCH * outdegree)) at most;
@@ -136,6 +139,29 @@ static int legal_union(const policy_fuse_state *s, const int32_t *members_of, in
     return 1;
 }
 
+/* merge = 1: a sufficient condition for legal_union that needs no search: no edge enters the
+ * union (marked cu) from a node outside it (resident data aside), so no path can come back into
+ * it. With v alone in U (first) only v's inputs count: the candidate group cannot reach its own
+ * inputs (that path would already be a cycle of the contraction) and v has no decided
+ * successor. The search would find the union legal too, unless it ran out of budget first. */
+static int no_entries(const policy_fuse_state *s, const int32_t *members_of, int nm, int32_t v, uint32_t cu,
+                      int first) {
+    const gopt_frozen *fz = s->fz;
+    const uint32_t *mark = s->w->mark;
+    for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1]; e++) {
+        const int32_t q = fz->in_src[e];
+        if (mark[q] != cu && !resident(fz, q)) return 0;
+    }
+    if (first) return 1;
+    for (int k = 0; k < nm; k++)
+        for (int32_t m = members_of[k]; m >= 0; m = s->next[m])
+            for (int32_t e = fz->in_ptr[m]; e < fz->in_ptr[m + 1]; e++) {
+                const int32_t q = fz->in_src[e];
+                if (mark[q] != cu && !resident(fz, q)) return 0;
+            }
+    return 1;
+}
+
 /* The candidate groups of v at level l, in in-edge order, each once. */
 static int candidates(const policy_fuse_state *s, const int32_t *place, const int32_t *fuse, int32_t v, int32_t l,
                       int32_t *out, int cap) {
@@ -201,7 +227,8 @@ static int choose(const policy_fuse_state *s, const int32_t *place, const int32_
         if (hv + hc > 1) continue; /* one GEMM or convolution per kernel */
         mark_group(s, c, cu);
         members_of[nch] = c;
-        if (legal_union(s, members_of, nch + 1, fz->rank[v], cu)) {
+        if (no_entries(s, members_of, nch + 1, v, cu, nch == 0) ||
+            legal_union(s, members_of, nch + 1, fz->rank[v], cu)) {
             chosen[nch++] = c;
             size += s->size[c];
             hv += hc;

@@ -1402,6 +1402,48 @@ static void test_fusion_merge(void **state) {
     assert_int_equal(ng, 3); /* the input, 64, 6 */
     assert_true(grp[64] == grp[1] && grp[65] != grp[64] && grp[70] == grp[65]);
     gopt_graph_free(ch);
+
+    /* legal merges past the search budget (merge = 1): s -> p -> x_i for 5,000 unfused x_i, then
+     * p -> c1 -> c2 -> v at level 1, the edges added so that c1 comes after every x_i in
+     * topological order. The legality search from p's decided successors would visit the 5,000
+     * x_i and stop at its budget; but each of c1, c2, v has its only input in p's group, so no
+     * edge can enter the union and they all join it. With x_5000 -> v as well, v's union would
+     * close the cycle p -> x_5000 -> v: refused */
+    enum { FAN = 5000 };
+    const int NB = FAN + 5, C1 = FAN + 2, C2 = FAN + 3, VV = FAN + 4;
+    int32_t *big_fuse = calloc((size_t)NB, sizeof(int32_t)), *big_place = calloc((size_t)NB, sizeof(int32_t));
+    int32_t *big_grp = malloc(sizeof(int32_t) * (size_t)NB);
+    big_fuse[1] = big_fuse[C1] = big_fuse[C2] = big_fuse[VV] = 1;
+    for (int with_tail = 0; with_tail < 2; with_tail++) {
+        assert_int_equal(gopt_graph_create(&ch, "fan", "test", NULL), GOPT_OK);
+        for (int v = 0; v < NB; v++) { /* 0: s, 1: p, 2..FAN+1: the x_i, then c1, c2, v */
+            char name[16];
+            snprintf(name, sizeof name, "n%d", v);
+            gopt_node_attrs at = {0};
+            at.name = name;
+            at.op = v ? "Add" : "Input";
+            at.cls = v ? GOPT_OP_CLASS_ELEMENTWISE : GOPT_OP_CLASS_INPUT;
+            at.layer = -1;
+            assert_int_equal(gopt_graph_add_node(ch, &at, NULL, NULL), GOPT_OK);
+        }
+        assert_int_equal(gopt_graph_add_edge(ch, 0, 1, 1, NULL), GOPT_OK);
+        for (int v = 2; v <= FAN + 1; v++) assert_int_equal(gopt_graph_add_edge(ch, 1, v, 1, NULL), GOPT_OK);
+        assert_int_equal(gopt_graph_add_edge(ch, 1, C1, 1, NULL), GOPT_OK);
+        assert_int_equal(gopt_graph_add_edge(ch, C1, C2, 1, NULL), GOPT_OK);
+        assert_int_equal(gopt_graph_add_edge(ch, C2, VV, 1, NULL), GOPT_OK);
+        if (with_tail) assert_int_equal(gopt_graph_add_edge(ch, FAN + 1, VV, 1, NULL), GOPT_OK);
+        assert_int_equal(gopt_graph_finalize(ch, NULL), GOPT_OK);
+        fz = gopt_graph_frozen(ch);
+        for (int v = 2; v <= FAN + 1; v++) assert_true(fz->rank[C1] > fz->rank[v]);
+        assert_int_equal(gopt_policy_fusion_groups(fz, big_place, big_fuse, 1, big_grp, &ng, &err), GOPT_OK);
+        assert_true(big_grp[C1] == big_grp[1] && big_grp[C2] == big_grp[1]);
+        if (with_tail) assert_int_not_equal(big_grp[VV], big_grp[1]);
+        else assert_int_equal(big_grp[VV], big_grp[1]);
+        gopt_graph_free(ch);
+    }
+    free(big_fuse);
+    free(big_place);
+    free(big_grp);
 }
 
 /* ---- the example graph of the repository, default sizes, every device count ---- */
