@@ -140,4 +140,14 @@ expect_err "unknown device 'tpu'"
 cmp -s "$TMP/t1.tsv" "$TMP/t2.tsv" && ok || fail "--temperature: two runs with one seed differ"
 expect_rc 2 "$GOPT" optimize "$EX" --method go --profile "$PROF" --devices 2 --samples 4 --temperature 0
 expect_err "temperature"
+# the tie order: every value runs; best's step is no slower than cp's or topo's; a bad one is refused
+for ties in cp topo best; do
+  "$GOPT" optimize "$EX" --method go --checkpoint "$TMP/a.ckpt" --profile "$PROF" --devices 4 --go-ties $ties --json \
+    > "$TMP/ties_$ties.json" 2>/dev/null && ok || fail "--go-ties $ties"
+done
+step() { sed -n 's/.*"step_time_s": *\([0-9.eE+-]*\).*/\1/p' "$TMP/ties_$1.json"; }
+awk -v b="$(step best)" -v c="$(step cp)" -v t="$(step topo)" 'BEGIN { exit !(b != "" && b <= c && b <= t) }' \
+  && ok || fail "--go-ties best ($(step best)) slower than cp ($(step cp)) or topo ($(step topo))"
+expect_rc 2 "$GOPT" optimize "$EX" --method go --profile "$PROF" --devices 2 --go-ties fifo
+expect_err "'fifo' is not best, cp or topo"
 finish
