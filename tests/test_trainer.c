@@ -262,6 +262,62 @@ static void test_evaluator_seam(void **state) {
     env_free(&e);
 }
 
+/* ---- the tie order within GO's priority levels -------------------------------------
+ * With the schedule learned, the greedy answer and fine-tuning's zero-shot samples are judged
+ * under both orders within a level (critical path, topological) and the faster kept, as
+ * gopt_go_decide does: an evaluator that scores each decision set by a hash of its priorities
+ * sees two sets per answer, and the answer is the faster of the two. */
+typedef struct {
+    long calls;
+    double last[64];
+} ties_eval;
+
+static double prio_evaluate(void *ctx, const gopt_decisions *d, int *oom) {
+    ties_eval *c = ctx;
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t v = 0; v < d->n; v++) h = (h ^ (uint64_t)(uint32_t)d->priority[v]) * 1099511628211ull;
+    const double s = 1e-3 * (1 + (double)(h % 1000));
+    c->last[c->calls++ % 64] = s;
+    *oom = 0;
+    return s;
+}
+
+static void test_greedy_tie_orders(void **state) {
+    (void)state;
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.tasks = GOPT_TASK_BIT(GOPT_TASK_PLACE) | GOPT_TASK_BIT(GOPT_TASK_SCHED);
+    o.samples = 8;
+    o.sim_threads = 1;
+    env e;
+    env_init(&e, 2, &o, 3);
+    add_graph(&e, test_random_graph(60, 9, 0)); /* chains of several lengths: the orders differ */
+    ties_eval c = {0};
+    gopt_trainer_set_evaluator(e.tr, prio_evaluate, &c);
+    gopt_decisions d = {0};
+    gopt_sim_result r;
+    gopt_error err = {0};
+    assert_int_equal(gopt_decisions_init(&d, gopt_graph_num_nodes(gopt_trainer_graph(e.tr, 0)), NULL), GOPT_OK);
+    assert_int_equal(gopt_trainer_greedy(e.tr, 0, &d, &r, &err), GOPT_OK);
+    assert_int_equal(c.calls, 2); /* one answer, two orders */
+    assert_true(c.last[0] != c.last[1]); /* the two orders are two decision sets */
+    assert_true(r.step_time_s == fmin(c.last[0], c.last[1]));
+    int oom;
+    assert_true(prio_evaluate(&c, &d, &oom) == r.step_time_s); /* d is the faster one's decisions */
+    c.calls = 0;
+    gopt_rng zr;
+    gopt_rng_seed(&zr, 5);
+    double bk = 0;
+    assert_int_equal(gopt_trainer_sample_best(e.tr, 0, &zr, &bk, &err), GOPT_OK);
+    assert_int_equal(c.calls, 2 * o.samples);
+    double lo = INFINITY;
+    for (int k = 0; k < 2 * o.samples; k++) lo = fmin(lo, c.last[k]);
+    assert_true(bk == lo);
+    assert_true(gopt_trainer_best(e.tr, 0, NULL) <= bk);
+    gopt_decisions_destroy(&d);
+    env_free(&e);
+}
+
 /* ---- resume equals the uninterrupted run ------------------------------------------ */
 static void run_steps(env *e, int n) {
     for (int s = 0; s < n; s++) {
@@ -1547,6 +1603,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ppo_finds_known_placement),
         cmocka_unit_test(test_evaluator_seam),
+        cmocka_unit_test(test_greedy_tie_orders),
         cmocka_unit_test(test_resume_equals_uninterrupted),
         cmocka_unit_test(test_graphs_per_step),
         cmocka_unit_test(test_batched_equals_rounds),

@@ -158,9 +158,29 @@ gopt_status gopt_trainer_sample_best(gopt_trainer *t, int i, gopt_rng *rng, doub
     int best;
     *best_s = INFINITY;
     gopt_status s = sample_simulate(t, G, 0, rng, 0, 0, t->o.samples, vals, NULL, &best, err);
-    if (s || best < 0) return s;
-    *best_s = vals[best];
-    tr_note_best(G, &t->dec[best], vals[best]);
+    if (s) return s;
+    if (best >= 0) {
+        *best_s = vals[best];
+        tr_note_best(G, &t->dec[best], vals[best]);
+    }
+    if (!(t->o.tasks & GOPT_TASK_BIT(GOPT_TASK_SCHED))) return GOPT_OK;
+    /* the same samples with the topological order within each level (gopt_go_decide's
+     * default judges both orders) */
+    const int K = t->o.samples;
+    for (int k = 0; k < K; k++) {
+        gopt_policy_actions a = tr_actions(t, 0, k);
+        if ((s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), NULL, &a, &t->dec[k], t->group,
+                                                   err)))
+            return s;
+    }
+    int ok[GOPT_TRAINER_MAX_SAMPLES];
+    if ((s = tr_simulate(t, G, K, ok, err))) return s;
+    for (int k = 0; k < K; k++) {
+        const double step = t->res[k].step_time_s;
+        if (!ok[k] || t->res[k].oom || !(step > 0) || !isfinite(step)) continue;
+        if (step < *best_s) *best_s = step;
+        tr_note_best(G, &t->dec[k], step);
+    }
     return GOPT_OK;
 }
 

@@ -797,13 +797,28 @@ gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_
     gopt_bl_problem bp;
     if ((st = tr_problem(t, i, &bp, err))) return st;
     if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, d, t->group, err))) return st;
+    tr_hot *H = NULL;
     if (t->eval) {
         if (!tr_evaluate(t, d, res))
             return gopt_error_set(err, GOPT_EINVAL, "trainer: the evaluator failed on the greedy decisions of graph '%s'",
                                   gopt_graph_name(G->g));
     } else {
-        tr_hot *H = NULL;
         if ((st = tr_hot_get(t, i, &H, err)) || (st = gopt_sim_run(H->sim, d, res, H->scratch[0], err))) return st;
+    }
+    /* the same levels with the topological order within each (gopt_go_decide's default judges
+     * both orders): the faster is the answer; a variant the evaluator rejects is dropped */
+    if (t->o.tasks & GOPT_TASK_BIT(GOPT_TASK_SCHED)) {
+        if ((st = tr_decisions_for(t, G->fz->n, err))) return st;
+        gopt_decisions *dt = &t->dec[0];
+        if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), NULL, &a, dt, t->group, err)))
+            return st;
+        gopt_sim_result rt;
+        gopt_error e2 = {0};
+        const int ok = t->eval ? tr_evaluate(t, dt, &rt) : gopt_sim_run(H->sim, dt, &rt, H->scratch[0], &e2) == GOPT_OK;
+        if (ok && !rt.oom && rt.step_time_s > 0 && (res->oom || rt.step_time_s < res->step_time_s)) {
+            gopt_decisions_copy(d, dt);
+            *res = rt;
+        }
     }
     if (!res->oom) tr_note_best(G, d, res->step_time_s);
     return GOPT_OK;
