@@ -1289,6 +1289,23 @@ static gopt_graph *letters_graph(const char *nodes, const char *const *edges, in
     return g;
 }
 
+/* A graph of n nodes without edges: node 0 an input, the others elementwise adds (n0, n1, ...). */
+static gopt_graph *input_and_adds(const char *name, int n) {
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, name, "test", NULL), GOPT_OK);
+    for (int v = 0; v < n; v++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "n%d", v);
+        gopt_node_attrs at = {0};
+        at.name = nm;
+        at.op = v ? "Add" : "Input";
+        at.cls = v ? GOPT_OP_CLASS_ELEMENTWISE : GOPT_OP_CLASS_INPUT;
+        at.layer = -1;
+        assert_int_equal(gopt_graph_add_node(g, &at, NULL, NULL), GOPT_OK);
+    }
+    return g;
+}
+
 static void test_fusion_merge(void **state) {
     (void)state;
     gopt_error err;
@@ -1380,17 +1397,8 @@ static void test_fusion_merge(void **state) {
     gopt_graph_free(g);
 
     /* a chain of 70 fused ops: merge = 1 caps a group at 64 members */
-    gopt_graph *ch = NULL;
-    assert_int_equal(gopt_graph_create(&ch, "chain", "test", NULL), GOPT_OK);
+    gopt_graph *ch = input_and_adds("chain", 71);
     for (int v = 0; v < 71; v++) {
-        char name[8];
-        snprintf(name, sizeof name, "n%d", v);
-        gopt_node_attrs at = {0};
-        at.name = name;
-        at.op = v ? "Add" : "Input";
-        at.cls = v ? GOPT_OP_CLASS_ELEMENTWISE : GOPT_OP_CLASS_INPUT;
-        at.layer = -1;
-        assert_int_equal(gopt_graph_add_node(ch, &at, NULL, NULL), GOPT_OK);
         if (v) assert_int_equal(gopt_graph_add_edge(ch, v - 1, v, 1, NULL), GOPT_OK);
         fuse[v] = 1;
     }
@@ -1415,17 +1423,7 @@ static void test_fusion_merge(void **state) {
     int32_t *big_grp = malloc(sizeof(int32_t) * (size_t)NB);
     big_fuse[1] = big_fuse[C1] = big_fuse[C2] = big_fuse[VV] = 1;
     for (int with_tail = 0; with_tail < 2; with_tail++) {
-        assert_int_equal(gopt_graph_create(&ch, "fan", "test", NULL), GOPT_OK);
-        for (int v = 0; v < NB; v++) { /* 0: s, 1: p, 2..FAN+1: the x_i, then c1, c2, v */
-            char name[16];
-            snprintf(name, sizeof name, "n%d", v);
-            gopt_node_attrs at = {0};
-            at.name = name;
-            at.op = v ? "Add" : "Input";
-            at.cls = v ? GOPT_OP_CLASS_ELEMENTWISE : GOPT_OP_CLASS_INPUT;
-            at.layer = -1;
-            assert_int_equal(gopt_graph_add_node(ch, &at, NULL, NULL), GOPT_OK);
-        }
+        ch = input_and_adds("fan", NB); /* 0: s, 1: p, 2..FAN+1: the x_i, then c1, c2, v */
         assert_int_equal(gopt_graph_add_edge(ch, 0, 1, 1, NULL), GOPT_OK);
         for (int v = 2; v <= FAN + 1; v++) assert_int_equal(gopt_graph_add_edge(ch, 1, v, 1, NULL), GOPT_OK);
         assert_int_equal(gopt_graph_add_edge(ch, 1, C1, 1, NULL), GOPT_OK);
