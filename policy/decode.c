@@ -242,6 +242,16 @@ typedef struct {
     float *cond_fgrp, *cond_shint; /* cfg.fuse_cond, cfg.sched_cond (else NULL) */
 } grad_dst;
 
+/* The policy's own destination: B's hand-offs to the network, G's scorer weights. */
+static grad_dst policy_dst(gopt_policy *p) {
+    policy_bwd *B = &p->B;
+    return (grad_dst){B->dpooled,       {B->dlogits[0], B->dlogits[1], B->dlogits[2]},
+                      B->dvh_unit,      p->G.cond_w,
+                      p->G.cond_b,      p->G.cond_u,
+                      p->G.cond_sched,  p->G.cond_fuse,
+                      p->G.cond_fgrp,   p->G.cond_shint};
+}
+
 typedef struct {
     gopt_rng *rng;         /* decide: sample from it; NULL: greedy */
     float inv_t;           /* sampling: 1 / temperature (0 is taken as 1) */
@@ -495,14 +505,9 @@ GOPT_SIMD_CLONES
 static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gopt_error *err) {
     const gopt_frozen *fz = p->fz;
     policy_acts *A = &p->A;
-    policy_bwd *B = &p->B;
     const int n = p->n, nd = p->ndev, W = p->width[GOPT_TASK_PLACE], Hc = p->cfg.cond_hidden, S = p->cfg.segment;
     const int has_mem = p->in_mem && p->in_cap;
-    const grad_dst own = {B->dpooled,      {B->dlogits[0], B->dlogits[1], B->dlogits[2]},
-                          B->dvh_unit,     p->G.cond_w,
-                          p->G.cond_b,     p->G.cond_u,
-                          p->G.cond_sched, p->G.cond_fuse,
-                          p->G.cond_fgrp,  p->G.cond_shint};
+    const grad_dst own = policy_dst(p);
     dec_state st[REPLAY_BLOCK];
     double tl[REPLAY_BLOCK][GOPT_TASK_COUNT], te[REPLAY_BLOCK][GOPT_TASK_COUNT];
     memset(st, 0, sizeof st);
@@ -917,6 +922,16 @@ static void dst_fields(const gopt_policy *p, const grad_dst *g, float **f, size_
     }
 }
 
+/* y += c * x over every field of two destinations (c = 1: the plain sum, bit for bit). */
+static void dst_add(const gopt_policy *p, const grad_dst *y, const grad_dst *x, float c) {
+    float *fy[KEPT_FIELDS], *fx[KEPT_FIELDS];
+    size_t cnt[KEPT_FIELDS];
+    dst_fields(p, y, fy, cnt);
+    dst_fields(p, x, fx, cnt);
+    for (int j = 0; j < KEPT_FIELDS; j++)
+        for (size_t i = 0; i < cnt[j]; i++) fy[j][i] += c * fx[j][i];
+}
+
 /* Block b of an array of gradient blocks (p->kept, p->part_grad), carved in dst_fields' order. */
 static grad_dst carve_block(gopt_policy *p, float *base, int b) {
     size_t cnt[KEPT_FIELDS];
@@ -1105,19 +1120,8 @@ static gopt_status decode_backward_k(gopt_policy *p, int k, const gopt_policy_ac
         }
         if ((st = run_parts(p, parts, np, err))) return st;
     }
-    if (np > 1) { /* the parts' gradients, in part order */
-        const grad_dst own = {B->dpooled, {NULL, B->dlogits[GOPT_TASK_SCHED], B->dlogits[GOPT_TASK_FUSE]},
-                              B->dvh_unit, p->G.cond_w, p->G.cond_b, p->G.cond_u, p->G.cond_sched, p->G.cond_fuse,
-                              p->G.cond_fgrp, p->G.cond_shint};
-        float *y[KEPT_FIELDS], *x[KEPT_FIELDS];
-        size_t cnt[KEPT_FIELDS];
-        dst_fields(p, &own, y, cnt);
-        for (int j = 1; j < np; j++) {
-            dst_fields(p, &gd[j], x, cnt);
-            for (int f = 0; f < KEPT_FIELDS; f++)
-                for (size_t i = 0; i < cnt[f]; i++) y[f][i] += x[f][i];
-        }
-    }
+    const grad_dst own = policy_dst(p);
+    for (int j = 1; j < np; j++) dst_add(p, &own, &gd[j], 1.0f); /* the parts' gradients, in part order */
     unpool_grads(p);
     return GOPT_OK;
 }
@@ -1167,23 +1171,21 @@ gopt_status gopt_policy_backward_kept(gopt_policy *p, int k, const float *coef, 
     if (st) return st;
     /* the hand-offs: the entropy term's block, then coef[s] times set s's, in set order;
      * the scorer's weights: added to the policy's gradients in the same order */
-    const grad_dst own = {p->B.dpooled, {NULL, p->B.dlogits[GOPT_TASK_SCHED], p->B.dlogits[GOPT_TASK_FUSE]},
-                          p->B.dvh_unit, p->G.cond_w, p->G.cond_b, p->G.cond_u, p->G.cond_sched, p->G.cond_fuse,
-                          p->G.cond_fgrp, p->G.cond_shint};
+    const grad_dst own = policy_dst(p), ent = carve_block(p, p->kept, k);
     float *y[KEPT_FIELDS], *x[KEPT_FIELDS];
     size_t cnt[KEPT_FIELDS];
     dst_fields(p, &own, y, cnt);
-    for (int s = -1; s < k; s++) {
-        const grad_dst b = carve_block(p, p->kept, s < 0 ? k : s);
-        dst_fields(p, &b, x, cnt);
-        const float c = s < 0 ? 1.0f : coef[s];
-        for (int j = 0; j < KEPT_FIELDS; j++) {
-            if (s < 0 && j < 4) { /* the hand-offs start from the entropy term */
-                if (cnt[j]) memcpy(y[j], x[j], sizeof(float) * cnt[j]);
-                continue;
-            }
-            for (size_t i = 0; i < cnt[j]; i++) y[j][i] += c * x[j][i];
+    dst_fields(p, &ent, x, cnt);
+    for (int j = 0; j < KEPT_FIELDS; j++) {
+        if (j < 4) { /* the hand-offs start from the entropy term */
+            if (cnt[j]) memcpy(y[j], x[j], sizeof(float) * cnt[j]);
+            continue;
         }
+        for (size_t i = 0; i < cnt[j]; i++) y[j][i] += x[j][i];
+    }
+    for (int s = 0; s < k; s++) {
+        const grad_dst b = carve_block(p, p->kept, s);
+        dst_add(p, &own, &b, coef[s]);
     }
     unpool_grads(p);
     return policy_network_backward(p, err);

@@ -144,21 +144,22 @@ static int legal_union(const policy_fuse_state *s, const int32_t *members_of, in
  * it. With v alone in U (first) only v's inputs count: the candidate group cannot reach its own
  * inputs (that path would already be a cycle of the contraction) and v has no decided
  * successor. The search would find the union legal too, unless it ran out of budget first. */
+static int inputs_inside(const policy_fuse_state *s, int32_t m, uint32_t cu) {
+    const gopt_frozen *fz = s->fz;
+    for (int32_t e = fz->in_ptr[m]; e < fz->in_ptr[m + 1]; e++) {
+        const int32_t q = fz->in_src[e];
+        if (s->w->mark[q] != cu && !resident(fz, q)) return 0;
+    }
+    return 1;
+}
+
 static int no_entries(const policy_fuse_state *s, const int32_t *members_of, int nm, int32_t v, uint32_t cu,
                       int first) {
-    const gopt_frozen *fz = s->fz;
-    const uint32_t *mark = s->w->mark;
-    for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1]; e++) {
-        const int32_t q = fz->in_src[e];
-        if (mark[q] != cu && !resident(fz, q)) return 0;
-    }
+    if (!inputs_inside(s, v, cu)) return 0;
     if (first) return 1;
     for (int k = 0; k < nm; k++)
         for (int32_t m = members_of[k]; m >= 0; m = s->next[m])
-            for (int32_t e = fz->in_ptr[m]; e < fz->in_ptr[m + 1]; e++) {
-                const int32_t q = fz->in_src[e];
-                if (mark[q] != cu && !resident(fz, q)) return 0;
-            }
+            if (!inputs_inside(s, m, cu)) return 0;
     return 1;
 }
 

@@ -494,9 +494,6 @@ gopt_status gopt_policy_reserve(gopt_policy *p, int32_t n_nodes, int32_t n_edges
 /* ---- forward -------------------------------------------------------------------- */
 #define FWD_CHUNK 32 /* segments per chunk of the forward's row-local work */
 
-/* Rows [r0, r0 + m) of attention layer k (r0 a multiple of the segment): hin is the layer's
- * input (all rows). The attention reads keys and values from row r0 - segment on, which the
- * chunk before computed. */
 /* ---- the segment attention on several threads ----
  * The segments of rows [r0, r0 + m) (r0 a multiple of the segment) are cut into ATTN_PARTS parts
  * of whole segments, each with its own scratch, run on p->threads threads (gopt_parallel_parts).
@@ -546,6 +543,9 @@ static void attn_parallel(gopt_policy *p, int k, const float *qkv_mem, int n, in
     }
 }
 
+/* Rows [r0, r0 + m) of attention layer k (r0 a multiple of the segment): hin is the layer's
+ * input (all rows). The attention reads keys and values from row r0 - segment on, which the
+ * chunk before computed. */
 static void attn_layer_rows(gopt_policy *p, int k, const float *hin, int n, int r0, int m) {
     const gopt_policy_config *c = &p->cfg;
     const int D = c->hidden, Fh = D * c->ffn_mult;
