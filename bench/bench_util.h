@@ -19,11 +19,24 @@
 #include "gopt_graph.h"
 #include "gopt_policy.h"
 
+/* The threads of the benches' policy network on the CPU: the environment's GOPT_BENCH_THREADS
+ * (default 2, the trainer's default; results do not depend on it). */
+static inline int bench_policy_threads(void) {
+    const char *t = getenv("GOPT_BENCH_THREADS");
+    int n = t && *t ? atoi(t) : 2;
+    return n >= 1 && n <= GOPT_POLICY_MAX_THREADS ? n : 2;
+}
+
 /* The device of the benches' policy network: the environment's GOPT_BENCH_DEVICE (cpu, cuda;
- * default cpu), e.g. GOPT_BENCH_DEVICE=cuda build/bench/bench_policy. Exit 3 where it cannot run. */
+ * default cpu), e.g. GOPT_BENCH_DEVICE=cuda build/bench/bench_policy; and its CPU threads
+ * (bench_policy_threads). Exit 3 where it cannot run. */
 static inline void bench_policy_device(gopt_policy *p) {
     const char *dev = getenv("GOPT_BENCH_DEVICE");
     gopt_error err;
+    if (gopt_policy_set_threads(p, bench_policy_threads(), &err) != GOPT_OK) {
+        fprintf(stderr, "bench: %s\n", err.msg);
+        exit(2);
+    }
     if (!dev || !*dev) return;
     gopt_status st = gopt_policy_set_device(p, dev, &err);
     if (st != GOPT_OK) {

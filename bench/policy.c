@@ -18,7 +18,9 @@
  *
  * Usage: bench_policy [big_nodes [small_nodes [reps [hidden ffn_mult sage_layers
  *        attn_layers segment]]]]   (80000 10000 3, then the default sizes)
- * Threads: set OPENBLAS_NUM_THREADS in the environment.
+ * Threads: the policy's own (GOPT_BENCH_THREADS, default 2: the network's chunks and the
+ * decoder's parts; OpenBLAS runs one thread inside them) and OpenBLAS's (OPENBLAS_NUM_THREADS,
+ * used when GOPT_BENCH_THREADS=1).
  */
 #include <cblas.h>
 #include <math.h>
@@ -287,10 +289,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_policy: %s\n", err.msg);
         return 2;
     }
-    printf("policy bench: OPENBLAS_NUM_THREADS=%s; config D=%d sage=%d attn=%d+3 heads=%d seg=%d ffn=%dx "
-           "devices<=%d P=%d F=%d\n",
-           thr ? thr : "(unset)", cfg.hidden, cfg.sage_layers, cfg.attn_layers, cfg.heads, cfg.segment, cfg.ffn_mult,
-           cfg.max_devices, cfg.sched_levels, cfg.fusion_levels);
+    printf("policy bench: policy threads %d (GOPT_BENCH_THREADS), OPENBLAS_NUM_THREADS=%s; config D=%d sage=%d "
+           "attn=%d+3 heads=%d seg=%d ffn=%dx devices<=%d P=%d F=%d\n",
+           bench_policy_threads(), thr ? thr : "(unset)", cfg.hidden, cfg.sage_layers, cfg.attn_layers, cfg.heads,
+           cfg.segment, cfg.ffn_mult, cfg.max_devices, cfg.sched_levels, cfg.fusion_levels);
     double ref_cpu;
     double ref = sgemm_gflops(&ref_cpu);
     printf("sgemm 1024^3: %.1f GFLOP/s (reference); %.1f GFLOP per CPU-second\n", ref, ref_cpu);
@@ -453,7 +455,7 @@ int main(int argc, char **argv) {
     uint64_t h1 = fwd_bwd_hash(p, &sg, 77), h2 = fwd_bwd_hash(p, &sg, 77);
     printf("determinism (same seed twice, logits + samples + gradients): %s, checksum %016llx%s\n",
            h1 == h2 ? "identical" : "DIFFERENT", (unsigned long long)h1,
-           thr && strcmp(thr, "1") == 0 ? " (one thread: compare across runs)" : "");
+           " (the same on any thread count: compare across runs)");
     printf("peak memory overall: %.0f MB resident\n", maxrss_mb());
     bench_graph_free(&sg);
     gopt_policy_free(p);

@@ -56,7 +56,7 @@ static const char *const PLACERS[] = {"single", "expert", "metis", "heft", "mtop
 static const char *const SCHEDS[] = {"fifo", "cp"};
 static const char *const FUSERS[] = {"none", "xla", "tvm"};
 
-static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST};
+static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, GOPT_GO_THREADS};
 
 static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     return gopt_go_decide(&g_go, p, d, err);

@@ -117,12 +117,15 @@ const gopt_policy_config *gopt_policy_get_config(const gopt_policy *p);
 gopt_status gopt_policy_set_device(gopt_policy *p, const char *device, gopt_error *err);
 const char *gopt_policy_device(const gopt_policy *p); /* "cpu", "cuda" or "emulated" */
 
-/* Threads for the decoder's batched replays (gopt_policy_sample_batch and the batched
- * backwards): 1..GOPT_POLICY_MAX_THREADS, default 1. A batch's sets are cut into 4 parts of
- * consecutive sets whatever the thread count, and the parts' gradients are added in part
- * order, so every result is bit for bit the same on any number of threads; beyond 4 threads
- * nothing is gained. A weight callback (gopt_policy_backward_batch_fn) is then called from
- * several threads at once, for different sets. The network's GEMMs use BLAS's own threads. */
+/* Threads of the network on the CPU and of the decoder's batched replays
+ * (gopt_policy_sample_batch and the batched backwards): 1..GOPT_POLICY_MAX_THREADS, default 1.
+ * The network's forward and backward work in chunks of 1,024 rows taken by up to 4 workers
+ * (the weight gradients in 4 row parts); a batch's sets are cut into 4 parts of consecutive
+ * sets. Every sum runs in an order fixed by the chunks and parts, not by the threads, and BLAS
+ * runs on one thread inside the network, so every result is bit for bit the same on any number
+ * of threads (and of OPENBLAS_NUM_THREADS); beyond 4 threads nothing is gained. A weight
+ * callback (gopt_policy_backward_batch_fn) is then called from several threads at once, for
+ * different sets. */
 #define GOPT_POLICY_MAX_THREADS 64
 gopt_status gopt_policy_set_threads(gopt_policy *p, int threads, gopt_error *err);
 int gopt_policy_threads(const gopt_policy *p);

@@ -19,6 +19,7 @@
  */
 #include <assert.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,6 +296,9 @@ void gopt_policy_free(gopt_policy *p) {
     free(p->part_grad);
     free(p->fj);
     free(p->fj_act);
+    free(p->chunk_done);
+    free(p->chunk_grad);
+    free(p->wgrad);
     policy_dev_detach(p);
     gopt_policy_debug_freeze_memory(p, 0);
     free(p);
@@ -443,7 +447,6 @@ static void carve_bwd(gopt_policy *p, carver *cv, size_t N) {
     B->dms = CARVE_F(cv, D);
     B->dmb = CARVE_F(cv, D);
     B->seg_scratch = CARVE_F(cv, ATTN_PARTS * GOPT_SEGATTN_SCRATCH(S, H, D));
-    B->drelpos_parts = CARVE_F(cv, (ATTN_PARTS - 1) * H * (3 * S - 1));
 }
 
 gopt_status gopt_policy_reserve(gopt_policy *p, int32_t n_nodes, int32_t n_edges, int with_backward,
@@ -492,20 +495,136 @@ gopt_status gopt_policy_reserve(gopt_policy *p, int32_t n_nodes, int32_t n_edges
 }
 
 /* ---- forward -------------------------------------------------------------------- */
-#define FWD_CHUNK 32 /* segments per chunk of the forward's row-local work */
+#define FWD_CHUNK 32 /* segments per chunk of the network's row-local work */
 
-/* ---- the segment attention on several threads ----
- * The segments of rows [r0, r0 + m) (r0 a multiple of the segment) are cut into ATTN_PARTS parts
- * of whole segments, each with its own scratch, run on p->threads threads (gopt_parallel_parts).
- * Forward: a segment writes only its own rows of ctx and att. Backward: a segment writes its own
- * rows of dqkv_self and the segment before's rows of dqkv_mem, again disjoint; only the
- * relative-position gradient is a sum over segments: part 0 adds to it directly, part j > 0
- * into its own block, added in part order afterwards. The cut does not depend on the thread
- * count, so neither do the results. */
+/* OpenBLAS runs on one thread inside the network: the policy's threads run its chunks, whose
+ * products are small, and two pools on the same cores contend (OpenBLAS's idle threads spin on
+ * sched_yield). It also makes the results independent of OpenBLAS's thread count, which they
+ * are not otherwise (measured: OPENBLAS_NUM_THREADS=2 changes gradients in the last bits).
+ * Declared here: cblas.h declares these on some versions only. */
+int openblas_get_num_threads(void);
+void openblas_set_num_threads(int num_threads);
+
+static int blas_single_begin(void) {
+    int t = openblas_get_num_threads();
+    if (t > 1) openblas_set_num_threads(1);
+    return t;
+}
+
+static void blas_single_end(int saved) {
+    if (saved > 1) openblas_set_num_threads(saved);
+}
+
+gopt_status policy_grow(void **buf, size_t *cap, size_t need, size_t elem, const char *what, gopt_error *err) {
+    if (need <= *cap) return GOPT_OK;
+    void *q = realloc(*buf, elem * need);
+    if (!q) return gopt_error_set(err, GOPT_ENOMEM, "policy: out of memory for %s (%zu bytes)", what, elem * need);
+    *buf = q;
+    *cap = need;
+    return GOPT_OK;
+}
+
+/* ---- the network's chunks on the policy's threads ----
+ * After the input layer, the forward and the backward work in chunks of FWD_CHUNK whole segments
+ * (1,024 rows), so that a chunk's rows stay in cache from one step to the next. Chunks are
+ * taken in order by up to min(threads, ATTN_PARTS) workers; a chunk's work is the same whichever
+ * worker does it, so results do not depend on the thread count.
+ *  - A GraphSAGE layer's chunks are independent (they read the layer before, all of it).
+ *  - The attention layers and heads run chunk by chunk through all layers. A chunk of layer k
+ *    reads the previous segment's keys and values of layer k: it marks its own projections done
+ *    and waits for the chunk before's (a wavefront; the smallest chunk in progress never waits).
+ *  - The backward of an attention layer runs from the last chunk: a chunk's attention sends
+ *    gradient into the chunk before's last segment, so a chunk waits for the chunk after's
+ *    attention before it reads its own key/value gradients.
+ *  - Sums over rows are never shared between chunks: each chunk's small gradients (layer norms,
+ *    modulation, relative positions) go to its own block, added in chunk order afterwards; the
+ *    weight gradients of the products are products over all rows afterwards, in WGRAD_PARTS row
+ *    parts (wgrad_run). */
+typedef struct chunk_job chunk_job;
+struct chunk_job {
+    gopt_policy *p;
+    void (*run)(chunk_job *J, int c, int slot);
+    int n, ch, nch, reverse; /* rows, rows per chunk, chunks; reverse: take the last first */
+    int next;                /* chunks taken */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int *done; /* flags, indexed by the job */
+    /* the layer's arguments */
+    int l, k;
+    const float *hin;
+    float *dout, *din;
+};
+
+static void chunk_worker(void *ctx, int slot) {
+    chunk_job *J = ctx;
+    for (;;) {
+        pthread_mutex_lock(&J->mu);
+        int i = J->next++;
+        pthread_mutex_unlock(&J->mu);
+        if (i >= J->nch) return;
+        J->run(J, J->reverse ? J->nch - 1 - i : i, slot);
+    }
+}
+
+static void chunk_mark(chunk_job *J, int flag) {
+    pthread_mutex_lock(&J->mu);
+    J->done[flag] = 1;
+    pthread_cond_broadcast(&J->cv);
+    pthread_mutex_unlock(&J->mu);
+}
+
+static void chunk_wait(chunk_job *J, int flag) {
+    pthread_mutex_lock(&J->mu);
+    while (!J->done[flag]) pthread_cond_wait(&J->cv, &J->mu);
+    pthread_mutex_unlock(&J->mu);
+}
+
+static int chunk_rows(const gopt_policy *p) { return (p->fwd_chunk > 0 ? p->fwd_chunk : FWD_CHUNK) * p->cfg.segment; }
+
+/* Run J over its chunks; flags: how many done flags it uses (zeroed). */
+static gopt_status chunks_run(chunk_job *J, int flags, gopt_error *err) {
+    gopt_policy *p = J->p;
+    gopt_status st;
+    if (flags > 0) {
+        if ((st = policy_grow((void **)&p->chunk_done, &p->chunk_done_cap, (size_t)flags, sizeof(int),
+                              "the network's chunk flags", err)))
+            return st;
+        memset(p->chunk_done, 0, sizeof(int) * (size_t)flags);
+    }
+    J->done = p->chunk_done;
+    J->next = 0;
+    pthread_mutex_init(&J->mu, NULL);
+    pthread_cond_init(&J->cv, NULL);
+    int T = p->threads < ATTN_PARTS ? p->threads : ATTN_PARTS;
+    if (T > J->nch) T = J->nch;
+    gopt_parallel_parts(T, T, chunk_worker, J);
+    pthread_cond_destroy(&J->cv);
+    pthread_mutex_destroy(&J->mu);
+    return GOPT_OK;
+}
+
+static void chunk_job_init(chunk_job *J, gopt_policy *p, void (*run)(chunk_job *, int, int), int reverse) {
+    memset(J, 0, sizeof *J);
+    J->p = p;
+    J->run = run;
+    J->n = p->n;
+    J->ch = chunk_rows(p);
+    J->nch = (p->n + J->ch - 1) / J->ch;
+    J->reverse = reverse;
+}
+
+/* ---- the segment attention of one chunk ----
+ * The chunk's segments are cut into ATTN_PARTS parts of whole segments. A part of the forward
+ * writes its own rows of ctx and att; a part of the backward writes its own rows of dqkv_self and
+ * the segment before's rows of dqkv_mem (disjoint) and its relative-position gradient to its own
+ * block. The parts run one after the other in the chunk's worker (scratch `slot`), or on the
+ * policy's threads (slot -1: part j uses scratch j) when the graph is a single chunk. Either way
+ * the same sums. */
 typedef struct {
     gopt_policy *p;
-    int k, n, r0, m, bwd;
+    int k, n, r0, m, bwd, slot;
     const float *qkv_mem;
+    float *drel; /* backward: ATTN_PARTS blocks of H (3S - 1) */
 } attn_job;
 
 static void attn_part(void *ctx, int j) {
@@ -515,7 +634,7 @@ static void attn_part(void *ctx, int j) {
     const int S = c->segment, D = c->hidden, nseg = (J->m + S - 1) / S;
     const int lo = J->r0 + nseg * j / ATTN_PARTS * S, hi = J->r0 + nseg * (j + 1) / ATTN_PARTS * S;
     if (lo >= hi) return;
-    const size_t scr = GOPT_SEGATTN_SCRATCH(S, c->heads, D) * (size_t)j;
+    const size_t scr = GOPT_SEGATTN_SCRATCH(S, c->heads, D) * (size_t)(J->slot < 0 ? j : J->slot);
     attn_acts *a = &p->A.attn[J->k];
     if (!J->bwd) {
         gopt_segattn_forward_rows(a->ctx, a->att, a->qkv, J->qkv_mem, p->P.attn[J->k].relpos, J->n, D, c->heads, S,
@@ -523,32 +642,25 @@ static void attn_part(void *ctx, int j) {
         return;
     }
     policy_bwd *B = &p->B;
-    float *drel = j == 0 ? p->G.attn[J->k].relpos : B->drelpos_parts + (size_t)(j - 1) * c->heads * (3 * S - 1);
-    gopt_segattn_backward_rows(B->dqkv_self, B->dqkv_mem, drel, B->dtmp, a->qkv, J->qkv_mem, a->att, J->n, D,
-                               c->heads, S, B->seg_scratch + scr, lo, hi);
+    gopt_segattn_backward_rows(B->dqkv_self, B->dqkv_mem, J->drel + (size_t)j * c->heads * (3 * S - 1), B->dtmp,
+                               a->qkv, J->qkv_mem, a->att, J->n, D, c->heads, S, B->seg_scratch + scr, lo, hi);
 }
 
-static void attn_parallel(gopt_policy *p, int k, const float *qkv_mem, int n, int r0, int m, int bwd) {
-    const gopt_policy_config *c = &p->cfg;
-    const size_t nrel = (size_t)c->heads * (3 * c->segment - 1);
-    if (bwd) memset(p->B.drelpos_parts, 0, sizeof(float) * (ATTN_PARTS - 1) * nrel);
-    attn_job J = {p, k, n, r0, m, bwd, qkv_mem};
-    gopt_parallel_parts(ATTN_PARTS, p->threads, attn_part, &J);
-    if (bwd) {
-        float *g = p->G.attn[k].relpos;
-        for (int j = 1; j < ATTN_PARTS; j++) {
-            const float *x = p->B.drelpos_parts + (size_t)(j - 1) * nrel;
-            for (size_t i = 0; i < nrel; i++) g[i] += x[i];
-        }
-    }
+static void attn_chunk(gopt_policy *p, int k, const float *qkv_mem, int nch, int r0, int m, int slot, float *drel) {
+    attn_job J = {p, k, p->n, r0, m, drel != NULL, nch == 1 ? -1 : slot, qkv_mem, drel};
+    if (nch == 1)
+        gopt_parallel_parts(ATTN_PARTS, p->threads, attn_part, &J);
+    else
+        for (int j = 0; j < ATTN_PARTS; j++) attn_part(&J, j);
 }
 
 /* Rows [r0, r0 + m) of attention layer k (r0 a multiple of the segment): hin is the layer's
  * input (all rows). The attention reads keys and values from row r0 - segment on, which the
- * chunk before computed. */
-static void attn_layer_rows(gopt_policy *p, int k, const float *hin, int n, int r0, int m) {
-    const gopt_policy_config *c = &p->cfg;
-    const int D = c->hidden, Fh = D * c->ffn_mult;
+ * chunk before computed (its flag k * nch + c - 1). */
+static void attn_layer_rows(chunk_job *J, int k, const float *hin, int c, int slot) {
+    gopt_policy *p = J->p;
+    const gopt_policy_config *c_ = &p->cfg;
+    const int D = c_->hidden, Fh = D * c_->ffn_mult, r0 = c * J->ch, m = J->n - r0 < J->ch ? J->n - r0 : J->ch;
     const attn_params *w = &p->P.attn[k];
     attn_acts *a = &p->A.attn[k];
     const size_t o = (size_t)r0;
@@ -561,7 +673,9 @@ static void attn_layer_rows(gopt_policy *p, int k, const float *hin, int n, int 
                             3 * D);
         qkv_mem = p->frozen_qkv[k];
     }
-    attn_parallel(p, k, qkv_mem, n, r0, m, 0);
+    chunk_mark(J, k * J->nch + c);
+    if (c > 0) chunk_wait(J, k * J->nch + c - 1);
+    attn_chunk(p, k, qkv_mem, J->nch, r0, m, slot, NULL);
     gopt_linear_forward(a->h2 + o * D, a->ctx + o * D, w->proj_w, w->proj_b, hin + o * D, m, D, D);
     gopt_layernorm_forward(a->x2 + o * D, a->mean2 + o, a->rstd2 + o, a->h2 + o * D, w->ln2_w, w->ln2_b, NULL, NULL,
                            m, D);
@@ -593,51 +707,65 @@ static double attn_layer_flops(const gopt_policy_config *c, int n) {
     return 2.0 * n * ((double)D * 3 * D + (double)D * D + 2.0 * D * Fh) + 4.0 * keys * D;
 }
 
+/* Chunk c of GraphSAGE layer J->l (input J->hin, all rows). */
+static void sage_fwd_chunk(chunk_job *J, int c, int slot) {
+    (void)slot;
+    gopt_policy *p = J->p;
+    const int D = p->cfg.hidden, r0 = c * J->ch, m = J->n - r0 < J->ch ? J->n - r0 : J->ch;
+    policy_acts *A = &p->A;
+    sage_acts *s = &A->sage[J->l];
+    const sage_params *w = &p->P.sage[J->l];
+    const float *h = J->hin;
+    const size_t o = (size_t)r0 * D;
+    gopt_sage_aggregate_rows(s->cat + o * 5, h, A->pred_ptr + r0, A->pred_idx, A->succ_ptr + r0, A->succ_idx, r0, m,
+                             D);
+    gopt_linear_forward(s->a + o, s->cat + o * 5, w->w, w->b, NULL, m, 5 * D, D);
+    gopt_relu_forward(s->a + o, (size_t)m * D);
+    for (size_t i = 0; i < (size_t)m * D; i++) s->r[o + i] = h[o + i] + s->a[o + i];
+    gopt_layernorm_forward(s->out + o, s->mean + r0, s->rstd + r0, s->r + o, w->ln_w, w->ln_b, NULL, NULL, m, D);
+}
+
+/* Chunk c through every attention layer and head. */
+static void attn_fwd_chunk(chunk_job *J, int c, int slot) {
+    gopt_policy *p = J->p;
+    const int r0 = c * J->ch, m = J->n - r0 < J->ch ? J->n - r0 : J->ch;
+    const float *hk = J->hin;
+    for (int k = 0; k < p->n_attn; k++) {
+        attn_layer_rows(J, k, hk, c, slot);
+        hk = p->A.attn[k].out;
+        if (k >= p->cfg.attn_layers) head_rows(p, k - p->cfg.attn_layers, hk, r0, m);
+    }
+}
+
 /* The network's forward on the CPU over p's current graph (A->x0 and the CSR lists filled). */
-static void network_forward_cpu(gopt_policy *p) {
+static gopt_status network_forward_cpu(gopt_policy *p, gopt_error *err) {
     const gopt_policy_config *c = &p->cfg;
     const int n = p->n, D = c->hidden;
     policy_acts *A = &p->A;
+    const int blas = blas_single_begin();
+    gopt_status st = GOPT_OK;
     gopt_linear_forward(A->h0, A->x0, p->P.in_w, p->P.in_b, NULL, n, GOPT_POLICY_NFEAT, D);
     const float *h = A->h0;
-    /* Everything after the input layer runs in chunks of whole segments, so that a chunk's rows
-     * go through the row-local steps while in cache: a GraphSAGE layer's chunk reads its input's
-     * neighbour rows (any row: the layers run one after the other); the attention layers and
-     * heads run chunk by chunk through all of them (a chunk of layer k reads the previous
-     * segment's keys and values of layer k, from the chunk before). */
-    const int ch = (p->fwd_chunk > 0 ? p->fwd_chunk : FWD_CHUNK) * c->segment;
+    chunk_job J;
     for (int l = 0; l < c->sage_layers; l++) {
-        sage_acts *s = &A->sage[l];
-        const sage_params *w = &p->P.sage[l];
-        for (int r0 = 0; r0 < n; r0 += ch) {
-            const int m = n - r0 < ch ? n - r0 : ch;
-            const size_t o = (size_t)r0 * D;
-            gopt_sage_aggregate_rows(s->cat + o * 5, h, A->pred_ptr + r0, A->pred_idx, A->succ_ptr + r0, A->succ_idx,
-                                     r0, m, D);
-            gopt_linear_forward(s->a + o, s->cat + o * 5, w->w, w->b, NULL, m, 5 * D, D);
-            gopt_relu_forward(s->a + o, (size_t)m * D);
-            for (size_t i = 0; i < (size_t)m * D; i++) s->r[o + i] = h[o + i] + s->a[o + i];
-            gopt_layernorm_forward(s->out + o, s->mean + r0, s->rstd + r0, s->r + o, w->ln_w, w->ln_b, NULL, NULL, m,
-                                   D);
-        }
-        h = s->out;
+        chunk_job_init(&J, p, sage_fwd_chunk, 0);
+        J.l = l;
+        J.hin = h;
+        if ((st = chunks_run(&J, 0, err))) goto out;
+        h = A->sage[l].out;
     }
     gopt_meanpool_forward(A->g, h, n, D);
     for (int k = 0; k < p->n_attn; k++) {
         const attn_params *w = &p->P.attn[k];
         gopt_film_forward(A->attn[k].ms, A->attn[k].mb, A->g, w->film_s, w->film_b, D);
     }
-    for (int r0 = 0; r0 < n; r0 += ch) {
-        const int m = n - r0 < ch ? n - r0 : ch;
-        const float *hk = h;
-        for (int k = 0; k < p->n_attn; k++) {
-            attn_layer_rows(p, k, hk, n, r0, m);
-            hk = A->attn[k].out;
-            if (k >= c->attn_layers) head_rows(p, k - c->attn_layers, hk, r0, m);
-        }
-    }
+    chunk_job_init(&J, p, attn_fwd_chunk, 0);
+    J.hin = h;
+    st = chunks_run(&J, p->n_attn * J.nch, err);
+out:
+    blas_single_end(blas);
+    return st;
 }
-
 gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const float *feat, int32_t ndev,
                                 const uint16_t *dev_mask, gopt_error *err) {
     const gopt_policy_config *c = &p->cfg;
@@ -705,7 +833,7 @@ gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const flo
             return gopt_error_set(err, GOPT_EINVAL, "policy forward: frozen memory states (a test hook) are CPU-only");
         if ((st = policy_dev_forward(p, err))) return st;
     } else
-        network_forward_cpu(p);
+        if ((st = network_forward_cpu(p, err))) return st;
     p->fwd_flops = flops;
     /* backward: two GEMMs per forward GEMM, minus the input layer's dx */
     p->bwd_flops = 2.0 * flops - 2.0 * n * GOPT_POLICY_NFEAT * D;
@@ -725,73 +853,230 @@ gopt_status gopt_policy_logits(const gopt_policy *p, gopt_task t, float *out, go
 }
 
 /* ---- backward ------------------------------------------------------------------- */
-/* Attention layer k's backward (task layer: its head's first), in chunks of whole segments from
- * the last: dout: gradient of the layer's output (the head's part is added to it); din:
- * receives (overwritten). A chunk's attention sends gradient into the previous segment's keys
- * and values (the chunk before, done next), so dqkv_mem rows are zeroed by the first chunk
- * that touches them. The layer-norm modulation's gradient goes to the graph vector once, at
- * the end. */
-static void attn_layer_backward(gopt_policy *p, int k, const float *hin, float *dout, float *din, int n) {
+/* The weight gradients of a layer's products, after its chunks: dw += in^T dout and db += the
+ * column sums of dout over all n rows, in WGRAD_PARTS fixed row parts on the policy's threads,
+ * each part into its own block, the blocks added in part order. */
+typedef struct {
+    float *dw, *db;
+    const float *dout, *in;
+    int in_dim, out_dim;
+} wgrad_job;
+
+typedef struct {
+    gopt_policy *p;
+    const wgrad_job *jobs;
+    int njobs, n;
+    size_t per_part;
+} wgrad_ctx;
+
+static void wgrad_part(void *ctx, int j) {
+    const wgrad_ctx *W = ctx;
+    const int lo = (int)((int64_t)W->n * j / WGRAD_PARTS), hi = (int)((int64_t)W->n * (j + 1) / WGRAD_PARTS);
+    float *buf = W->p->wgrad + W->per_part * (size_t)j;
+    for (int q = 0; q < W->njobs; q++) {
+        const wgrad_job *jb = &W->jobs[q];
+        const size_t nw = (size_t)jb->in_dim * jb->out_dim;
+        if (hi > lo)
+            GOPT_GEMM(.trans_a = 1, .m = jb->in_dim, .n = jb->out_dim, .k = hi - lo, .alpha = 1.0f, .beta = 0.0f,
+                      .a = jb->in + (size_t)lo * jb->in_dim, .lda = jb->in_dim,
+                      .b = jb->dout + (size_t)lo * jb->out_dim, .ldb = jb->out_dim, .c = buf, .ldc = jb->out_dim);
+        else
+            memset(buf, 0, sizeof(float) * nw);
+        buf += nw;
+        if (!jb->db) continue;
+        memset(buf, 0, sizeof(float) * (size_t)jb->out_dim);
+        for (int i = lo; i < hi; i++) {
+            const float *r = jb->dout + (size_t)i * jb->out_dim;
+            for (int o = 0; o < jb->out_dim; o++) buf[o] += r[o];
+        }
+        buf += jb->out_dim;
+    }
+}
+
+static gopt_status wgrad_run(gopt_policy *p, const wgrad_job *jobs, int njobs, gopt_error *err) {
+    wgrad_ctx W = {p, jobs, njobs, p->n, 0};
+    for (int q = 0; q < njobs; q++)
+        W.per_part += (size_t)jobs[q].in_dim * jobs[q].out_dim + (jobs[q].db ? (size_t)jobs[q].out_dim : 0);
+    gopt_status st = policy_grow((void **)&p->wgrad, &p->wgrad_cap, W.per_part * WGRAD_PARTS, sizeof(float),
+                                 "the backward's weight gradients", err);
+    if (st) return st;
+    gopt_parallel_parts(WGRAD_PARTS, p->threads, wgrad_part, &W);
+    for (int j = 0; j < WGRAD_PARTS; j++) {
+        const float *buf = p->wgrad + W.per_part * (size_t)j;
+        for (int q = 0; q < njobs; q++) {
+            const size_t nw = (size_t)jobs[q].in_dim * jobs[q].out_dim;
+            for (size_t i = 0; i < nw; i++) jobs[q].dw[i] += buf[i];
+            buf += nw;
+            if (!jobs[q].db) continue;
+            for (int o = 0; o < jobs[q].out_dim; o++) jobs[q].db[o] += buf[o];
+            buf += jobs[q].out_dim;
+        }
+    }
+    return GOPT_OK;
+}
+
+/* A chunk's block of small gradients: ATTN_PARTS relative-position blocks, then
+ * CHUNK_SMALL vectors of D (layer norms' weights and biases, the modulation's). */
+enum { CG_LN1_W, CG_LN1_B, CG_LN2_W, CG_LN2_B, CG_HLN_W, CG_HLN_B, CG_MS, CG_MB, CHUNK_SMALL };
+
+static size_t chunk_block(const gopt_policy *p) {
+    return (size_t)ATTN_PARTS * p->cfg.heads * (3 * p->cfg.segment - 1) + (size_t)CHUNK_SMALL * p->cfg.hidden;
+}
+
+static float *chunk_small(gopt_policy *p, int c, int which) {
+    return p->chunk_grad + chunk_block(p) * (size_t)c + (size_t)ATTN_PARTS * p->cfg.heads * (3 * p->cfg.segment - 1) +
+           (size_t)which * p->cfg.hidden;
+}
+
+/* dst += the chunks' vector `which` (CHUNK_SMALL index; -1: the relative-position blocks, of
+ * count floats each), in chunk order. */
+static void chunk_reduce(gopt_policy *p, int nch, int which, float *dst, size_t count) {
+    const size_t blk = chunk_block(p);
+    for (int c = 0; c < nch; c++) {
+        if (which >= 0) {
+            const float *x = chunk_small(p, c, which);
+            for (size_t i = 0; i < count; i++) dst[i] += x[i];
+            continue;
+        }
+        for (int j = 0; j < ATTN_PARTS; j++) {
+            const float *x = p->chunk_grad + blk * (size_t)c + (size_t)j * count;
+            for (size_t i = 0; i < count; i++) dst[i] += x[i];
+        }
+    }
+}
+
+/* Chunk c of attention layer J->k's backward (task layer: its head's first): J->dout the
+ * gradient of the layer's output (the head's part is added to it); J->din receives its input's
+ * (overwritten). Data gradients only: the weight gradients come after the chunks (wgrad_run). */
+static void attn_bwd_chunk(chunk_job *J, int c, int slot) {
+    gopt_policy *p = J->p;
+    const gopt_policy_config *cf = &p->cfg;
+    const int k = J->k, D = cf->hidden, Fh = D * cf->ffn_mult, S = cf->segment, D3 = 3 * D;
+    const int r0 = c * J->ch, m = J->n - r0 < J->ch ? J->n - r0 : J->ch;
+    const attn_params *w = &p->P.attn[k];
+    attn_acts *a = &p->A.attn[k];
+    policy_bwd *B = &p->B;
+    float *dout = J->dout, *din = J->din;
+    const size_t o = (size_t)r0, md = (size_t)m * D;
+    float *blk = p->chunk_grad + chunk_block(p) * (size_t)c;
+    memset(blk, 0, sizeof(float) * chunk_block(p));
+    if (k >= cf->attn_layers) { /* the head reads this layer's output */
+        const int t = k - cf->attn_layers, W = p->width[t], Hc = cf->cond_hidden;
+        head_acts *ha = &p->A.head[t];
+        gopt_linear_backward_set(B->dtmp + o * D, NULL, NULL, B->dlogits[t] + o * W, ha->x + o * D, p->P.head[t].w, m,
+                                 D, W);
+        if (t == GOPT_TASK_PLACE && Hc > 0)
+            gopt_linear_backward(B->dtmp + o * D, NULL, NULL, B->dvh + o * Hc, ha->x + o * D, p->P.cond_v, m, D, Hc);
+        gopt_layernorm_backward(dout + o * D, chunk_small(p, c, CG_HLN_W), chunk_small(p, c, CG_HLN_B), NULL, NULL,
+                                B->dtmp + o * D, a->out + o * D, p->P.head[t].ln_w, NULL, ha->mean + o, ha->rstd + o,
+                                m, D);
+    }
+    /* out = h2 + fc2(relu(fc1(ln2(h2)))) */
+    memcpy(B->dh2 + o * D, dout + o * D, sizeof(float) * md);
+    gopt_linear_backward_set(B->dff + o * Fh, NULL, NULL, dout + o * D, a->f1 + o * Fh, w->fc2_w, m, Fh, D);
+    gopt_relu_backward(B->dff + o * Fh, a->f1 + o * Fh, (size_t)m * Fh);
+    gopt_linear_backward_set(B->dtmp + o * D, NULL, NULL, B->dff + o * Fh, a->x2 + o * D, w->fc1_w, m, D, Fh);
+    gopt_layernorm_backward(B->dh2 + o * D, chunk_small(p, c, CG_LN2_W), chunk_small(p, c, CG_LN2_B), NULL, NULL,
+                            B->dtmp + o * D, a->h2 + o * D, w->ln2_w, NULL, a->mean2 + o, a->rstd2 + o, m, D);
+    /* h2 = hin + proj(segattn(qkv(ln1(hin)))) */
+    memcpy(din + o * D, B->dh2 + o * D, sizeof(float) * md);
+    gopt_linear_backward_set(B->dtmp + o * D, NULL, NULL, B->dh2 + o * D, a->ctx + o * D, w->proj_w, m, D, D);
+    /* zero what only this chunk's attention writes: its own rows' self part; the memory part of
+     * the segment before it and of its rows but the last segment's (the chunk after writes that
+     * one), all of its rows when it is the last chunk */
+    const int z0 = r0 - S > 0 ? r0 - S : 0, z1 = c == J->nch - 1 ? r0 + m : r0 + m - S;
+    memset(B->dqkv_self + o * D3, 0, sizeof(float) * (size_t)m * D3);
+    memset(B->dqkv_mem + (size_t)z0 * D3, 0, sizeof(float) * (size_t)(z1 - z0) * D3);
+    const float *qkv_mem = p->frozen_x1[k] ? p->frozen_qkv[k] : a->qkv;
+    attn_chunk(p, k, qkv_mem, J->nch, r0, m, slot, blk);
+    chunk_mark(J, c);
+    if (c < J->nch - 1) chunk_wait(J, c + 1); /* its attention wrote our last segment's memory part */
+    float *dqs = B->dqkv_self + o * D3, *dqm = B->dqkv_mem + o * D3;
+    if (p->frozen_x1[k])
+        gopt_linear_backward_set(B->dtmp + o * D, NULL, NULL, dqs, a->x1 + o * D, w->qkv_w, m, D, D3);
+    else {
+        /* the projections see both uses of a row; the row's state gets the memory part only
+         * when memory_grad is on (else stop-gradient) */
+        for (size_t i = 0; i < (size_t)m * D3; i++) dqm[i] += dqs[i];
+        gopt_linear_backward_set(B->dtmp + o * D, NULL, NULL, cf->memory_grad ? dqm : dqs, a->x1 + o * D, w->qkv_w, m,
+                                 D, D3);
+    }
+    gopt_layernorm_backward(din + o * D, chunk_small(p, c, CG_LN1_W), chunk_small(p, c, CG_LN1_B),
+                            chunk_small(p, c, CG_MS), chunk_small(p, c, CG_MB), B->dtmp + o * D, J->hin + o * D,
+                            w->ln1_w, a->ms, a->mean1 + o, a->rstd1 + o, m, D);
+}
+
+/* Attention layer k's backward: its chunks, then its weight gradients and the chunks' small
+ * gradients in chunk order; the modulation's gradient goes to the graph vector once, at the end. */
+static gopt_status attn_layer_backward(gopt_policy *p, int k, const float *hin, float *dout, float *din,
+                                       gopt_error *err) {
     const gopt_policy_config *c = &p->cfg;
-    const int D = c->hidden, Fh = D * c->ffn_mult, S = c->segment, D3 = 3 * D;
+    const int D = c->hidden, Fh = D * c->ffn_mult, D3 = 3 * D;
     const attn_params *w = &p->P.attn[k];
     attn_params *g = &p->G.attn[k];
     attn_acts *a = &p->A.attn[k];
     policy_bwd *B = &p->B;
-    const int ch = (p->fwd_chunk > 0 ? p->fwd_chunk : FWD_CHUNK) * S, nch = (n + ch - 1) / ch;
-    const float *qkv_mem = p->frozen_x1[k] ? p->frozen_qkv[k] : a->qkv;
+    chunk_job J;
+    chunk_job_init(&J, p, attn_bwd_chunk, 1);
+    J.k = k;
+    J.hin = hin;
+    J.dout = dout;
+    J.din = din;
+    gopt_status st = chunks_run(&J, J.nch, err);
+    if (st) return st;
+    wgrad_job jobs[8];
+    int nj = 0;
+    if (k >= c->attn_layers) {
+        const int t = k - c->attn_layers;
+        jobs[nj++] = (wgrad_job){p->G.head[t].w, p->G.head[t].b, B->dlogits[t], p->A.head[t].x, D, p->width[t]};
+        if (t == GOPT_TASK_PLACE && c->cond_hidden > 0)
+            jobs[nj++] = (wgrad_job){p->G.cond_v, NULL, B->dvh, p->A.head[t].x, D, c->cond_hidden};
+    }
+    jobs[nj++] = (wgrad_job){g->fc2_w, g->fc2_b, dout, a->f1, Fh, D};
+    jobs[nj++] = (wgrad_job){g->fc1_w, g->fc1_b, B->dff, a->x2, D, Fh};
+    jobs[nj++] = (wgrad_job){g->proj_w, g->proj_b, B->dh2, a->ctx, D, D};
+    if (p->frozen_x1[k]) {
+        jobs[nj++] = (wgrad_job){g->qkv_w, g->qkv_b, B->dqkv_mem, p->frozen_x1[k], D, D3};
+        jobs[nj++] = (wgrad_job){g->qkv_w, g->qkv_b, B->dqkv_self, a->x1, D, D3};
+    } else
+        jobs[nj++] = (wgrad_job){g->qkv_w, g->qkv_b, B->dqkv_mem, a->x1, D, D3};
+    if ((st = wgrad_run(p, jobs, nj, err))) return st;
+    const int nch = J.nch;
+    chunk_reduce(p, nch, -1, g->relpos, (size_t)c->heads * (3 * c->segment - 1));
+    if (k >= c->attn_layers) {
+        const int t = k - c->attn_layers;
+        chunk_reduce(p, nch, CG_HLN_W, p->G.head[t].ln_w, (size_t)D);
+        chunk_reduce(p, nch, CG_HLN_B, p->G.head[t].ln_b, (size_t)D);
+    }
+    chunk_reduce(p, nch, CG_LN2_W, g->ln2_w, (size_t)D);
+    chunk_reduce(p, nch, CG_LN2_B, g->ln2_b, (size_t)D);
+    chunk_reduce(p, nch, CG_LN1_W, g->ln1_w, (size_t)D);
+    chunk_reduce(p, nch, CG_LN1_B, g->ln1_b, (size_t)D);
     memset(B->dms, 0, sizeof(float) * D);
     memset(B->dmb, 0, sizeof(float) * D);
-    for (int ci = nch - 1; ci >= 0; ci--) {
-        const int r0 = ci * ch, m = n - r0 < ch ? n - r0 : ch;
-        const size_t o = (size_t)r0, md = (size_t)m * D;
-        if (k >= c->attn_layers) { /* the head reads this layer's output */
-            const int t = k - c->attn_layers, W = p->width[t], Hc = c->cond_hidden;
-            head_acts *ha = &p->A.head[t];
-            gopt_linear_backward_set(B->dtmp + o * D, p->G.head[t].w, p->G.head[t].b, B->dlogits[t] + o * W,
-                                     ha->x + o * D, p->P.head[t].w, m, D, W);
-            if (t == GOPT_TASK_PLACE && Hc > 0)
-                gopt_linear_backward(B->dtmp + o * D, p->G.cond_v, NULL, B->dvh + o * Hc, ha->x + o * D, p->P.cond_v,
-                                     m, D, Hc);
-            gopt_layernorm_backward(dout + o * D, p->G.head[t].ln_w, p->G.head[t].ln_b, NULL, NULL, B->dtmp + o * D,
-                                    a->out + o * D, p->P.head[t].ln_w, NULL, ha->mean + o, ha->rstd + o, m, D);
-        }
-        /* out = h2 + fc2(relu(fc1(ln2(h2)))) */
-        memcpy(B->dh2 + o * D, dout + o * D, sizeof(float) * md);
-        gopt_linear_backward_set(B->dff + o * Fh, g->fc2_w, g->fc2_b, dout + o * D, a->f1 + o * Fh, w->fc2_w, m, Fh,
-                                 D);
-        gopt_relu_backward(B->dff + o * Fh, a->f1 + o * Fh, (size_t)m * Fh);
-        gopt_linear_backward_set(B->dtmp + o * D, g->fc1_w, g->fc1_b, B->dff + o * Fh, a->x2 + o * D, w->fc1_w, m, D,
-                                 Fh);
-        gopt_layernorm_backward(B->dh2 + o * D, g->ln2_w, g->ln2_b, NULL, NULL, B->dtmp + o * D, a->h2 + o * D,
-                                w->ln2_w, NULL, a->mean2 + o, a->rstd2 + o, m, D);
-        /* h2 = hin + proj(segattn(qkv(ln1(hin)))) */
-        memcpy(din + o * D, B->dh2 + o * D, sizeof(float) * md);
-        gopt_linear_backward_set(B->dtmp + o * D, g->proj_w, g->proj_b, B->dh2 + o * D, a->ctx + o * D, w->proj_w, m,
-                                 D, D);
-        /* zero what this chunk is the first to touch: its own rows' self part; the memory part of
-         * the segment before it and of its rows but the last segment's (the chunk after wrote
-         * that one), all of its rows when it is the last chunk */
-        const int z0 = r0 - S > 0 ? r0 - S : 0, z1 = ci == nch - 1 ? r0 + m : r0 + m - S;
-        memset(B->dqkv_self + o * D3, 0, sizeof(float) * (size_t)m * D3);
-        memset(B->dqkv_mem + (size_t)z0 * D3, 0, sizeof(float) * (size_t)(z1 - z0) * D3);
-        attn_parallel(p, k, qkv_mem, n, r0, m, 1);
-        float *dqs = B->dqkv_self + o * D3, *dqm = B->dqkv_mem + o * D3;
-        if (p->frozen_x1[k]) {
-            gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, dqm, p->frozen_x1[k] + o * D, w->qkv_w, m, D, D3);
-            gopt_linear_backward_set(B->dtmp + o * D, g->qkv_w, g->qkv_b, dqs, a->x1 + o * D, w->qkv_w, m, D, D3);
-        } else {
-            /* the projections see both uses of a row; the row's state gets the
-             * memory part only when memory_grad is on (else stop-gradient) */
-            for (size_t i = 0; i < (size_t)m * D3; i++) dqm[i] += dqs[i];
-            gopt_linear_backward(NULL, g->qkv_w, g->qkv_b, dqm, a->x1 + o * D, w->qkv_w, m, D, D3);
-            gopt_linear_backward_set(B->dtmp + o * D, NULL, NULL, c->memory_grad ? dqm : dqs, a->x1 + o * D, w->qkv_w,
-                                     m, D, D3);
-        }
-        gopt_layernorm_backward(din + o * D, g->ln1_w, g->ln1_b, B->dms, B->dmb, B->dtmp + o * D, hin + o * D, w->ln1_w,
-                                a->ms, a->mean1 + o, a->rstd1 + o, m, D);
-    }
+    chunk_reduce(p, nch, CG_MS, B->dms, (size_t)D);
+    chunk_reduce(p, nch, CG_MB, B->dmb, (size_t)D);
     gopt_film_backward(B->dg, g->film_s, g->film_b, B->dms, B->dmb, p->A.g, w->film_s, w->film_b, D);
+    return GOPT_OK;
+}
+
+/* Chunk c of GraphSAGE layer J->l's backward: out = LN(hin + relu(cat W + b)); J->dout the
+ * gradient of out, J->din receives hin's residual part (the aggregation's comes after). */
+static void sage_bwd_chunk(chunk_job *J, int c, int slot) {
+    (void)slot;
+    gopt_policy *p = J->p;
+    const int D = p->cfg.hidden, r0 = c * J->ch, m = J->n - r0 < J->ch ? J->n - r0 : J->ch;
+    sage_acts *s = &p->A.sage[J->l];
+    const sage_params *w = &p->P.sage[J->l];
+    policy_bwd *B = &p->B;
+    const size_t o = (size_t)r0 * D, md = (size_t)m * D;
+    memset(p->chunk_grad + chunk_block(p) * (size_t)c, 0, sizeof(float) * chunk_block(p));
+    memset(B->dtmp + o, 0, sizeof(float) * md);
+    gopt_layernorm_backward(B->dtmp + o, chunk_small(p, c, CG_LN1_W), chunk_small(p, c, CG_LN1_B), NULL, NULL,
+                            J->dout + o, s->r + o, w->ln_w, NULL, s->mean + r0, s->rstd + r0, m, D);
+    memcpy(J->din + o, B->dtmp + o, sizeof(float) * md);
+    gopt_relu_backward(B->dtmp + o, s->a + o, md);
+    gopt_linear_backward_set(B->dcat + o * 5, NULL, NULL, B->dtmp + o, s->cat + o * 5, w->w, m, 5 * D, D);
 }
 
 gopt_status policy_network_backward(gopt_policy *p, gopt_error *err) {
@@ -801,13 +1086,18 @@ gopt_status policy_network_backward(gopt_policy *p, gopt_error *err) {
     const size_t nd = (size_t)n * D;
     policy_acts *A = &p->A;
     policy_bwd *B = &p->B;
+    const int nch = (n + chunk_rows(p) - 1) / chunk_rows(p);
+    gopt_status st = policy_grow((void **)&p->chunk_grad, &p->chunk_grad_cap, chunk_block(p) * (size_t)nch,
+                                 sizeof(float), "the network's chunk gradients", err);
+    if (st) return st;
+    const int blas = blas_single_begin();
     float *dcur = B->da, *dnext = B->db;
     memset(dcur, 0, sizeof(float) * nd);
     memset(B->dg, 0, sizeof(float) * D);
     const float *h_sage = c->sage_layers ? A->sage[c->sage_layers - 1].out : A->h0;
     for (int k = p->n_attn - 1; k >= 0; k--) {
         const float *hin = k ? A->attn[k - 1].out : h_sage;
-        attn_layer_backward(p, k, hin, dcur, dnext, n);
+        if ((st = attn_layer_backward(p, k, hin, dcur, dnext, err))) goto out;
         float *t = dcur;
         dcur = dnext;
         dnext = t;
@@ -815,21 +1105,26 @@ gopt_status policy_network_backward(gopt_policy *p, gopt_error *err) {
     gopt_meanpool_backward(dcur, B->dg, n, D);
     for (int l = c->sage_layers - 1; l >= 0; l--) {
         sage_acts *s = &A->sage[l];
-        const sage_params *w = &p->P.sage[l];
         sage_params *g = &p->G.sage[l];
-        /* out = LN(hin + relu(cat W + b)) */
-        memset(B->dtmp, 0, sizeof(float) * nd);
-        gopt_layernorm_backward(B->dtmp, g->ln_w, g->ln_b, NULL, NULL, dcur, s->r, w->ln_w, NULL, s->mean, s->rstd, n,
-                                D);
-        memcpy(dnext, B->dtmp, sizeof(float) * nd);
-        gopt_relu_backward(B->dtmp, s->a, nd);
-        gopt_linear_backward_set(B->dcat, g->w, g->b, B->dtmp, s->cat, w->w, n, 5 * D, D);
+        chunk_job J;
+        chunk_job_init(&J, p, sage_bwd_chunk, 0);
+        J.l = l;
+        J.dout = dcur;
+        J.din = dnext;
+        if ((st = chunks_run(&J, 0, err))) goto out;
+        const wgrad_job job = {g->w, g->b, B->dtmp, s->cat, 5 * D, D};
+        if ((st = wgrad_run(p, &job, 1, err))) goto out;
+        chunk_reduce(p, J.nch, CG_LN1_W, g->ln_w, (size_t)D);
+        chunk_reduce(p, J.nch, CG_LN1_B, g->ln_b, (size_t)D);
         gopt_sage_aggregate_backward(dnext, B->dcat, s->cat, l ? A->sage[l - 1].out : A->h0, A->pred_ptr,
                                      A->pred_idx, A->succ_ptr, A->succ_idx, n, D);
         float *t = dcur;
         dcur = dnext;
         dnext = t;
     }
-    gopt_linear_backward(NULL, p->G.in_w, p->G.in_b, dcur, A->x0, p->P.in_w, n, GOPT_POLICY_NFEAT, D);
-    return GOPT_OK;
+    const wgrad_job job = {p->G.in_w, p->G.in_b, dcur, A->x0, GOPT_POLICY_NFEAT, D};
+    st = wgrad_run(p, &job, 1, err);
+out:
+    blas_single_end(blas);
+    return st;
 }

@@ -20,7 +20,8 @@
 #define POLICY_MAX_TENSORS 256
 #define POLICY_NAME_MAX 48
 #define POLICY_MAX_COND 64 /* largest cond_hidden */
-#define ATTN_PARTS 4       /* parts of a chunk's segment attention, run on the policy's threads (network.c) */
+#define ATTN_PARTS 4       /* parts of a chunk's segment attention; also the most chunk workers (network.c) */
+#define WGRAD_PARTS 4      /* row parts of the backward's weight-gradient products (network.c) */
 #define POLICY_NPHI 8      /* features phi(unit, device) of the conditioned placement scorer (decode.c) */
 #define POLICY_NPSI 5      /* features psi(node, its device) of the schedule and fusion terms (decode.c) */
 #define POLICY_NHINT_PSI GOPT_POLICY_NHINT /* hint features appended to psi when cfg.hints > 0 */
@@ -185,7 +186,6 @@ typedef struct {
     float *dg;                    /* (D) */
     float *dms, *dmb;             /* (D) */
     float *seg_scratch;           /* ATTN_PARTS x GOPT_SEGATTN_SCRATCH(S, H, D) */
-    float *drelpos_parts;         /* (ATTN_PARTS - 1, H, 3S - 1): parts 1.. relative-position gradients */
 } policy_bwd;
 
 struct gopt_policy {
@@ -239,7 +239,14 @@ struct gopt_policy {
     /* the batched backward's parts 1.. gradient blocks (decode.c, run_parts), kept_sz floats each */
     float *part_grad;
     size_t part_cap;
-    int threads; /* decoder threads for batched replays (gopt_policy_set_threads; 1) */
+    int threads; /* the network's chunks and the decoder's batched replays (gopt_policy_set_threads; 1) */
+    /* the network's chunks on those threads (network.c): per-chunk flags and small gradient blocks */
+    int *chunk_done;
+    size_t chunk_done_cap;
+    float *chunk_grad;
+    size_t chunk_grad_cap;
+    float *wgrad; /* WGRAD_PARTS row parts' weight gradients of one layer's products */
+    size_t wgrad_cap;
     /* cfg.fuse_cond: the fusion pass's joins recorded by the last sample batch (decode.c):
      * fj_k sets' (n, F - 1) joins by rank, the placements and fusion levels (2n each) they were
      * computed for, and the graph's fingerprint */
@@ -254,6 +261,9 @@ struct gopt_policy {
 /* Parameters a valid config needs, without allocating them (0 and err set when out of memory):
  * a checkpoint's size is checked against it before anything is allocated. */
 size_t policy_config_num_params(const gopt_policy_config *cfg, gopt_error *err);
+/* Room for need elements of elem bytes in *buf (capacity *cap elements), kept when it is
+ * there already; GOPT_ENOMEM naming `what` when it cannot grow (network.c). */
+gopt_status policy_grow(void **buf, size_t *cap, size_t need, size_t elem, const char *what, gopt_error *err);
 /* decode.c: build the placement units, pool their logits and scorer inputs (end of forward). */
 gopt_status policy_decode_prepare(gopt_policy *p, const uint16_t *dev_mask, gopt_error *err);
 /* decode.c: dlogits (and dpooled) of J for the given actions; checks them. */

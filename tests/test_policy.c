@@ -675,8 +675,8 @@ static void forward_backward_snapshot(gopt_policy *p, const gopt_frozen *fz, con
 
 /* The forward and the backward run in chunks of whole segments: every chunk size gives the
  * same function and gradient (within the float rounding of sgemm, which depends on the row
- * count, and of the per-chunk weight-gradient sums), on a graph of 10 chunks of the default size;
- * and the same bit for bit on 1 and 3 threads (the segment attention's parts). */
+ * count, and of the per-chunk sums), on a graph of 10 chunks of the default size; and the same
+ * bit for bit on any thread count (the chunks' workers). */
 static void test_forward_chunks(void **state) {
     (void)state;
     enum { N = 1300 };
@@ -718,11 +718,13 @@ static void test_forward_chunks(void **state) {
         assert_true(scale > 0 && diff <= 1e-5 * scale);
         assert_true(gscale > 0 && gdiff <= 1e-4 * gscale);
     }
-    /* the segment attention's parts on 1 and 3 threads (gopt_policy_set_threads): the same logits
-     * and gradients bit for bit, with the default chunks and with chunks of 7 segments */
-    for (int r = 0; r < 4; r++) {
-        gopt_policy_debug_chunk(p, r < 2 ? 0 : 7);
-        assert_int_equal(gopt_policy_set_threads(p, r % 2 ? 3 : 1, &err), GOPT_OK);
+    /* the chunks on 1, 2 and 3 threads (gopt_policy_set_threads): the same logits and gradients
+     * bit for bit, with the default chunks, chunks of 7 segments, of one segment (every chunk
+     * waits for the one before) and one chunk of all (its attention's parts on the threads) */
+    static const int tchunk[] = {0, 7, 1, 1000};
+    for (int r = 0; r < 8; r++) {
+        gopt_policy_debug_chunk(p, tchunk[r / 2]);
+        assert_int_equal(gopt_policy_set_threads(p, r % 2 ? 2 + r / 2 % 2 : 1, &err), GOPT_OK);
         forward_backward_snapshot(p, fz, feat, &ab, wl, 0, r % 2 ? got : ref, r % 2 ? ggot : gref);
         if (r % 2 == 0) continue;
         assert_memory_equal(got, ref, sizeof(float) * N * W);

@@ -912,7 +912,7 @@ static void test_go_decide(void **state) {
     p.ndev = 2;
     p.evaluate = gopt_bl_sim_evaluate;
     p.eval_ctx = &ctx;
-    gopt_go_options go = {path, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST};
+    gopt_go_options go = {path, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, 0};
     gopt_decisions d1 = {0}, d2 = {0};
     assert_int_equal(gopt_decisions_init(&d1, gopt_graph_num_nodes(g), NULL), GOPT_OK);
     assert_int_equal(gopt_decisions_init(&d2, gopt_graph_num_nodes(g), NULL), GOPT_OK);
@@ -1088,7 +1088,7 @@ static void test_go_memory_safe(void **state) {
     gopt_bl_sim_evaluate(&ctx, &du, &oom);
     assert_int_equal(oom, 1);
     /* go: masked by the memory model, fits */
-    gopt_go_options go = {path, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST};
+    gopt_go_options go = {path, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, 0};
     gopt_decisions d = {0};
     assert_int_equal(gopt_decisions_init(&d, n, NULL), GOPT_OK);
     for (int k = 0; k <= 8; k += 8) {

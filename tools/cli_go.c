@@ -3,7 +3,7 @@
 
 #include "gopt_trainer.h"
 
-static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST};
+static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, GOPT_GO_THREADS};
 
 static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     return gopt_go_decide(&g_go, p, d, err);
@@ -43,6 +43,10 @@ int cli_go_option(cli_args *a) {
         if (!a->bad) g_go.seed = (uint64_t)s;
         return 1;
     }
+    if (cli_opt_long(a, "--go-threads", &k, 1, GOPT_POLICY_MAX_THREADS)) {
+        if (!a->bad) g_go.threads = (int)k;
+        return 1;
+    }
     return 0;
 }
 
@@ -55,5 +59,8 @@ void cli_go_usage(FILE *f) {
                "  --go-ties best|cp|topo  method go: order within a priority level: the critical path (cp, as\n"
                "                    in training), topological (topo), or each candidate judged under both and\n"
                "                    the faster kept (best, the default)\n"
-               "  --device cpu|cuda method go: where the network runs (default cpu; cuda: the first GPU)\n");
+               "  --go-threads N    method go: threads of the network on the CPU (default %d; the decisions\n"
+               "                    are the same on any count)\n"
+               "  --device cpu|cuda method go: where the network runs (default cpu; cuda: the first GPU)\n",
+            GOPT_GO_THREADS);
 }

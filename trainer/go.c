@@ -101,6 +101,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
         goto out;
     }
     if (o && o->device && (st = gopt_policy_set_device(pol, o->device, err))) goto out;
+    if ((st = gopt_policy_set_threads(pol, o && o->threads > 0 ? o->threads : GOPT_GO_THREADS, err))) goto out;
     if (p->ndev > gopt_policy_get_config(pol)->max_devices) {
         st = gopt_error_set(err, GOPT_EINVAL, "checkpoint %s places on at most %d devices, asked for %d", path,
                             gopt_policy_get_config(pol)->max_devices, p->ndev);

@@ -283,7 +283,10 @@ typedef struct {
     const char *device;     /* where the network runs (gopt_policy_set_device); NULL: the CPU */
     float temperature;      /* the samples' temperature (gopt_policy_sample_tempered); 0: 1 */
     int ties;               /* order within a priority level (gopt_go_ties): GOPT_GO_TIES_BEST (0) */
+    int threads;            /* the network's threads (gopt_policy_set_threads); 0: GOPT_GO_THREADS.
+                               Results do not depend on it. */
 } gopt_go_options;
+#define GOPT_GO_THREADS 2
 
 /* The order of a device's ready ops within one of GO's priority levels: the critical path on
  * the decided placement (what training uses), the topological order (fifo's), or BEST: each
