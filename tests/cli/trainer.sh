@@ -150,4 +150,12 @@ awk -v b="$(step best)" -v c="$(step cp)" -v t="$(step topo)" 'BEGIN { exit !(b 
   && ok || fail "--go-ties best ($(step best)) slower than cp ($(step cp)) or topo ($(step topo))"
 expect_rc 2 "$GOPT" optimize "$EX" --method go --profile "$PROF" --devices 2 --go-ties fifo
 expect_err "'fifo' is not best, cp or topo"
+# the network's threads: the same decisions (best of 4 samples) on 1 and 3; 0 is refused
+for th in 1 3; do
+  "$GOPT" optimize "$EX" --method go --checkpoint "$TMP/a.ckpt" --profile "$PROF" --devices 4 --samples 4 \
+    --go-threads $th -o "$TMP/th$th.tsv" >/dev/null 2>&1 && ok || fail "--go-threads $th"
+done
+cmp -s "$TMP/th1.tsv" "$TMP/th3.tsv" && ok || fail "--go-threads: decisions differ between 1 and 3 threads"
+expect_rc 2 "$GOPT" optimize "$EX" --method go --profile "$PROF" --devices 2 --go-threads 0
+expect_err "--go-threads"
 finish
