@@ -271,18 +271,24 @@ static void aggregate_one_backward(float *dh, const float *dmean, const float *d
 }
 
 GOPT_SIMD_CLONES
-void gopt_sage_aggregate_backward(float *dh, const float *dcat, const float *cat, const float *h,
-                                  const int32_t *pred_ptr, const int32_t *pred_idx, const int32_t *succ_ptr,
-                                  const int32_t *succ_idx, int n, int d) {
-    for (int i = 0; i < n; i++) {
+void gopt_sage_aggregate_backward_rows(float *dh, const float *dcat, const float *cat, const float *h,
+                                       const int32_t *pred_ptr, const int32_t *pred_idx, const int32_t *succ_ptr,
+                                       const int32_t *succ_idx, int r0, int m, int d) {
+    for (int i = 0; i < m; i++) {
         const float *c = dcat + (size_t)i * 5 * d, *ci = cat + (size_t)i * 5 * d;
-        float *di = dh + (size_t)i * d;
+        float *di = dh + (size_t)(r0 + i) * d;
         for (int j = 0; j < d; j++) di[j] += c[j];
         aggregate_one_backward(dh, c + d, c + 2 * d, ci + 2 * d, h, pred_idx + pred_ptr[i],
                                pred_ptr[i + 1] - pred_ptr[i], d);
         aggregate_one_backward(dh, c + 3 * d, c + 4 * d, ci + 4 * d, h, succ_idx + succ_ptr[i],
                                succ_ptr[i + 1] - succ_ptr[i], d);
     }
+}
+
+void gopt_sage_aggregate_backward(float *dh, const float *dcat, const float *cat, const float *h,
+                                  const int32_t *pred_ptr, const int32_t *pred_idx, const int32_t *succ_ptr,
+                                  const int32_t *succ_idx, int n, int d) {
+    gopt_sage_aggregate_backward_rows(dh, dcat, cat, h, pred_ptr, pred_idx, succ_ptr, succ_idx, 0, n, d);
 }
 
 /* ---- segment-recurrent attention ------------------------------------------------------- */

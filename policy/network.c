@@ -447,6 +447,7 @@ static void carve_bwd(gopt_policy *p, carver *cv, size_t N) {
     B->dms = CARVE_F(cv, D);
     B->dmb = CARVE_F(cv, D);
     B->seg_scratch = CARVE_F(cv, ATTN_PARTS * GOPT_SEGATTN_SCRATCH(S, H, D));
+    if (c->sage_layers) B->dagg_parts = CARVE_F(cv, (AGG_PARTS - 1) * N * D);
 }
 
 gopt_status gopt_policy_reserve(gopt_policy *p, int32_t n_nodes, int32_t n_edges, int with_backward,
@@ -1079,6 +1080,40 @@ static void sage_bwd_chunk(chunk_job *J, int c, int slot) {
     gopt_linear_backward_set(B->dcat + o * 5, NULL, NULL, B->dtmp + o, s->cat + o * 5, w->w, m, 5 * D, D);
 }
 
+/* The aggregation's backward into dh (which holds the residual part) in AGG_PARTS fixed parts of
+ * source rows on the policy's threads: part 0 adds to dh, part j > 0 into its own (n, D) block,
+ * added to dh in part order afterwards. */
+typedef struct {
+    gopt_policy *p;
+    float *dh;
+    const float *cat, *h;
+} aggregate_job;
+
+static void aggregate_part(void *ctx, int j) {
+    const aggregate_job *J = ctx;
+    gopt_policy *p = J->p;
+    const int n = p->n, D = p->cfg.hidden;
+    const int lo = (int)((int64_t)n * j / AGG_PARTS), hi = (int)((int64_t)n * (j + 1) / AGG_PARTS);
+    const policy_acts *A = &p->A;
+    float *dst = J->dh;
+    if (j > 0) {
+        dst = p->B.dagg_parts + (size_t)(j - 1) * n * D;
+        memset(dst, 0, sizeof(float) * (size_t)n * D);
+    }
+    gopt_sage_aggregate_backward_rows(dst, p->B.dcat + (size_t)lo * 5 * D, J->cat + (size_t)lo * 5 * D, J->h,
+                                      A->pred_ptr + lo, A->pred_idx, A->succ_ptr + lo, A->succ_idx, lo, hi - lo, D);
+}
+
+static void aggregate_backward(gopt_policy *p, float *dh, const float *cat, const float *h) {
+    aggregate_job J = {p, dh, cat, h};
+    gopt_parallel_parts(AGG_PARTS, p->threads, aggregate_part, &J);
+    const size_t nd = (size_t)p->n * p->cfg.hidden;
+    for (int j = 1; j < AGG_PARTS; j++) {
+        const float *x = p->B.dagg_parts + (size_t)(j - 1) * nd;
+        for (size_t i = 0; i < nd; i++) dh[i] += x[i];
+    }
+}
+
 gopt_status policy_network_backward(gopt_policy *p, gopt_error *err) {
     if (p->dev) return policy_dev_backward(p, err);
     const gopt_policy_config *c = &p->cfg;
@@ -1116,8 +1151,7 @@ gopt_status policy_network_backward(gopt_policy *p, gopt_error *err) {
         if ((st = wgrad_run(p, &job, 1, err))) goto out;
         chunk_reduce(p, J.nch, CG_LN1_W, g->ln_w, (size_t)D);
         chunk_reduce(p, J.nch, CG_LN1_B, g->ln_b, (size_t)D);
-        gopt_sage_aggregate_backward(dnext, B->dcat, s->cat, l ? A->sage[l - 1].out : A->h0, A->pred_ptr,
-                                     A->pred_idx, A->succ_ptr, A->succ_idx, n, D);
+        aggregate_backward(p, dnext, s->cat, l ? A->sage[l - 1].out : A->h0);
         float *t = dcur;
         dcur = dnext;
         dnext = t;

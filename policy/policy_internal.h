@@ -117,6 +117,11 @@ void gopt_sage_aggregate_rows(float *cat, const float *h, const int32_t *pred_pt
 void gopt_sage_aggregate_backward(float *dh, const float *dcat, const float *cat, const float *h,
                                   const int32_t *pred_ptr, const int32_t *pred_idx, const int32_t *succ_ptr,
                                   const int32_t *succ_idx, int n, int d);
+/* The same from rows [r0, r0 + m) only: dcat and cat hold their rows, pred_ptr and succ_ptr point
+ * at row r0's entry (m + 1 of them); dh, h and the index arrays are whole. */
+void gopt_sage_aggregate_backward_rows(float *dh, const float *dcat, const float *cat, const float *h,
+                                       const int32_t *pred_ptr, const int32_t *pred_idx, const int32_t *succ_ptr,
+                                       const int32_t *succ_idx, int r0, int m, int d);
 
 /* ---- segment-recurrent multi-head attention core --------------------------------
  * qkv (n, 3d): queries, keys, values of n rows in sequence order. Rows are

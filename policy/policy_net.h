@@ -22,6 +22,7 @@
 #define POLICY_MAX_COND 64 /* largest cond_hidden */
 #define ATTN_PARTS 4       /* parts of a chunk's segment attention; also the most chunk workers (network.c) */
 #define WGRAD_PARTS 4      /* row parts of the backward's weight-gradient products (network.c) */
+#define AGG_PARTS 2        /* source-row parts of the aggregation's backward (network.c) */
 #define POLICY_NPHI 8      /* features phi(unit, device) of the conditioned placement scorer (decode.c) */
 #define POLICY_NPSI 5      /* features psi(node, its device) of the schedule and fusion terms (decode.c) */
 #define POLICY_NHINT_PSI GOPT_POLICY_NHINT /* hint features appended to psi when cfg.hints > 0 */
@@ -186,6 +187,7 @@ typedef struct {
     float *dg;                    /* (D) */
     float *dms, *dmb;             /* (D) */
     float *seg_scratch;           /* ATTN_PARTS x GOPT_SEGATTN_SCRATCH(S, H, D) */
+    float *dagg_parts;            /* (AGG_PARTS - 1, N, D): the aggregation backward's parts 1.. */
 } policy_bwd;
 
 struct gopt_policy {
