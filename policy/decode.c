@@ -782,19 +782,11 @@ static gopt_status fj_reserve(gopt_policy *p, int k, gopt_error *err) {
     p->fj_k = 0;
     const size_t n = (size_t)p->n, w1 = (size_t)p->width[GOPT_TASK_FUSE] - 1;
     const size_t need = (size_t)k * n * w1, need_act = (size_t)k * 2 * n;
-    if (need > p->fj_cap) {
-        int32_t *q = realloc(p->fj, sizeof(int32_t) * need);
-        if (!q) return gopt_error_set(err, GOPT_ENOMEM, "policy: out of memory recording %d sets' fusion joins", k);
-        p->fj = q;
-        p->fj_cap = need;
-    }
-    if (need_act > p->fj_act_cap) {
-        int32_t *q = realloc(p->fj_act, sizeof(int32_t) * need_act);
-        if (!q) return gopt_error_set(err, GOPT_ENOMEM, "policy: out of memory recording %d sets' fusion joins", k);
-        p->fj_act = q;
-        p->fj_act_cap = need_act;
-    }
-    return GOPT_OK;
+    gopt_status st = policy_grow((void **)&p->fj, &p->fj_cap, need, sizeof(int32_t), "the fusion joins' record", err);
+    if (!st)
+        st = policy_grow((void **)&p->fj_act, &p->fj_act_cap, need_act, sizeof(int32_t), "the fusion joins' record",
+                         err);
+    return st;
 }
 
 static int32_t *fj_slot(gopt_policy *p, int s) {
@@ -951,14 +943,8 @@ static gopt_status blocks_reserve(gopt_policy *p, float **buf, size_t *cap, int 
     dst_fields(p, NULL, NULL, cnt);
     for (int j = 0; j < KEPT_FIELDS; j++) sz += cnt[j];
     const size_t need = sz * (size_t)blocks;
-    if (need > *cap) {
-        float *q = realloc(*buf, sizeof(float) * need);
-        if (!q)
-            return gopt_error_set(err, GOPT_ENOMEM, "policy: out of memory for %s (%zu bytes)", what,
-                                  sizeof(float) * need);
-        *buf = q;
-        *cap = need;
-    }
+    gopt_status st = policy_grow((void **)buf, cap, need, sizeof(float), what, err);
+    if (st) return st;
     p->kept_sz = sz;
     memset(*buf, 0, sizeof(float) * need);
     return GOPT_OK;
