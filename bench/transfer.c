@@ -6,6 +6,7 @@
  *                       [--profiles P1,P2,...] [--devices 4,8] [--checkpoint C] [--samples K]
  *                       [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]
  *                       [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]
+ *                       [--finetune-threads N]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
  * rows whose split is --set: validation (the default), train or test):
@@ -27,7 +28,9 @@
  *    reference for up to 500 steps or half the budget, then PPO until T. The
  *    answer is the best valid solution simulated on the way, the zero-shot
  *    ones included; and, at equal time, sa with a budget of T. --finetune-epochs E
- *    sets the PPO epochs per step (0: the trainer's default). --go-ties: GO's
+ *    sets the PPO epochs per step (0: the trainer's default); --finetune-threads N
+ *    the trainer's threads (default 2, gopt finetune's --threads; sa runs on one,
+ *    so at equal wall time GO has two cores to sa's one). --go-ties: GO's
  *    order within a priority level (gopt_go_options.ties; default best).
  * Then the geometric means over graphs (per setting and over all) against
  * the targets of issue 14: greedy <= 1.00x, best of K <= 0.97x, fine-tuned
@@ -36,7 +39,8 @@
  *
  * Cost: per graph and setting 42 combinations (about a second on 5k nodes),
  * sa's budget, K + 1 simulations and one network forward, plus 2T with
- * fine-tuning. One thread (OPENBLAS_NUM_THREADS=1 recommended); sa's result
+ * fine-tuning. GO's network on 2 threads (gopt_go_options.threads), the baselines and sa
+ * on one; sa's result
  * depends on the machine's speed (it is budget-bound), everything else is
  * deterministic for a seed.
  */
@@ -64,7 +68,7 @@ static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_e
 
 typedef struct {
     const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe, *ties;
-    long samples, max_nodes, seed, ft_epochs;
+    long samples, max_nodes, seed, ft_epochs, ft_threads;
     double sa_budget, ft_seconds, temperature;
 } bench_args;
 
@@ -121,7 +125,7 @@ typedef struct {
 /* Fine-tune from the checkpoint on graph file `path` for `seconds` of wall time (the recipe above).
  * *best: the best valid step found (s); +inf when none. */
 static gopt_status finetune(const char *ckpt, const char *path, const gopt_costmodel *cm, double seconds,
-                            uint64_t seed, int warm, int epochs, row *r, gopt_error *err) {
+                            uint64_t seed, int warm, int epochs, int threads, row *r, gopt_error *err) {
     double t0 = gopt_now_seconds();
     gopt_policy *pol = NULL;
     gopt_trainer *ta = NULL, *tb = NULL;
@@ -135,7 +139,7 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     o.imitate_steps = 500;
     o.seed = seed;
     if (epochs > 0) o.epochs = epochs;
-    o.sim_threads = 1;
+    o.sim_threads = threads;
     r->ft = INFINITY;
     if ((s = gopt_policy_load(&pol, ckpt, err)) || (s = gopt_trainer_checkpoint_tasks(ckpt, &o.tasks, err))) goto out;
     gopt_policy_adam_reset(pol);
@@ -226,7 +230,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     *a = (bench_args){.split = "graphs/real/splits.tsv", .set = "validation", .graphs = NULL,
                       .profiles = "profiles/h100-nvswitch-x8.json,profiles/v100-dgx1-x8.json", .devices = "4,8",
                       .checkpoint = NULL, .recipe = "ppo", .ties = "best", .samples = 16, .max_nodes = 0, .seed = 1,
-                      .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 0};
+                      .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 0, .ft_threads = 2};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -252,6 +256,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--finetune-recipe")) a->recipe = v;
         else if (!strcmp(o, "--go-ties")) a->ties = v;
         else if (!strcmp(o, "--finetune-epochs")) a->ft_epochs = strtol(v, &end, 10);
+        else if (!strcmp(o, "--finetune-threads")) a->ft_threads = strtol(v, &end, 10);
         else {
             fprintf(stderr, "bench_transfer: unknown option '%s'\n", o);
             return 2;
@@ -264,10 +269,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     if (a->samples < 0 || a->samples > 4096 || a->sa_budget < 0 || a->ft_seconds < 0 || a->max_nodes < 0 ||
         a->seed < 0 || !(a->temperature >= 0.05 && a->temperature <= 100.0) || (strcmp(a->set, "validation") && strcmp(a->set, "train") && strcmp(a->set, "test")) ||
         (strcmp(a->recipe, "ppo") && strcmp(a->recipe, "warm")) || a->ft_epochs < 0 || a->ft_epochs > 64 ||
-        gopt_go_ties_parse(a->ties) < 0) {
+        a->ft_threads < 1 || a->ft_threads > 64 || gopt_go_ties_parse(a->ties) < 0) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
                         ">= 0, --temperature 0.05..100, --set validation|train|test, --finetune-recipe ppo|warm, "
-                        "--finetune-epochs 0..64, --go-ties best|cp|topo\n");
+                        "--finetune-epochs 0..64, --finetune-threads 1..64, --go-ties best|cp|topo\n");
         return 2;
     }
     return 0;
@@ -281,7 +286,8 @@ int main(int argc, char **argv) {
                 "usage: bench_transfer [--split FILE] [--set validation|train|test] [--graphs a,b,...] [--max-nodes N]\n"
                 "                      [--profiles P1,P2] [--devices 4,8] [--checkpoint C] [--samples K]\n"
                 "                      [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]\n"
-                "                      [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]\n");
+                "                      [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]\n"
+                "                      [--finetune-threads N]\n");
         return pr == 1 ? 0 : 2;
     }
     g_go.checkpoint = a.checkpoint ? a.checkpoint : gopt_trainer_default_checkpoint();
@@ -355,10 +361,12 @@ int main(int argc, char **argv) {
     printf("bench_transfer: %d graphs of the %s split (%s), checkpoint %s, GO best of %ld samples (temperature %.3g), sa %.3g s%s\n",
            ng, a.set, a.split, shown, a.samples, a.temperature, a.sa_budget, a.ft_seconds > 0 ? "" : ", no fine-tuning");
     if (a.ft_seconds > 0)
-        printf("fine-tuning: %.3g s of wall time per graph (%s), against sa with --budget %.3g\n", a.ft_seconds,
+        printf("fine-tuning: %.3g s of wall time per graph (%s; %ld threads), against sa with --budget %.3g (one "
+               "thread)\n",
+               a.ft_seconds,
                !strcmp(a.recipe, "warm") ? "reference baselines, 500 imitation steps or half the time after shrink 0.3, then PPO"
                       : "PPO from the pre-trained policy, fresh Adam",
-               a.ft_seconds);
+               a.ft_threads, a.ft_seconds);
     means all = {0};
     int rc = 0;
     for (int pi = 0; pi < np; pi++) {
@@ -417,7 +425,8 @@ int main(int argc, char **argv) {
                 g_go.samples = (int)a.samples;
                 r.best_k = run_method(&reg, "go", sim, cm, &opt, &r.best_k_oom, &failed);
                 if (a.ft_seconds > 0) {
-                    if (finetune(g_go.checkpoint, files[gi], cm, a.ft_seconds, (uint64_t)a.seed, !strcmp(a.recipe, "warm"), (int)a.ft_epochs, &r, &err)) {
+                    if (finetune(g_go.checkpoint, files[gi], cm, a.ft_seconds, (uint64_t)a.seed, !strcmp(a.recipe, "warm"),
+                                 (int)a.ft_epochs, (int)a.ft_threads, &r, &err)) {
                         fprintf(stderr, "bench_transfer: %s: fine-tuning: %s\n", names[gi], err.msg);
                         failed = 1;
                     }
