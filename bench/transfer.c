@@ -6,7 +6,7 @@
  *                       [--profiles P1,P2,...] [--devices 4,8] [--checkpoint C] [--samples K]
  *                       [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]
  *                       [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]
- *                       [--finetune-threads N]
+ *                       [--finetune-threads N] [--finetune-lr LR]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
  * rows whose split is --set: validation (the default), train or test):
@@ -30,7 +30,8 @@
  *    ones included; and, at equal time, sa with a budget of T. --finetune-epochs E
  *    sets the PPO epochs per step (0: the trainer's default); --finetune-threads N
  *    the trainer's threads (default 2, gopt finetune's --threads; sa runs on one,
- *    so at equal wall time GO has two cores to sa's one). --go-ties: GO's
+ *    so at equal wall time GO has two cores to sa's one); --finetune-lr LR the PPO
+ *    learning rate (0: the trainer's default). --go-ties: GO's
  *    order within a priority level (gopt_go_options.ties; default best).
  * Then the geometric means over graphs (per setting and over all) against
  * the targets of issue 14: greedy <= 1.00x, best of K <= 0.97x, fine-tuned
@@ -69,7 +70,7 @@ static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_e
 typedef struct {
     const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe, *ties;
     long samples, max_nodes, seed, ft_epochs, ft_threads;
-    double sa_budget, ft_seconds, temperature;
+    double sa_budget, ft_seconds, temperature, ft_lr;
 } bench_args;
 
 /* Split a comma-separated list in place into at most max items. */
@@ -125,7 +126,7 @@ typedef struct {
 /* Fine-tune from the checkpoint on graph file `path` for `seconds` of wall time (the recipe above).
  * *best: the best valid step found (s); +inf when none. */
 static gopt_status finetune(const char *ckpt, const char *path, const gopt_costmodel *cm, double seconds,
-                            uint64_t seed, int warm, int epochs, int threads, row *r, gopt_error *err) {
+                            uint64_t seed, int warm, int epochs, int threads, double lr, row *r, gopt_error *err) {
     double t0 = gopt_now_seconds();
     gopt_policy *pol = NULL;
     gopt_trainer *ta = NULL, *tb = NULL;
@@ -140,6 +141,7 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     o.seed = seed;
     if (epochs > 0) o.epochs = epochs;
     o.sim_threads = threads;
+    if (lr > 0) o.adam.lr = (float)lr;
     r->ft = INFINITY;
     if ((s = gopt_policy_load(&pol, ckpt, err)) || (s = gopt_trainer_checkpoint_tasks(ckpt, &o.tasks, err))) goto out;
     gopt_policy_adam_reset(pol);
@@ -257,6 +259,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--go-ties")) a->ties = v;
         else if (!strcmp(o, "--finetune-epochs")) a->ft_epochs = strtol(v, &end, 10);
         else if (!strcmp(o, "--finetune-threads")) a->ft_threads = strtol(v, &end, 10);
+        else if (!strcmp(o, "--finetune-lr")) a->ft_lr = strtod(v, &end);
         else {
             fprintf(stderr, "bench_transfer: unknown option '%s'\n", o);
             return 2;
@@ -269,10 +272,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     if (a->samples < 0 || a->samples > 4096 || a->sa_budget < 0 || a->ft_seconds < 0 || a->max_nodes < 0 ||
         a->seed < 0 || !(a->temperature >= 0.05 && a->temperature <= 100.0) || (strcmp(a->set, "validation") && strcmp(a->set, "train") && strcmp(a->set, "test")) ||
         (strcmp(a->recipe, "ppo") && strcmp(a->recipe, "warm")) || a->ft_epochs < 0 || a->ft_epochs > 64 ||
-        a->ft_threads < 1 || a->ft_threads > 64 || gopt_go_ties_parse(a->ties) < 0) {
+        a->ft_threads < 1 || a->ft_threads > 64 || !(a->ft_lr >= 0 && a->ft_lr < 1) || gopt_go_ties_parse(a->ties) < 0) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
                         ">= 0, --temperature 0.05..100, --set validation|train|test, --finetune-recipe ppo|warm, "
-                        "--finetune-epochs 0..64, --finetune-threads 1..64, --go-ties best|cp|topo\n");
+                        "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo\n");
         return 2;
     }
     return 0;
@@ -287,7 +290,7 @@ int main(int argc, char **argv) {
                 "                      [--profiles P1,P2] [--devices 4,8] [--checkpoint C] [--samples K]\n"
                 "                      [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]\n"
                 "                      [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]\n"
-                "                      [--finetune-threads N]\n");
+                "                      [--finetune-threads N] [--finetune-lr LR]\n");
         return pr == 1 ? 0 : 2;
     }
     g_go.checkpoint = a.checkpoint ? a.checkpoint : gopt_trainer_default_checkpoint();
@@ -426,7 +429,7 @@ int main(int argc, char **argv) {
                 r.best_k = run_method(&reg, "go", sim, cm, &opt, &r.best_k_oom, &failed);
                 if (a.ft_seconds > 0) {
                     if (finetune(g_go.checkpoint, files[gi], cm, a.ft_seconds, (uint64_t)a.seed, !strcmp(a.recipe, "warm"),
-                                 (int)a.ft_epochs, (int)a.ft_threads, &r, &err)) {
+                                 (int)a.ft_epochs, (int)a.ft_threads, a.ft_lr, &r, &err)) {
                         fprintf(stderr, "bench_transfer: %s: fine-tuning: %s\n", names[gi], err.msg);
                         failed = 1;
                     }
