@@ -582,6 +582,16 @@ static void chunk_wait(chunk_job *J, int flag) {
 
 static int chunk_rows(const gopt_policy *p) { return (p->fwd_chunk > 0 ? p->fwd_chunk : FWD_CHUNK) * p->cfg.segment; }
 
+static int chunk_count(const gopt_policy *p) { return (p->n + chunk_rows(p) - 1) / chunk_rows(p); }
+
+/* Rows of chunk c of J (the last may be short); it starts at row c * J->ch. */
+static int chunk_len(const chunk_job *J, int c) { return J->n - c * J->ch < J->ch ? J->n - c * J->ch : J->ch; }
+
+/* dst += x, n floats (the blocks' sums in a fixed order). */
+static void vec_add(float *dst, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] += x[i];
+}
+
 /* Run J over its chunks; flags: how many done flags it uses (zeroed). */
 static gopt_status chunks_run(chunk_job *J, int flags, gopt_error *err) {
     gopt_policy *p = J->p;
@@ -610,7 +620,7 @@ static void chunk_job_init(chunk_job *J, gopt_policy *p, void (*run)(chunk_job *
     J->run = run;
     J->n = p->n;
     J->ch = chunk_rows(p);
-    J->nch = (p->n + J->ch - 1) / J->ch;
+    J->nch = chunk_count(p);
     J->reverse = reverse;
 }
 
@@ -658,10 +668,10 @@ static void attn_chunk(gopt_policy *p, int k, const float *qkv_mem, int nch, int
 /* Rows [r0, r0 + m) of attention layer k (r0 a multiple of the segment): hin is the layer's
  * input (all rows). The attention reads keys and values from row r0 - segment on, which the
  * chunk before computed (its flag k * nch + c - 1). */
-static void attn_layer_rows(chunk_job *J, int k, const float *hin, int c, int slot) {
+static void attn_layer_rows(chunk_job *J, int k, const float *hin, int ci, int slot) {
     gopt_policy *p = J->p;
-    const gopt_policy_config *c_ = &p->cfg;
-    const int D = c_->hidden, Fh = D * c_->ffn_mult, r0 = c * J->ch, m = J->n - r0 < J->ch ? J->n - r0 : J->ch;
+    const gopt_policy_config *c = &p->cfg;
+    const int D = c->hidden, Fh = D * c->ffn_mult, r0 = ci * J->ch, m = chunk_len(J, ci);
     const attn_params *w = &p->P.attn[k];
     attn_acts *a = &p->A.attn[k];
     const size_t o = (size_t)r0;
@@ -674,8 +684,8 @@ static void attn_layer_rows(chunk_job *J, int k, const float *hin, int c, int sl
                             3 * D);
         qkv_mem = p->frozen_qkv[k];
     }
-    chunk_mark(J, k * J->nch + c);
-    if (c > 0) chunk_wait(J, k * J->nch + c - 1);
+    chunk_mark(J, k * J->nch + ci);
+    if (ci > 0) chunk_wait(J, k * J->nch + ci - 1);
     attn_chunk(p, k, qkv_mem, J->nch, r0, m, slot, NULL);
     gopt_linear_forward(a->h2 + o * D, a->ctx + o * D, w->proj_w, w->proj_b, hin + o * D, m, D, D);
     gopt_layernorm_forward(a->x2 + o * D, a->mean2 + o, a->rstd2 + o, a->h2 + o * D, w->ln2_w, w->ln2_b, NULL, NULL,
@@ -712,7 +722,7 @@ static double attn_layer_flops(const gopt_policy_config *c, int n) {
 static void sage_fwd_chunk(chunk_job *J, int c, int slot) {
     (void)slot;
     gopt_policy *p = J->p;
-    const int D = p->cfg.hidden, r0 = c * J->ch, m = J->n - r0 < J->ch ? J->n - r0 : J->ch;
+    const int D = p->cfg.hidden, r0 = c * J->ch, m = chunk_len(J, c);
     policy_acts *A = &p->A;
     sage_acts *s = &A->sage[J->l];
     const sage_params *w = &p->P.sage[J->l];
@@ -729,7 +739,7 @@ static void sage_fwd_chunk(chunk_job *J, int c, int slot) {
 /* Chunk c through every attention layer and head. */
 static void attn_fwd_chunk(chunk_job *J, int c, int slot) {
     gopt_policy *p = J->p;
-    const int r0 = c * J->ch, m = J->n - r0 < J->ch ? J->n - r0 : J->ch;
+    const int r0 = c * J->ch, m = chunk_len(J, c);
     const float *hk = J->hin;
     for (int k = 0; k < p->n_attn; k++) {
         attn_layer_rows(J, k, hk, c, slot);
@@ -876,21 +886,12 @@ static void wgrad_part(void *ctx, int j) {
     float *buf = W->p->wgrad + W->per_part * (size_t)j;
     for (int q = 0; q < W->njobs; q++) {
         const wgrad_job *jb = &W->jobs[q];
-        const size_t nw = (size_t)jb->in_dim * jb->out_dim;
+        const size_t nw = (size_t)jb->in_dim * jb->out_dim, nb = jb->db ? (size_t)jb->out_dim : 0;
+        memset(buf, 0, sizeof(float) * (nw + nb));
         if (hi > lo)
-            GOPT_GEMM(.trans_a = 1, .m = jb->in_dim, .n = jb->out_dim, .k = hi - lo, .alpha = 1.0f, .beta = 0.0f,
-                      .a = jb->in + (size_t)lo * jb->in_dim, .lda = jb->in_dim,
-                      .b = jb->dout + (size_t)lo * jb->out_dim, .ldb = jb->out_dim, .c = buf, .ldc = jb->out_dim);
-        else
-            memset(buf, 0, sizeof(float) * nw);
-        buf += nw;
-        if (!jb->db) continue;
-        memset(buf, 0, sizeof(float) * (size_t)jb->out_dim);
-        for (int i = lo; i < hi; i++) {
-            const float *r = jb->dout + (size_t)i * jb->out_dim;
-            for (int o = 0; o < jb->out_dim; o++) buf[o] += r[o];
-        }
-        buf += jb->out_dim;
+            gopt_linear_backward(NULL, buf, jb->db ? buf + nw : NULL, jb->dout + (size_t)lo * jb->out_dim,
+                                 jb->in + (size_t)lo * jb->in_dim, NULL, hi - lo, jb->in_dim, jb->out_dim);
+        buf += nw + nb;
     }
 }
 
@@ -906,10 +907,10 @@ static gopt_status wgrad_run(gopt_policy *p, const wgrad_job *jobs, int njobs, g
         const float *buf = p->wgrad + W.per_part * (size_t)j;
         for (int q = 0; q < njobs; q++) {
             const size_t nw = (size_t)jobs[q].in_dim * jobs[q].out_dim;
-            for (size_t i = 0; i < nw; i++) jobs[q].dw[i] += buf[i];
+            vec_add(jobs[q].dw, buf, nw);
             buf += nw;
             if (!jobs[q].db) continue;
-            for (int o = 0; o < jobs[q].out_dim; o++) jobs[q].db[o] += buf[o];
+            vec_add(jobs[q].db, buf, (size_t)jobs[q].out_dim);
             buf += jobs[q].out_dim;
         }
     }
@@ -934,15 +935,10 @@ static float *chunk_small(gopt_policy *p, int c, int which) {
 static void chunk_reduce(gopt_policy *p, int nch, int which, float *dst, size_t count) {
     const size_t blk = chunk_block(p);
     for (int c = 0; c < nch; c++) {
-        if (which >= 0) {
-            const float *x = chunk_small(p, c, which);
-            for (size_t i = 0; i < count; i++) dst[i] += x[i];
-            continue;
-        }
-        for (int j = 0; j < ATTN_PARTS; j++) {
-            const float *x = p->chunk_grad + blk * (size_t)c + (size_t)j * count;
-            for (size_t i = 0; i < count; i++) dst[i] += x[i];
-        }
+        if (which >= 0)
+            vec_add(dst, chunk_small(p, c, which), count);
+        else
+            for (int j = 0; j < ATTN_PARTS; j++) vec_add(dst, p->chunk_grad + blk * (size_t)c + (size_t)j * count, count);
     }
 }
 
@@ -953,7 +949,7 @@ static void attn_bwd_chunk(chunk_job *J, int c, int slot) {
     gopt_policy *p = J->p;
     const gopt_policy_config *cf = &p->cfg;
     const int k = J->k, D = cf->hidden, Fh = D * cf->ffn_mult, S = cf->segment, D3 = 3 * D;
-    const int r0 = c * J->ch, m = J->n - r0 < J->ch ? J->n - r0 : J->ch;
+    const int r0 = c * J->ch, m = chunk_len(J, c);
     const attn_params *w = &p->P.attn[k];
     attn_acts *a = &p->A.attn[k];
     policy_bwd *B = &p->B;
@@ -1066,7 +1062,7 @@ static gopt_status attn_layer_backward(gopt_policy *p, int k, const float *hin, 
 static void sage_bwd_chunk(chunk_job *J, int c, int slot) {
     (void)slot;
     gopt_policy *p = J->p;
-    const int D = p->cfg.hidden, r0 = c * J->ch, m = J->n - r0 < J->ch ? J->n - r0 : J->ch;
+    const int D = p->cfg.hidden, r0 = c * J->ch, m = chunk_len(J, c);
     sage_acts *s = &p->A.sage[J->l];
     const sage_params *w = &p->P.sage[J->l];
     policy_bwd *B = &p->B;
@@ -1108,10 +1104,7 @@ static void aggregate_backward(gopt_policy *p, float *dh, const float *cat, cons
     aggregate_job J = {p, dh, cat, h};
     gopt_parallel_parts(AGG_PARTS, p->threads, aggregate_part, &J);
     const size_t nd = (size_t)p->n * p->cfg.hidden;
-    for (int j = 1; j < AGG_PARTS; j++) {
-        const float *x = p->B.dagg_parts + (size_t)(j - 1) * nd;
-        for (size_t i = 0; i < nd; i++) dh[i] += x[i];
-    }
+    for (int j = 1; j < AGG_PARTS; j++) vec_add(dh, p->B.dagg_parts + (size_t)(j - 1) * nd, nd);
 }
 
 gopt_status policy_network_backward(gopt_policy *p, gopt_error *err) {
@@ -1121,7 +1114,7 @@ gopt_status policy_network_backward(gopt_policy *p, gopt_error *err) {
     const size_t nd = (size_t)n * D;
     policy_acts *A = &p->A;
     policy_bwd *B = &p->B;
-    const int nch = (n + chunk_rows(p) - 1) / chunk_rows(p);
+    const int nch = chunk_count(p);
     gopt_status st = policy_grow((void **)&p->chunk_grad, &p->chunk_grad_cap, chunk_block(p) * (size_t)nch,
                                  sizeof(float), "the network's chunk gradients", err);
     if (st) return st;
