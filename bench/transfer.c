@@ -6,7 +6,8 @@
  *                       [--profiles P1,P2,...] [--devices 4,8] [--checkpoint C] [--samples K]
  *                       [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]
  *                       [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]
- *                       [--finetune-threads N] [--finetune-lr LR]
+ *                       [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]
+ *                       [--finetune-imitate-target reference|best]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
  * rows whose split is --set: validation (the default), train or test):
@@ -31,7 +32,11 @@
  *    sets the PPO epochs per step (0: the trainer's default); --finetune-threads N
  *    the trainer's threads (default 2, gopt finetune's --threads; sa runs on one,
  *    so at equal wall time GO has two cores to sa's one); --finetune-lr LR the PPO
- *    learning rate (0: the trainer's default). --go-ties: GO's
+ *    learning rate (0: the trainer's default); --finetune-imitate-every M and
+ *    --finetune-imitate-target reference|best gopt finetune's --imitate-every and
+ *    --imitate-target (every M-th step imitates the reference or the best found so
+ *    far; default gopt finetune's: 4 and best; --finetune-imitate-every 0: plain PPO,
+ *    the recipe before self-imitation). --go-ties: GO's
  *    order within a priority level (gopt_go_options.ties; default best).
  * Then the geometric means over graphs (per setting and over all) against
  * the targets of issue 14: greedy <= 1.00x, best of K <= 0.97x, fine-tuned
@@ -68,8 +73,8 @@ static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_e
 }
 
 typedef struct {
-    const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe, *ties;
-    long samples, max_nodes, seed, ft_epochs, ft_threads;
+    const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe, *ties, *ft_imitate_target;
+    long samples, max_nodes, seed, ft_epochs, ft_threads, ft_imitate_every;
     double sa_budget, ft_seconds, temperature, ft_lr;
 } bench_args;
 
@@ -125,8 +130,10 @@ typedef struct {
 
 /* Fine-tune from the checkpoint on graph file `path` for `seconds` of wall time (the recipe above).
  * *best: the best valid step found (s); +inf when none. */
-static gopt_status finetune(const char *ckpt, const char *path, const gopt_costmodel *cm, double seconds,
-                            uint64_t seed, int warm, int epochs, int threads, double lr, row *r, gopt_error *err) {
+static gopt_status finetune(const char *ckpt, const char *path, const gopt_costmodel *cm, const bench_args *a, row *r,
+                            gopt_error *err) {
+    const double seconds = a->ft_seconds;
+    const int warm = !strcmp(a->recipe, "warm");
     double t0 = gopt_now_seconds();
     gopt_policy *pol = NULL;
     gopt_trainer *ta = NULL, *tb = NULL;
@@ -137,11 +144,13 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     gopt_trainer_stats st;
     gopt_status s;
     gopt_trainer_options_default(&o);
-    o.imitate_steps = 500;
-    o.seed = seed;
-    if (epochs > 0) o.epochs = epochs;
-    o.sim_threads = threads;
-    if (lr > 0) o.adam.lr = (float)lr;
+    o.imitate_steps = warm ? 500 : 0;
+    o.seed = (uint64_t)a->seed;
+    if (a->ft_epochs > 0) o.epochs = (int)a->ft_epochs;
+    o.sim_threads = (int)a->ft_threads;
+    if (a->ft_lr > 0) o.adam.lr = (float)a->ft_lr;
+    o.imitate_every = (int)a->ft_imitate_every;
+    o.imitate_best = o.imitate_every > 0 && !strcmp(a->ft_imitate_target, "best");
     r->ft = INFINITY;
     if ((s = gopt_policy_load(&pol, ckpt, err)) || (s = gopt_trainer_checkpoint_tasks(ckpt, &o.tasks, err))) goto out;
     gopt_policy_adam_reset(pol);
@@ -152,7 +161,7 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
         (s = gopt_trainer_greedy(ta, 0, &d, &res, err)))
         goto out;
     gopt_rng zr; /* the pre-trained policy's best of K first, as gopt finetune does */
-    gopt_rng_seed(&zr, seed ^ 0x7a65726f73686f74ull);
+    gopt_rng_seed(&zr, o.seed ^ 0x7a65726f73686f74ull);
     double zk;
     if ((s = gopt_trainer_sample_best(ta, 0, &zr, &zk, err))) goto out;
     if (warm) gopt_policy_shrink(pol, 0.3f);
@@ -161,20 +170,24 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
         if ((s = gopt_trainer_step(ta, &st, err))) goto out;
         r->ft_steps_imitate++;
     }
-    /* PPO in a trainer without imitation, given the reference (no baselines rerun) */
-    double ref = gopt_trainer_reference(ta, 0, NULL);
     r->ft = gopt_trainer_best(ta, 0, NULL);
-    o.imitate_steps = 0;
-    if ((s = gopt_trainer_create(&tb, pol, cm, &o, err)) || (s = gopt_graph_load(path, &g, err))) goto out;
-    s = gopt_trainer_add_graph(tb, g, ref, err);
-    g = NULL;
-    if (s) goto out;
-    while (gopt_now_seconds() - t0 < seconds) {
-        if ((s = gopt_trainer_step(tb, &st, err))) goto out;
-        r->ft_steps_ppo++;
+    gopt_trainer *tp = ta; /* the PPO trainer: gopt finetune's, which keeps the zero-shot bests */
+    if (warm) { /* PPO in a trainer without the warm start, given the reference (no baselines rerun) */
+        double ref = gopt_trainer_reference(ta, 0, NULL);
+        o.imitate_steps = 0;
+        if ((s = gopt_trainer_create(&tb, pol, cm, &o, err)) || (s = gopt_graph_load(path, &g, err))) goto out;
+        s = gopt_trainer_add_graph(tb, g, ref, err);
+        g = NULL;
+        if (s) goto out;
+        tp = tb;
     }
-    if ((s = gopt_trainer_greedy(tb, 0, &d, &res, err))) goto out;
-    double b = gopt_trainer_best(tb, 0, NULL);
+    while (gopt_now_seconds() - t0 < seconds) {
+        if ((s = gopt_trainer_step(tp, &st, err))) goto out;
+        if (st.imitation) r->ft_steps_imitate++;
+        else r->ft_steps_ppo++;
+    }
+    if ((s = gopt_trainer_greedy(tp, 0, &d, &res, err))) goto out;
+    double b = gopt_trainer_best(tp, 0, NULL);
     if (b < r->ft) r->ft = b;
 out:
     r->ft_wall = gopt_now_seconds() - t0;
@@ -232,7 +245,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     *a = (bench_args){.split = "graphs/real/splits.tsv", .set = "validation", .graphs = NULL,
                       .profiles = "profiles/h100-nvswitch-x8.json,profiles/v100-dgx1-x8.json", .devices = "4,8",
                       .checkpoint = NULL, .recipe = "ppo", .ties = "best", .samples = 16, .max_nodes = 0, .seed = 1,
-                      .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 0, .ft_threads = 2};
+                      .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 0, .ft_threads = 2,
+                      .ft_imitate_every = 4, .ft_imitate_target = "best"};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -260,6 +274,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--finetune-epochs")) a->ft_epochs = strtol(v, &end, 10);
         else if (!strcmp(o, "--finetune-threads")) a->ft_threads = strtol(v, &end, 10);
         else if (!strcmp(o, "--finetune-lr")) a->ft_lr = strtod(v, &end);
+        else if (!strcmp(o, "--finetune-imitate-every")) a->ft_imitate_every = strtol(v, &end, 10);
+        else if (!strcmp(o, "--finetune-imitate-target")) a->ft_imitate_target = v;
         else {
             fprintf(stderr, "bench_transfer: unknown option '%s'\n", o);
             return 2;
@@ -272,10 +288,13 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     if (a->samples < 0 || a->samples > 4096 || a->sa_budget < 0 || a->ft_seconds < 0 || a->max_nodes < 0 ||
         a->seed < 0 || !(a->temperature >= 0.05 && a->temperature <= 100.0) || (strcmp(a->set, "validation") && strcmp(a->set, "train") && strcmp(a->set, "test")) ||
         (strcmp(a->recipe, "ppo") && strcmp(a->recipe, "warm")) || a->ft_epochs < 0 || a->ft_epochs > 64 ||
-        a->ft_threads < 1 || a->ft_threads > 64 || !(a->ft_lr >= 0 && a->ft_lr < 1) || gopt_go_ties_parse(a->ties) < 0) {
+        a->ft_threads < 1 || a->ft_threads > 64 || !(a->ft_lr >= 0 && a->ft_lr < 1) || gopt_go_ties_parse(a->ties) < 0 ||
+        a->ft_imitate_every < 0 || a->ft_imitate_every == 1 || a->ft_imitate_every > 1000000 ||
+        (strcmp(a->ft_imitate_target, "reference") && strcmp(a->ft_imitate_target, "best"))) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
                         ">= 0, --temperature 0.05..100, --set validation|train|test, --finetune-recipe ppo|warm, "
-                        "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo\n");
+                        "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, "
+                        "--finetune-imitate-every 0 or >= 2, --finetune-imitate-target reference|best\n");
         return 2;
     }
     return 0;
@@ -290,7 +309,8 @@ int main(int argc, char **argv) {
                 "                      [--profiles P1,P2] [--devices 4,8] [--checkpoint C] [--samples K]\n"
                 "                      [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]\n"
                 "                      [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]\n"
-                "                      [--finetune-threads N] [--finetune-lr LR]\n");
+                "                      [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]\n"
+                "                      [--finetune-imitate-target reference|best]\n");
         return pr == 1 ? 0 : 2;
     }
     g_go.checkpoint = a.checkpoint ? a.checkpoint : gopt_trainer_default_checkpoint();
@@ -363,13 +383,18 @@ int main(int argc, char **argv) {
     if (!strncmp(shown, GOPT_SOURCE_DIR, sl) && shown[sl] == '/') shown += sl + 1;
     printf("bench_transfer: %d graphs of the %s split (%s), checkpoint %s, GO best of %ld samples (temperature %.3g), sa %.3g s%s\n",
            ng, a.set, a.split, shown, a.samples, a.temperature, a.sa_budget, a.ft_seconds > 0 ? "" : ", no fine-tuning");
-    if (a.ft_seconds > 0)
-        printf("fine-tuning: %.3g s of wall time per graph (%s; %ld threads), against sa with --budget %.3g (one "
-               "thread)\n",
+    if (a.ft_seconds > 0) {
+        char every[96] = "";
+        if (a.ft_imitate_every)
+            snprintf(every, sizeof every, "; every %ldth step imitates the %s", a.ft_imitate_every,
+                     !strcmp(a.ft_imitate_target, "best") ? "best found so far" : "reference");
+        printf("fine-tuning: %.3g s of wall time per graph (%s; %ld threads%s), against sa with --budget %.3g "
+               "(one thread)\n",
                a.ft_seconds,
                !strcmp(a.recipe, "warm") ? "reference baselines, 500 imitation steps or half the time after shrink 0.3, then PPO"
                       : "PPO from the pre-trained policy, fresh Adam",
-               a.ft_threads, a.ft_seconds);
+               a.ft_threads, every, a.ft_seconds);
+    }
     means all = {0};
     int rc = 0;
     for (int pi = 0; pi < np; pi++) {
@@ -428,8 +453,7 @@ int main(int argc, char **argv) {
                 g_go.samples = (int)a.samples;
                 r.best_k = run_method(&reg, "go", sim, cm, &opt, &r.best_k_oom, &failed);
                 if (a.ft_seconds > 0) {
-                    if (finetune(g_go.checkpoint, files[gi], cm, a.ft_seconds, (uint64_t)a.seed, !strcmp(a.recipe, "warm"),
-                                 (int)a.ft_epochs, (int)a.ft_threads, a.ft_lr, &r, &err)) {
+                    if (finetune(g_go.checkpoint, files[gi], cm, &a, &r, &err)) {
                         fprintf(stderr, "bench_transfer: %s: fine-tuning: %s\n", names[gi], err.msg);
                         failed = 1;
                     }

@@ -640,6 +640,86 @@ static void test_imitate_every(void **state) {
     }
 }
 
+/* Self-imitation (imitate_best): the steps of imitate_every imitate the actions
+ * behind the best solution found so far (their target's step is the best's);
+ * a resumed run imitates the same actions (the state keeps them) and ends bit
+ * for bit where the uninterrupted one does; a damaged best_actions is refused
+ * naming it; the option needs imitate_every and is 0 or 1. */
+static void test_imitate_best(void **state) {
+    (void)state;
+    char dir[] = "/tmp/gopt_test_trainer_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char pa[256], pb[256], sb[300];
+    snprintf(pa, sizeof pa, "%s/a.ckpt", dir);
+    snprintf(pb, sizeof pb, "%s/b.ckpt", dir);
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.imitate_every = 2;
+    o.imitate_best = 1;
+    o.samples = 4;
+    o.epochs = 1;
+    o.sim_threads = 1;
+    o.seed = 5;
+    env e;
+    env_init2(&e, 2, &o, 3, 1e11); /* device 1 ten times slower */
+    add_graph(&e, fan_graph("fan4", 4));
+    for (int s = 0; s < 8; s++) {
+        gopt_trainer_stats st;
+        gopt_error err = {0};
+        const double best_before = gopt_trainer_best(e.tr, 0, NULL);
+        assert_int_equal(gopt_trainer_step(e.tr, &st, &err), GOPT_OK);
+        assert_int_equal(st.imitation, s % 2);
+        if (st.imitation) /* the target is the best found so far, not the reference */
+            assert_true(st.target_rel == best_before / gopt_trainer_reference(e.tr, 0, NULL));
+    }
+    env_free(&e);
+    /* resume: 7 steps straight against 3, save, load into a fresh trainer, 4 more */
+    gopt_error err = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        env_init2(&e, 2, &o, 3, 1e11);
+        add_graph(&e, fan_graph("fan4", 4));
+        run_steps(&e, pass ? 3 : 7);
+        assert_int_equal(gopt_trainer_save(e.tr, pass ? pb : pa, &err), GOPT_OK);
+        env_free(&e);
+    }
+    snprintf(sb, sizeof sb, "%s.state", pb);
+    size_t la, lb;
+    char *text = read_file(sb, &lb);
+    assert_non_null(strstr(text, "\"best_actions\""));
+    assert_non_null(strstr(text, "\"imitate_target\": \"best\""));
+    free(text);
+    env_init2(&e, 2, &o, 99, 1e11);
+    add_graph(&e, fan_graph("fan4", 4));
+    assert_int_equal(gopt_trainer_load(e.tr, pb, &err), GOPT_OK);
+    run_steps(&e, 4);
+    assert_int_equal(gopt_trainer_save(e.tr, pb, &err), GOPT_OK);
+    env_free(&e);
+    char *a = read_file(pa, &la), *b = read_file(pb, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(a, b, la);
+    free(a);
+    free(b);
+    /* a device out of range in best_actions is refused, naming the file and the field */
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "sed -i '/\"best_actions\": \\[/{n;s/[0-9][0-9]*/7/}' '%s'", sb);
+    assert_int_equal(system(cmd), 0);
+    env_init2(&e, 2, &o, 3, 1e11);
+    add_graph(&e, fan_graph("fan4", 4));
+    assert_int_equal(gopt_trainer_load(e.tr, pb, &err), GOPT_EFORMAT);
+    assert_non_null(strstr(err.msg, ".state: graph 'fan4': best_actions[0] is not an integer in 0..1"));
+    env_free(&e);
+    /* refused options */
+    o.imitate_every = 0;
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "needs imitate every"));
+    o.imitate_every = 2;
+    o.imitate_best = 2;
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "imitate best = 2"));
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* Annealing as a reference, bounded by evaluations: two trainers with one seed
  * get the same reference; on eight independent GEMMs over two equal devices it
  * beats one device; a negative cap is refused. */
@@ -1458,7 +1538,9 @@ static void test_data_parallel_equals_one_process(void **state) {
     (void)state;
     char dir[] = "/tmp/gopt_test_trainer_XXXXXX";
     assert_non_null(mkdtemp(dir));
-    static const int cases[][3] = {{1, 2, 0}, {2, 2, 0}, {2, 3, 0}, {3, 2, 1}, {3, 4, 0}}; /* B, N, rounds */
+    /* B, N, rounds, self-imitation (every 2nd step imitates the best found: ranks share its actions) */
+    static const int cases[][4] = {{1, 2, 0, 0}, {2, 2, 0, 0}, {2, 3, 0, 0}, {3, 2, 1, 0}, {3, 4, 0, 0}, {1, 2, 0, 1},
+                                   {2, 3, 0, 1}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         gopt_trainer_options o;
         gopt_trainer_options_default(&o);
@@ -1469,7 +1551,9 @@ static void test_data_parallel_equals_one_process(void **state) {
         o.seed = 3;
         o.graphs_per_step = cases[c][0];
         o.backward_rounds = cases[c][2];
-        const int N = cases[c][1], steps = 4;
+        o.imitate_every = cases[c][3] ? 2 : 0;
+        o.imitate_best = cases[c][3];
+        const int N = cases[c][1], steps = cases[c][3] ? 6 : 4;
         char one[300], one_state[320];
         snprintf(one, sizeof one, "%s/one%zu.ckpt", dir, c);
         snprintf(one_state, sizeof one_state, "%s.state", one);
@@ -1610,6 +1694,7 @@ int main(void) {
         cmocka_unit_test(test_nan_update_skipped),
         cmocka_unit_test(test_imitation_lowers_loss),
         cmocka_unit_test(test_imitate_every),
+        cmocka_unit_test(test_imitate_best),
         cmocka_unit_test(test_reference_evals),
         cmocka_unit_test(test_actions_to_decisions),
         cmocka_unit_test(test_fusion_groups),

@@ -54,6 +54,9 @@ static void common_options_help(FILE *f) {
             "  --imitate N (0)   warm start: N steps of imitation of the best baseline's decisions\n"
             "  --imitate-every M (0: off) after the warm start every M-th step is an imitation step\n"
             "                    too (M >= 2): PPO anchored to the references (docs/trainer.md)\n"
+            "  --imitate-target reference|best (reference) what the steps of --imitate-every imitate:\n"
+            "                    best: the best solution found so far on the graph, as sampled by the\n"
+            "                    policy (self-imitation; the reference until one is found)\n"
             "  --imitate-lr LR (3e-3)  --graphs-per-step B (1)  --switch-every N (1)\n"
             "  --backward batched|rounds (batched: one policy backward per epoch; rounds: one per\n"
             "                    distinct action, same gradient up to rounding, what docs/results.md used)\n"
@@ -124,6 +127,10 @@ static void train_usage(FILE *f) {
                "                    hint's priority rank falls in\n");
 }
 
+/* gopt finetune's self-imitation: every FT_IMITATE_EVERY-th step imitates the best found so far
+ * (chosen on the validation split: docs/results.md, "Self-imitation") */
+#define FT_IMITATE_EVERY 4
+
 static void finetune_usage(FILE *f) {
     fprintf(f, "Usage: gopt finetune [--checkpoint C] GRAPH --profile P [--devices N] --steps S -o CKPT [options]\n\n"
                "Fine-tune a trained policy on one graph with PPO, then compare against every reference baseline:\n"
@@ -131,7 +138,9 @@ static void finetune_usage(FILE *f) {
                "Without --checkpoint the shipped pre-trained checkpoint is used. --steps 0 only evaluates\n"
                "(zero-shot against the baselines; -o is then optional). --imitate N (counted in --steps) first\n"
                "imitates the graph's reference for N cheap steps (a warm start), then PPO; the best solution\n"
-               "reported is never worse than the zero-shot one.\n"
+               "reported is never worse than the zero-shot one. Self-imitation is on by default: every\n"
+               "%dth step imitates the best solution found so far (--imitate-every %d --imitate-target best,\n"
+               "docs/trainer.md); --imitate-every 0 gives plain PPO.\n"
                "  --zero-shot-samples on|off (on) before the first step, also judge the pre-trained policy's\n"
                "                    --samples K samples (drawn from a stream of their own, so training is the\n"
                "                    same either way): the best found is then never worse than GO's best of K\n"
@@ -140,7 +149,8 @@ static void finetune_usage(FILE *f) {
                "                    the real runtime (as gopt run), one sample at a time; one process only\n"
                "  --backend cpu|cuda (cpu)  runtime backend; cuda exits 3 where there is no GPU\n"
                "  --reps R (3)      timed steps per measured sample (after one warm-up); the median is its step\n"
-               "  --clock wall|cpu|cpu-min (wall)  the runtime's clock (gopt run --help)\n");
+               "  --clock wall|cpu|cpu-min (wall)  the runtime's clock (gopt run --help)\n",
+            FT_IMITATE_EVERY, FT_IMITATE_EVERY);
     common_options_help(f);
 }
 
@@ -164,6 +174,7 @@ typedef struct {
     int fresh_optimizer; /* zero the loaded policy's Adam moments: -1 unset (finetune: on, train --init: off) */
     double shrink;       /* multiply the loaded policy's parameters by this before training (1: off) */
     int zs_samples;      /* finetune: the pre-trained policy's K samples judged first (-1 unset: on) */
+    int target_set;      /* --imitate-target given */
     int runtime;         /* finetune --evaluator runtime: measured steps judge the samples */
     const char *device;  /* --device: where the network runs (NULL: the CPU) */
     gopt_rt_options rto; /* its backend, reps, clock */
@@ -484,6 +495,14 @@ static int parse_common(cli_args *a, train_args *ta) {
     else if (cli_opt_long(a, "--imitate", &l, 0, 100000000L)) ta->o.imitate_steps = (int)l;
     else if (cli_opt_long(a, "--imitate-every", &l, 0, 100000000L)) ta->o.imitate_every = (int)l;
     else if (cli_opt_double(a, "--imitate-lr", &x, 1e-9, 0.999)) ta->o.imitate_lr = (float)x;
+    else if (cli_opt_str(a, "--imitate-target", &s)) {
+        if (strcmp(s, "reference") && strcmp(s, "best")) {
+            cli_usage_error(a->verb, "--imitate-target: '%s' is not reference or best", s);
+            return 2;
+        }
+        ta->o.imitate_best = strcmp(s, "best") == 0;
+        ta->target_set = 1;
+    }
     else if (cli_opt_double(a, "--shrink", &x, 1e-3, 1)) ta->shrink = x;
     else if (cli_opt_long(a, "--graphs-per-step", &l, 1, 256)) ta->o.graphs_per_step = (int)l;
     else if (cli_opt_long(a, "--switch-every", &l, 1, 100000000L)) ta->o.switch_every = (int)l;
@@ -995,6 +1014,8 @@ int cmd_finetune(int argc, char **argv) {
     args_init(&ta);
     ta.finetune = 1;
     ta.o.imitate_steps = 0;
+    ta.o.imitate_every = FT_IMITATE_EVERY;
+    ta.o.imitate_best = 1;
     ta.rto.warmup = 1;
     ta.rto.reps = 3;
     const char *ckpt = NULL, *evaluator = NULL, *backend = NULL, *clock = NULL;
@@ -1018,6 +1039,7 @@ int cmd_finetune(int argc, char **argv) {
         }
     }
     if (!ta.nfiles) return cli_usage_error(a.verb, "missing GRAPH");
+    if (!ta.o.imitate_every && !ta.target_set) ta.o.imitate_best = 0; /* --imitate-every 0: plain PPO */
     if (evaluator && strcmp(evaluator, "sim") && strcmp(evaluator, "runtime"))
         return cli_usage_error(a.verb, "--evaluator '%s': expected sim or runtime", evaluator);
     ta.runtime = evaluator && strcmp(evaluator, "runtime") == 0;

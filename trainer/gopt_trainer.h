@@ -66,6 +66,10 @@ typedef struct {
     int imitate_steps;     /* warm start: steps of imitation of the reference decisions (0) */
     int imitate_every;     /* after them, every imitate_every-th step is an imitation step too, the
                               others PPO (0: off): PPO anchored to the references */
+    int imitate_best;      /* 1: the steps of imitate_every imitate the best solution found so far on
+                              their graph (the actions of the sample, greedy answer or zero-shot sample
+                              behind gopt_trainer_best: self-imitation), the reference until there is
+                              one; the warm start still imitates the reference. 0: the reference (0) */
     float imitate_lr;      /* learning rate during imitation (3e-3) */
     int graphs_per_step;   /* graphs per PPO step (1) */
     int switch_every;      /* steps before moving on to the next graphs (1) */

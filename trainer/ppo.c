@@ -161,7 +161,8 @@ gopt_status gopt_trainer_sample_best(gopt_trainer *t, int i, gopt_rng *rng, doub
     if (s) return s;
     if (best >= 0) {
         *best_s = vals[best];
-        tr_note_best(G, &t->dec[best], vals[best]);
+        gopt_policy_actions a = tr_actions(t, 0, best);
+        tr_note_best(t, G, &t->dec[best], &a, vals[best]);
     }
     if (!(t->o.tasks & GOPT_TASK_BIT(GOPT_TASK_SCHED))) return GOPT_OK;
     /* the same samples with the topological order within each level (gopt_go_decide's
@@ -179,7 +180,8 @@ gopt_status gopt_trainer_sample_best(gopt_trainer *t, int i, gopt_rng *rng, doub
         const double step = t->res[k].step_time_s;
         if (!ok[k] || t->res[k].oom || !(step > 0) || !isfinite(step)) continue;
         if (step < *best_s) *best_s = step;
-        tr_note_best(G, &t->dec[k], step);
+        gopt_policy_actions a = tr_actions(t, 0, k);
+        tr_note_best(t, G, &t->dec[k], &a, step);
     }
     return GOPT_OK;
 }
@@ -533,8 +535,15 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
         const size_t T3 = 3 * (size_t)n;
         if ((s = tr_forward(t, G, err))) goto out;
         gopt_policy_actions a = tr_actions(t, b, 0);
-        imitation_targets(t, G, &a);
-        if (G->target_rel == 0) { /* once per graph: what the targets themselves achieve */
+        const int self = t->o.imitate_best && G->has_best_act && t->step >= t->o.imitate_steps;
+        if (self) {
+            memcpy(a.place, G->best_act, sizeof(int32_t) * (size_t)n);
+            memcpy(a.sched, G->best_act + n, sizeof(int32_t) * (size_t)n);
+            memcpy(a.fuse, G->best_act + 2 * (size_t)n, sizeof(int32_t) * (size_t)n);
+        } else {
+            imitation_targets(t, G, &a);
+        }
+        if (G->target_rel == 0 && !self) { /* once per graph: what the targets themselves achieve */
             if ((s = tr_decisions_for(t, n, err))) goto out;
             gopt_bl_problem bp;
             if ((s = tr_problem(t, (int)(G - t->graphs), &bp, err))) goto out;
@@ -546,7 +555,7 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
             G->target_rel = ok && !t->res[0].oom ? t->res[0].step_time_s / G->ref : INFINITY;
         }
         rec[0] = 1;
-        rec[1] = G->target_rel;
+        rec[1] = self ? G->best / G->ref : G->target_rel;
         { /* greedy accuracy against the targets, per task */
             gopt_policy_actions gr = tr_actions(t, b, 1 < t->o.samples ? 1 : 0);
             if ((s = gopt_policy_greedy(t->pol, &gr, err))) goto out;

@@ -221,9 +221,10 @@ gopt_status tr_share_bests(gopt_trainer *t, const int *improved, gopt_error *err
     const int B = t->nsel, K = t->o.samples, N = gopt_dist_size(dp->dist), me = gopt_dist_rank(dp->dist);
     size_t total = 0, mine = 0;
     for (int r = 0; r < N; r++) dp->counts[r] = 0;
+    const size_t per = t->o.imitate_best ? 6 : 3; /* the decisions, and the actions behind them */
     for (int b = 0; b < B; b++)
         if (improved[b] >= 0) {
-            size_t bytes = 3 * sizeof(int32_t) * (size_t)t->graphs[t->sel[b]].fz->n;
+            size_t bytes = per * sizeof(int32_t) * (size_t)t->graphs[t->sel[b]].fz->n;
             dp->counts[sample_owner(t, b * K + improved[b])] += bytes;
             total += bytes;
         }
@@ -238,7 +239,13 @@ gopt_status tr_share_bests(gopt_trainer *t, const int *improved, gopt_error *err
         memcpy(p, d->device, sizeof(int32_t) * (size_t)d->n);
         memcpy(p + d->n, d->priority, sizeof(int32_t) * (size_t)d->n);
         memcpy(p + 2 * d->n, d->group, sizeof(int32_t) * (size_t)d->n);
-        p += 3 * d->n;
+        if (per == 6) { /* the owner sampled the slot: its actions are still in t->act */
+            gopt_policy_actions a = tr_actions(t, b, improved[b]);
+            memcpy(p + 3 * d->n, a.place, sizeof(int32_t) * (size_t)d->n);
+            memcpy(p + 4 * d->n, a.sched, sizeof(int32_t) * (size_t)d->n);
+            memcpy(p + 5 * d->n, a.fuse, sizeof(int32_t) * (size_t)d->n);
+        }
+        p += per * d->n;
     }
     gopt_status st = gopt_dist_allgatherv(dp->dist, send, mine, buf, dp->counts, err);
     p = buf;
@@ -251,7 +258,11 @@ gopt_status tr_share_bests(gopt_trainer *t, const int *improved, gopt_error *err
         memcpy(G->best_dec.priority, p + n, sizeof(int32_t) * (size_t)n);
         memcpy(G->best_dec.group, p + 2 * n, sizeof(int32_t) * (size_t)n);
         G->has_best = 1;
-        p += 3 * n;
+        if (per == 6) {
+            gopt_policy_actions a = {p + 3 * n, p + 4 * n, p + 5 * n};
+            tr_note_best_actions(t, G, &a);
+        }
+        p += per * n;
     }
     free(buf);
     return st;

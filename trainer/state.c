@@ -69,6 +69,8 @@ static json_t *options_json(const gopt_trainer *t) {
     if (o->canonical_targets) json_object_set_new(j, "canonical_targets", json_true());
     /* only when on: a state without it was written before interleaved imitation (off) */
     if (o->imitate_every > 0) json_object_set_new(j, "imitate_every", json_integer(o->imitate_every));
+    /* only when on: a state without it was written before self-imitation (off) */
+    if (o->imitate_best) json_object_set_new(j, "imitate_target", json_string("best"));
     /* only when set: a state without it was written before the cap existed (sa's defaults) */
     if (o->reference_evals > 0) json_object_set_new(j, "reference_evals", json_integer(o->reference_evals));
     if (o->reference_anneal_max_nodes > 0)
@@ -85,6 +87,41 @@ static int parse_hex64(const char *s, uint64_t *out) {
 
 static json_t *real_or_null(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 static double real_or_inf(json_t *x) { return json_is_number(x) ? json_number_value(x) : INFINITY; }
+
+/* The actions behind a graph's best (self-imitation's target, 3n integers:
+ * devices, priority levels, fusion levels), so that a resumed run imitates
+ * what the uninterrupted one would. */
+static json_t *best_actions_json(const tr_graph *G) {
+    json_t *a = json_array();
+    for (size_t i = 0; i < 3 * (size_t)G->fz->n; i++) json_array_append_new(a, json_integer(G->best_act[i]));
+    return a;
+}
+
+static gopt_status load_best_actions(const gopt_trainer *t, tr_graph *G, json_t *a, const char *state,
+                                     const char *name, gopt_error *err) {
+    const gopt_policy_config *c = gopt_policy_get_config(t->pol);
+    const int32_t n = G->fz->n;
+    if (!json_is_array(a) || json_array_size(a) != 3 * (size_t)n)
+        return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': best_actions is not an array of 3 x %d integers",
+                              state, name, n);
+    const int32_t hi[3] = {G->ndev, c->sched_levels, c->fusion_levels};
+    int32_t *v = malloc(sizeof(int32_t) * 3 * (size_t)(n ? n : 1));
+    if (!v) return gopt_error_set(err, GOPT_ENOMEM, "%s: out of memory", state);
+    for (size_t i = 0; i < 3 * (size_t)n; i++) {
+        json_t *x = json_array_get(a, i);
+        json_int_t y = json_is_integer(x) ? json_integer_value(x) : -1;
+        if (y < 0 || y >= hi[i / (size_t)n]) {
+            free(v);
+            return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': best_actions[%zu] is not an integer in 0..%d",
+                                  state, name, i, hi[i / (size_t)n] - 1);
+        }
+        v[i] = (int32_t)y;
+    }
+    gopt_policy_actions act = {v, v + n, v + 2 * (size_t)n};
+    tr_note_best_actions(t, G, &act);
+    free(v);
+    return G->has_best_act || !t->o.imitate_best ? GOPT_OK : gopt_error_set(err, GOPT_ENOMEM, "%s: out of memory", state);
+}
 
 gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_error *err) {
     size_t pl = strlen(path);
@@ -129,6 +166,7 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
         json_object_set_new(g, "reference_s", json_real(G->ref));
         json_object_set_new(g, "reference_method", json_string(G->ref_method));
         json_object_set_new(g, "best_s", real_or_null(G->best));
+        if (t->o.imitate_best && G->has_best_act) json_object_set_new(g, "best_actions", best_actions_json(G));
         const tr_prof *P = &t->profs[G->prof];
         char ph[24];
         snprintf(ph, sizeof ph, "%016llx", (unsigned long long)P->hash);
@@ -332,6 +370,8 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
         }
         G->ref = ref;
         G->best = best;
+        json_t *aj = json_object_get(g, "best_actions");
+        if (aj && (st = load_best_actions(t, G, aj, state, name, err))) goto out;
     }
     for (int i = 0; i < t->ng; i++) {
         json_int_t p = json_integer_value(json_array_get(perm, i));

@@ -36,6 +36,7 @@ void gopt_trainer_options_default(gopt_trainer_options *o) {
     o->tasks = GOPT_TASKS_ALL;
     o->imitate_steps = 0;
     o->imitate_every = 0;
+    o->imitate_best = 0;
     o->reference_evals = 0;
     o->reference_anneal_max_nodes = 0;
     o->imitate_lr = 3e-3f;
@@ -77,6 +78,10 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
                               o->reference_anneal_max_nodes);
     if (o->imitate_every < 0 || o->imitate_every == 1)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: imitate every = %d is not 0 (off) or >= 2", o->imitate_every);
+    if (o->imitate_best != 0 && o->imitate_best != 1)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: imitate best = %d is not 0 or 1", o->imitate_best);
+    if (o->imitate_best && !o->imitate_every)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: imitating the best solution needs imitate every >= 2");
     if (o->graphs_per_step < 1 || o->graphs_per_step > 256)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: graphs per step = %d is outside 1..256",
                               o->graphs_per_step);
@@ -267,6 +272,7 @@ static void graph_destroy(gopt_trainer *t, tr_graph *G) {
     free(G->hint_group);
     gopt_decisions_destroy(&G->ref_dec);
     gopt_decisions_destroy(&G->best_dec);
+    free(G->best_act);
     memset(G, 0, sizeof *G);
 }
 
@@ -742,8 +748,23 @@ gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned ta
 }
 
 
-void tr_note_best(tr_graph *G, const gopt_decisions *d, double step) {
+void tr_note_best_actions(const gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a) {
+    if (!t->o.imitate_best) return;
+    const size_t n = (size_t)G->fz->n;
+    if (!G->best_act && !(G->best_act = malloc(sizeof(int32_t) * 3 * (n ? n : 1)))) {
+        G->has_best_act = 0;
+        return;
+    }
+    memcpy(G->best_act, a->place, sizeof(int32_t) * n);
+    memcpy(G->best_act + n, a->sched, sizeof(int32_t) * n);
+    memcpy(G->best_act + 2 * n, a->fuse, sizeof(int32_t) * n);
+    G->has_best_act = 1;
+}
+
+void tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decisions *d, const gopt_policy_actions *a,
+                  double step) {
     if (!(step < G->best)) return;
+    if (a) tr_note_best_actions(t, G, a);
     if (G->best_dec.n != d->n) {
         gopt_decisions_destroy(&G->best_dec);
         if (gopt_decisions_init(&G->best_dec, d->n, NULL)) return;
@@ -820,7 +841,7 @@ gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_
             *res = rt;
         }
     }
-    if (!res->oom) tr_note_best(G, d, res->step_time_s);
+    if (!res->oom) tr_note_best(t, G, d, &a, res->step_time_s);
     return GOPT_OK;
 }
 

@@ -64,6 +64,8 @@ typedef struct {
     double best;            /* best step time found (s), +inf before any */
     gopt_decisions best_dec;
     int has_best;
+    int32_t *best_act;      /* (3, n) the policy's actions behind best_dec, when has_best_act */
+    int has_best_act;
 } tr_graph;
 
 struct gopt_trainer {
@@ -133,8 +135,12 @@ gopt_status tr_decisions_for(gopt_trainer *t, int32_t n, gopt_error *err);
  * or the evaluator set by gopt_trainer_set_evaluator one at a time); ok[i] =
  * 0 when sample i was rejected (or the evaluator failed on it). */
 gopt_status tr_simulate(gopt_trainer *t, tr_graph *G, int k, int *ok, gopt_error *err);
-/* Record a valid result as G's best when it is. */
-void tr_note_best(tr_graph *G, const gopt_decisions *d, double step);
+/* Keep d as G's best when step beats it, and a (the actions behind d; may be NULL) when the
+ * trainer imitates its bests. */
+void tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decisions *d, const gopt_policy_actions *a,
+                  double step);
+/* Keep a (the actions behind G's new best) in G->best_act when the trainer imitates its bests. */
+void tr_note_best_actions(const gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a);
 /* Advance the schedule (fills t->sel). */
 void tr_schedule_next(gopt_trainer *t);
 

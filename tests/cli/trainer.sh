@@ -91,6 +91,23 @@ expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" 
 expect_err "--zero-shot-samples: 'maybe'"
 expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --zero-shot-samples on
 expect_err "--zero-shot-samples is an option of gopt finetune"
+# self-imitation (finetune's default: every 4th step imitates the best found so far); recorded in
+# the state with the actions behind the best; --imitate-every 0 is plain PPO; a bad target, or best
+# without interleaved steps, is refused
+expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 4 -o "$TMP/si.ckpt" --samples 4 --epochs 1 --quiet
+[ "$(grep -c '"phase":"imitation"' "$TMP/si.ckpt.metrics.jsonl")" -eq 1 ] && ok || fail "self-imitation steps by default"
+grep -q '"imitate_target": "best"' "$TMP/si.ckpt.state" && grep -q '"best_actions"' "$TMP/si.ckpt.state" && ok || fail "self-imitation state"
+expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 4 -o "$TMP/si2.ckpt" --samples 4 --epochs 1 --quiet --imitate-every 2 --imitate-target best
+[ "$(grep -c '"phase":"imitation"' "$TMP/si2.ckpt.metrics.jsonl")" -eq 2 ] && ok || fail "--imitate-every 2 --imitate-target best"
+expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 4 -o "$TMP/pp.ckpt" --samples 4 --epochs 1 --quiet --imitate-every 0
+grep -q '"phase":"imitation"' "$TMP/pp.ckpt.metrics.jsonl" && fail "--imitate-every 0 still imitated" || ok
+grep -q 'imitate_target\|best_actions' "$TMP/pp.ckpt.state" && fail "--imitate-every 0 recorded self-imitation" || ok
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --imitate-target maybe
+expect_err "--imitate-target: 'maybe' is not reference or best"
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --imitate-every 0 --imitate-target best
+expect_err "needs imitate every"
+expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --imitate-target best
+expect_err "needs imitate every"
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --shrink 0
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --shrink 1.5
 expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --shrink 0.5
