@@ -386,7 +386,7 @@ int main(int argc, char **argv) {
     if (a.ft_seconds > 0) {
         char every[96] = "";
         if (a.ft_imitate_every)
-            snprintf(every, sizeof every, "; every %ld-th step imitates the %s", a.ft_imitate_every,
+            snprintf(every, sizeof every, "; one step in %ld imitates the %s", a.ft_imitate_every,
                      !strcmp(a.ft_imitate_target, "best") ? "best found so far" : "reference");
         printf("fine-tuning: %.3g s of wall time per graph (%s; %ld threads%s), against sa with --budget %.3g "
                "(one thread)\n",
