@@ -534,15 +534,11 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
         const int32_t n = G->fz->n;
         const size_t T3 = 3 * (size_t)n;
         if ((s = tr_forward(t, G, err))) goto out;
-        gopt_policy_actions a = tr_actions(t, b, 0);
+        /* the target: the actions behind the best found (self-imitation, after the warm start), or
+         * the reference's decisions turned into actions in the slot's storage */
         const int self = t->o.imitate_best && G->has_best_act && t->step >= t->o.imitate_steps;
-        if (self) {
-            memcpy(a.place, G->best_act, sizeof(int32_t) * (size_t)n);
-            memcpy(a.sched, G->best_act + n, sizeof(int32_t) * (size_t)n);
-            memcpy(a.fuse, G->best_act + 2 * (size_t)n, sizeof(int32_t) * (size_t)n);
-        } else {
-            imitation_targets(t, G, &a);
-        }
+        gopt_policy_actions a = self ? tr_actions_packed(G->best_act, n) : tr_actions(t, b, 0);
+        if (!self) imitation_targets(t, G, &a);
         if (G->target_rel == 0 && !self) { /* once per graph: what the targets themselves achieve */
             if ((s = tr_decisions_for(t, n, err))) goto out;
             gopt_bl_problem bp;

@@ -241,9 +241,7 @@ gopt_status tr_share_bests(gopt_trainer *t, const int *improved, gopt_error *err
         memcpy(p + 2 * d->n, d->group, sizeof(int32_t) * (size_t)d->n);
         if (per == 6) { /* the owner sampled the slot: its actions are still in t->act */
             gopt_policy_actions a = tr_actions(t, b, improved[b]);
-            memcpy(p + 3 * d->n, a.place, sizeof(int32_t) * (size_t)d->n);
-            memcpy(p + 4 * d->n, a.sched, sizeof(int32_t) * (size_t)d->n);
-            memcpy(p + 5 * d->n, a.fuse, sizeof(int32_t) * (size_t)d->n);
+            tr_actions_pack(p + 3 * d->n, &a, d->n);
         }
         p += per * d->n;
     }
@@ -259,7 +257,7 @@ gopt_status tr_share_bests(gopt_trainer *t, const int *improved, gopt_error *err
         memcpy(G->best_dec.group, p + 2 * n, sizeof(int32_t) * (size_t)n);
         G->has_best = 1;
         if (per == 6) {
-            gopt_policy_actions a = {p + 3 * n, p + 4 * n, p + 5 * n};
+            gopt_policy_actions a = tr_actions_packed(p + 3 * n, n);
             tr_note_best_actions(t, G, &a);
         }
         p += per * n;

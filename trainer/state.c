@@ -117,7 +117,7 @@ static gopt_status load_best_actions(const gopt_trainer *t, tr_graph *G, json_t 
         }
         v[i] = (int32_t)y;
     }
-    gopt_policy_actions act = {v, v + n, v + 2 * (size_t)n};
+    gopt_policy_actions act = tr_actions_packed(v, n);
     tr_note_best_actions(t, G, &act);
     free(v);
     return G->has_best_act || !t->o.imitate_best ? GOPT_OK : gopt_error_set(err, GOPT_ENOMEM, "%s: out of memory", state);

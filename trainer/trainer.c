@@ -748,6 +748,12 @@ gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned ta
 }
 
 
+void tr_actions_pack(int32_t *buf, const gopt_policy_actions *a, int32_t n) {
+    memcpy(buf, a->place, sizeof(int32_t) * (size_t)n);
+    memcpy(buf + n, a->sched, sizeof(int32_t) * (size_t)n);
+    memcpy(buf + 2 * (size_t)n, a->fuse, sizeof(int32_t) * (size_t)n);
+}
+
 void tr_note_best_actions(const gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a) {
     if (!t->o.imitate_best) return;
     const size_t n = (size_t)G->fz->n;
@@ -755,9 +761,7 @@ void tr_note_best_actions(const gopt_trainer *t, tr_graph *G, const gopt_policy_
         G->has_best_act = 0;
         return;
     }
-    memcpy(G->best_act, a->place, sizeof(int32_t) * n);
-    memcpy(G->best_act + n, a->sched, sizeof(int32_t) * n);
-    memcpy(G->best_act + 2 * n, a->fuse, sizeof(int32_t) * n);
+    tr_actions_pack(G->best_act, a, (int32_t)n);
     G->has_best_act = 1;
 }
 

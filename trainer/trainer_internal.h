@@ -139,6 +139,13 @@ gopt_status tr_simulate(gopt_trainer *t, tr_graph *G, int k, int *ok, gopt_error
  * trainer imitates its bests. */
 void tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decisions *d, const gopt_policy_actions *a,
                   double step);
+/* Actions packed as (3, n) in buf (G->best_act's layout, and what ranks exchange): a view of buf,
+ * and a copy of a into it. */
+static inline gopt_policy_actions tr_actions_packed(int32_t *buf, int32_t n) {
+    gopt_policy_actions a = {buf, buf + n, buf + 2 * (size_t)n};
+    return a;
+}
+void tr_actions_pack(int32_t *buf, const gopt_policy_actions *a, int32_t n);
 /* Keep a (the actions behind G's new best) in G->best_act when the trainer imitates its bests. */
 void tr_note_best_actions(const gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a);
 /* Advance the schedule (fills t->sel). */
