@@ -7,7 +7,7 @@
  *                       [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]
  *                       [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]
  *                       [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]
- *                       [--finetune-imitate-target reference|best]
+ *                       [--finetune-imitate-target reference|best] [--finetune-place-temperature T]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
  * rows whose split is --set: validation (the default), train or test):
@@ -36,7 +36,8 @@
  *    --finetune-imitate-target reference|best gopt finetune's --imitate-every and
  *    --imitate-target (every M-th step imitates the reference or the best found so
  *    far; default gopt finetune's: 4 and best; --finetune-imitate-every 0: plain PPO,
- *    the recipe before self-imitation). --go-ties: GO's
+ *    the recipe before self-imitation); --finetune-place-temperature T gopt finetune's
+ *    --place-temperature (the trained policy's placement temperature; default 1). --go-ties: GO's
  *    order within a priority level (gopt_go_options.ties; default best).
  * Then the geometric means over graphs (per setting and over all) against
  * the targets of issue 14: greedy <= 1.00x, best of K <= 0.97x, fine-tuned
@@ -75,7 +76,7 @@ static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_e
 typedef struct {
     const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe, *ties, *ft_imitate_target;
     long samples, max_nodes, seed, ft_epochs, ft_threads, ft_imitate_every;
-    double sa_budget, ft_seconds, temperature, ft_lr;
+    double sa_budget, ft_seconds, temperature, ft_lr, ft_place_t;
 } bench_args;
 
 /* Split a comma-separated list in place into at most max items. */
@@ -151,6 +152,7 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     if (a->ft_lr > 0) o.adam.lr = (float)a->ft_lr;
     o.imitate_every = (int)a->ft_imitate_every;
     o.imitate_best = o.imitate_every > 0 && !strcmp(a->ft_imitate_target, "best");
+    o.place_temperature = (float)a->ft_place_t;
     r->ft = INFINITY;
     if ((s = gopt_policy_load(&pol, ckpt, err)) || (s = gopt_trainer_checkpoint_tasks(ckpt, &o.tasks, err))) goto out;
     gopt_policy_adam_reset(pol);
@@ -246,7 +248,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
                       .profiles = "profiles/h100-nvswitch-x8.json,profiles/v100-dgx1-x8.json", .devices = "4,8",
                       .checkpoint = NULL, .recipe = "ppo", .ties = "best", .samples = 16, .max_nodes = 0, .seed = 1,
                       .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 0, .ft_threads = 2,
-                      .ft_imitate_every = 4, .ft_imitate_target = "best"};
+                      .ft_imitate_every = 4, .ft_imitate_target = "best", .ft_place_t = 1.0};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -276,6 +278,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--finetune-lr")) a->ft_lr = strtod(v, &end);
         else if (!strcmp(o, "--finetune-imitate-every")) a->ft_imitate_every = strtol(v, &end, 10);
         else if (!strcmp(o, "--finetune-imitate-target")) a->ft_imitate_target = v;
+        else if (!strcmp(o, "--finetune-place-temperature")) a->ft_place_t = strtod(v, &end);
         else {
             fprintf(stderr, "bench_transfer: unknown option '%s'\n", o);
             return 2;
@@ -290,11 +293,13 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         (strcmp(a->recipe, "ppo") && strcmp(a->recipe, "warm")) || a->ft_epochs < 0 || a->ft_epochs > 64 ||
         a->ft_threads < 1 || a->ft_threads > 64 || !(a->ft_lr >= 0 && a->ft_lr < 1) || gopt_go_ties_parse(a->ties) < 0 ||
         a->ft_imitate_every < 0 || a->ft_imitate_every == 1 || a->ft_imitate_every > 1000000 ||
-        (strcmp(a->ft_imitate_target, "reference") && strcmp(a->ft_imitate_target, "best"))) {
+        (strcmp(a->ft_imitate_target, "reference") && strcmp(a->ft_imitate_target, "best")) ||
+        !(a->ft_place_t >= 0.05 && a->ft_place_t <= 100.0)) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
                         ">= 0, --temperature 0.05..100, --set validation|train|test, --finetune-recipe ppo|warm, "
                         "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, "
-                        "--finetune-imitate-every 0 or >= 2, --finetune-imitate-target reference|best\n");
+                        "--finetune-imitate-every 0 or >= 2, --finetune-imitate-target reference|best, "
+                        "--finetune-place-temperature 0.05..100\n");
         return 2;
     }
     return 0;
@@ -310,7 +315,7 @@ int main(int argc, char **argv) {
                 "                      [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]\n"
                 "                      [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]\n"
                 "                      [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]\n"
-                "                      [--finetune-imitate-target reference|best]\n");
+                "                      [--finetune-imitate-target reference|best] [--finetune-place-temperature T]\n");
         return pr == 1 ? 0 : 2;
     }
     g_go.checkpoint = a.checkpoint ? a.checkpoint : gopt_trainer_default_checkpoint();
@@ -384,10 +389,13 @@ int main(int argc, char **argv) {
     printf("bench_transfer: %d graphs of the %s split (%s), checkpoint %s, GO best of %ld samples (temperature %.3g), sa %.3g s%s\n",
            ng, a.set, a.split, shown, a.samples, a.temperature, a.sa_budget, a.ft_seconds > 0 ? "" : ", no fine-tuning");
     if (a.ft_seconds > 0) {
-        char every[96] = "";
+        char every[160] = "";
         if (a.ft_imitate_every)
             snprintf(every, sizeof every, "; one step in %ld imitates the %s", a.ft_imitate_every,
                      !strcmp(a.ft_imitate_target, "best") ? "best found so far" : "reference");
+        if (a.ft_place_t != 1.0)
+            snprintf(every + strlen(every), sizeof every - strlen(every), "; placement temperature %.3g",
+                     a.ft_place_t);
         printf("fine-tuning: %.3g s of wall time per graph (%s; %ld threads%s), against sa with --budget %.3g "
                "(one thread)\n",
                a.ft_seconds,

@@ -506,6 +506,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
     const gopt_frozen *fz = p->fz;
     policy_acts *A = &p->A;
     const int n = p->n, nd = p->ndev, W = p->width[GOPT_TASK_PLACE], Hc = p->cfg.cond_hidden, S = p->cfg.segment;
+    const float itp = p->task_inv_t[GOPT_TASK_PLACE]; /* the tasks' temperatures: gopt_policy_set_task_temperature */
     const int has_mem = p->in_mem && p->in_cap;
     const grad_dst own = policy_dst(p);
     dec_state st[REPLAY_BLOCK];
@@ -579,6 +580,8 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                     phi_features(p, s, a->place, u, charge, phi);
                     scorer_rows(p, phi, vb, mask, th, z);
                 }
+                if (need_lp && itp != 1.0f) /* the task's temperature (greedy's argmax is the same) */
+                    for (int d = 0; d < W; d++) z[d] *= itp;
                 float ent = need_lp ? (float)gopt_logsoftmax_row(lp, pr, z, W, mask) : 0.0f;
                 int x;
                 if (ob->decide) {
@@ -605,6 +608,8 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                     const float pwl = part ? 0.0f : wl, pwe = part || !ob->gde ? we : 0.0f;
                     if (!g || (pwl == 0.0f && pwe == 0.0f)) continue;
                     row_grad(dz, lp, pr, W, mask, x, pwl, pwe, ent);
+                    if (itp != 1.0f)
+                        for (int d = 0; d < W; d++) dz[d] *= itp;
                     float *dp = g->dpooled + (size_t)u * W;
                     for (int d = 0; d < W; d++) dp[d] += dz[d];
                     if (Hc > 0) {
@@ -692,6 +697,9 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                     z[j] = zz;
                 }
                 const uint32_t mask = full_mask(w);
+                const float itt = p->task_inv_t[t];
+                if (need_lp && itt != 1.0f)
+                    for (int j = 0; j < w; j++) z[j] *= itt;
                 float ent = need_lp ? (float)gopt_logsoftmax_row(lp, pr, z, w, mask) : 0.0f;
                 int32_t *act = action_array(a, t);
                 int x = ob->decide ? choose(pr, z, w, mask, ob->rng, ob->inv_t) : act[v];
@@ -710,6 +718,8 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                     const float pwl = part ? 0.0f : wl, pwe = part || !ob->gde ? we : 0.0f;
                     if (!g || (pwl == 0.0f && pwe == 0.0f)) continue;
                     row_grad(dz, lp, pr, w, mask, x, pwl, pwe, ent);
+                    if (itt != 1.0f)
+                        for (int j = 0; j < w; j++) dz[j] *= itt;
                     float *dl = g->dlogits[t] + (size_t)i * w;
                     for (int j = 0; j < w; j++) dl[j] += dz[j];
                     if (Hc > 0) {

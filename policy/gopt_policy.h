@@ -211,6 +211,15 @@ gopt_status gopt_policy_sample(gopt_policy *p, gopt_rng *rng, gopt_policy_action
  * samples at 1. temperature must be > 0 and finite. */
 gopt_status gopt_policy_sample_tempered(gopt_policy *p, gopt_rng *rng, float temperature, gopt_policy_actions *out,
                                         gopt_error *err);
+/* The policy's own temperature per task (default 1): from then on every decision of task t
+ * (GOPT_TASK_PLACE, _SCHED, _FUSE) follows softmax(z / temperature) of its conditioned
+ * logits z, in sampling, log-probabilities, entropies and every backward alike: the policy
+ * trained is the tempered one (greedy decisions do not change). Unlike the temperature of
+ * gopt_policy_sample_tempered (inference only; applied on top of this one) it keeps PPO on
+ * policy: fine-tuning explores placements with it (docs/trainer.md, --place-temperature).
+ * It is not saved in checkpoints. temperature in [0.05, 100]. */
+gopt_status gopt_policy_set_task_temperature(gopt_policy *p, int task, float temperature, gopt_error *err);
+float gopt_policy_task_temperature(const gopt_policy *p, int task);
 /* The same, also writing the log-probability and entropy of every sampled
  * decision into logp and ent ((3n) or NULL, as gopt_policy_logprob), which
  * saves the logprob replay. */

@@ -268,6 +268,7 @@ gopt_status gopt_policy_create(gopt_policy **out, const gopt_policy_config *cfg,
     skeleton(p, cfg);
     p->hint_best = -1; /* no hints set */
     p->threads = 1;
+    for (int t = 0; t < GOPT_TASK_COUNT; t++) p->task_inv_t[t] = 1.0f;
     p->nparams = layout(p); /* records the table */
     size_t bytes = sizeof(float) * p->nparams;
     p->params = gopt_malloc(bytes, err);
@@ -333,6 +334,19 @@ gopt_status gopt_policy_set_threads(gopt_policy *p, int threads, gopt_error *err
 }
 
 int gopt_policy_threads(const gopt_policy *p) { return p->threads; }
+
+gopt_status gopt_policy_set_task_temperature(gopt_policy *p, int task, float temperature, gopt_error *err) {
+    if (task < 0 || task >= GOPT_TASK_COUNT)
+        return gopt_error_set(err, GOPT_EINVAL, "policy: task %d is not one of the %d tasks", task, GOPT_TASK_COUNT);
+    if (!(temperature >= 0.05f && temperature <= 100.0f))
+        return gopt_error_set(err, GOPT_EINVAL, "policy: task temperature %g is outside 0.05..100", (double)temperature);
+    p->task_inv_t[task] = 1.0f / temperature;
+    return GOPT_OK;
+}
+
+float gopt_policy_task_temperature(const gopt_policy *p, int task) {
+    return task >= 0 && task < GOPT_TASK_COUNT ? 1.0f / p->task_inv_t[task] : 1.0f;
+}
 
 void gopt_policy_debug_chunk(gopt_policy *p, int segments) { p->fwd_chunk = segments > 0 ? segments : 0; }
 

@@ -200,6 +200,7 @@ struct gopt_policy {
     float *params, *grads, *m, *v;
     uint64_t adam_t;
     policy_params P, G;
+    float task_inv_t[GOPT_TASK_COUNT]; /* 1 / the task temperatures (gopt_policy_set_task_temperature) */
 
     int32_t cap_n, cap_m;
     int has_bwd;

@@ -511,8 +511,9 @@ static int check_memory_rule(const gopt_frozen *fz, const gopt_policy_actions *a
 /* memory_grad = 1: the exact gradient of the forward. memory_grad = 0
  * (stop-gradient): the exact gradient of the forward whose memory states are
  * frozen at the point of linearisation (gopt_policy_debug_freeze_memory). */
-/* fuse_cond = 1 also sets sched_cond and place_succ */
-static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_cond) {
+/* fuse_cond = 1 also sets sched_cond and place_succ; tempered = 1 sets the tasks' own
+ * temperatures (gopt_policy_set_task_temperature) to 1.5, 0.7 and 2 */
+static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_cond, int tempered) {
     enum { N = 23 };
     gopt_graph *g = test_random_graph(N, 11, 5);
     const gopt_frozen *fz = gopt_graph_frozen(g);
@@ -530,6 +531,11 @@ static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_
     gopt_policy *p = NULL;
     assert_int_equal(gopt_policy_create(&p, &c, 42, &err), GOPT_OK);
     gopt_policy_debug_chunk(p, memory_grad ? 1 : 2); /* the forward's chunk boundaries inside the graph */
+    if (tempered) {
+        const float tt[GOPT_TASK_COUNT] = {1.5f, 0.7f, 2.0f};
+        for (int k = 0; k < GOPT_TASK_COUNT; k++)
+            assert_int_equal(gopt_policy_set_task_temperature(p, k, tt[k], &err), GOPT_OK);
+    }
     float feat[N * GOPT_POLICY_NFEAT], t[N];
     for (int i = 0; i < N; i++) t[i] = 1e-4f * (1 + i % 7);
     assert_int_equal(gopt_policy_features(fz, 3, t, feat, &err), GOPT_OK);
@@ -743,22 +749,27 @@ static void test_forward_chunks(void **state) {
 
 static void test_grad_network_full(void **state) {
     (void)state;
-    grad_network(1, 0, 0, 0);
+    grad_network(1, 0, 0, 0, 0);
 }
 /* the hints' rows of the scorer and of the schedule/fusion terms (cfg.hints) */
 static void test_grad_network_hints(void **state) {
     (void)state;
-    grad_network(1, 2, 0, 0);
+    grad_network(1, 2, 0, 0, 0);
 }
 /* the hints' quality rows of the scorer (cfg.hint_quality), the fusion term's join and root
  * weights (cfg.fuse_cond) and the scorer's consumer rows (cfg.place_succ) */
 static void test_grad_network_hint_quality(void **state) {
     (void)state;
-    grad_network(1, 2, 1, 1);
+    grad_network(1, 2, 1, 1, 0);
+}
+/* the tasks' own temperatures: every row's logits scaled before the softmax, and back */
+static void test_grad_network_tempered(void **state) {
+    (void)state;
+    grad_network(1, 2, 1, 1, 1);
 }
 static void test_grad_network_stopgrad(void **state) {
     (void)state;
-    grad_network(0, 0, 0, 0);
+    grad_network(0, 0, 0, 0, 0);
 }
 
 /* ---- decoding -------------------------------------------------------------------------- */
@@ -909,6 +920,93 @@ static void test_sample_tempered(void **state) {
     free(a1.buf);
     free(a2.buf);
     free(gr.buf);
+    gopt_policy_free(p);
+    gopt_graph_free(g);
+}
+
+/* The tasks' own temperatures (gopt_policy_set_task_temperature): greedy decisions unchanged;
+ * samples, log-probabilities and entropies all of the tempered policy; back at 1 the policy of
+ * before bit for bit; bad tasks and temperatures refused. */
+static void test_task_temperature(void **state) {
+    (void)state;
+    enum { N = 61, DRAWS = 12 };
+    gopt_graph *g = test_random_graph(N, 12, 9);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    gopt_error err;
+    gopt_policy_config c = tiny_config();
+    gopt_policy *p = NULL;
+    assert_int_equal(gopt_policy_create(&p, &c, 11, &err), GOPT_OK);
+    for (int i = 0; i < gopt_policy_num_tensors(p); i++) { /* peaked placement rows, as a trained policy's */
+        const char *nm;
+        float *w;
+        size_t cnt;
+        gopt_policy_tensor(p, i, &nm, &w, NULL, &cnt);
+        if (!strcmp(nm, "head_place.w"))
+            for (size_t j = 0; j < cnt; j++) w[j] *= 40.0f;
+    }
+    float feat[N * GOPT_POLICY_NFEAT];
+    assert_int_equal(gopt_policy_features(fz, 4, NULL, feat, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_forward(p, fz, feat, 4, NULL, &err), GOPT_OK);
+    actions_buf a1, a2, gr, gt;
+    actions_alloc(&a1, N);
+    actions_alloc(&a2, N);
+    actions_alloc(&gr, N);
+    actions_alloc(&gt, N);
+    float lp1[3 * N], lp2[3 * N], en1[3 * N], en2[3 * N];
+    assert_int_equal(gopt_policy_greedy(p, &gr.a, &err), GOPT_OK);
+    gopt_rng r1;
+    gopt_rng_seed(&r1, 5);
+    assert_int_equal(gopt_policy_sample_scored(p, &r1, &a1.a, lp1, en1, &err), GOPT_OK);
+    assert_float_equal(gopt_policy_task_temperature(p, GOPT_TASK_PLACE), 1.0f, 0.0f);
+    assert_int_equal(gopt_policy_set_task_temperature(p, GOPT_TASK_PLACE, 4.0f, &err), GOPT_OK);
+    assert_float_equal(gopt_policy_task_temperature(p, GOPT_TASK_PLACE), 4.0f, 1e-6f);
+    assert_int_equal(gopt_policy_greedy(p, &gt.a, &err), GOPT_OK);
+    assert_memory_equal(gt.buf, gr.buf, sizeof(int32_t) * 3 * N);
+    int strays[2] = {0, 0};
+    for (int T = 0; T < 2; T++) { /* T = 0: place at 1; 1: at 4 */
+        assert_int_equal(gopt_policy_set_task_temperature(p, GOPT_TASK_PLACE, T ? 4.0f : 1.0f, &err), GOPT_OK);
+        gopt_rng_seed(&r1, 17);
+        for (int k = 0; k < DRAWS; k++) {
+            assert_int_equal(gopt_policy_sample_scored(p, &r1, &a2.a, lp2, en2, &err), GOPT_OK);
+            for (int i = 0; i < N; i++) strays[T] += a2.a.place[i] != gr.a.place[i];
+            /* the sample's own log-probabilities are the tempered policy's, as logprob replays them */
+            float lp3[3 * N], en3[3 * N];
+            assert_int_equal(gopt_policy_logprob(p, &a2.a, lp3, en3, NULL, NULL, &err), GOPT_OK);
+            assert_memory_equal(lp3, lp2, sizeof lp3);
+            assert_memory_equal(en3, en2, sizeof en3);
+        }
+    }
+    print_message("task temperature: %d of %d placements off greedy at 1, %d at 4\n", strays[0], DRAWS * N, strays[1]);
+    assert_true(strays[1] > 2 * strays[0]);
+    /* the schedule's and fusion's rows keep their log-probabilities under a placement temperature
+     * only where the placement is the same: on the greedy actions the placement rows change and
+     * the others' entropies do not */
+    assert_int_equal(gopt_policy_set_task_temperature(p, GOPT_TASK_PLACE, 4.0f, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_logprob(p, &gr.a, lp2, en2, NULL, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_set_task_temperature(p, GOPT_TASK_PLACE, 1.0f, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_logprob(p, &gr.a, lp1, en1, NULL, NULL, &err), GOPT_OK);
+    int place_diff = 0;
+    for (int i = 0; i < N; i++) place_diff += en1[i] != en2[i];
+    assert_true(place_diff > 0);
+    assert_memory_equal(en1 + N, en2 + N, sizeof(float) * 2 * N);
+    /* back at 1: the policy of before, bit for bit */
+    gopt_rng_seed(&r1, 5);
+    assert_int_equal(gopt_policy_sample_scored(p, &r1, &a2.a, lp2, en2, &err), GOPT_OK);
+    gopt_rng_seed(&r1, 5);
+    assert_int_equal(gopt_policy_sample_scored(p, &r1, &a1.a, lp1, en1, &err), GOPT_OK);
+    assert_memory_equal(a1.buf, a2.buf, sizeof(int32_t) * 3 * N);
+    const float badt[4] = {0.0f, -1.0f, NAN, 1000.0f};
+    for (int b = 0; b < 4; b++) {
+        assert_int_equal(gopt_policy_set_task_temperature(p, GOPT_TASK_SCHED, badt[b], &err), GOPT_EINVAL);
+        assert_non_null(strstr(err.msg, "temperature"));
+    }
+    assert_int_equal(gopt_policy_set_task_temperature(p, 3, 2.0f, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "task 3"));
+    assert_float_equal(gopt_policy_task_temperature(p, GOPT_TASK_SCHED), 1.0f, 0.0f);
+    free(a1.buf);
+    free(a2.buf);
+    free(gr.buf);
+    free(gt.buf);
     gopt_policy_free(p);
     gopt_graph_free(g);
 }
@@ -2349,7 +2447,7 @@ int main(void) {
         cmocka_unit_test(test_grad_sage),       cmocka_unit_test(test_grad_segattn),
         cmocka_unit_test(test_segattn_tiles),   cmocka_unit_test(test_forward_chunks),
         cmocka_unit_test(test_grad_network_full), cmocka_unit_test(test_grad_network_stopgrad),
-        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality), cmocka_unit_test(test_fuse_cond), cmocka_unit_test(test_fuse_hint_level), cmocka_unit_test(test_place_succ), cmocka_unit_test(test_sched_cond),    cmocka_unit_test(test_decode), cmocka_unit_test(test_sample_tempered),
+        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_grad_network_tempered), cmocka_unit_test(test_task_temperature), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality), cmocka_unit_test(test_fuse_cond), cmocka_unit_test(test_fuse_hint_level), cmocka_unit_test(test_place_succ), cmocka_unit_test(test_sched_cond),    cmocka_unit_test(test_decode), cmocka_unit_test(test_sample_tempered),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_fusion),
         cmocka_unit_test(test_fusion_merge),          cmocka_unit_test(test_example_graph),

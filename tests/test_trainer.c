@@ -720,6 +720,91 @@ static void test_imitate_best(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* A placement temperature (place_temperature): the trainer sets it on the policy; the
+ * pre-trained policy's samples (gopt_trainer_sample_best) stay at 1; the run is another run
+ * than at 1; the state records it, resume is bit for bit, a state of another temperature is
+ * refused; bad values are refused. */
+static void test_place_temperature(void **state) {
+    (void)state;
+    char dir[] = "/tmp/gopt_test_trainer_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char pa[256], pb[256], p1[256], sb[300];
+    snprintf(pa, sizeof pa, "%s/a.ckpt", dir);
+    snprintf(pb, sizeof pb, "%s/b.ckpt", dir);
+    snprintf(p1, sizeof p1, "%s/one.ckpt", dir);
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.samples = 4;
+    o.epochs = 1;
+    o.sim_threads = 1;
+    o.seed = 5;
+    gopt_error err = {0};
+    double zs[2];
+    env e;
+    for (int k = 0; k < 2; k++) { /* k = 0: temperature 1; 1: 3 */
+        o.place_temperature = k ? 3.0f : 1.0f;
+        env_init2(&e, 2, &o, 3, 1e11);
+        add_graph(&e, fan_graph("fan4", 4));
+        assert_float_equal(gopt_policy_task_temperature(e.pol, GOPT_TASK_PLACE), o.place_temperature, 1e-6);
+        gopt_rng r;
+        gopt_rng_seed(&r, 11);
+        assert_int_equal(gopt_trainer_sample_best(e.tr, 0, &r, &zs[k], &err), GOPT_OK);
+        assert_float_equal(gopt_policy_task_temperature(e.pol, GOPT_TASK_PLACE), o.place_temperature, 1e-6);
+        env_free(&e);
+    }
+    assert_true(zs[0] == zs[1]); /* the pre-trained policy's samples do not see the temperature */
+    /* resume: 7 steps straight against 3, save, load into a fresh trainer, 4 more; and 7 at 1 */
+    for (int pass = 0; pass < 3; pass++) {
+        o.place_temperature = pass == 2 ? 1.0f : 3.0f;
+        env_init2(&e, 2, &o, 3, 1e11);
+        add_graph(&e, fan_graph("fan4", 4));
+        run_steps(&e, pass == 1 ? 3 : 7);
+        assert_int_equal(gopt_trainer_save(e.tr, pass == 0 ? pa : pass == 1 ? pb : p1, &err), GOPT_OK);
+        env_free(&e);
+    }
+    snprintf(sb, sizeof sb, "%s.state", pb);
+    size_t la, lb, l1;
+    char *text = read_file(sb, &lb);
+    assert_non_null(strstr(text, "\"place_temperature\": 3"));
+    free(text);
+    o.place_temperature = 3.0f;
+    env_init2(&e, 2, &o, 99, 1e11);
+    add_graph(&e, fan_graph("fan4", 4));
+    assert_int_equal(gopt_trainer_load(e.tr, pb, &err), GOPT_OK);
+    run_steps(&e, 4);
+    assert_int_equal(gopt_trainer_save(e.tr, pb, &err), GOPT_OK);
+    env_free(&e);
+    char *a = read_file(pa, &la), *b = read_file(pb, &lb), *one = read_file(p1, &l1);
+    assert_int_equal(la, lb);
+    assert_memory_equal(a, b, la);
+    assert_true(la != l1 || memcmp(a, one, la) != 0); /* the temperature changed the run */
+    free(a);
+    free(b);
+    free(one);
+    /* a state written at 3 does not resume at 1, and the reverse */
+    o.place_temperature = 1.0f;
+    env_init2(&e, 2, &o, 3, 1e11);
+    add_graph(&e, fan_graph("fan4", 4));
+    assert_int_equal(gopt_trainer_load(e.tr, pb, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "option place_temperature was 3"));
+    env_free(&e);
+    o.place_temperature = 2.0f;
+    env_init2(&e, 2, &o, 3, 1e11);
+    add_graph(&e, fan_graph("fan4", 4));
+    assert_int_equal(gopt_trainer_load(e.tr, p1, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "option place_temperature was missing, now 2"));
+    env_free(&e);
+    const float bad[3] = {0.0f, 0.01f, NAN};
+    for (int i = 0; i < 3; i++) {
+        o.place_temperature = bad[i];
+        assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
+        assert_non_null(strstr(err.msg, "placement temperature"));
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* Annealing as a reference, bounded by evaluations: two trainers with one seed
  * get the same reference; on eight independent GEMMs over two equal devices it
  * beats one device; a negative cap is refused. */
@@ -1694,7 +1779,7 @@ int main(void) {
         cmocka_unit_test(test_nan_update_skipped),
         cmocka_unit_test(test_imitation_lowers_loss),
         cmocka_unit_test(test_imitate_every),
-        cmocka_unit_test(test_imitate_best),
+        cmocka_unit_test(test_imitate_best), cmocka_unit_test(test_place_temperature),
         cmocka_unit_test(test_reference_evals),
         cmocka_unit_test(test_actions_to_decisions),
         cmocka_unit_test(test_fusion_groups),

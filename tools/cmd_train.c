@@ -33,6 +33,10 @@ static void on_signal(int sig) {
     g_stop = 1;
 }
 
+/* gopt finetune's self-imitation: every FT_IMITATE_EVERY-th step imitates the best found so far
+ * (chosen on the validation split: docs/results.md, "Self-imitation") */
+#define FT_IMITATE_EVERY 4
+
 static void common_options_help(FILE *f) {
     fprintf(f,
             "  --profile P           device profile (JSON); --devices N uses its first N devices (default all)\n"
@@ -57,6 +61,9 @@ static void common_options_help(FILE *f) {
             "  --imitate-target reference|best (reference) what the steps of --imitate-every imitate:\n"
             "                    best: the best solution found so far on the graph, as sampled by the\n"
             "                    policy (self-imitation; the reference until one is found)\n"
+            "  --place-temperature T (1) the trained policy's placement temperature, 0.05..100: above 1\n"
+            "                    its samples try other devices (PPO stays on policy; greedy decisions do\n"
+            "                    not change; docs/trainer.md)\n"
             "  --imitate-lr LR (3e-3)  --graphs-per-step B (1)  --switch-every N (1)\n"
             "  --backward batched|rounds (batched: one policy backward per epoch; rounds: one per\n"
             "                    distinct action, same gradient up to rounding, what docs/results.md used)\n"
@@ -127,9 +134,6 @@ static void train_usage(FILE *f) {
                "                    hint's priority rank falls in\n");
 }
 
-/* gopt finetune's self-imitation: every FT_IMITATE_EVERY-th step imitates the best found so far
- * (chosen on the validation split: docs/results.md, "Self-imitation") */
-#define FT_IMITATE_EVERY 4
 
 static void finetune_usage(FILE *f) {
     fprintf(f, "Usage: gopt finetune [--checkpoint C] GRAPH --profile P [--devices N] --steps S -o CKPT [options]\n\n"
@@ -495,6 +499,7 @@ static int parse_common(cli_args *a, train_args *ta) {
     else if (cli_opt_long(a, "--imitate", &l, 0, 100000000L)) ta->o.imitate_steps = (int)l;
     else if (cli_opt_long(a, "--imitate-every", &l, 0, 100000000L)) ta->o.imitate_every = (int)l;
     else if (cli_opt_double(a, "--imitate-lr", &x, 1e-9, 0.999)) ta->o.imitate_lr = (float)x;
+    else if (cli_opt_double(a, "--place-temperature", &x, 0.05, 100)) ta->o.place_temperature = (float)x;
     else if (cli_opt_str(a, "--imitate-target", &s)) {
         if (strcmp(s, "reference") && strcmp(s, "best")) {
             cli_usage_error(a->verb, "--imitate-target: '%s' is not reference or best", s);

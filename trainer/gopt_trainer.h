@@ -71,6 +71,11 @@ typedef struct {
                               behind gopt_trainer_best: self-imitation), the reference until there is
                               one; the warm start still imitates the reference. 0: the reference (0) */
     float imitate_lr;      /* learning rate during imitation (3e-3) */
+    float place_temperature; /* the trained policy's placement temperature (gopt_policy_set_task_temperature,
+                                which gopt_trainer_create sets on the policy), 0.05..100: above 1 the
+                                samples explore other devices and PPO stays on policy; greedy decisions
+                                and the pre-trained policy's samples (gopt_trainer_sample_best) do not
+                                change (1) */
     int graphs_per_step;   /* graphs per PPO step (1) */
     int switch_every;      /* steps before moving on to the next graphs (1) */
     uint64_t seed;         /* trainer RNG (1) */

@@ -157,12 +157,15 @@ gopt_status gopt_trainer_sample_best(gopt_trainer *t, int i, gopt_rng *rng, doub
     double vals[GOPT_TRAINER_MAX_SAMPLES];
     int best;
     *best_s = INFINITY;
+    /* the pre-trained policy's own samples: at placement temperature 1, whatever training's */
+    (void)gopt_policy_set_task_temperature(t->pol, GOPT_TASK_PLACE, 1.0f, NULL);
     gopt_status s = sample_simulate(t, G, 0, rng, 0, 0, t->o.samples, vals, NULL, &best, err);
+    (void)gopt_policy_set_task_temperature(t->pol, GOPT_TASK_PLACE, t->o.place_temperature, NULL);
     if (s) return s;
     if (best >= 0) {
         *best_s = vals[best];
         gopt_policy_actions a = tr_actions(t, 0, best);
-        tr_note_best(t, G, &t->dec[best], &a, vals[best]);
+        if ((s = tr_note_best(t, G, &t->dec[best], &a, vals[best], err))) return s;
     }
     if (!(t->o.tasks & GOPT_TASK_BIT(GOPT_TASK_SCHED))) return GOPT_OK;
     /* the same samples with the topological order within each level (gopt_go_decide's
@@ -181,7 +184,7 @@ gopt_status gopt_trainer_sample_best(gopt_trainer *t, int i, gopt_rng *rng, doub
         if (!ok[k] || t->res[k].oom || !(step > 0) || !isfinite(step)) continue;
         if (step < *best_s) *best_s = step;
         gopt_policy_actions a = tr_actions(t, 0, k);
-        tr_note_best(t, G, &t->dec[k], &a, step);
+        if ((s = tr_note_best(t, G, &t->dec[k], &a, step, err))) return s;
     }
     return GOPT_OK;
 }

@@ -258,7 +258,7 @@ gopt_status tr_share_bests(gopt_trainer *t, const int *improved, gopt_error *err
         G->has_best = 1;
         if (per == 6) {
             gopt_policy_actions a = tr_actions_packed(p + 3 * n, n);
-            tr_note_best_actions(t, G, &a);
+            if ((st = tr_note_best_actions(t, G, &a, err))) break;
         }
         p += per * n;
     }

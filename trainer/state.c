@@ -71,6 +71,8 @@ static json_t *options_json(const gopt_trainer *t) {
     if (o->imitate_every > 0) json_object_set_new(j, "imitate_every", json_integer(o->imitate_every));
     /* only when on: a state without it was written before self-imitation (off) */
     if (o->imitate_best) json_object_set_new(j, "imitate_target", json_string("best"));
+    /* only when not 1: a state without it was written before the temperature existed (1) */
+    if (o->place_temperature != 1.0f) json_object_set_new(j, "place_temperature", json_real(o->place_temperature));
     /* only when set: a state without it was written before the cap existed (sa's defaults) */
     if (o->reference_evals > 0) json_object_set_new(j, "reference_evals", json_integer(o->reference_evals));
     if (o->reference_anneal_max_nodes > 0)
@@ -118,9 +120,9 @@ static gopt_status load_best_actions(const gopt_trainer *t, tr_graph *G, json_t 
         v[i] = (int32_t)y;
     }
     gopt_policy_actions act = tr_actions_packed(v, n);
-    tr_note_best_actions(t, G, &act);
+    gopt_status st = tr_note_best_actions(t, G, &act, err);
     free(v);
-    return G->has_best_act || !t->o.imitate_best ? GOPT_OK : gopt_error_set(err, GOPT_ENOMEM, "%s: out of memory", state);
+    return st;
 }
 
 gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_error *err) {

@@ -40,6 +40,7 @@ void gopt_trainer_options_default(gopt_trainer_options *o) {
     o->reference_evals = 0;
     o->reference_anneal_max_nodes = 0;
     o->imitate_lr = 3e-3f;
+    o->place_temperature = 1.0f;
     o->graphs_per_step = 1;
     o->switch_every = 1;
     o->seed = 1;
@@ -82,6 +83,9 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
         return gopt_error_set(err, GOPT_EINVAL, "trainer: imitate best = %d is not 0 or 1", o->imitate_best);
     if (o->imitate_best && !o->imitate_every)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: imitating the best solution needs imitate every >= 2");
+    if (!(o->place_temperature >= 0.05f && o->place_temperature <= 100.0f))
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: placement temperature %g is outside 0.05..100",
+                              (double)o->place_temperature);
     if (o->graphs_per_step < 1 || o->graphs_per_step > 256)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: graphs per step = %d is outside 1..256",
                               o->graphs_per_step);
@@ -143,6 +147,7 @@ gopt_status gopt_trainer_create(gopt_trainer **out, gopt_policy *policy, const g
         return gopt_error_set(err, GOPT_EINVAL, "trainer: learning fusion needs fusion_levels >= 2 (policy has %d)",
                               pc->fusion_levels);
     if ((st = gopt_policy_set_threads(policy, o->sim_threads, err))) return st;
+    if ((st = gopt_policy_set_task_temperature(policy, GOPT_TASK_PLACE, o->place_temperature, err))) return st;
     gopt_trainer *t = gopt_calloc(1, sizeof *t, err);
     if (!t) return GOPT_ENOMEM;
     t->pol = policy;
@@ -754,28 +759,34 @@ void tr_actions_pack(int32_t *buf, const gopt_policy_actions *a, int32_t n) {
     memcpy(buf + 2 * (size_t)n, a->fuse, sizeof(int32_t) * (size_t)n);
 }
 
-void tr_note_best_actions(const gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a) {
-    if (!t->o.imitate_best) return;
+gopt_status tr_note_best_actions(const gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a, gopt_error *err) {
+    if (!t->o.imitate_best) return GOPT_OK;
     const size_t n = (size_t)G->fz->n;
-    if (!G->best_act && !(G->best_act = malloc(sizeof(int32_t) * 3 * (n ? n : 1)))) {
+    if (!G->best_act && !(G->best_act = gopt_malloc(sizeof(int32_t) * 3 * (n ? n : 1), err))) {
         G->has_best_act = 0;
-        return;
+        return GOPT_ENOMEM;
     }
     tr_actions_pack(G->best_act, a, (int32_t)n);
     G->has_best_act = 1;
+    return GOPT_OK;
 }
 
-void tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decisions *d, const gopt_policy_actions *a,
-                  double step) {
-    if (!(step < G->best)) return;
-    if (a) tr_note_best_actions(t, G, a);
+gopt_status tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decisions *d, const gopt_policy_actions *a,
+                         double step, gopt_error *err) {
+    if (!(step < G->best)) return GOPT_OK;
     if (G->best_dec.n != d->n) {
         gopt_decisions_destroy(&G->best_dec);
-        if (gopt_decisions_init(&G->best_dec, d->n, NULL)) return;
+        gopt_status st = gopt_decisions_init(&G->best_dec, d->n, err);
+        if (st) return st;
+    }
+    if (a) {
+        gopt_status st = tr_note_best_actions(t, G, a, err);
+        if (st) return st;
     }
     gopt_decisions_copy(&G->best_dec, d);
     G->best = step;
     G->has_best = 1;
+    return GOPT_OK;
 }
 
 void gopt_trainer_set_evaluator(gopt_trainer *t, gopt_bl_evaluate_fn fn, void *ctx) {
@@ -845,8 +856,7 @@ gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_
             *res = rt;
         }
     }
-    if (!res->oom) tr_note_best(t, G, d, &a, res->step_time_s);
-    return GOPT_OK;
+    return res->oom ? GOPT_OK : tr_note_best(t, G, d, &a, res->step_time_s, err);
 }
 
 gopt_status gopt_trainer_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err) {

@@ -136,9 +136,9 @@ gopt_status tr_decisions_for(gopt_trainer *t, int32_t n, gopt_error *err);
  * 0 when sample i was rejected (or the evaluator failed on it). */
 gopt_status tr_simulate(gopt_trainer *t, tr_graph *G, int k, int *ok, gopt_error *err);
 /* Keep d as G's best when step beats it, and a (the actions behind d; may be NULL) when the
- * trainer imitates its bests. */
-void tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decisions *d, const gopt_policy_actions *a,
-                  double step);
+ * trainer imitates its bests. GOPT_ENOMEM: the caller fails with it (G's best is then undefined). */
+gopt_status tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decisions *d, const gopt_policy_actions *a,
+                         double step, gopt_error *err);
 /* Actions packed as (3, n) in buf (G->best_act's layout, and what ranks exchange): a view of buf,
  * and a copy of a into it. */
 static inline gopt_policy_actions tr_actions_packed(int32_t *buf, int32_t n) {
@@ -146,8 +146,9 @@ static inline gopt_policy_actions tr_actions_packed(int32_t *buf, int32_t n) {
     return a;
 }
 void tr_actions_pack(int32_t *buf, const gopt_policy_actions *a, int32_t n);
-/* Keep a (the actions behind G's new best) in G->best_act when the trainer imitates its bests. */
-void tr_note_best_actions(const gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a);
+/* Keep a (the actions behind G's new best) in G->best_act when the trainer imitates its bests
+ * (GOPT_ENOMEM: G has no best actions). */
+gopt_status tr_note_best_actions(const gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a, gopt_error *err);
 /* Advance the schedule (fills t->sel). */
 void tr_schedule_next(gopt_trainer *t);
 

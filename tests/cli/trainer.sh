@@ -108,6 +108,13 @@ expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" 
 expect_err "needs imitate every"
 expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --imitate-target best
 expect_err "needs imitate every"
+# a placement temperature: recorded in the state; resuming at another is refused; out of range refused
+expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 2 -o "$TMP/pt.ckpt" --samples 4 --epochs 1 --quiet --place-temperature 2
+grep -q '"place_temperature": 2' "$TMP/pt.ckpt.state" && ok || fail "--place-temperature not in the state"
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 4 -o "$TMP/pt.ckpt" --samples 4 --epochs 1 --quiet --resume
+expect_err "option place_temperature was 2"
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --place-temperature 0
+expect_err "--place-temperature: 0 is out of range"
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --shrink 0
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --shrink 1.5
 expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --shrink 0.5
