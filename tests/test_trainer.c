@@ -29,6 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <pthread.h>
 
 #include "gopt_trainer.h"
@@ -645,6 +646,39 @@ static void test_imitate_every(void **state) {
  * a resumed run imitates the same actions (the state keeps them) and ends bit
  * for bit where the uninterrupted one does; a damaged best_actions is refused
  * naming it; the option needs imitate_every and is 0 or 1. */
+/* A state's best_actions as states written before 2026-11-25 held them: arrays of integers
+ * instead of strings of hex digits; src (a .state file) into dst. */
+static void state_actions_as_arrays(const char *src, const char *dst) {
+    json_t *j = json_load_file(src, 0, NULL);
+    assert_non_null(j);
+    json_t *gs = json_object_get(j, "graphs"), *g;
+    size_t i;
+    int converted = 0;
+    json_array_foreach(gs, i, g) {
+        const char *s = json_string_value(json_object_get(g, "best_actions"));
+        if (!s) continue;
+        json_t *a = json_array();
+        for (const char *c = s; *c; c++) json_array_append_new(a, json_integer(*c <= '9' ? *c - '0' : *c - 'a' + 10));
+        json_object_set_new(g, "best_actions", a);
+        converted++;
+    }
+    assert_true(converted > 0);
+    assert_int_equal(json_dump_file(j, dst, JSON_INDENT(1) | JSON_REAL_PRECISION(17)), 0);
+    json_decref(j);
+}
+
+/* Loading path into a fresh trainer of options o on fan4 fails with EFORMAT and msg. */
+static void expect_fan4_load_error(const gopt_trainer_options *o, const char *path, const char *msg) {
+    env e;
+    gopt_error err = {0};
+    env_init2(&e, 2, o, 3, 1e11);
+    add_graph(&e, fan_graph("fan4", 4));
+    assert_int_equal(gopt_trainer_load(e.tr, path, &err), GOPT_EFORMAT);
+    if (!strstr(err.msg, msg)) fprintf(stderr, "got: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, msg));
+    env_free(&e);
+}
+
 static void test_imitate_best(void **state) {
     (void)state;
     char dir[] = "/tmp/gopt_test_trainer_XXXXXX";
@@ -685,29 +719,45 @@ static void test_imitate_best(void **state) {
     snprintf(sb, sizeof sb, "%s.state", pb);
     size_t la, lb;
     char *text = read_file(sb, &lb);
-    assert_non_null(strstr(text, "\"best_actions\""));
+    assert_non_null(strstr(text, "\"best_actions\": \"")); /* 3n hex digits */
     assert_non_null(strstr(text, "\"imitate_target\": \"best\""));
     free(text);
-    env_init2(&e, 2, &o, 99, 1e11);
-    add_graph(&e, fan_graph("fan4", 4));
-    assert_int_equal(gopt_trainer_load(e.tr, pb, &err), GOPT_OK);
-    run_steps(&e, 4);
-    assert_int_equal(gopt_trainer_save(e.tr, pb, &err), GOPT_OK);
-    env_free(&e);
-    char *a = read_file(pa, &la), *b = read_file(pb, &lb);
+    /* the same state with the actions as arrays (states written before 2026-11-25) resumes the same */
+    char pc[256], sc[300], cmd[900];
+    snprintf(pc, sizeof pc, "%s/c.ckpt", dir);
+    snprintf(sc, sizeof sc, "%s.state", pc);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", pb, pc);
+    assert_int_equal(system(cmd), 0);
+    state_actions_as_arrays(sb, sc);
+    for (int k = 0; k < 2; k++) {
+        env_init2(&e, 2, &o, 99, 1e11);
+        add_graph(&e, fan_graph("fan4", 4));
+        assert_int_equal(gopt_trainer_load(e.tr, k ? pc : pb, &err), GOPT_OK);
+        run_steps(&e, 4);
+        assert_int_equal(gopt_trainer_save(e.tr, k ? pc : pb, &err), GOPT_OK);
+        env_free(&e);
+    }
+    char *a = read_file(pa, &la), *b = read_file(pb, &lb), *c = read_file(pc, &lb);
     assert_int_equal(la, lb);
     assert_memory_equal(a, b, la);
+    assert_memory_equal(a, c, la);
     free(a);
     free(b);
-    /* a device out of range in best_actions is refused, naming the file and the field */
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "sed -i '/\"best_actions\": \\[/{n;s/[0-9][0-9]*/7/}' '%s'", sb);
+    free(c);
+    /* a device out of range in best_actions is refused, naming the file and the field: in the
+     * string, and in an array */
+    snprintf(cmd, sizeof cmd, "sed -i 's/\"best_actions\": \"./\"best_actions\": \"7/' '%s'", sb);
     assert_int_equal(system(cmd), 0);
-    env_init2(&e, 2, &o, 3, 1e11);
-    add_graph(&e, fan_graph("fan4", 4));
-    assert_int_equal(gopt_trainer_load(e.tr, pb, &err), GOPT_EFORMAT);
-    assert_non_null(strstr(err.msg, ".state: graph 'fan4': best_actions[0] is not an integer in 0..1"));
-    env_free(&e);
+    state_actions_as_arrays(sb, sc);
+    expect_fan4_load_error(&o, pb, ".state: graph 'fan4': best_actions[0] is not a value in 0..1");
+    expect_fan4_load_error(&o, pc, ".state: graph 'fan4': best_actions[0] is not a value in 0..1");
+    /* a string of the wrong length, or with a character that is not a hex digit */
+    snprintf(cmd, sizeof cmd, "sed -i 's/\"best_actions\": \"7/\"best_actions\": \"/' '%s'", sb);
+    assert_int_equal(system(cmd), 0);
+    expect_fan4_load_error(&o, pb, "best_actions is not a string of 3 x 6 hex digits");
+    snprintf(cmd, sizeof cmd, "sed -i 's/\"best_actions\": \"/\"best_actions\": \"x/' '%s'", sb);
+    assert_int_equal(system(cmd), 0);
+    expect_fan4_load_error(&o, pb, "best_actions[0] is not a value in 0..1");
     /* refused options */
     o.imitate_every = 0;
     assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);

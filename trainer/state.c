@@ -94,27 +94,46 @@ static double real_or_inf(json_t *x) { return json_is_number(x) ? json_number_va
  * devices, priority levels, fusion levels), so that a resumed run imitates
  * what the uninterrupted one would. */
 static json_t *best_actions_json(const tr_graph *G) {
-    json_t *a = json_array();
-    for (size_t i = 0; i < 3 * (size_t)G->fz->n; i++) json_array_append_new(a, json_integer(G->best_act[i]));
+    /* one hex digit per action (every action space is at most TR_MAX_WIDTH = 16 wide): 3n
+     * characters, where an array of integers took some 7 bytes a value in the indented state */
+    _Static_assert(TR_MAX_WIDTH <= 16, "best_actions: one hex digit per action");
+    static const char hex[] = "0123456789abcdef";
+    const size_t len = 3 * (size_t)G->fz->n;
+    char *s = malloc(len + 1);
+    if (!s) return NULL;
+    for (size_t i = 0; i < len; i++) s[i] = hex[G->best_act[i] & 15];
+    s[len] = '\0';
+    json_t *a = json_stringn(s, len);
+    free(s);
     return a;
+}
+
+/* A hex digit's value, -1 for anything else. */
+static int hex_value(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
 static gopt_status load_best_actions(const gopt_trainer *t, tr_graph *G, json_t *a, const char *state,
                                      const char *name, gopt_error *err) {
     const gopt_policy_config *c = gopt_policy_get_config(t->pol);
     const int32_t n = G->fz->n;
-    if (!json_is_array(a) || json_array_size(a) != 3 * (size_t)n)
-        return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': best_actions is not an array of 3 x %d integers",
+    const size_t len = 3 * (size_t)n;
+    /* a string of 3n hex digits; or, as states written before 2026-11-25 hold them, an array of 3n
+     * integers */
+    const int str = json_is_string(a);
+    if (!(str ? json_string_length(a) == len : json_is_array(a) && json_array_size(a) == len))
+        return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': best_actions is not a string of 3 x %d hex digits",
                               state, name, n);
     const int32_t hi[3] = {G->ndev, c->sched_levels, c->fusion_levels};
-    int32_t *v = malloc(sizeof(int32_t) * 3 * (size_t)(n ? n : 1));
+    const char *sv = str ? json_string_value(a) : NULL;
+    int32_t *v = malloc(sizeof(int32_t) * (len ? len : 1));
     if (!v) return gopt_error_set(err, GOPT_ENOMEM, "%s: out of memory", state);
-    for (size_t i = 0; i < 3 * (size_t)n; i++) {
-        json_t *x = json_array_get(a, i);
-        json_int_t y = json_is_integer(x) ? json_integer_value(x) : -1;
+    for (size_t i = 0; i < len; i++) {
+        json_t *x = str ? NULL : json_array_get(a, i);
+        json_int_t y = str ? hex_value(sv[i]) : json_is_integer(x) ? json_integer_value(x) : -1;
         if (y < 0 || y >= hi[i / (size_t)n]) {
             free(v);
-            return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': best_actions[%zu] is not an integer in 0..%d",
+            return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': best_actions[%zu] is not a value in 0..%d",
                                   state, name, i, hi[i / (size_t)n] - 1);
         }
         v[i] = (int32_t)y;
@@ -160,6 +179,7 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
     json_object_set_new(j, "sel", sel);
     json_object_set_new(j, "options", options_json(t));
     json_t *gs = json_array();
+    json_object_set_new(j, "graphs", gs); /* j owns it, also on error */
     for (int i = 0; i < t->ng; i++) {
         const tr_graph *G = &t->graphs[i];
         json_t *g = json_object();
@@ -168,7 +188,15 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
         json_object_set_new(g, "reference_s", json_real(G->ref));
         json_object_set_new(g, "reference_method", json_string(G->ref_method));
         json_object_set_new(g, "best_s", real_or_null(G->best));
-        if (t->o.imitate_best && G->has_best_act) json_object_set_new(g, "best_actions", best_actions_json(G));
+        if (t->o.imitate_best && G->has_best_act) {
+            json_t *ba = best_actions_json(G);
+            if (!ba) {
+                json_decref(g);
+                st = gopt_error_set(err, GOPT_ENOMEM, "%s: out of memory writing the state", state);
+                goto out;
+            }
+            json_object_set_new(g, "best_actions", ba);
+        }
         const tr_prof *P = &t->profs[G->prof];
         char ph[24];
         snprintf(ph, sizeof ph, "%016llx", (unsigned long long)P->hash);
@@ -177,7 +205,6 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
         json_object_set_new(g, "devices", json_integer(G->ndev));
         json_array_append_new(gs, g);
     }
-    json_object_set_new(j, "graphs", gs);
     char c[24];
     snprintf(c, sizeof c, "%016llx", (unsigned long long)hash);
     json_object_set_new(j, "policy_fnv64", json_string(c));
