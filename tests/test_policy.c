@@ -863,6 +863,30 @@ static void test_decode(void **state) {
     gopt_graph_free(g);
 }
 
+/* A tiny policy (seed 11) forwarded on graph g over 4 devices, its placement head's weights
+ * scaled by place_scale (> 1: peaked placement rows, as a trained policy's). */
+static gopt_policy *tiny_policy_forwarded(gopt_graph *g, float place_scale) {
+    enum { NMAX = 64 };
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    assert_true(fz->n <= NMAX);
+    gopt_error err;
+    gopt_policy_config c = tiny_config();
+    gopt_policy *p = NULL;
+    assert_int_equal(gopt_policy_create(&p, &c, 11, &err), GOPT_OK);
+    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
+        const char *nm;
+        float *w;
+        size_t cnt;
+        gopt_policy_tensor(p, i, &nm, &w, NULL, &cnt);
+        if (!strcmp(nm, "head_place.w"))
+            for (size_t j = 0; j < cnt; j++) w[j] *= place_scale;
+    }
+    float feat[NMAX * GOPT_POLICY_NFEAT];
+    assert_int_equal(gopt_policy_features(fz, 4, NULL, feat, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_forward(p, fz, feat, 4, NULL, &err), GOPT_OK);
+    return p;
+}
+
 /* Tempered sampling: temperature 1 is gopt_policy_sample bit for bit; a low
  * temperature draws decision sets the policy finds more likely than its own
  * samples, and strays less from greedy; a high one draws less likely sets;
@@ -871,14 +895,8 @@ static void test_sample_tempered(void **state) {
     (void)state;
     enum { N = 61, DRAWS = 12 };
     gopt_graph *g = test_random_graph(N, 12, 9);
-    const gopt_frozen *fz = gopt_graph_frozen(g);
     gopt_error err;
-    gopt_policy_config c = tiny_config();
-    gopt_policy *p = NULL;
-    assert_int_equal(gopt_policy_create(&p, &c, 11, &err), GOPT_OK);
-    float feat[N * GOPT_POLICY_NFEAT];
-    assert_int_equal(gopt_policy_features(fz, 4, NULL, feat, &err), GOPT_OK);
-    assert_int_equal(gopt_policy_forward(p, fz, feat, 4, NULL, &err), GOPT_OK);
+    gopt_policy *p = tiny_policy_forwarded(g, 1.0f);
     actions_buf a1, a2, gr;
     actions_alloc(&a1, N);
     actions_alloc(&a2, N);
@@ -931,22 +949,8 @@ static void test_task_temperature(void **state) {
     (void)state;
     enum { N = 61, DRAWS = 12 };
     gopt_graph *g = test_random_graph(N, 12, 9);
-    const gopt_frozen *fz = gopt_graph_frozen(g);
     gopt_error err;
-    gopt_policy_config c = tiny_config();
-    gopt_policy *p = NULL;
-    assert_int_equal(gopt_policy_create(&p, &c, 11, &err), GOPT_OK);
-    for (int i = 0; i < gopt_policy_num_tensors(p); i++) { /* peaked placement rows, as a trained policy's */
-        const char *nm;
-        float *w;
-        size_t cnt;
-        gopt_policy_tensor(p, i, &nm, &w, NULL, &cnt);
-        if (!strcmp(nm, "head_place.w"))
-            for (size_t j = 0; j < cnt; j++) w[j] *= 40.0f;
-    }
-    float feat[N * GOPT_POLICY_NFEAT];
-    assert_int_equal(gopt_policy_features(fz, 4, NULL, feat, &err), GOPT_OK);
-    assert_int_equal(gopt_policy_forward(p, fz, feat, 4, NULL, &err), GOPT_OK);
+    gopt_policy *p = tiny_policy_forwarded(g, 40.0f); /* peaked placement rows, as a trained policy's */
     actions_buf a1, a2, gr, gt;
     actions_alloc(&a1, N);
     actions_alloc(&a2, N);
