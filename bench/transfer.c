@@ -29,7 +29,7 @@
  *    reference for up to 500 steps or half the budget, then PPO until T. The
  *    answer is the best valid solution simulated on the way, the zero-shot
  *    ones included; and, at equal time, sa with a budget of T. --finetune-epochs E
- *    sets the PPO epochs per step (0: the trainer's default); --finetune-threads N
+ *    sets the PPO epochs per step (default 2, gopt finetune's; 0: the trainer's default, 4); --finetune-threads N
  *    the trainer's threads (default 2, gopt finetune's --threads; sa runs on one,
  *    so at equal wall time GO has two cores to sa's one); --finetune-lr LR the PPO
  *    learning rate (0: the trainer's default); --finetune-imitate-every M and
@@ -247,7 +247,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     *a = (bench_args){.split = "graphs/real/splits.tsv", .set = "validation", .graphs = NULL,
                       .profiles = "profiles/h100-nvswitch-x8.json,profiles/v100-dgx1-x8.json", .devices = "4,8",
                       .checkpoint = NULL, .recipe = "ppo", .ties = "best", .samples = 16, .max_nodes = 0, .seed = 1,
-                      .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 0, .ft_threads = 2,
+                      .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 2, .ft_threads = 2,
                       .ft_imitate_every = 4, .ft_imitate_target = "best", .ft_place_t = 1.0};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -393,6 +393,12 @@ int main(int argc, char **argv) {
         if (a.ft_imitate_every)
             snprintf(every, sizeof every, "; one step in %ld imitates the %s", a.ft_imitate_every,
                      !strcmp(a.ft_imitate_target, "best") ? "best found so far" : "reference");
+        {
+            gopt_trainer_options od;
+            gopt_trainer_options_default(&od);
+            snprintf(every + strlen(every), sizeof every - strlen(every), "; %ld PPO epochs per step",
+                     a.ft_epochs > 0 ? a.ft_epochs : (long)od.epochs);
+        }
         if (a.ft_place_t != 1.0)
             snprintf(every + strlen(every), sizeof every - strlen(every), "; placement temperature %.3g",
                      a.ft_place_t);
