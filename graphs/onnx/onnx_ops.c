@@ -238,7 +238,9 @@ static gopt_status run_binary(onnx_node *c) {
     int n = c->nin, is_where = !strcmp(c->op, "Where");
     gopt_status st = broadcast(c, n, &rank, d);
     if (st != GOPT_OK) return st;
-    if (n == 0 || !c->in[0]) return onnx_node_fail(c, "input 0 is missing");
+    if (n == 0) return onnx_node_fail(c, "input 0 is missing");
+    for (int i = 0; i < n; i++) /* no binary op, nor Where, has an optional input */
+        if (!c->in[i]) return onnx_node_fail(c, "input %d is missing", i);
     int cmp = !strcmp(c->op, "Equal") || !strcmp(c->op, "Less") || !strcmp(c->op, "Greater") ||
               !strcmp(c->op, "LessOrEqual") || !strcmp(c->op, "GreaterOrEqual") || !strcmp(c->op, "And") ||
               !strcmp(c->op, "Or") || !strcmp(c->op, "Xor");
