@@ -448,6 +448,13 @@ static __attribute__((noinline)) int choose(const double *pr, const float *z, in
     return choice;
 }
 
+/* x[j] *= s over a row of w (a task's 1 / temperature: its logits before the softmax, and their
+ * gradient after it); nothing at s = 1. */
+static inline void row_scale(float *x, int w, float s) {
+    if (s != 1.0f)
+        for (int j = 0; j < w; j++) x[j] *= s;
+}
+
 /* dz_j = wl * (1[j = a] - p_j) + we * (-p_j (log p_j + H)) over allowed j (pr: the row's
  * probabilities from gopt_logsoftmax_row). */
 static void row_grad(float *dz, const float *lp, const double *pr, int w, uint32_t mask, int a, float wl, float we,
@@ -580,8 +587,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                     phi_features(p, s, a->place, u, charge, phi);
                     scorer_rows(p, phi, vb, mask, th, z);
                 }
-                if (need_lp && itp != 1.0f) /* the task's temperature (greedy's argmax is the same) */
-                    for (int d = 0; d < W; d++) z[d] *= itp;
+                if (need_lp) row_scale(z, W, itp); /* the task's temperature (greedy's argmax is the same) */
                 float ent = need_lp ? (float)gopt_logsoftmax_row(lp, pr, z, W, mask) : 0.0f;
                 int x;
                 if (ob->decide) {
@@ -608,8 +614,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                     const float pwl = part ? 0.0f : wl, pwe = part || !ob->gde ? we : 0.0f;
                     if (!g || (pwl == 0.0f && pwe == 0.0f)) continue;
                     row_grad(dz, lp, pr, W, mask, x, pwl, pwe, ent);
-                    if (itp != 1.0f)
-                        for (int d = 0; d < W; d++) dz[d] *= itp;
+                    row_scale(dz, W, itp);
                     float *dp = g->dpooled + (size_t)u * W;
                     for (int d = 0; d < W; d++) dp[d] += dz[d];
                     if (Hc > 0) {
@@ -698,8 +703,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                 }
                 const uint32_t mask = full_mask(w);
                 const float itt = p->task_inv_t[t];
-                if (need_lp && itt != 1.0f)
-                    for (int j = 0; j < w; j++) z[j] *= itt;
+                if (need_lp) row_scale(z, w, itt);
                 float ent = need_lp ? (float)gopt_logsoftmax_row(lp, pr, z, w, mask) : 0.0f;
                 int32_t *act = action_array(a, t);
                 int x = ob->decide ? choose(pr, z, w, mask, ob->rng, ob->inv_t) : act[v];
@@ -718,8 +722,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                     const float pwl = part ? 0.0f : wl, pwe = part || !ob->gde ? we : 0.0f;
                     if (!g || (pwl == 0.0f && pwe == 0.0f)) continue;
                     row_grad(dz, lp, pr, w, mask, x, pwl, pwe, ent);
-                    if (itt != 1.0f)
-                        for (int j = 0; j < w; j++) dz[j] *= itt;
+                    row_scale(dz, w, itt);
                     float *dl = g->dlogits[t] + (size_t)i * w;
                     for (int j = 0; j < w; j++) dl[j] += dz[j];
                     if (Hc > 0) {

@@ -36,7 +36,7 @@ static void on_signal(int sig) {
 /* gopt finetune's self-imitation: every FT_IMITATE_EVERY-th step imitates the best found so far
  * (chosen on the validation split: docs/results.md, "Self-imitation") */
 #define FT_IMITATE_EVERY 4
-/* and its PPO epochs per step: 2 buys about twice the steps of 4 in a minute (docs/results.md,
+/* and its PPO epochs per step: 2 buys about 1.7x the steps of 4 in a minute (docs/results.md,
  * "PPO epochs with self-imitation") */
 #define FT_EPOCHS 2
 
@@ -138,7 +138,6 @@ static void train_usage(FILE *f) {
                "  --sched-cond      with --hints: the schedule term also sees which priority level the\n"
                "                    hint's priority rank falls in\n");
 }
-
 
 static void finetune_usage(FILE *f) {
     fprintf(f, "Usage: gopt finetune [--checkpoint C] GRAPH --profile P [--devices N] --steps S -o CKPT [options]\n\n"
