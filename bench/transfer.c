@@ -8,6 +8,7 @@
  *                       [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]
  *                       [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]
  *                       [--finetune-imitate-target reference|best] [--finetune-place-temperature T]
+ *                       [--finetune-train all|heads]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
  * rows whose split is --set: validation (the default), train or test):
@@ -37,7 +38,10 @@
  *    --imitate-target (every M-th step imitates the reference or the best found so
  *    far; default gopt finetune's: 4 and best; --finetune-imitate-every 0: plain PPO,
  *    the recipe before self-imitation); --finetune-place-temperature T gopt finetune's
- *    --place-temperature (the trained policy's placement temperature; default 1). --go-ties: GO's
+ *    --place-temperature (the trained policy's placement temperature; default 1);
+ *    --finetune-train all|heads gopt finetune's --train (heads: only the heads and the decoder's
+ *    conditioning train, at gopt finetune's learning rates for it, 3e-3 and 1e-1 for imitation,
+ *    unless --finetune-lr). --go-ties: GO's
  *    order within a priority level (gopt_go_options.ties; default best).
  * Then the geometric means over graphs (per setting and over all) against
  * the targets of issue 14: greedy <= 1.00x, best of K <= 0.97x, fine-tuned
@@ -77,6 +81,7 @@ typedef struct {
     const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe, *ties, *ft_imitate_target;
     long samples, max_nodes, seed, ft_epochs, ft_threads, ft_imitate_every;
     double sa_budget, ft_seconds, temperature, ft_lr, ft_place_t;
+    const char *ft_train; /* all|heads */
 } bench_args;
 
 /* Split a comma-separated list in place into at most max items. */
@@ -153,6 +158,11 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     o.imitate_every = (int)a->ft_imitate_every;
     o.imitate_best = o.imitate_every > 0 && !strcmp(a->ft_imitate_target, "best");
     o.place_temperature = (float)a->ft_place_t;
+    o.train_heads = !strcmp(a->ft_train, "heads");
+    if (o.train_heads) { /* gopt finetune --train heads' learning rates */
+        o.adam.lr = a->ft_lr > 0 ? (float)a->ft_lr : 3e-3f;
+        o.imitate_lr = 1e-1f;
+    }
     r->ft = INFINITY;
     if ((s = gopt_policy_load(&pol, ckpt, err)) || (s = gopt_trainer_checkpoint_tasks(ckpt, &o.tasks, err))) goto out;
     gopt_policy_adam_reset(pol);
@@ -248,7 +258,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
                       .profiles = "profiles/h100-nvswitch-x8.json,profiles/v100-dgx1-x8.json", .devices = "4,8",
                       .checkpoint = NULL, .recipe = "ppo", .ties = "best", .samples = 16, .max_nodes = 0, .seed = 1,
                       .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 2, .ft_threads = 2,
-                      .ft_imitate_every = 4, .ft_imitate_target = "best", .ft_place_t = 1.0};
+                      .ft_imitate_every = 4, .ft_imitate_target = "best", .ft_place_t = 1.0,
+                      .ft_train = "all"};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -279,6 +290,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--finetune-imitate-every")) a->ft_imitate_every = strtol(v, &end, 10);
         else if (!strcmp(o, "--finetune-imitate-target")) a->ft_imitate_target = v;
         else if (!strcmp(o, "--finetune-place-temperature")) a->ft_place_t = strtod(v, &end);
+        else if (!strcmp(o, "--finetune-train")) a->ft_train = v;
         else {
             fprintf(stderr, "bench_transfer: unknown option '%s'\n", o);
             return 2;
@@ -294,12 +306,12 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         a->ft_threads < 1 || a->ft_threads > 64 || !(a->ft_lr >= 0 && a->ft_lr < 1) || gopt_go_ties_parse(a->ties) < 0 ||
         a->ft_imitate_every < 0 || a->ft_imitate_every == 1 || a->ft_imitate_every > 1000000 ||
         (strcmp(a->ft_imitate_target, "reference") && strcmp(a->ft_imitate_target, "best")) ||
-        !(a->ft_place_t >= 0.05 && a->ft_place_t <= 100.0)) {
+        !(a->ft_place_t >= 0.05 && a->ft_place_t <= 100.0) || (strcmp(a->ft_train, "all") && strcmp(a->ft_train, "heads"))) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
                         ">= 0, --temperature 0.05..100, --set validation|train|test, --finetune-recipe ppo|warm, "
                         "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, "
                         "--finetune-imitate-every 0 or >= 2, --finetune-imitate-target reference|best, "
-                        "--finetune-place-temperature 0.05..100\n");
+                        "--finetune-place-temperature 0.05..100, --finetune-train all|heads\n");
         return 2;
     }
     return 0;
@@ -315,7 +327,8 @@ int main(int argc, char **argv) {
                 "                      [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]\n"
                 "                      [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]\n"
                 "                      [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]\n"
-                "                      [--finetune-imitate-target reference|best] [--finetune-place-temperature T]\n");
+                "                      [--finetune-imitate-target reference|best] [--finetune-place-temperature T]\n"
+                "                      [--finetune-train all|heads]\n");
         return pr == 1 ? 0 : 2;
     }
     g_go.checkpoint = a.checkpoint ? a.checkpoint : gopt_trainer_default_checkpoint();
@@ -399,6 +412,8 @@ int main(int argc, char **argv) {
             snprintf(every + strlen(every), sizeof every - strlen(every), "; %ld PPO epochs per step",
                      a.ft_epochs > 0 ? a.ft_epochs : (long)od.epochs);
         }
+        if (!strcmp(a.ft_train, "heads"))
+            snprintf(every + strlen(every), sizeof every - strlen(every), "; heads only");
         if (a.ft_place_t != 1.0)
             snprintf(every + strlen(every), sizeof every - strlen(every), "; placement temperature %.3g",
                      a.ft_place_t);

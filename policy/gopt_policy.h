@@ -220,6 +220,16 @@ gopt_status gopt_policy_sample_tempered(gopt_policy *p, gopt_rng *rng, float tem
  * It is not saved in checkpoints. temperature in [0.05, 100]. */
 gopt_status gopt_policy_set_task_temperature(gopt_policy *p, int task, float temperature, gopt_error *err);
 float gopt_policy_task_temperature(const gopt_policy *p, int task);
+/* Train the heads only (on = 1; 0: every parameter, the default). The Adam step then updates
+ * only the task heads (their layer norms and products: head_*) and the decoder's conditioning
+ * terms (cond.*); the trunk (input layer, GraphSAGE, attention layers) keeps its values. On the
+ * CPU a forward on the same frozen graph with the same features reuses the trunk's outputs of
+ * the last forward and recomputes the heads alone, and the backward stops at the heads: a
+ * fine-tuning step on one graph costs the decoder and the heads, not the network (docs/policy.md,
+ * "Fine-tuning the heads"). Results are those of a full forward within float rounding. It is
+ * not saved in checkpoints. Switching it resets the reuse (the next forward is a full one). */
+gopt_status gopt_policy_set_train_heads(gopt_policy *p, int on, gopt_error *err);
+int gopt_policy_train_heads(const gopt_policy *p);
 /* The same, also writing the log-probability and entropy of every sampled
  * decision into logp and ent ((3n) or NULL, as gopt_policy_logprob), which
  * saves the logprob replay. */

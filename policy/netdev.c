@@ -179,6 +179,7 @@ gopt_status policy_dev_attach(gopt_policy *p, const policy_dev_ops *ops, gopt_er
     policy_dev_detach(p);
     p->dev = d;
     p->forwarded = 0; /* the next forward fills the device's activations */
+    p->trunk_ok = 0;
     d->ghost = malloc(sizeof(float) * p->nparams);
     d->params = ops->alloc(d, sizeof(float) * p->nparams);
     d->grads = ops->alloc(d, sizeof(float) * p->nparams);

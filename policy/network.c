@@ -348,6 +348,19 @@ float gopt_policy_task_temperature(const gopt_policy *p, int task) {
     return task >= 0 && task < GOPT_TASK_COUNT ? 1.0f / p->task_inv_t[task] : 1.0f;
 }
 
+gopt_status gopt_policy_set_train_heads(gopt_policy *p, int on, gopt_error *err) {
+    if (on != 0 && on != 1) return gopt_error_set(err, GOPT_EINVAL, "policy: train-heads flag %d is not 0 or 1", on);
+    p->heads_only = on;
+    p->trunk_ok = 0;
+    return GOPT_OK;
+}
+
+int gopt_policy_train_heads(const gopt_policy *p) { return p->heads_only; }
+
+/* Offset of the first parameter that trains with gopt_policy_set_train_heads (head_*, then cond.*
+ * close the layout). */
+size_t policy_heads_offset(const gopt_policy *p) { return (size_t)(p->P.head[0].ln_w - p->params); }
+
 void gopt_policy_debug_chunk(gopt_policy *p, int segments) { p->fwd_chunk = segments > 0 ? segments : 0; }
 
 const gopt_policy_config *gopt_policy_get_config(const gopt_policy *p) { return &p->cfg; }
@@ -486,6 +499,7 @@ gopt_status gopt_policy_reserve(gopt_policy *p, int32_t n_nodes, int32_t n_edges
         p->cap_n = cn;
         p->cap_m = cm;
         p->forwarded = 0;
+        p->trunk_ok = 0;
         if (p->has_bwd) {
             free(p->bwd_block);
             p->bwd_block = NULL;
@@ -762,6 +776,13 @@ static void attn_fwd_chunk(chunk_job *J, int c, int slot) {
     }
 }
 
+/* The heads alone over the trunk's outputs of the last forward (gopt_policy_set_train_heads). */
+static void heads_forward_cpu(gopt_policy *p) {
+    const int blas = blas_single_begin();
+    for (int t = 0; t < GOPT_TASK_COUNT; t++) head_rows(p, t, p->A.attn[p->cfg.attn_layers + t].out, 0, p->n);
+    blas_single_end(blas);
+}
+
 /* The network's forward on the CPU over p's current graph (A->x0 and the CSR lists filled). */
 static gopt_status network_forward_cpu(gopt_policy *p, gopt_error *err) {
     const gopt_policy_config *c = &p->cfg;
@@ -821,6 +842,10 @@ gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const flo
     if (st) return st;
     const int n = fz->n, D = c->hidden;
     policy_acts *A = &p->A;
+    /* train-heads: the trunk's outputs stand if the graph and its features are the last forward's */
+    int reuse = p->heads_only && p->trunk_ok && !p->dev && !p->frozen_x1[0] && fz == p->trunk_fz && n == p->n &&
+                fz->m == p->trunk_m;
+    p->trunk_ok = 0;
     p->fz = fz;
     p->n = n;
     p->ndev = ndev;
@@ -834,8 +859,10 @@ gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const flo
         for (int e = fz->out_ptr[v]; e < fz->out_ptr[v + 1]; e++) A->succ_idx[ns++] = fz->rank[fz->out_dst[e]];
         A->pred_ptr[i + 1] = np;
         A->succ_ptr[i + 1] = ns;
-        memcpy(A->x0 + (size_t)i * GOPT_POLICY_NFEAT, feat + (size_t)v * GOPT_POLICY_NFEAT,
-               sizeof(float) * GOPT_POLICY_NFEAT);
+        float *xr = A->x0 + (size_t)i * GOPT_POLICY_NFEAT;
+        const float *fr = feat + (size_t)v * GOPT_POLICY_NFEAT;
+        if (reuse && memcmp(xr, fr, sizeof(float) * GOPT_POLICY_NFEAT) != 0) reuse = 0;
+        memcpy(xr, fr, sizeof(float) * GOPT_POLICY_NFEAT);
     }
     for (size_t i = 0; i < (size_t)n * GOPT_POLICY_NFEAT; i++)
         if (!isfinite(A->x0[i])) {
@@ -857,8 +884,18 @@ gopt_status gopt_policy_forward(gopt_policy *p, const gopt_frozen *fz, const flo
         if (p->frozen_x1[0])
             return gopt_error_set(err, GOPT_EINVAL, "policy forward: frozen memory states (a test hook) are CPU-only");
         if ((st = policy_dev_forward(p, err))) return st;
-    } else
-        if ((st = network_forward_cpu(p, err))) return st;
+    } else if (reuse) {
+        heads_forward_cpu(p);
+        flops = 0.0;
+        for (int t = 0; t < GOPT_TASK_COUNT; t++) flops += 2.0 * n * D * p->width[t];
+        if (c->cond_hidden > 0) flops += 2.0 * n * D * c->cond_hidden;
+    } else if ((st = network_forward_cpu(p, err)))
+        return st;
+    if (!p->dev && !p->frozen_x1[0] && p->heads_only) {
+        p->trunk_ok = 1;
+        p->trunk_fz = fz;
+        p->trunk_m = fz->m;
+    }
     p->fwd_flops = flops;
     /* backward: two GEMMs per forward GEMM, minus the input layer's dx */
     p->bwd_flops = 2.0 * flops - 2.0 * n * GOPT_POLICY_NFEAT * D;
@@ -1121,8 +1158,32 @@ static void aggregate_backward(gopt_policy *p, float *dh, const float *cat, cons
     for (int j = 1; j < AGG_PARTS; j++) vec_add(dh, p->B.dagg_parts + (size_t)(j - 1) * nd, nd);
 }
 
+/* The backward of the heads alone (gopt_policy_set_train_heads): their products' and layer
+ * norms' weight gradients and cond.v's, nothing into the trunk. */
+static gopt_status heads_backward(gopt_policy *p, gopt_error *err) {
+    const gopt_policy_config *c = &p->cfg;
+    const int n = p->n, D = c->hidden, Hc = c->cond_hidden;
+    policy_bwd *B = &p->B;
+    const int blas = blas_single_begin();
+    gopt_status st = GOPT_OK;
+    for (int t = 0; t < GOPT_TASK_COUNT && !st; t++) {
+        const head_acts *ha = &p->A.head[t];
+        const int W = p->width[t], scorer = t == GOPT_TASK_PLACE && Hc > 0;
+        gopt_linear_backward_set(B->dtmp, NULL, NULL, B->dlogits[t], ha->x, p->P.head[t].w, n, D, W);
+        if (scorer) gopt_linear_backward(B->dtmp, NULL, NULL, B->dvh, ha->x, p->P.cond_v, n, D, Hc);
+        gopt_layernorm_backward(NULL, p->G.head[t].ln_w, p->G.head[t].ln_b, NULL, NULL, B->dtmp,
+                                p->A.attn[c->attn_layers + t].out, p->P.head[t].ln_w, NULL, ha->mean, ha->rstd, n, D);
+        const wgrad_job jobs[2] = {{p->G.head[t].w, p->G.head[t].b, B->dlogits[t], ha->x, D, W},
+                                   {p->G.cond_v, NULL, B->dvh, ha->x, D, Hc}};
+        st = wgrad_run(p, jobs, scorer ? 2 : 1, err);
+    }
+    blas_single_end(blas);
+    return st;
+}
+
 gopt_status policy_network_backward(gopt_policy *p, gopt_error *err) {
     if (p->dev) return policy_dev_backward(p, err);
+    if (p->heads_only) return heads_backward(p, err);
     const gopt_policy_config *c = &p->cfg;
     const int n = p->n, D = c->hidden;
     const size_t nd = (size_t)n * D;

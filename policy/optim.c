@@ -70,8 +70,9 @@ gopt_status gopt_policy_adam_step(gopt_policy *p, const gopt_adam_config *c, flo
         !(c->eps > 0.0f))
         return gopt_error_set(err, GOPT_EINVAL, "adam: bad config (lr %g, beta1 %g, beta2 %g, eps %g)", (double)c->lr,
                               (double)c->beta1, (double)c->beta2, (double)c->eps);
+    const size_t first = p->heads_only ? policy_heads_offset(p) : 0; /* the trunk stays (set_train_heads) */
     double ss = 0.0;
-    for (size_t i = 0; i < p->nparams; i++) ss += (double)p->grads[i] * p->grads[i];
+    for (size_t i = first; i < p->nparams; i++) ss += (double)p->grads[i] * p->grads[i];
     double norm = sqrt(ss);
     if (grad_norm) *grad_norm = (float)norm;
     if (!isfinite(norm)) return gopt_error_set(err, GOPT_EINVAL, "adam: gradient norm is %g; parameters untouched", norm);
@@ -80,6 +81,7 @@ gopt_status gopt_policy_adam_step(gopt_policy *p, const gopt_adam_config *c, flo
     float bc1 = 1.0f - powf(c->beta1, (float)p->adam_t), bc2 = 1.0f - powf(c->beta2, (float)p->adam_t);
     for (int t = 0; t < p->nt; t++) {
         const policy_tensor *tt = &p->tab[t];
+        if (tt->off < first) continue;
         float wd = tt->decay ? c->weight_decay : 0.0f;
         float *w = p->params + tt->off, *g = p->grads + tt->off, *m = p->m + tt->off, *v = p->v + tt->off;
         for (size_t i = 0; i < tt->count; i++) {
@@ -295,6 +297,7 @@ gopt_status gopt_policy_load_into(gopt_policy *p, const char *path, gopt_error *
     memcpy(p->v, q->v, fb);
     p->adam_t = q->adam_t;
     p->forwarded = 0;
+    p->trunk_ok = 0;
     gopt_policy_free(q);
     return GOPT_OK;
 }

@@ -201,6 +201,11 @@ struct gopt_policy {
     uint64_t adam_t;
     policy_params P, G;
     float task_inv_t[GOPT_TASK_COUNT]; /* 1 / the task temperatures (gopt_policy_set_task_temperature) */
+    /* gopt_policy_set_train_heads: only head_* and cond.* train; the trunk's outputs of the last
+     * CPU forward (trunk_ok) are reused by a forward on the same graph (trunk_fz, trunk_m) and features */
+    int heads_only, trunk_ok;
+    const gopt_frozen *trunk_fz;
+    int32_t trunk_m;
 
     int32_t cap_n, cap_m;
     int has_bwd;
@@ -276,5 +281,7 @@ gopt_status policy_decode_backward(gopt_policy *p, const gopt_policy_actions *a,
 gopt_status policy_check_actions(const gopt_policy *p, const gopt_policy_actions *a, gopt_error *err);
 /* network.c: backward from B.dlogits (and B.dvh) through every layer, on the CPU or the device. */
 gopt_status policy_network_backward(gopt_policy *p, gopt_error *err);
+/* Offset of the first parameter gopt_policy_set_train_heads trains (head_*, then cond.*). */
+size_t policy_heads_offset(const gopt_policy *p);
 
 #endif /* GOPT_POLICY_NET_H */

@@ -2443,6 +2443,127 @@ static void test_fuse_hint_level(void **state) {
     gopt_graph_free(g);
 }
 
+/* max |a - b| over n floats, and max |b| into *scale. */
+static double max_diff(const float *a, const float *b, size_t n, double *scale) {
+    double d = 0;
+    *scale = 0;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        *scale = fmax(*scale, fabs((double)b[i]));
+    }
+    return d;
+}
+
+/* Training the heads only (gopt_policy_set_train_heads): on the same graph and features the
+ * forward reuses the trunk (a trunk weight changed behind its back does not move the logits,
+ * which equal a full forward's); the gradients are the full backward's on head_* and cond.*
+ * and zero on the trunk; Adam moves the heads and cond.* only, the trunk bit for bit not;
+ * other features, a switch of the flag or a load recompute the trunk; a flag other than 0 or 1
+ * is refused. */
+static void test_train_heads(void **state) {
+    (void)state;
+    enum { N = 300 };
+    gopt_graph *g = test_random_graph(N, 3, 17);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    gopt_error err;
+    gopt_policy_config c = tiny_config();
+    gopt_policy *p = NULL, *q = NULL;
+    assert_int_equal(gopt_policy_create(&p, &c, 5, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_create(&q, &c, 5, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_train_heads(p), 0);
+    assert_int_equal(gopt_policy_set_train_heads(p, 2, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "not 0 or 1"));
+    assert_int_equal(gopt_policy_set_train_heads(p, 1, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_train_heads(p), 1);
+    float *feat = malloc(sizeof(float) * N * GOPT_POLICY_NFEAT);
+    assert_int_equal(gopt_policy_features(fz, 4, NULL, feat, &err), GOPT_OK);
+    const int W = c.max_devices + c.sched_levels + c.fusion_levels;
+    const size_t np = gopt_policy_num_params(p);
+    float *lp = malloc(sizeof(float) * N * W), *lq = malloc(sizeof(float) * N * W);
+    float *gp = malloc(sizeof(float) * np), *gq = malloc(sizeof(float) * np), *wl = malloc(sizeof(float) * 3 * N);
+    float *before = malloc(sizeof(float) * np);
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 9);
+    fill_rand(wl, 3 * N, &rng, 1.0f);
+    actions_buf ab;
+    actions_alloc(&ab, N);
+    size_t first = 0; /* the offset of head_place.ln.w, the first tensor that trains */
+    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
+        const char *nm;
+        size_t cnt;
+        gopt_policy_tensor(p, i, &nm, NULL, NULL, &cnt);
+        if (!strncmp(nm, "head_", 5)) break;
+        first += cnt;
+    }
+    assert_true(first > 0 && first < np);
+    double sc, d;
+    for (int round = 0; round < 2; round++) { /* 0: the first forward (full); 1: the trunk reused */
+        forward_backward_snapshot(p, fz, feat, &ab, wl, round == 0, lp, gp);
+        forward_backward_snapshot(q, fz, feat, &ab, wl, 0, lq, gq);
+        d = max_diff(lp, lq, (size_t)N * W, &sc);
+        assert_true(sc > 0 && d <= 1e-5 * sc);
+        for (size_t i = 0; i < first; i++) assert_true(gp[i] == 0.0f);
+        d = max_diff(gp + first, gq + first, np - first, &sc);
+        if (d > 1e-4 * sc) print_error("round %d: head gradients differ by %g (scale %g)\n", round, d, sc);
+        assert_true(sc > 0 && d <= 1e-4 * sc);
+    }
+    /* reuse is real: a trunk weight changed behind the policy's back is not seen ... */
+    size_t cnt;
+    float *inw = tensor_named(p, "in.w", &cnt), saved = inw[0];
+    inw[0] += 1.0f;
+    forward_backward_snapshot(p, fz, feat, &ab, wl, 0, lp, gp);
+    assert_true(max_diff(lp, lq, (size_t)N * W, &sc) <= 1e-5 * sc);
+    /* ... until the flag is set again (the next forward is a full one) */
+    assert_int_equal(gopt_policy_set_train_heads(p, 1, &err), GOPT_OK);
+    forward_backward_snapshot(p, fz, feat, &ab, wl, 0, lp, gp);
+    assert_true(max_diff(lp, lq, (size_t)N * W, &sc) > 1e-4 * sc);
+    inw[0] = saved;
+    assert_int_equal(gopt_policy_set_train_heads(p, 1, &err), GOPT_OK);
+    /* other features: the trunk is recomputed */
+    float *feat2 = malloc(sizeof(float) * N * GOPT_POLICY_NFEAT);
+    memcpy(feat2, feat, sizeof(float) * N * GOPT_POLICY_NFEAT);
+    forward_backward_snapshot(p, fz, feat2, &ab, wl, 0, lp, gp);
+    feat2[(size_t)(N / 2) * GOPT_POLICY_NFEAT + 3] += 0.5f;
+    forward_backward_snapshot(p, fz, feat2, &ab, wl, 0, lp, gp);
+    forward_backward_snapshot(q, fz, feat2, &ab, wl, 0, lq, gq);
+    assert_true(max_diff(lp, lq, (size_t)N * W, &sc) <= 1e-5 * sc);
+    /* Adam moves the heads and cond.* only */
+    for (int i = 0, off = 0; i < gopt_policy_num_tensors(p); i++) {
+        float *w;
+        gopt_policy_tensor(p, i, NULL, &w, NULL, &cnt);
+        memcpy(before + off, w, sizeof(float) * cnt);
+        off += (int)cnt;
+    }
+    gopt_adam_config ac;
+    gopt_adam_config_default(&ac);
+    ac.weight_decay = 0.01f;
+    float gn = 0;
+    assert_int_equal(gopt_policy_adam_step(p, &ac, &gn, &err), GOPT_OK);
+    assert_true(gn > 0);
+    size_t moved = 0;
+    for (int i = 0, off = 0; i < gopt_policy_num_tensors(p); i++) {
+        float *w;
+        gopt_policy_tensor(p, i, NULL, &w, NULL, &cnt);
+        if ((size_t)off < first) assert_memory_equal(w, before + off, sizeof(float) * cnt);
+        else
+            for (size_t j = 0; j < cnt; j++) moved += w[j] != before[off + j];
+        off += (int)cnt;
+    }
+    assert_true(moved > (np - first) / 2);
+    free(ab.buf);
+    free(lp);
+    free(lq);
+    free(gp);
+    free(gq);
+    free(wl);
+    free(before);
+    free(feat);
+    free(feat2);
+    gopt_policy_free(p);
+    gopt_policy_free(q);
+    gopt_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config),          cmocka_unit_test(test_features),
@@ -2451,7 +2572,7 @@ int main(void) {
         cmocka_unit_test(test_grad_sage),       cmocka_unit_test(test_grad_segattn),
         cmocka_unit_test(test_segattn_tiles),   cmocka_unit_test(test_forward_chunks),
         cmocka_unit_test(test_grad_network_full), cmocka_unit_test(test_grad_network_stopgrad),
-        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_grad_network_tempered), cmocka_unit_test(test_task_temperature), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality), cmocka_unit_test(test_fuse_cond), cmocka_unit_test(test_fuse_hint_level), cmocka_unit_test(test_place_succ), cmocka_unit_test(test_sched_cond),    cmocka_unit_test(test_decode), cmocka_unit_test(test_sample_tempered),
+        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_grad_network_tempered), cmocka_unit_test(test_task_temperature), cmocka_unit_test(test_train_heads), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality), cmocka_unit_test(test_fuse_cond), cmocka_unit_test(test_fuse_hint_level), cmocka_unit_test(test_place_succ), cmocka_unit_test(test_sched_cond),    cmocka_unit_test(test_decode), cmocka_unit_test(test_sample_tempered),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_fusion),
         cmocka_unit_test(test_fusion_merge),          cmocka_unit_test(test_example_graph),

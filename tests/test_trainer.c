@@ -855,6 +855,78 @@ static void test_place_temperature(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* Heads-only training (train_heads): the trainer sets it on the policy; PPO and imitation steps
+ * move the heads and cond.* and leave the trunk bit for bit; the state records it and a state
+ * of the other kind is refused; a value other than 0 or 1 is refused. */
+static void test_train_heads(void **state) {
+    (void)state;
+    char dir[] = "/tmp/gopt_test_trainer_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char pa[256], sa[300];
+    snprintf(pa, sizeof pa, "%s/a.ckpt", dir);
+    snprintf(sa, sizeof sa, "%s.state", pa);
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.samples = 4;
+    o.epochs = 2;
+    o.sim_threads = 1;
+    o.seed = 5;
+    o.imitate_every = 2;
+    o.imitate_best = 1;
+    o.train_heads = 1;
+    gopt_error err = {0};
+    env e;
+    env_init2(&e, 2, &o, 3, 1e11);
+    add_graph(&e, fan_graph("fan4", 4));
+    assert_int_equal(gopt_policy_train_heads(e.pol), 1);
+    const size_t np = gopt_policy_num_params(e.pol);
+    float *before = malloc(sizeof(float) * np);
+    size_t off = 0, first = 0;
+    for (int i = 0; i < gopt_policy_num_tensors(e.pol); i++) {
+        const char *nm;
+        float *w;
+        size_t cnt;
+        gopt_policy_tensor(e.pol, i, &nm, &w, NULL, &cnt);
+        if (!first && !strncmp(nm, "head_", 5)) first = off;
+        memcpy(before + off, w, sizeof(float) * cnt);
+        off += cnt;
+    }
+    assert_true(first > 0);
+    run_steps(&e, 6);
+    size_t moved = 0;
+    off = 0;
+    for (int i = 0; i < gopt_policy_num_tensors(e.pol); i++) {
+        float *w;
+        size_t cnt;
+        gopt_policy_tensor(e.pol, i, NULL, &w, NULL, &cnt);
+        if (off < first) assert_memory_equal(w, before + off, sizeof(float) * cnt);
+        else
+            for (size_t j = 0; j < cnt; j++) moved += w[j] != before[off + j];
+        off += cnt;
+    }
+    assert_true(moved > 0);
+    assert_int_equal(gopt_trainer_save(e.tr, pa, &err), GOPT_OK);
+    env_free(&e);
+    size_t ls;
+    char *text = read_file(sa, &ls);
+    assert_non_null(strstr(text, "\"train\": \"heads\""));
+    free(text);
+    o.train_heads = 0;
+    env_init2(&e, 2, &o, 3, 1e11);
+    add_graph(&e, fan_graph("fan4", 4));
+    assert_int_equal(gopt_policy_train_heads(e.pol), 0);
+    assert_int_equal(gopt_trainer_load(e.tr, pa, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "option train was \"heads\", now missing"));
+    env_free(&e);
+    o.train_heads = 2;
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "train heads = 2"));
+    free(before);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* Annealing as a reference, bounded by evaluations: two trainers with one seed
  * get the same reference; on eight independent GEMMs over two equal devices it
  * beats one device; a negative cap is refused. */
@@ -1829,7 +1901,7 @@ int main(void) {
         cmocka_unit_test(test_nan_update_skipped),
         cmocka_unit_test(test_imitation_lowers_loss),
         cmocka_unit_test(test_imitate_every),
-        cmocka_unit_test(test_imitate_best), cmocka_unit_test(test_place_temperature),
+        cmocka_unit_test(test_imitate_best), cmocka_unit_test(test_place_temperature), cmocka_unit_test(test_train_heads),
         cmocka_unit_test(test_reference_evals),
         cmocka_unit_test(test_actions_to_decisions),
         cmocka_unit_test(test_fusion_groups),

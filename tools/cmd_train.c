@@ -39,6 +39,11 @@ static void on_signal(int sig) {
 /* and its PPO epochs per step: 2 buys about 1.7x the steps of 4 in a minute (docs/results.md,
  * "PPO epochs with self-imitation") */
 #define FT_EPOCHS 2
+/* --train heads: the learning rates that fit it (the heads alone need larger imitation steps; on
+ * the pilots of docs/results.md, "Fine-tuning the heads", PPO at 3e-3 did as well as at 1e-2 on
+ * bert_base and better on efficientnet_b0, 3e-2 worst there) */
+#define HEADS_LR 3e-3
+#define HEADS_IMITATE_LR 1e-1
 
 static void common_options_help(FILE *f) {
     fprintf(f,
@@ -68,6 +73,10 @@ static void common_options_help(FILE *f) {
             "  --place-temperature T (1) the trained policy's placement temperature, 0.05..100: above 1\n"
             "                    its samples try other devices (PPO stays on policy; greedy decisions do\n"
             "                    not change; docs/trainer.md)\n"
+            "  --train all|heads (all) heads: only the policy's task heads and the decoder's conditioning\n"
+            "                    train, the network's trunk stays; on one graph a step then costs the decoder,\n"
+            "                    not the network (docs/trainer.md); --lr and --imitate-lr then default to\n"
+            "                    3e-3 and 1e-1\n"
             "  --imitate-lr LR (3e-3)  --graphs-per-step B (1)  --switch-every N (1)\n"
             "  --backward batched|rounds (batched: one policy backward per epoch; rounds: one per\n"
             "                    distinct action, same gradient up to rounding, what docs/results.md used)\n"
@@ -183,6 +192,7 @@ typedef struct {
     double shrink;       /* multiply the loaded policy's parameters by this before training (1: off) */
     int zs_samples;      /* finetune: the pre-trained policy's K samples judged first (-1 unset: on) */
     int target_set;      /* --imitate-target given */
+    int lr_set, imitate_lr_set; /* --lr, --imitate-lr given (--train heads has its own defaults) */
     int runtime;         /* finetune --evaluator runtime: measured steps judge the samples */
     const char *device;  /* --device: where the network runs (NULL: the CPU) */
     gopt_rt_options rto; /* its backend, reps, clock */
@@ -495,14 +505,26 @@ static int parse_common(cli_args *a, train_args *ta) {
     else if (cli_opt_long(a, "--epochs", &l, 1, 100)) ta->o.epochs = (int)l;
     else if (cli_opt_double(a, "--clip", &x, 1e-6, 0.999)) ta->o.clip_eps = (float)x;
     else if (cli_opt_double(a, "--entropy", &x, 0.0, 10.0)) ta->o.entropy_coef = (float)x;
-    else if (cli_opt_double(a, "--lr", &x, 1e-9, 0.999)) ta->o.adam.lr = (float)x;
+    else if (cli_opt_double(a, "--lr", &x, 1e-9, 0.999)) {
+        ta->o.adam.lr = (float)x;
+        ta->lr_set = 1;
+    }
     else if (cli_opt_double(a, "--clip-norm", &x, 0.0, 1e9)) ta->o.adam.clip_norm = (float)x;
     else if (cli_opt_double(a, "--invalid-reward", &x, -1e6, 0.0)) ta->o.invalid_reward = (float)x;
     else if (cli_opt_long(a, "--threads", &l, 1, 64)) ta->o.sim_threads = (int)l;
     else if (cli_opt_long(a, "--seed", &l, 0, 0x7fffffffL)) ta->o.seed = (uint64_t)l;
     else if (cli_opt_long(a, "--imitate", &l, 0, 100000000L)) ta->o.imitate_steps = (int)l;
     else if (cli_opt_long(a, "--imitate-every", &l, 0, 100000000L)) ta->o.imitate_every = (int)l;
-    else if (cli_opt_double(a, "--imitate-lr", &x, 1e-9, 0.999)) ta->o.imitate_lr = (float)x;
+    else if (cli_opt_double(a, "--imitate-lr", &x, 1e-9, 0.999)) {
+        ta->o.imitate_lr = (float)x;
+        ta->imitate_lr_set = 1;
+    } else if (cli_opt_str(a, "--train", &s)) {
+        if (strcmp(s, "all") && strcmp(s, "heads")) {
+            cli_usage_error(a->verb, "--train: '%s' is not all or heads", s);
+            return 2;
+        }
+        ta->o.train_heads = strcmp(s, "heads") == 0;
+    }
     else if (cli_opt_double(a, "--place-temperature", &x, 0.05, 100)) ta->o.place_temperature = (float)x;
     else if (cli_opt_str(a, "--imitate-target", &s)) {
         if (strcmp(s, "reference") && strcmp(s, "best")) {
@@ -913,6 +935,8 @@ static void args_init(train_args *ta) {
 }
 
 static int check_common(train_args *ta, const char *verb) {
+    if (ta->o.train_heads && !ta->lr_set) ta->o.adam.lr = (float)HEADS_LR;
+    if (ta->o.train_heads && !ta->imitate_lr_set) ta->o.imitate_lr = (float)HEADS_IMITATE_LR;
     if (!ta->finetune && ta->zs_samples >= 0)
         return cli_usage_error(verb, "--zero-shot-samples is an option of gopt finetune");
     if (!ta->prof && !ta->profiles_s && !ta->manifest)

@@ -76,6 +76,10 @@ typedef struct {
                                 samples explore other devices and PPO stays on policy; greedy decisions
                                 and the pre-trained policy's samples (gopt_trainer_sample_best) do not
                                 change (1) */
+    int train_heads;       /* 1: only the policy's heads and the decoder's conditioning train
+                              (gopt_policy_set_train_heads, which gopt_trainer_create sets): on one
+                              graph a step skips the network's forward and backward; 0: every
+                              parameter (0) */
     int graphs_per_step;   /* graphs per PPO step (1) */
     int switch_every;      /* steps before moving on to the next graphs (1) */
     uint64_t seed;         /* trainer RNG (1) */

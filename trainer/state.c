@@ -73,6 +73,8 @@ static json_t *options_json(const gopt_trainer *t) {
     if (o->imitate_best) json_object_set_new(j, "imitate_target", json_string("best"));
     /* only when not 1: a state without it was written before the temperature existed (1) */
     if (o->place_temperature != 1.0f) json_object_set_new(j, "place_temperature", json_real(o->place_temperature));
+    /* only when set: a state without it trained every parameter */
+    if (o->train_heads) json_object_set_new(j, "train", json_string("heads"));
     /* only when set: a state without it was written before the cap existed (sa's defaults) */
     if (o->reference_evals > 0) json_object_set_new(j, "reference_evals", json_integer(o->reference_evals));
     if (o->reference_anneal_max_nodes > 0)

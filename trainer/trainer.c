@@ -41,6 +41,7 @@ void gopt_trainer_options_default(gopt_trainer_options *o) {
     o->reference_anneal_max_nodes = 0;
     o->imitate_lr = 3e-3f;
     o->place_temperature = 1.0f;
+    o->train_heads = 0;
     o->graphs_per_step = 1;
     o->switch_every = 1;
     o->seed = 1;
@@ -86,6 +87,8 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
     if (!(o->place_temperature >= 0.05f && o->place_temperature <= 100.0f))
         return gopt_error_set(err, GOPT_EINVAL, "trainer: placement temperature %g is outside 0.05..100",
                               (double)o->place_temperature);
+    if (o->train_heads != 0 && o->train_heads != 1)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: train heads = %d is not 0 or 1", o->train_heads);
     if (o->graphs_per_step < 1 || o->graphs_per_step > 256)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: graphs per step = %d is outside 1..256",
                               o->graphs_per_step);
@@ -148,6 +151,7 @@ gopt_status gopt_trainer_create(gopt_trainer **out, gopt_policy *policy, const g
                               pc->fusion_levels);
     if ((st = gopt_policy_set_threads(policy, o->sim_threads, err))) return st;
     if ((st = gopt_policy_set_task_temperature(policy, GOPT_TASK_PLACE, o->place_temperature, err))) return st;
+    if ((st = gopt_policy_set_train_heads(policy, o->train_heads, err))) return st;
     gopt_trainer *t = gopt_calloc(1, sizeof *t, err);
     if (!t) return GOPT_ENOMEM;
     t->pol = policy;

@@ -115,6 +115,16 @@ expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" 
 expect_err "option place_temperature was 2"
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --place-temperature 0
 expect_err "--place-temperature: 0 is out of range"
+# heads-only training: recorded in the state with its learning rate; resuming without it is refused;
+# anything but all|heads refused
+expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 3 -o "$TMP/th.ckpt" --samples 4 --quiet --train heads
+grep -q '"train": "heads"' "$TMP/th.ckpt.state" && ok || fail "--train heads not in the state"
+grep -q '"lr": 0.003' "$TMP/th.ckpt.state" && ok || fail "--train heads: its learning rate 3e-3 not in the state"
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 5 -o "$TMP/th.ckpt" --samples 4 --quiet --resume --lr 3e-3 --imitate-lr 1e-1
+expect_err 'option train was "heads", now missing'
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --train some
+expect_err "--train: 'some' is not all or heads"
+"$GOPT" finetune --help | grep -q -- "--train all|heads" && ok || fail "finetune --help lacks --train"
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --shrink 0
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --shrink 1.5
 expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --shrink 0.5
