@@ -17,6 +17,8 @@
  *    then the PPO step above): PPO steps until the time budget, printing the
  *    time at which the best step time found came within 1% of its final
  *    value. Target: final quality in < 60 s.
+ * Between them, the PPO step training the heads only (--train heads, the trunk
+ * reused) on the first graph, and its ratio to the whole network's step.
  * OPENBLAS_NUM_THREADS=1 is recommended on a shared machine.
  */
 #include <math.h>
@@ -240,6 +242,34 @@ int main(int argc, char **argv) {
                "calls; batched / per-sample %.2fx wall, %.2fx cpu\n",
                t2, c2, st2.backward_calls, t_step / t2, c_step / c2);
         gopt_trainer_free(tr2);
+    }
+
+    {
+        /* the heads alone (--train heads) in the same run: after one step (its forward computes the
+         * trunk), each step reuses the trunk and stops the backward at the heads */
+        gopt_trainer_options oh = o;
+        oh.imitate_steps = 0;
+        oh.train_heads = 1;
+        gopt_trainer *th = NULL;
+        CHECK(gopt_trainer_create(&th, pol, cm, &oh, &err));
+        gopt_graph *g3 = synth(nodes, 1, "bench_a", &err);
+        if (!g3) CHECK(GOPT_EINVAL);
+        CHECK(gopt_trainer_add_graph(th, g3, ref, &err));
+        gopt_trainer_stats st3;
+        CHECK(gopt_trainer_step(th, &st3, &err));
+        double hw[64], hc[64];
+        for (int r = 0; r < R; r++) {
+            t0 = gopt_now_seconds();
+            double c0 = cpu_seconds();
+            CHECK(gopt_trainer_step(th, &st3, &err));
+            hw[r] = gopt_now_seconds() - t0;
+            hc[r] = cpu_seconds() - c0;
+        }
+        const double h_step = bench_median(hw, R), hc_step = bench_median(hc, R);
+        printf("PPO step training the heads only (--train heads), best / median of %d steps: %.3f / %.3f s, cpu "
+               "%.3f s; %.2fx the whole network's step (wall, median), %.2fx cpu\n",
+               R, bench_minimum(hw, R), h_step, hc_step, h_step / t_step, hc_step / c_step);
+        gopt_trainer_free(th);
     }
 
     /* fine-tuning on a held-out graph of the same size */
