@@ -41,7 +41,8 @@
  *    --place-temperature (the trained policy's placement temperature; default 1);
  *    --finetune-train all|heads gopt finetune's --train (heads: only the heads and the decoder's
  *    conditioning train, at gopt finetune's learning rates for it, 3e-3 and 1e-1 for imitation,
- *    unless --finetune-lr). --go-ties: GO's
+ *    unless --finetune-lr; default gopt finetune's: heads, and all with the warm recipe, whose
+ *    shrink retrains the trunk). --go-ties: GO's
  *    order within a priority level (gopt_go_options.ties; default best).
  * Then the geometric means over graphs (per setting and over all) against
  * the targets of issue 14: greedy <= 1.00x, best of K <= 0.97x, fine-tuned
@@ -160,8 +161,8 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     o.place_temperature = (float)a->ft_place_t;
     o.train_heads = !strcmp(a->ft_train, "heads");
     if (o.train_heads) { /* gopt finetune --train heads' learning rates */
-        o.adam.lr = a->ft_lr > 0 ? (float)a->ft_lr : 3e-3f;
-        o.imitate_lr = 1e-1f;
+        o.adam.lr = a->ft_lr > 0 ? (float)a->ft_lr : GOPT_TRAINER_HEADS_LR;
+        o.imitate_lr = GOPT_TRAINER_HEADS_IMITATE_LR;
     }
     r->ft = INFINITY;
     if ((s = gopt_policy_load(&pol, ckpt, err)) || (s = gopt_trainer_checkpoint_tasks(ckpt, &o.tasks, err))) goto out;
@@ -259,7 +260,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
                       .checkpoint = NULL, .recipe = "ppo", .ties = "best", .samples = 16, .max_nodes = 0, .seed = 1,
                       .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 2, .ft_threads = 2,
                       .ft_imitate_every = 4, .ft_imitate_target = "best", .ft_place_t = 1.0,
-                      .ft_train = "all"};
+                      .ft_train = NULL};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -306,7 +307,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         a->ft_threads < 1 || a->ft_threads > 64 || !(a->ft_lr >= 0 && a->ft_lr < 1) || gopt_go_ties_parse(a->ties) < 0 ||
         a->ft_imitate_every < 0 || a->ft_imitate_every == 1 || a->ft_imitate_every > 1000000 ||
         (strcmp(a->ft_imitate_target, "reference") && strcmp(a->ft_imitate_target, "best")) ||
-        !(a->ft_place_t >= 0.05 && a->ft_place_t <= 100.0) || (strcmp(a->ft_train, "all") && strcmp(a->ft_train, "heads"))) {
+        !(a->ft_place_t >= 0.05 && a->ft_place_t <= 100.0) ||
+        (a->ft_train && strcmp(a->ft_train, "all") && strcmp(a->ft_train, "heads"))) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
                         ">= 0, --temperature 0.05..100, --set validation|train|test, --finetune-recipe ppo|warm, "
                         "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, "
@@ -314,6 +316,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
                         "--finetune-place-temperature 0.05..100, --finetune-train all|heads\n");
         return 2;
     }
+    if (!a->ft_train) a->ft_train = strcmp(a->recipe, "warm") ? "heads" : "all"; /* gopt finetune's default */
     return 0;
 }
 

@@ -39,11 +39,10 @@ static void on_signal(int sig) {
 /* and its PPO epochs per step: 2 buys about 1.7x the steps of 4 in a minute (docs/results.md,
  * "PPO epochs with self-imitation") */
 #define FT_EPOCHS 2
-/* --train heads: the learning rates that fit it (the heads alone need larger imitation steps; on
- * the pilots of docs/results.md, "Fine-tuning the heads", PPO at 3e-3 did as well as at 1e-2 on
- * bert_base and better on efficientnet_b0, 3e-2 worst there) */
-#define HEADS_LR 3e-3
-#define HEADS_IMITATE_LR 1e-1
+/* and what trains: the heads alone (--train heads), whose steps cost the decoder, not the network,
+ * so a minute buys 2-3x the steps (docs/results.md, "Fine-tuning the heads"); with --shrink < 1
+ * the whole network (the warm start + shrink recipe retrains the shrunk trunk) */
+#define FT_TRAIN_HEADS 1
 
 static void common_options_help(FILE *f) {
     fprintf(f,
@@ -73,10 +72,10 @@ static void common_options_help(FILE *f) {
             "  --place-temperature T (1) the trained policy's placement temperature, 0.05..100: above 1\n"
             "                    its samples try other devices (PPO stays on policy; greedy decisions do\n"
             "                    not change; docs/trainer.md)\n"
-            "  --train all|heads (all) heads: only the policy's task heads and the decoder's conditioning\n"
-            "                    train, the network's trunk stays; on one graph a step then costs the decoder,\n"
-            "                    not the network (docs/trainer.md); --lr and --imitate-lr then default to\n"
-            "                    3e-3 and 1e-1\n"
+            "  --train all|heads (all; finetune: heads, all with --shrink < 1) heads: only the policy's\n"
+            "                    task heads and the decoder's conditioning train, the network's trunk stays;\n"
+            "                    on one graph a step then costs the decoder, not the network (docs/trainer.md);\n"
+            "                    --lr and --imitate-lr then default to 3e-3 and 1e-1\n"
             "  --imitate-lr LR (3e-3)  --graphs-per-step B (1)  --switch-every N (1)\n"
             "  --backward batched|rounds (batched: one policy backward per epoch; rounds: one per\n"
             "                    distinct action, same gradient up to rounding, what docs/results.md used)\n"
@@ -157,7 +156,8 @@ static void finetune_usage(FILE *f) {
                "imitates the graph's reference for N cheap steps (a warm start), then PPO; the best solution\n"
                "reported is never worse than the zero-shot one. Self-imitation is on by default: every\n"
                "%dth step imitates the best solution found so far (--imitate-every %d --imitate-target best,\n"
-               "docs/trainer.md); --imitate-every 0 gives plain PPO. PPO runs --epochs %d per step by default.\n"
+               "docs/trainer.md); --imitate-every 0 gives plain PPO. PPO runs --epochs %d per step by default,\n"
+               "and only the policy's heads train (--train heads; --train all: the whole network).\n"
                "  --zero-shot-samples on|off (on) before the first step, also judge the pre-trained policy's\n"
                "                    --samples K samples (drawn from a stream of their own, so training is the\n"
                "                    same either way): the best found is then never worse than GO's best of K\n"
@@ -193,6 +193,7 @@ typedef struct {
     int zs_samples;      /* finetune: the pre-trained policy's K samples judged first (-1 unset: on) */
     int target_set;      /* --imitate-target given */
     int lr_set, imitate_lr_set; /* --lr, --imitate-lr given (--train heads has its own defaults) */
+    int train_set;              /* --train given */
     int runtime;         /* finetune --evaluator runtime: measured steps judge the samples */
     const char *device;  /* --device: where the network runs (NULL: the CPU) */
     gopt_rt_options rto; /* its backend, reps, clock */
@@ -524,6 +525,7 @@ static int parse_common(cli_args *a, train_args *ta) {
             return 2;
         }
         ta->o.train_heads = strcmp(s, "heads") == 0;
+        ta->train_set = 1;
     }
     else if (cli_opt_double(a, "--place-temperature", &x, 0.05, 100)) ta->o.place_temperature = (float)x;
     else if (cli_opt_str(a, "--imitate-target", &s)) {
@@ -935,8 +937,9 @@ static void args_init(train_args *ta) {
 }
 
 static int check_common(train_args *ta, const char *verb) {
-    if (ta->o.train_heads && !ta->lr_set) ta->o.adam.lr = (float)HEADS_LR;
-    if (ta->o.train_heads && !ta->imitate_lr_set) ta->o.imitate_lr = (float)HEADS_IMITATE_LR;
+    if (ta->finetune && !ta->train_set) ta->o.train_heads = FT_TRAIN_HEADS && ta->shrink == 1;
+    if (ta->o.train_heads && !ta->lr_set) ta->o.adam.lr = GOPT_TRAINER_HEADS_LR;
+    if (ta->o.train_heads && !ta->imitate_lr_set) ta->o.imitate_lr = GOPT_TRAINER_HEADS_IMITATE_LR;
     if (!ta->finetune && ta->zs_samples >= 0)
         return cli_usage_error(verb, "--zero-shot-samples is an option of gopt finetune");
     if (!ta->prof && !ta->profiles_s && !ta->manifest)

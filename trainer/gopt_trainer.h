@@ -52,6 +52,10 @@
 /* Every hyper-parameter; defaults (gopt_trainer_options_default) are
  * justified in docs/trainer.md. */
 #define GOPT_TRAINER_MAX_SAMPLES 1024 /* K samples per graph per step, at most */
+/* The learning rates that fit train_heads (Adam's lr, imitate_lr): the heads alone need larger
+ * steps than the whole network (docs/trainer.md, --train; chosen on single-graph pilots) */
+#define GOPT_TRAINER_HEADS_LR 3e-3f
+#define GOPT_TRAINER_HEADS_IMITATE_LR 1e-1f
 
 typedef struct {
     int samples;           /* K: solutions sampled per graph per step (16), 2..GOPT_TRAINER_MAX_SAMPLES */
@@ -79,7 +83,7 @@ typedef struct {
     int train_heads;       /* 1: only the policy's heads and the decoder's conditioning train
                               (gopt_policy_set_train_heads, which gopt_trainer_create sets): on one
                               graph a step skips the network's forward and backward; 0: every
-                              parameter (0) */
+                              parameter (0); its learning rates: GOPT_TRAINER_HEADS_LR below */
     int graphs_per_step;   /* graphs per PPO step (1) */
     int switch_every;      /* steps before moving on to the next graphs (1) */
     uint64_t seed;         /* trainer RNG (1) */

@@ -115,12 +115,20 @@ expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" 
 expect_err "option place_temperature was 2"
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --place-temperature 0
 expect_err "--place-temperature: 0 is out of range"
-# heads-only training: recorded in the state with its learning rate; resuming without it is refused;
-# anything but all|heads refused
+# heads-only training: recorded in the state with its learning rate; resuming with --train all is
+# refused; anything but all|heads refused. finetune's default: heads (the same run and state as
+# --train heads), the whole network with --train all or --shrink < 1
 expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 3 -o "$TMP/th.ckpt" --samples 4 --quiet --train heads
 grep -q '"train": "heads"' "$TMP/th.ckpt.state" && ok || fail "--train heads not in the state"
 grep -q '"lr": 0.003' "$TMP/th.ckpt.state" && ok || fail "--train heads: its learning rate 3e-3 not in the state"
-expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 5 -o "$TMP/th.ckpt" --samples 4 --quiet --resume --lr 3e-3 --imitate-lr 1e-1
+expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 3 -o "$TMP/td.ckpt" --samples 4 --quiet
+cmp -s "$TMP/th.ckpt" "$TMP/td.ckpt" && ok || fail "finetune's default is not --train heads"
+expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 2 -o "$TMP/ta.ckpt" --samples 4 --quiet --train all
+grep -q '"train"' "$TMP/ta.ckpt.state" && fail "--train all recorded heads" || ok
+grep -q '"lr": 0.001' "$TMP/ta.ckpt.state" && ok || fail "--train all: the whole network's learning rate 1e-3 not in the state"
+expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 2 -o "$TMP/ts.ckpt" --samples 4 --quiet --shrink 0.5
+grep -q '"train"' "$TMP/ts.ckpt.state" && fail "--shrink 0.5 trained the heads only" || ok
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 5 -o "$TMP/th.ckpt" --samples 4 --quiet --resume --train all --lr 3e-3 --imitate-lr 1e-1
 expect_err 'option train was "heads", now missing'
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --train some
 expect_err "--train: 'some' is not all or heads"
