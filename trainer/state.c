@@ -271,12 +271,22 @@ gopt_status gopt_trainer_checkpoint_tasks(const char *path, unsigned *tasks, gop
     return st;
 }
 
-/* Compare the saved options with the trainer's: name the first difference. */
+/* Compare the saved options with the trainer's: name the first difference. What trains is
+ * compared first: it sets the learning rates' defaults (gopt finetune), so a run resumed with the
+ * other kind would otherwise be told of its learning rate. */
 static gopt_status check_options(const gopt_trainer *t, json_t *saved, const char *state, gopt_error *err) {
     json_t *mine = options_json(t);
     const char *key;
     json_t *val;
     gopt_status st = GOPT_OK;
+    const int heads_saved = json_object_get(saved, "train") != NULL;
+    if (heads_saved != (t->o.train_heads != 0)) {
+        json_decref(mine);
+        return gopt_error_set(err, GOPT_EINVAL,
+                              "%s: option train was \"%s\", now \"%s\": resume with the same options (--train %s)",
+                              state, heads_saved ? "heads" : "all", t->o.train_heads ? "heads" : "all",
+                              heads_saved ? "heads" : "all");
+    }
     json_object_foreach(mine, key, val) {
         json_t *s = json_object_get(saved, key);
         int same = s && (json_is_number(val) ? json_is_number(s) && json_number_value(s) == json_number_value(val)

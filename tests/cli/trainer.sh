@@ -129,7 +129,10 @@ grep -q '"lr": 0.001' "$TMP/ta.ckpt.state" && ok || fail "--train all: the whole
 expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 2 -o "$TMP/ts.ckpt" --samples 4 --quiet --shrink 0.5
 grep -q '"train"' "$TMP/ts.ckpt.state" && fail "--shrink 0.5 trained the heads only" || ok
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 5 -o "$TMP/th.ckpt" --samples 4 --quiet --resume --train all --lr 3e-3 --imitate-lr 1e-1
-expect_err 'option train was "heads", now missing'
+expect_err 'option train was "heads", now "all"'
+# a run of the whole network resumed with finetune's default (heads) is told which --train to give
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 4 -o "$TMP/ta.ckpt" --samples 4 --quiet --resume
+expect_err 'option train was "all", now "heads": resume with the same options (--train all)'
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --train some
 expect_err "--train: 'some' is not all or heads"
 "$GOPT" finetune --help | grep -q -- "--train all|heads" && ok || fail "finetune --help lacks --train"
