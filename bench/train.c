@@ -64,6 +64,24 @@ static gopt_graph *synth(int nodes, uint64_t seed, const char *name, gopt_error 
     return g;
 }
 
+/* A trainer with options o on a synthetic graph of `nodes` nodes (seed, name; its reference ref,
+ * 0: computed). */
+static gopt_status trainer_on_synth(gopt_policy *pol, const gopt_costmodel *cm, const gopt_trainer_options *o, int nodes,
+                                    uint64_t seed, const char *name, double ref, gopt_trainer **out, gopt_error *err) {
+    gopt_trainer *t = NULL;
+    gopt_status st = gopt_trainer_create(&t, pol, cm, o, err);
+    if (st) return st;
+    gopt_graph *g = synth(nodes, seed, name, err);
+    if (!g) st = GOPT_EINVAL;
+    if (!st) st = gopt_trainer_add_graph(t, g, ref, err);
+    if (st) {
+        gopt_trainer_free(t);
+        return st;
+    }
+    *out = t;
+    return GOPT_OK;
+}
+
 int main(int argc, char **argv) {
     int nodes = argc > 1 ? atoi(argv[1]) : 10000, K = argc > 2 ? atoi(argv[2]) : 16, E = argc > 3 ? atoi(argv[3]) : 4;
     double ft_budget = argc > 4 ? atof(argv[4]) : 60.0;
@@ -228,10 +246,7 @@ int main(int argc, char **argv) {
         orr.imitate_steps = 0;
         orr.backward_rounds = 1;
         gopt_trainer *tr2 = NULL;
-        CHECK(gopt_trainer_create(&tr2, pol, cm, &orr, &err));
-        gopt_graph *g2 = synth(nodes, 1, "bench_a", &err);
-        if (!g2) CHECK(GOPT_EINVAL);
-        CHECK(gopt_trainer_add_graph(tr2, g2, ref, &err));
+        CHECK(trainer_on_synth(pol, cm, &orr, nodes, 1, "bench_a", ref, &tr2, &err));
         gopt_trainer_stats st2;
         t0 = gopt_now_seconds();
         double c2 = cpu_seconds();
@@ -251,10 +266,7 @@ int main(int argc, char **argv) {
         oh.imitate_steps = 0;
         oh.train_heads = 1;
         gopt_trainer *th = NULL;
-        CHECK(gopt_trainer_create(&th, pol, cm, &oh, &err));
-        gopt_graph *g3 = synth(nodes, 1, "bench_a", &err);
-        if (!g3) CHECK(GOPT_EINVAL);
-        CHECK(gopt_trainer_add_graph(th, g3, ref, &err));
+        CHECK(trainer_on_synth(pol, cm, &oh, nodes, 1, "bench_a", ref, &th, &err));
         gopt_trainer_stats st3;
         CHECK(gopt_trainer_step(th, &st3, &err));
         double hw[64], hc[64];
@@ -276,10 +288,8 @@ int main(int argc, char **argv) {
     gopt_trainer_options of = o;
     of.imitate_steps = 0;
     gopt_trainer *ft = NULL;
-    CHECK(gopt_trainer_create(&ft, pol, cm, &of, &err));
-    gopt_graph *h = synth(nodes, 2, "bench_b", &err);
-    if (!h) CHECK(GOPT_EINVAL);
-    CHECK(gopt_trainer_add_graph(ft, h, 0, &err));
+    CHECK(trainer_on_synth(pol, cm, &of, nodes, 2, "bench_b", 0, &ft, &err));
+    const gopt_graph *h = gopt_trainer_graph(ft, 0);
     double href = gopt_trainer_reference(ft, 0, &m);
     gopt_decisions dh = {0};
     CHECK(gopt_decisions_init(&dh, gopt_graph_num_nodes(h), &err));
