@@ -82,6 +82,19 @@ static gopt_status trainer_on_synth(gopt_policy *pol, const gopt_costmodel *cm, 
     return GOPT_OK;
 }
 
+/* R PPO steps of trainer t in a row: each one's wall and CPU seconds in tw, tc; st: the last's. */
+static gopt_status timed_steps(gopt_trainer *t, int R, double *tw, double *tc, gopt_trainer_stats *st,
+                               gopt_error *err) {
+    for (int r = 0; r < R; r++) {
+        const double t0 = gopt_now_seconds(), c0 = cpu_seconds();
+        gopt_status s = gopt_trainer_step(t, st, err);
+        if (s) return s;
+        tw[r] = gopt_now_seconds() - t0;
+        tc[r] = cpu_seconds() - c0;
+    }
+    return GOPT_OK;
+}
+
 int main(int argc, char **argv) {
     int nodes = argc > 1 ? atoi(argv[1]) : 10000, K = argc > 2 ? atoi(argv[2]) : 16, E = argc > 3 ? atoi(argv[3]) : 4;
     double ft_budget = argc > 4 ? atof(argv[4]) : 60.0;
@@ -223,13 +236,7 @@ int main(int argc, char **argv) {
     printf("imitation warm start: %d steps in %.2f s (%.3f s/step)\n", o.imitate_steps, gopt_now_seconds() - t0,
            (gopt_now_seconds() - t0) / o.imitate_steps);
     double tw[64], tc[64];
-    for (int r = 0; r < R; r++) {
-        t0 = gopt_now_seconds();
-        double c0 = cpu_seconds();
-        CHECK(gopt_trainer_step(tr, &st, &err));
-        tw[r] = gopt_now_seconds() - t0;
-        tc[r] = cpu_seconds() - c0;
-    }
+    CHECK(timed_steps(tr, R, tw, tc, &st, &err));
     const double t_best = bench_minimum(tw, R), c_best = bench_minimum(tc, R);
     const double t_step = bench_median(tw, R), c_step = bench_median(tc, R);
     double fb = t_fwd + t_bwd;
@@ -270,13 +277,7 @@ int main(int argc, char **argv) {
         gopt_trainer_stats st3;
         CHECK(gopt_trainer_step(th, &st3, &err));
         double hw[64], hc[64];
-        for (int r = 0; r < R; r++) {
-            t0 = gopt_now_seconds();
-            double c0 = cpu_seconds();
-            CHECK(gopt_trainer_step(th, &st3, &err));
-            hw[r] = gopt_now_seconds() - t0;
-            hc[r] = cpu_seconds() - c0;
-        }
+        CHECK(timed_steps(th, R, hw, hc, &st3, &err));
         const double h_step = bench_median(hw, R), hc_step = bench_median(hc, R);
         printf("PPO step training the heads only (--train heads), best / median of %d steps: %.3f / %.3f s, cpu "
                "%.3f s; %.2fx the whole network's step (wall, median), %.2fx cpu\n",
