@@ -279,8 +279,9 @@ static gopt_status check_options(const gopt_trainer *t, json_t *saved, const cha
     const char *key;
     json_t *val;
     gopt_status st = GOPT_OK;
-    const int heads_saved = json_object_get(saved, "train") != NULL;
-    if (heads_saved != (t->o.train_heads != 0)) {
+    const json_t *tsaved = json_object_get(saved, "train"); /* "heads", or absent: all (options_json) */
+    const int heads_saved = json_is_string(tsaved) && strcmp(json_string_value(tsaved), "heads") == 0;
+    if ((!tsaved || heads_saved) && heads_saved != (t->o.train_heads != 0)) { /* else the loops name it */
         json_decref(mine);
         return gopt_error_set(err, GOPT_EINVAL,
                               "%s: option train was \"%s\", now \"%s\": resume with the same options (--train %s)",

@@ -133,6 +133,10 @@ expect_err 'option train was "heads", now "all"'
 # a run of the whole network resumed with finetune's default (heads) is told which --train to give
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 4 -o "$TMP/ta.ckpt" --samples 4 --quiet --resume
 expect_err 'option train was "all", now "heads": resume with the same options (--train all)'
+# a damaged value is named as it stands (not taken for heads)
+sed 's/"train": "heads"/"train": "bogus"/' "$TMP/th.ckpt.state" > "$TMP/tb.state" && cp "$TMP/th.ckpt" "$TMP/tb.ckpt" && mv "$TMP/tb.state" "$TMP/tb.ckpt.state"
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 5 -o "$TMP/tb.ckpt" --samples 4 --quiet --resume --train all --lr 3e-3 --imitate-lr 1e-1
+expect_err 'option train was "bogus", now missing'
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --train some
 expect_err "--train: 'some' is not all or heads"
 "$GOPT" finetune --help | grep -q -- "--train all|heads" && ok || fail "finetune --help lacks --train"
