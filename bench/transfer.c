@@ -11,7 +11,7 @@
  *                       [--finetune-train all|heads]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
- * rows whose split is --set: validation (the default), train or test):
+ * rows whose split is --set: validation (the default), train, test or holdout):
  *  - every placement method x {fifo, cp} x {none, xla, tvm} through the
  *    optimizer registry (gopt_bl_optimize, the simulator as evaluator); the
  *    best of them that fits in memory is the reference of the ratios ("best
@@ -68,6 +68,11 @@
 #define MAX_ITEMS 64
 #define NCOMBO 42
 
+/* the splits of graphs/real/splits.tsv */
+static int is_split(const char *s) {
+    return !strcmp(s, "train") || !strcmp(s, "validation") || !strcmp(s, "test") || !strcmp(s, "holdout");
+}
+
 static const char *const PLACERS[] = {"single", "expert", "metis", "heft", "mtopo", "metf", "msct"};
 static const char *const SCHEDS[] = {"fifo", "cp"};
 static const char *const FUSERS[] = {"none", "xla", "tvm"};
@@ -117,8 +122,8 @@ static int read_split(const char *path, const char *set, char names[][64], int m
         ln++;
         if (line[0] == '#' || line[0] == '\n') continue;
         char *model = strtok(line, "\t\n"), *sp = strtok(NULL, "\t\n");
-        if (!model || !sp || (strcmp(sp, "train") && strcmp(sp, "validation") && strcmp(sp, "test"))) {
-            fprintf(stderr, "bench_transfer: %s:%d: split '%s' is not train, validation or test\n", path, ln,
+        if (!model || !sp || !is_split(sp)) {
+            fprintf(stderr, "bench_transfer: %s:%d: split '%s' is not train, validation, test or holdout\n", path, ln,
                     sp ? sp : "(missing)");
             fclose(f);
             return -1;
@@ -302,7 +307,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         }
     }
     if (a->samples < 0 || a->samples > 4096 || a->sa_budget < 0 || a->ft_seconds < 0 || a->max_nodes < 0 ||
-        a->seed < 0 || !(a->temperature >= 0.05 && a->temperature <= 100.0) || (strcmp(a->set, "validation") && strcmp(a->set, "train") && strcmp(a->set, "test")) ||
+        a->seed < 0 || !(a->temperature >= 0.05 && a->temperature <= 100.0) || !is_split(a->set) ||
         (strcmp(a->recipe, "ppo") && strcmp(a->recipe, "warm")) || a->ft_epochs < 0 || a->ft_epochs > 64 ||
         a->ft_threads < 1 || a->ft_threads > 64 || !(a->ft_lr >= 0 && a->ft_lr < 1) || gopt_go_ties_parse(a->ties) < 0 ||
         a->ft_imitate_every < 0 || a->ft_imitate_every == 1 || a->ft_imitate_every > 1000000 ||
@@ -310,7 +315,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         !(a->ft_place_t >= 0.05 && a->ft_place_t <= 100.0) ||
         (a->ft_train && strcmp(a->ft_train, "all") && strcmp(a->ft_train, "heads"))) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
-                        ">= 0, --temperature 0.05..100, --set validation|train|test, --finetune-recipe ppo|warm, "
+                        ">= 0, --temperature 0.05..100, --set validation|train|test|holdout, --finetune-recipe ppo|warm, "
                         "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, "
                         "--finetune-imitate-every 0 or >= 2, --finetune-imitate-target reference|best, "
                         "--finetune-place-temperature 0.05..100, --finetune-train all|heads\n");
@@ -325,7 +330,7 @@ int main(int argc, char **argv) {
     int pr = parse_args(argc, argv, &a);
     if (pr) {
         fprintf(pr == 1 ? stdout : stderr,
-                "usage: bench_transfer [--split FILE] [--set validation|train|test] [--graphs a,b,...] [--max-nodes N]\n"
+                "usage: bench_transfer [--split FILE] [--set validation|train|test|holdout] [--graphs a,b,...] [--max-nodes N]\n"
                 "                      [--profiles P1,P2] [--devices 4,8] [--checkpoint C] [--samples K]\n"
                 "                      [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]\n"
                 "                      [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]\n"

@@ -559,6 +559,12 @@ def models():
     vision("convnext_base", "convnext", "adam")
     vision("swin_b", "swin", "adam")
     vision("vit_l_16", "vit", "adam")
+    # the holdout split (added 2026-11-27): judged once, never used for a choice
+    vision("maxvit_t", "maxvit", "adam")
+    vision("swin_v2_t", "swin", "adam", side=256)
+    vision("efficientnet_b1", "efficientnet", side=240)
+    vision("regnet_y_800mf", "regnet")
+    vision("convnext_large", "convnext", "adam")
     for k in table.values():
         if k.inputs is None:
             k.inputs = lambda b, s: (torch.randn(b, 3, s, s), _ids(b))
@@ -638,6 +644,26 @@ def models():
     table["wav2vec_small"] = Spec(lambda b, s: tm.Wav2Vec(d=512, layers=6, heads=8), xent,
                                   lambda b, s: (torch.randn(b, s), _ids(b, wav_frames(s))), "wav2vec", "adam", 8,
                                   32000, "wav2vec 2.0-style encoder: conv feature extractor + 6 blocks d 512")
+    # the holdout split (added 2026-11-27)
+    gpt("gpt_deep", 32000, 512, 24, 8, 8, 256)
+    gpt("moe_large", 32000, 1024, 12, 16, 4, 256, moe_every=2, experts=32)
+    table["bert_medium"] = Spec(lambda b, s: tm.BERT(30522, 512, 8, 8, s), xent, lm, "bert", "adam", 32, 128,
+                                "BERT-style encoder, 8 layers, d 512, masked-LM head, vocab 30k")
+    table["transformer_big"] = Spec(lambda b, s: TransformerMT(vocab=32000, d=1024, layers=6), seq_loss,
+                                    lambda b, s: (_ids(s, b), _ids(s, b), _ids(s, b)), "transformer", "adam", 8, 64,
+                                    "nn.Transformer 6+6, d 1024, vocab 32k")
+    table["lstm_wide_classifier"] = Spec(lambda b, s: tm.RNNClassifier(20000, 512, 1024, 3, False), xent, tb, "lstm",
+                                         "adam", 32, 30, "sentence classifier: 3-layer LSTM 1024")
+    table["dlrm_mid"] = Spec(lambda b, s: tm.DLRM(13, [10 ** (4 + i % 3) for i in range(20)], 32, [512, 256, 32],
+                                                  [512, 256]), tm.bce, rec(20), "dlrm", "sgd", 1024, 0,
+                             "DLRM, 20 tables of 10k-1M rows, dim 32")
+    table["unet_deep"] = Spec(lambda b, s: tm.UNet(base=32, depth=5), tm.pixel_xent, img_seg, "unet", "adam", 8, 256,
+                              "U-Net, 5 levels, base width 32, 21 classes")
+    table["conformer_large"] = Spec(lambda b, s: tm.Conformer(d=512, layers=12, heads=8), xent, frames, "conformer",
+                                    "adam", 8, 400, "Conformer-L-like speech encoder: 12 blocks, d 512")
+    table["wav2vec_base"] = Spec(lambda b, s: tm.Wav2Vec(d=768, layers=12, heads=12), xent,
+                                 lambda b, s: (torch.randn(b, s), _ids(b, wav_frames(s))), "wav2vec", "adam", 4,
+                                 32000, "wav2vec 2.0-style encoder: conv feature extractor + 12 blocks d 768")
     table["wavenet"] = Spec(lambda b, s: tm.WaveNet(), xent, lambda b, s: (_ids(b, s), _ids(b, s)), "wavenet",
                             "adam", 4, 4096, "WaveNet: 2 stacks of 10 dilated causal blocks, 64 residual, "
                             "256 skip channels, 256 classes")  # test split
