@@ -10,10 +10,16 @@
  * |error|, and per graph Spearman's rank correlation of the methods' simulated and measured
  * orderings. Targets (docs/fidelity.md): median |error| <= 10%, rank correlation >= 0.9.
  *
- * Usage: bench_fidelity [--profile P] [--clock wall|cpu|cpu-min] [--reps R] [--devices N] [--quick]
- * (default: the shipped CPU profile, the cpu-min clock, 5 repetitions, all its devices). Run it on a
- * quiet machine, under OPENBLAS_NUM_THREADS=1. Cost: about 30 graph x method pairs, each a
- * method's decision plus 1 + R real steps (10 ms - 1 s each): a few minutes.
+ * Usage: bench_fidelity [--backend cpu|cuda] [--profile P] [--clock wall|cpu|cpu-min] [--reps R]
+ *                       [--devices N] [--quick]
+ * (default: the CPU backend, the shipped CPU profile, the cpu-min clock, 5 repetitions, all its
+ * devices). Run it on a quiet machine, under OPENBLAS_NUM_THREADS=1. Cost: about 30 graph x method
+ * pairs, each a method's decision plus 1 + R real steps (10 ms - 1 s each): a few minutes.
+ *
+ * --backend cuda (--profile required: one calibrated on the same GPUs, gopt profile calibrate
+ * --backend cuda; the wall clock, from CUDA events): the same windows over graphs sized for a
+ * GPU (the zoo's default sizes, graphs/real's larger exports); with one GPU every method is
+ * single-device, so the methods are the schedule x fusion combinations. Exit code 3 without a GPU.
  */
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +32,11 @@
 
 static const char *const METHODS[] = {"single", "heft+cp", "metis+fifo", "msct+cp+xla", "single+cp+tvm", "mtopo"};
 #define NMETHODS ((int)(sizeof METHODS / sizeof METHODS[0]))
+/* one GPU: everything on it; the methods differ in schedule and fusion */
+static const char *const METHODS_1GPU[] = {"single+fifo", "single+cp", "single+fifo+xla",
+                                           "single+cp+xla", "single+fifo+tvm", "single+cp+tvm"};
+#define NMETHODS_1GPU ((int)(sizeof METHODS_1GPU / sizeof METHODS_1GPU[0]))
+#define MAXMETHODS (NMETHODS > NMETHODS_1GPU ? NMETHODS : NMETHODS_1GPU)
 
 typedef struct {
     const char *family; /* a zoo family, or NULL for a file under graphs/real */
@@ -41,24 +52,52 @@ static const bench_graph GRAPHS[] = {
 };
 #define NGRAPHS ((int)(sizeof GRAPHS / sizeof GRAPHS[0]))
 
+/* sized for a GPU: 10 ms - 1 s a step on one H100-class device */
+static const bench_graph GRAPHS_GPU[] = {
+    {"resnet", 50, 32, 224, NULL},        {"inception_v3", 0, 32, 299, NULL}, {"rnnlm", 2, 64, 20, NULL},
+    {"transformer_xl", 2, 16, 1024, NULL}, {"gnmt", 2, 64, 40, NULL},          {"wavenet", 10, 4, 16000, NULL},
+    {"amoebanet", 2, 16, 331, NULL},       {NULL, 0, 0, 0, "seq2seq.graphml.gz"},
+    {NULL, 0, 0, 0, "lstm_lm.graphml.gz"}, {NULL, 0, 0, 0, "transformer.graphml.gz"},
+    {NULL, 0, 0, 0, "resnet50.graphml.gz"}, {NULL, 0, 0, 0, "bert_base.graphml.gz"},
+    {NULL, 0, 0, 0, "gpt2_small.graphml.gz"}, {NULL, 0, 0, 0, "dlrm.graphml.gz"},
+};
+#define NGRAPHS_GPU ((int)(sizeof GRAPHS_GPU / sizeof GRAPHS_GPU[0]))
+
 static void skip_method(void *graph_name, const char *method, const char *reason) {
     printf("%-26s %-14s no valid decisions (%s)\n", (const char *)graph_name, method, reason);
 }
 
 int main(int argc, char **argv) {
-    const char *prof_path = GOPT_SOURCE_DIR "/profiles/cpu-epyc-2core-measured.json", *clock = "cpu-min";
+    const char *prof_path = NULL, *clock = NULL, *backend = "cpu";
     int reps = 5, ndev = 0, quick = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--profile") && i + 1 < argc) prof_path = argv[++i];
+        else if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
         else if (!strcmp(argv[i], "--clock") && i + 1 < argc) clock = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--devices") && i + 1 < argc) ndev = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else {
-            fprintf(stderr, "usage: bench_fidelity [--profile P] [--clock wall|cpu|cpu-min] [--reps R] [--devices N] [--quick]\n");
+            fprintf(stderr, "usage: bench_fidelity [--backend cpu|cuda] [--profile P] [--clock wall|cpu|cpu-min] "
+                            "[--reps R] [--devices N] [--quick]\n");
             return 2;
         }
     }
+    const int cuda = !strcmp(backend, "cuda");
+    if (!cuda && strcmp(backend, "cpu")) {
+        fprintf(stderr, "bench_fidelity: --backend '%s': expected cpu or cuda\n", backend);
+        return 2;
+    }
+    if (cuda && !prof_path) {
+        fprintf(stderr, "bench_fidelity: --backend cuda needs --profile (gopt profile calibrate --backend cuda)\n");
+        return 2;
+    }
+    if (!prof_path) prof_path = GOPT_SOURCE_DIR "/profiles/cpu-epyc-2core-measured.json";
+    if (!clock) clock = cuda ? "wall" : "cpu-min";
+    const char *const *methods = cuda ? METHODS_1GPU : METHODS;
+    const int nmethods = cuda ? NMETHODS_1GPU : NMETHODS;
+    const bench_graph *graphs = cuda ? GRAPHS_GPU : GRAPHS;
+    const int ngraphs = cuda ? NGRAPHS_GPU : NGRAPHS;
     int ck = gopt_rt_clock_parse(clock);
     if (ck < 0 || reps < 1 || ndev < 0) {
         fprintf(stderr, "bench_fidelity: bad --clock, --reps or --devices\n");
@@ -72,26 +111,31 @@ int main(int argc, char **argv) {
         return 2;
     }
     int nd = gopt_cost_num_devices(cm);
-    printf("fidelity of the simulator against the runtime: profile %s (%d devices), clock %s, median of %d steps\n",
-           gopt_profile_name(prof), nd, clock, reps);
+    if (cuda && nd != 1) {
+        fprintf(stderr, "bench_fidelity: --backend cuda measures one GPU (--devices 1), not %d devices\n", nd);
+        return 2;
+    }
+    printf("fidelity of the simulator against the runtime (%s): profile %s (%d devices), clock %s, median of %d steps\n",
+           backend, gopt_profile_name(prof), nd, clock, reps);
     printf("%-26s %-14s %11s %11s %8s %9s %7s\n", "graph", "method", "sim (ms)", "real (ms)", "error", "sim/real",
            "spread");
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);
     gopt_bl_options bo = {.seed = 1};
-    gopt_rt_options ro = {.backend = GOPT_RT_CPU, .warmup = 1, .reps = reps, .clock = (gopt_rt_clock)ck};
-    double abs_err[NGRAPHS * NMETHODS], rhos[NGRAPHS];
+    gopt_rt_options ro = {.backend = cuda ? GOPT_RT_CUDA : GOPT_RT_CPU, .warmup = 1, .reps = reps,
+                          .clock = (gopt_rt_clock)ck};
+    double abs_err[NGRAPHS_GPU * MAXMETHODS], rhos[NGRAPHS_GPU];
     int nerr = 0, nrho = 0, rc = 0;
     double t0 = gopt_now_seconds();
-    for (int gi = 0; gi < NGRAPHS && rc == 0; gi++) {
+    for (int gi = 0; gi < ngraphs && rc == 0; gi++) {
         if (quick && gi >= 2) break;
-        const bench_graph *bg = &GRAPHS[gi];
+        const bench_graph *bg = &graphs[gi];
         gopt_graph *g = NULL;
         gopt_sim *sim = NULL;
         gopt_sim_scratch *s = NULL;
         gopt_runtime *rt = NULL;
-        gopt_decisions ds[NMETHODS];
-        const char *names[NMETHODS];
+        gopt_decisions ds[MAXMETHODS];
+        const char *names[MAXMETHODS];
         int n = 0;
         memset(ds, 0, sizeof ds);
         gopt_status st;
@@ -129,19 +173,19 @@ int main(int argc, char **argv) {
                    r0.step_time_s * 1e3);
             goto next;
         }
-        if ((st = gopt_bl_optimize_each(&reg, METHODS, NMETHODS, sim, cm, &bo, ds, names, &n, skip_method,
+        if ((st = gopt_bl_optimize_each(&reg, methods, nmethods, sim, cm, &bo, ds, names, &n, skip_method,
                                         (void *)gopt_graph_name(g), &err))) {
             fprintf(stderr, "bench_fidelity: %s: %s\n", gopt_graph_name(g), err.msg);
             rc = 1;
             goto next;
         }
-        gopt_rt_fidelity_row rows[NMETHODS];
+        gopt_rt_fidelity_row rows[MAXMETHODS];
         if ((st = gopt_rt_fidelity(rt, ds, n, &ro, rows, &err))) {
             fprintf(stderr, "bench_fidelity: %s: %s\n", gopt_graph_name(g), err.msg);
-            rc = 1;
+            rc = st == GOPT_EUNSUP ? 3 : 1;
             goto next;
         }
-        double xs[NMETHODS], ys[NMETHODS];
+        double xs[MAXMETHODS], ys[MAXMETHODS];
         for (int j = 0; j < n; j++) {
             xs[j] = rows[j].sim_s;
             ys[j] = rows[j].real_s;

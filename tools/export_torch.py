@@ -48,7 +48,10 @@ def _conv_backward_meta(grad_out, inp, weight, bias_sizes, stride, padding, dila
 
 
 _META_LIB = torch.library.Library("aten", "IMPL", "Meta")
-_META_LIB.impl("convolution_backward", _conv_backward_meta)
+try:
+    _META_LIB.impl("convolution_backward", _conv_backward_meta)
+except RuntimeError:  # a torch that has its own (2.x refuses a second one): use it
+    pass
 
 # ---- aten op -> schema class -------------------------------------------------------
 ATEN_CLASS = {

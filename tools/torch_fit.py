@@ -42,9 +42,17 @@ ones the fit did not see) it exports the step, simulates it on one device with -
 FITTED (`gopt sim --devices 1`), runs PyTorch's step (W warm-up, R timed by thread CPU time) and
 prints both simulators' errors against PyTorch's fastest and median step, and their median |error|.
 
+With --device cuda the same is done on the first GPU, for a profile of that GPU (gopt profile
+calibrate --backend cuda): steps are timed by the wall clock around synchronized steps, each kind's
+time is its kernels' GPU time under torch.profiler (not scaled: the profiler does not inflate it),
+the framework's overhead is the step less the kernels and the profile's launch per kernel (the GPU
+idle while Python dispatches), there is no fresh-output probe, and the graph of a model at the
+exporter's default size is graphs/real's (no export on the GPU machine).
+
 Usage: /usr/bin/python3 tools/torch_fit.py --profile P -o OUT.json [--name NAME] [--gopt build/gopt]
-           [--reps R] [--warmup W] [--profiled P] [--no-fresh] [--json] MODEL[:BATCH[:SEQ]]...
-       /usr/bin/python3 tools/torch_fit.py --profile P --evaluate FITTED [--reps R] [--json] MODEL[:BATCH[:SEQ]]...
+           [--reps R] [--warmup W] [--profiled P] [--no-fresh] [--device cpu|cuda] [--json] MODEL[:BATCH[:SEQ]]...
+       /usr/bin/python3 tools/torch_fit.py --profile P --evaluate FITTED [--reps R] [--device cpu|cuda] [--json]
+           MODEL[:BATCH[:SEQ]]...
 Exit codes: 0 ok, 2 bad usage (unknown model, a validation model to fit, bad size), 3 no torch.
 """
 import argparse
@@ -124,9 +132,15 @@ def kind_of(ev, class_of, in_optimizer):
     return cls
 
 
-def profiled_kinds(prof, class_of):
+def device_time_us(ev):
+    """An event's GPU time with its sub-events' (torch 2: device_time_total; 1.13: cuda_time_total)."""
+    t = getattr(ev, "device_time_total", None)
+    return t if t is not None else ev.cuda_time_total
+
+
+def profiled_kinds(prof, class_of, gpu=False):
     """Seconds per kind of the events of a profiled run: each event of a known kind counts with
-    its sub-events; the rest is overhead."""
+    its sub-events (their CPU time; gpu: their kernels' GPU time); the rest is overhead."""
     per = dict.fromkeys(KINDS, 0.0)
     events = list(prof.events())
     children = {}
@@ -143,7 +157,7 @@ def profiled_kinds(prof, class_of):
         opt = opt or ev.name == "gopt::optimizer"
         k = kind_of(ev, class_of, opt)
         if k is not None:
-            per[k] += ev.cpu_time_total * 1e-6
+            per[k] += (device_time_us(ev) if gpu else ev.cpu_time_total) * 1e-6
         else:
             stack.extend((c, opt) for c in children.get(id(ev), []))
     return per
@@ -207,22 +221,47 @@ def gopt_step(gopt, graph, profile):
     return json.loads(out.stdout)["step_time_s"]
 
 
-def evaluate(args, chosen, ex, torch_step, split_of, table):
+def model_graph(args, ex, table, name, batch, seq, tmp):
+    """The graph of the model's step: on cuda, graphs/real's export when the size is the
+    exporter's default (the same trace; no export on the GPU machine's torch); else a fresh export."""
+    spec = table[name]
+    shipped = os.path.join(HERE, "..", "graphs", "real", f"{name}.graphml.gz")
+    if args.device == "cuda" and batch == spec.batch and seq == spec.seq and os.path.exists(shipped):
+        return shipped
+    graph = os.path.join(tmp, f"{name}.graphml.gz")
+    ex.export(name, spec, batch, seq, None, graph)
+    return graph
+
+
+def measured_steps(args, torch, torch_step, step, flat):
+    """The timed steps' seconds: thread CPU time on cpu, wall clock around synchronized steps on cuda."""
+    if args.device == "cuda":
+        walls, _ = torch_step.time_steps(step, flat, args.warmup, args.reps, torch.cuda.synchronize)
+        return walls
+    _, cpus = torch_step.time_steps(step, flat, args.warmup, args.reps)
+    return cpus
+
+
+def evaluate(args, chosen, ex, torch_step, split_of, table, torch):
     """The simulator's error against PyTorch's step, with the base and the fitted profile."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="torch_eval_") as tmp:
         for name, batch, seq in chosen:
-            graph = os.path.join(tmp, f"{name}.graphml.gz")
-            ex.export(name, table[name], batch, seq, None, graph)
+            graph = model_graph(args, ex, table, name, batch, seq, tmp)
             before, after = gopt_step(args.gopt, graph, args.profile), gopt_step(args.gopt, graph, args.evaluate)
-            step, flat = torch_step.build_step(ex, table[name], batch, seq)
-            _, cpus = torch_step.time_steps(step, flat, args.warmup, args.reps)
+            try:
+                step, flat = torch_step.build_step(ex, table[name], batch, seq, args.device)
+                cpus = measured_steps(args, torch, torch_step, step, flat)
+            except RuntimeError as e:  # one model PyTorch cannot run here does not cost the others
+                print(f"{name}: skipped: PyTorch failed: {str(e).splitlines()[0]}", file=sys.stderr, flush=True)
+                continue
             lo, med = min(cpus), statistics.median(cpus)
             rows.append({"model": name, "split": split_of.get(name, "-"), "batch": batch, "seq": seq,
                          "torch_cpu_s": cpus, "torch_min_s": lo, "torch_median_s": med, "sim_before_s": before,
                          "sim_after_s": after, "err_before_min": before / lo - 1, "err_before_median": before / med - 1,
                          "err_after_min": after / lo - 1, "err_after_median": after / med - 1})
-            print(f"{name}: done", file=sys.stderr, flush=True)
+            print(f"{name}: PyTorch {1e3 * lo:.2f} ms, sim {1e3 * before:.2f} ms before, {1e3 * after:.2f} ms after",
+                  file=sys.stderr, flush=True)
     print(f"{'model':22s} {'split':10s} {'PyTorch min (median) ms':>24s} {'sim before ms':>14s} {'error':>16s} "
           f"{'sim after ms':>13s} {'error':>16s}")
     for r in rows:
@@ -252,8 +291,12 @@ def main(argv=None):
     ap.add_argument("--profiled", type=int, default=1, help="steps under torch.profiler (default 1)")
     ap.add_argument("--no-fresh", action="store_true",
                     help="measure and fit no fresh-output costs (the fit of commit 34950da)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="where PyTorch runs (default cpu; cuda: the first GPU, steps by wall clock, kinds by "
+                         "their kernels' GPU time, no fresh-output probe; fit a profile of that GPU)")
     ap.add_argument("--json", action="store_true", help="print the per-model figures as JSON")
     args = ap.parse_args(argv)
+    gpu = args.device == "cuda"
     root = os.path.abspath(os.path.join(HERE, ".."))
     import torch_step
     mods = torch_step.import_torch("torch_fit.py")
@@ -275,8 +318,11 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     torch.set_num_threads(1)
+    if gpu and not torch.cuda.is_available():
+        print("torch_fit.py: --device cuda: this torch sees no GPU", file=sys.stderr)
+        return 3
     if args.evaluate:
-        return evaluate(args, chosen, ex, torch_step, split_of, table)
+        return evaluate(args, chosen, ex, torch_step, split_of, table, torch)
     with open(args.profile) as f:
         text = f.read()
     prof_json = json.loads(text)
@@ -286,7 +332,7 @@ def main(argv=None):
         return 2
     rows = []
     fresh = None
-    if not args.no_fresh:
+    if not args.no_fresh and not gpu:
         fresh = fresh_output_curve(torch)
         print("fresh output: " + ", ".join(f"{nb >> 10} KiB {1e6 * t:.1f} us" for nb, t in fresh), file=sys.stderr,
               flush=True)
@@ -301,37 +347,48 @@ def main(argv=None):
                                                "command": "probe", "factors": {"gemm": 1.0}, "fresh_output": fresh}))
         for name, batch, seq in chosen:
             spec = table[name]
-            graph = os.path.join(tmp, f"{name}.graphml.gz")
-            ex.export(name, spec, batch, seq, None, graph)
+            graph = model_graph(args, ex, table, name, batch, seq, tmp)
             g = gopt_kinds(args.gopt, graph, bare)
             gf = gopt_kinds(args.gopt, graph, priced) if fresh else g
-            step, flat = torch_step.build_step(ex, spec, batch, seq)
-            _, cpus = torch_step.time_steps(step, flat, args.warmup, args.reps)
+            try:
+                step, flat = torch_step.build_step(ex, spec, batch, seq, args.device)
+                cpus = measured_steps(args, torch, torch_step, step, flat)
+            except RuntimeError as e:  # left out of the fit (and of its provenance), said so
+                print(f"{name}: skipped: PyTorch failed: {str(e).splitlines()[0]}", file=sys.stderr, flush=True)
+                continue
             per, total = dict.fromkeys(KINDS, 0.0), 0.0
+            acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if gpu else [])
             for _ in range(args.profiled):
-                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                            record_shapes=True) as prof:
+                with torch.profiler.profile(activities=acts, record_shapes=True) as prof:
                     w0 = time.perf_counter()
                     step(*flat)
+                    if gpu:
+                        torch.cuda.synchronize()
                     t = time.perf_counter() - w0
-                p = profiled_kinds(prof, ex.CLASS_OF)
+                p = profiled_kinds(prof, ex.CLASS_OF, gpu)
                 for k in KINDS:
                     per[k] += p[k] / args.profiled
                 total += t / args.profiled
             cpu = min(cpus)
-            scale = cpu / total if total > 0 else 0.0
+            # CPU: the profiler inflates CPU time, so the kinds are scaled to the fastest step; GPU: the
+            # kernels' own times are not inflated
+            scale = 1.0 if gpu else cpu / total if total > 0 else 0.0
             torch_k = {k: per[k] * scale for k in KINDS}
             kernels = sum(g["by_kind"][k]["ops"] for k in KINDS)
             dispatched = g["dispatched_ops"]  # not backward: run from Python, not by the autograd engine
+            # GPU: the kernels' times hold no launch; what the step spends beyond them and the profile's
+            # launch per kernel is the framework's (the GPU idle while Python dispatches)
+            overhead = cpu - sum(torch_k.values()) - (kernels * g["launch_overhead"] if gpu else 0.0)
             row = {"model": name, "batch": batch, "seq": seq, "torch_cpu_min_s": cpu, "torch_cpu_s": cpus,
-                   "profiled_s": total, "overhead_s": cpu - sum(torch_k.values()), "kernels": kernels,
+                   "profiled_s": total, "overhead_s": overhead, "kernels": kernels,
                    "dispatched": dispatched,
                    "launch_s": g["launch_overhead"], "torch_by_kind_s": torch_k,
                    "gopt_by_kind_s": {k: g["by_kind"][k]["time"] for k in KINDS},
                    "fresh_by_kind_s": {k: max(gf["by_kind"][k]["time"] - g["by_kind"][k]["time"], 0.0) for k in KINDS},
                    "ops_by_kind": {k: g["by_kind"][k]["ops"] for k in KINDS}}
             rows.append(row)
-            print(f"{name} (batch {batch}, seq {seq}): PyTorch {1e3 * cpu:.1f} ms (CPU, fastest of {args.reps}), "
+            print(f"{name} (batch {batch}, seq {seq}): PyTorch {1e3 * cpu:.1f} ms ({'wall' if gpu else 'CPU'}, "
+                  f"fastest of {args.reps}), "
                   f"profile {1e3 * sum(row['gopt_by_kind_s'].values()):.1f} ms, framework overhead "
                   f"{1e3 * row['overhead_s']:.1f} ms over {dispatched} forward and optimizer ops ({kernels} kernels), "
                   f"fresh outputs {1e3 * sum(row['fresh_by_kind_s'].values()):.1f} ms", file=sys.stderr, flush=True)
@@ -342,14 +399,16 @@ def main(argv=None):
             own = r["gopt_by_kind_s"][k] - r["ops_by_kind"][k] * r["launch_s"]
             if own <= 0 or r["gopt_by_kind_s"][k] < MIN_SHARE * sum(r["gopt_by_kind_s"].values()):
                 continue
-            spent = r["torch_by_kind_s"][k] - r["ops_by_kind"][k] * r["launch_s"] - r["fresh_by_kind_s"][k]
+            spent = r["torch_by_kind_s"][k] - (0.0 if gpu else r["ops_by_kind"][k] * r["launch_s"]) - r["fresh_by_kind_s"][k]
             ratios[k].append(max(spent, 0.0) / own)
         if ratios[k]:
             factors[k] = min(max(statistics.median(ratios[k]), 1e-3), 1e3)
     overhead = max(statistics.median(r["overhead_s"] / max(r["dispatched"], 1) for r in rows), 0.0)
     cmd = "tools/torch_fit.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     eff = {
-        "framework": f"PyTorch {torch.__version__} eager, 1 thread, thread CPU time (fastest of {args.reps} steps)",
+        "framework": (f"PyTorch {torch.__version__} eager on {torch.cuda.get_device_name(0)}, wall clock (fastest of "
+                      f"{args.reps} steps), kinds from the kernels' GPU time (torch.profiler)" if gpu else
+                      f"PyTorch {torch.__version__} eager, 1 thread, thread CPU time (fastest of {args.reps} steps)"),
         "models": [f"{r['model']} batch {r['batch']} seq {r['seq']}" for r in rows],
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
         "command": cmd, "op_overhead": overhead, "factors": factors}
