@@ -20,6 +20,8 @@
  * --backend cuda; the wall clock, from CUDA events): the same windows over graphs sized for a
  * GPU (the zoo's default sizes, graphs/real's larger exports); with one GPU every method is
  * single-device, so the methods are the schedule x fusion combinations. Exit code 3 without a GPU.
+ * --cuda-graph: each step captured once as a CUDA graph and replayed (gopt run --cuda-graph): the
+ * GPU's own step, without the host's issue time per kernel.
  */
 #include <math.h>
 #include <stdio.h>
@@ -69,7 +71,7 @@ static void skip_method(void *graph_name, const char *method, const char *reason
 
 int main(int argc, char **argv) {
     const char *prof_path = NULL, *clock = NULL, *backend = "cpu";
-    int reps = 5, ndev = 0, quick = 0;
+    int reps = 5, ndev = 0, quick = 0, cuda_graph = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--profile") && i + 1 < argc) prof_path = argv[++i];
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
@@ -77,15 +79,20 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--devices") && i + 1 < argc) ndev = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--cuda-graph")) cuda_graph = 1;
         else {
             fprintf(stderr, "usage: bench_fidelity [--backend cpu|cuda] [--profile P] [--clock wall|cpu|cpu-min] "
-                            "[--reps R] [--devices N] [--quick]\n");
+                            "[--reps R] [--devices N] [--quick] [--cuda-graph]\n");
             return 2;
         }
     }
     const int cuda = !strcmp(backend, "cuda");
     if (!cuda && strcmp(backend, "cpu")) {
         fprintf(stderr, "bench_fidelity: --backend '%s': expected cpu or cuda\n", backend);
+        return 2;
+    }
+    if (cuda_graph && !cuda) {
+        fprintf(stderr, "bench_fidelity: --cuda-graph needs --backend cuda\n");
         return 2;
     }
     if (cuda && !prof_path) {
@@ -115,15 +122,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_fidelity: --backend cuda measures one GPU (--devices 1), not %d devices\n", nd);
         return 2;
     }
-    printf("fidelity of the simulator against the runtime (%s): profile %s (%d devices), clock %s, median of %d steps\n",
-           backend, gopt_profile_name(prof), nd, clock, reps);
+    printf("fidelity of the simulator against the runtime (%s%s): profile %s (%d devices), clock %s, median of %d steps\n",
+           backend, cuda_graph ? ", steps replayed as CUDA graphs" : "", gopt_profile_name(prof), nd, clock, reps);
     printf("%-26s %-14s %11s %11s %8s %9s %7s\n", "graph", "method", "sim (ms)", "real (ms)", "error", "sim/real",
            "spread");
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);
     gopt_bl_options bo = {.seed = 1};
     gopt_rt_options ro = {.backend = cuda ? GOPT_RT_CUDA : GOPT_RT_CPU, .warmup = 1, .reps = reps,
-                          .clock = (gopt_rt_clock)ck};
+                          .clock = (gopt_rt_clock)ck, .cuda_graph = cuda_graph};
     double abs_err[NGRAPHS_GPU * MAXMETHODS], rhos[NGRAPHS_GPU];
     int nerr = 0, nrho = 0, rc = 0;
     double t0 = gopt_now_seconds();

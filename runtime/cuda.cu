@@ -48,7 +48,7 @@ __global__ void k_mem(mem_args a) {
         float acc = 0;
         for (int j = 0; j < a.nin; j++) {
             long long n = a.len[j], lim = n > a.nout ? n : a.nout;
-            if (n > 0 && i < lim) acc += a.in[j][i % n];
+            if (n > 0 && i < lim) acc += a.in[j][i < n ? i : i % n]; /* the modulo only past the end */
         }
         if (i < a.nout) a.out[i] = a.add ? a.out[i] + acc : acc;
         else red += acc;
@@ -99,6 +99,9 @@ struct rt_cuda {
     cudaEvent_t *tev, *xev; /* (2 ntasks), (2 nxf): start and end */
     rt_span *ins;
     int32_t max_in;
+    int graph_mode;        /* capture the issue once (cudaGraph), replay it every step */
+    cudaGraphExec_t exec;  /* the captured step, once captured */
+    void *blas_ws;         /* graph mode: cuBLAS's workspace, so that no GEMM allocates while captured */
 };
 
 #define CU(call)                                                                                                   \
@@ -206,6 +209,12 @@ static void run_node(rt_cuda *c, int32_t v, int32_t t, int d, int fused_mem_part
     }
 }
 
+/* An event of the step's timeline: in graph mode an event-record node of the captured graph
+ * (cudaEventRecordExternal), so that every replay records it and it can be timed. */
+static cudaError_t record(const rt_cuda *c, cudaEvent_t e, cudaStream_t s) {
+    return c->graph_mode ? cudaEventRecordWithFlags(e, s, cudaEventRecordExternal) : cudaEventRecord(e, s);
+}
+
 /* Free node u's output on its own GPU after every holder (its copies included). */
 static void free_output(rt_cuda *c, int32_t u) {
     const rt_plan *p = c->p;
@@ -217,16 +226,14 @@ static void free_output(rt_cuda *c, int32_t u) {
     c->obuf[u] = NULL;
 }
 
-extern "C" gopt_status rt_cuda_step(rt_cuda *c, rt_timeline *tl, gopt_error *err) {
+/* Issue one step's work on the streams (captured into a graph in graph mode). */
+static gopt_status issue_step(rt_cuda *c, gopt_error *err) {
     const rt_plan *p = c->p;
     gopt_status st = GOPT_OK;
     int nd = c->nd;
     for (int d = 0; d < nd; d++) {
         CU(cudaSetDevice(d));
-        CU(cudaDeviceSynchronize());
-        unsigned long long zero = 0;
-        CU(cudaMemPoolSetAttribute(c->pool[d], cudaMemPoolAttrUsedMemHigh, &zero));
-        CU(cudaEventRecord(c->t0[d], c->comp[d]));
+        CU(record(c, c->t0[d], c->comp[d]));
     }
     for (int32_t v = 0; v < p->n; v++) c->obuf[v] = NULL;
     for (int32_t x = 0; x < p->nxf; x++) {
@@ -243,7 +250,7 @@ extern "C" gopt_status rt_cuda_step(rt_cuda *c, rt_timeline *tl, gopt_error *err
             int32_t v = p->mem[j];
             if (p->ext[v] && p->osize[v] > 0) CU(cudaMallocAsync((void **)&c->obuf[v], (size_t)p->osize[v], s));
         }
-        CU(cudaEventRecord(c->tev[2 * t], s));
+        CU(record(c, c->tev[2 * t], s));
         int fused = p->mem_ptr[t + 1] - p->mem_ptr[t] > 1;
         for (int32_t j = p->mem_ptr[t]; j < p->mem_ptr[t + 1]; j++) run_node(c, p->mem[j], t, d, fused);
         if (fused) { /* the memory-bound members: one pass per external output over their inputs */
@@ -261,7 +268,7 @@ extern "C" gopt_status rt_cuda_step(rt_cuda *c, rt_timeline *tl, gopt_error *err
             if (!wrote && nin) mem_launch(s, c->ins, nin, rt_span{NULL, 0});
         }
         CU(cudaGetLastError());
-        CU(cudaEventRecord(c->tev[2 * t + 1], s));
+        CU(record(c, c->tev[2 * t + 1], s));
         /* release the inputs */
         for (int32_t k = p->in_ptr[t]; k < p->in_ptr[t + 1]; k++) {
             int32_t x = p->in_xf[k], u = p->in_node[k];
@@ -286,16 +293,84 @@ extern "C" gopt_status rt_cuda_step(rt_cuda *c, rt_timeline *tl, gopt_error *err
                 CU(cudaSetDevice(dst));
                 CU(cudaStreamWaitEvent(ls, c->tev[2 * t + 1], 0));
                 if (bytes) CU(cudaMallocAsync((void **)&c->xbuf[x], bytes, ls));
-                CU(cudaEventRecord(c->xev[2 * x], ls));
+                CU(record(c, c->xev[2 * x], ls));
                 rt_span from = tensor_on(c, v, t);
                 size_t have = (size_t)from.floats * 4;
                 if (bytes && from.p)
                     CU(cudaMemcpyPeerAsync(c->xbuf[x], dst, from.p, d, bytes < have ? bytes : have, ls));
-                CU(cudaEventRecord(c->xev[2 * x + 1], ls));
+                CU(record(c, c->xev[2 * x + 1], ls));
             }
             for (int32_t x = p->xo_ptr[v]; x < p->xo_ptr[v + 1]; x++) c->hold[v]--; /* issued: they are ordered */
             if (c->hold[v] <= 0 && p->lc_ptr[v + 1] == p->lc_ptr[v]) free_output(c, v);
         }
+    }
+    /* what is still held at the step's end goes back to its pool (after the step's last event, so
+     * the timing is unchanged; a captured graph must free what it allocates to be replayed) */
+    for (int32_t v = 0; v < p->n; v++)
+        if (c->obuf[v]) free_output(c, v);
+    for (int32_t x = 0; x < p->nxf; x++)
+        if (c->xbuf[x]) {
+            CU(cudaSetDevice(p->xf_dst[x]));
+            CU(cudaFreeAsync(c->xbuf[x], c->lstream[p->xf_src[x] * nd + p->xf_dst[x]]));
+            c->xbuf[x] = NULL;
+        }
+out:
+    return st;
+}
+
+/* Graph mode, the first step: capture issue_step on the (one) GPU's compute stream and
+ * instantiate it. A failure ends the capture and is reported; nothing is left captured. */
+static gopt_status capture_step(rt_cuda *c, gopt_error *err) {
+    gopt_status st = GOPT_OK;
+    cudaGraph_t graph = NULL;
+    cudaStream_t s = c->comp[0];
+    CU(cudaSetDevice(0));
+    if (!c->blas_ws) {
+        const size_t wsb = (size_t)64 << 20;
+        CU(cudaMalloc(&c->blas_ws, wsb));
+        if (cublasSetWorkspace(c->blas[0], c->blas_ws, wsb) != CUBLAS_STATUS_SUCCESS) {
+            st = gopt_error_set(err, GOPT_EINTERNAL, "runtime cuda: cublasSetWorkspace failed");
+            goto out;
+        }
+    }
+    CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    {
+        gopt_status ist = issue_step(c, err);
+        cudaError_t ce = cudaStreamEndCapture(s, &graph);
+        if (ist) {
+            st = ist;
+            goto out;
+        }
+        if (ce != cudaSuccess) {
+            st = gopt_error_set(err, GOPT_EINTERNAL, "runtime cuda: capturing the step as a CUDA graph failed: %s",
+                                cudaGetErrorString(ce));
+            goto out;
+        }
+    }
+    CU(cudaGraphInstantiate(&c->exec, graph, 0));
+out:
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError(); /* a failed capture leaves its error: reported above */
+    return st;
+}
+
+extern "C" gopt_status rt_cuda_step(rt_cuda *c, rt_timeline *tl, gopt_error *err) {
+    const rt_plan *p = c->p;
+    gopt_status st = GOPT_OK;
+    int nd = c->nd;
+    for (int d = 0; d < nd; d++) {
+        CU(cudaSetDevice(d));
+        CU(cudaDeviceSynchronize());
+        unsigned long long zero = 0;
+        CU(cudaMemPoolSetAttribute(c->pool[d], cudaMemPoolAttrUsedMemHigh, &zero));
+        if (c->graph_mode) CU(cudaDeviceSetGraphMemAttribute(d, cudaGraphMemAttrUsedMemHigh, &zero));
+    }
+    if (c->graph_mode) {
+        if (!c->exec && (st = capture_step(c, err))) goto out;
+        CU(cudaSetDevice(0));
+        CU(cudaGraphLaunch(c->exec, c->comp[0]));
+    } else if ((st = issue_step(c, err))) {
+        goto out;
     }
     for (int d = 0; d < nd; d++) {
         CU(cudaSetDevice(d));
@@ -338,7 +413,10 @@ extern "C" gopt_status rt_cuda_step(rt_cuda *c, rt_timeline *tl, gopt_error *err
         for (int d = 0; d < nd; d++) {
             tl->busy_s[d] = 0;
             unsigned long long high = 0;
-            CU(cudaMemPoolGetAttribute(c->pool[d], cudaMemPoolAttrUsedMemHigh, &high));
+            if (c->graph_mode) /* a captured step's buffers come from the device's graph memory */
+                CU(cudaDeviceGetGraphMemAttribute(d, cudaGraphMemAttrUsedMemHigh, &high));
+            else
+                CU(cudaMemPoolGetAttribute(c->pool[d], cudaMemPoolAttrUsedMemHigh, &high));
             tl->peak[d] = c->pbytes[d] + (int64_t)high;
             tl->peak_t[d] = 0;
             tl->memlog[tl->nmemlog++] = gopt_trace_memory{0, d, 0, c->pbytes[d]};
@@ -352,6 +430,12 @@ out:
 extern "C" void rt_cuda_free(rt_cuda *c) {
     if (!c) return;
     const rt_plan *p = c->p;
+    if (c->exec) {
+        cudaSetDevice(0);
+        cudaDeviceSynchronize();
+        cudaGraphExecDestroy(c->exec);
+        cudaDeviceGraphMemTrim(0);
+    }
     for (int d = 0; d < c->nd; d++) {
         cudaSetDevice(d);
         cudaDeviceSynchronize();
@@ -359,6 +443,10 @@ extern "C" void rt_cuda_free(rt_cuda *c) {
         if (c->comp[d]) cudaStreamDestroy(c->comp[d]);
         if (c->t0[d]) cudaEventDestroy(c->t0[d]);
         cudaFree(c->ws[d]);
+    }
+    if (c->blas_ws) {
+        cudaSetDevice(0);
+        cudaFree(c->blas_ws);
     }
     if (c->lstream)
         for (int l = 0; l < c->nd * c->nd; l++)
@@ -399,8 +487,8 @@ extern "C" void rt_cuda_free(rt_cuda *c) {
     free(c);
 }
 
-extern "C" gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, const int32_t *order, rt_cuda **outp,
-                                      gopt_error *err) {
+extern "C" gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, const int32_t *order, int graph_mode,
+                                      rt_cuda **outp, gopt_error *err) {
     *outp = NULL;
     int ngpu = 0;
     cudaError_t ce = cudaGetDeviceCount(&ngpu);
@@ -410,9 +498,14 @@ extern "C" gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, con
     if (ngpu < p->ndev)
         return gopt_error_set(err, GOPT_EUNSUP, "runtime --backend cuda: %d devices asked for, %d GPUs present",
                               p->ndev, ngpu);
+    if (graph_mode && p->ndev > 1)
+        return gopt_error_set(err, GOPT_EUNSUP,
+                              "runtime --backend cuda: a step captured as a CUDA graph runs on one GPU; %d asked for",
+                              p->ndev);
     gopt_status st = GOPT_OK;
     rt_cuda *c = (rt_cuda *)calloc(1, sizeof *c);
     if (!c) return gopt_error_set(err, GOPT_ENOMEM, "runtime cuda: out of memory");
+    c->graph_mode = graph_mode;
     const gopt_frozen *f = gopt_graph_frozen(g);
     size_t n1 = (size_t)p->n + 1, t1 = (size_t)p->ntasks + 1, x1 = (size_t)p->nxf + 1;
     c->g = g;

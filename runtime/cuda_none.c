@@ -3,11 +3,12 @@
 #include "rt_internal.h"
 
 #ifndef GOPT_WITH_CUDA
-gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, const int32_t *order, rt_cuda **out,
-                           gopt_error *err) {
+gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, const int32_t *order, int graph_mode,
+                           rt_cuda **out, gopt_error *err) {
     (void)g;
     (void)p;
     (void)order;
+    (void)graph_mode;
     *out = NULL;
     return gopt_error_set(err, GOPT_EUNSUP, "runtime: this build has no CUDA (the toolkit was not found at build time)");
 }

@@ -70,6 +70,10 @@ typedef struct {
     double host_fraction; /* CPU: refuse a step needing more than this fraction of the machine's
                              memory (parameters + peak activations + workspaces); 0: 0.5 */
     gopt_rt_clock clock;  /* CPU backend; the CUDA backend always uses GPU events */
+    int cuda_graph;       /* CUDA, one GPU: capture the step's issue once as a CUDA graph and replay
+                             it for every step, so that the GPU's own step is measured, without the
+                             host's per-kernel issue time (the steps a compiler's executable or a
+                             captured framework step gives); GOPT_EUNSUP on more than one GPU */
 } gopt_rt_options;
 
 /* What a run measured. */

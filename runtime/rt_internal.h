@@ -71,8 +71,8 @@ double rt_cpu_workspace_bytes(const rt_cpu *c);
 /* The CUDA backend (cuda.cu, or cuda_none.c in a build without the toolkit): runs one step of p
  * issuing the tasks in `order` (task indices, in the order the simulator started them). GOPT_EUNSUP without a GPU or without CUDA in this build. */
 typedef struct rt_cuda rt_cuda;
-gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, const int32_t *order, rt_cuda **out,
-                           gopt_error *err);
+gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, const int32_t *order, int graph_mode,
+                           rt_cuda **out, gopt_error *err);
 void rt_cuda_free(rt_cuda *c);
 gopt_status rt_cuda_step(rt_cuda *c, rt_timeline *tl, gopt_error *err);
 

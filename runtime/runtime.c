@@ -236,6 +236,8 @@ static double host_memory_bytes(void) {
 gopt_status gopt_rt_run(gopt_runtime *rt, const gopt_decisions *d, const gopt_rt_options *o, gopt_rt_report *rep,
                         gopt_error *err) {
     gopt_rt_options opt = o ? *o : (gopt_rt_options){0};
+    if (opt.cuda_graph && opt.backend != GOPT_RT_CUDA)
+        return gopt_error_set(err, GOPT_EINVAL, "runtime: a step captured as a CUDA graph needs the cuda backend");
     if (opt.warmup < 0) opt.warmup = 1;
     if (opt.reps == 0) opt.reps = 5;
     if (opt.reps < 0 || opt.reps > 100000)
@@ -260,7 +262,7 @@ gopt_status gopt_rt_run(gopt_runtime *rt, const gopt_decisions *d, const gopt_rt
     if (opt.backend == GOPT_RT_CUDA) {
         order = gopt_malloc(((size_t)p->ntasks + 1) * sizeof(int32_t), err);
         if (!order) return GOPT_ENOMEM;
-        if ((st = sim_order(rt, d, order, err)) || (st = rt_cuda_create(rt->g, p, order, &cuda, err))) goto out;
+        if ((st = sim_order(rt, d, order, err)) || (st = rt_cuda_create(rt->g, p, order, opt.cuda_graph, &cuda, err))) goto out;
     } else {
         /* what the arenas will hold at their peaks, from the same memory model */
         gopt_sim_result sr;

@@ -14,7 +14,8 @@
 static void run_usage(FILE *f) {
     fprintf(f,
             "Usage: gopt run GRAPH --decisions D --backend cpu|cuda --profile P [--devices N] [--reps R]\n"
-            "                [--warmup W] [--clock wall|cpu|cpu-min] [--no-pin] [--json] [--trace OUT.json]\n\n"
+            "                [--warmup W] [--clock wall|cpu|cpu-min] [--no-pin] [--cuda-graph] [--json]\n"
+            "                [--trace OUT.json]\n\n"
             "Execute one training step of GRAPH for real under decisions D and measure it: every node on its\n"
             "device (cpu: a worker thread pinned to a core, with its own memory arena; cuda: a GPU), each\n"
             "device running its ready kernels in the decisions' priority order, fused groups as one kernel,\n"
@@ -28,6 +29,9 @@ static void run_usage(FILE *f) {
             "                 with other jobs (descheduled time left out); default wall, the real clock\n"
             "  --clock cpu-min  the same with each kernel's and copy's fastest of the R steps: the\n"
             "                 uncontended step, as the CPU calibrator measures kernels\n"
+            "  --cuda-graph   (cuda backend, one GPU) capture the step once as a CUDA graph and replay it:\n"
+            "                 the GPU's own step, without the host's issue time per kernel (default: each\n"
+            "                 step issued kernel by kernel, as an eager framework does)\n"
             "  --trace FILE   the median step as a Chrome trace-event file, in the simulator's format\n"
             "  --json         one JSON object: step_time_s (median), steps_s, spread, busy_s,\n"
             "                 peak_memory_bytes, ..., sim_step_time_s\n\n"
@@ -38,7 +42,7 @@ static void run_usage(FILE *f) {
 int cmd_run(int argc, char **argv) {
     const char *file = NULL, *prof = NULL, *dfile = NULL, *trace = NULL, *backend = NULL, *clock = "wall";
     long ndev = 0, reps = 5, warmup = 1;
-    int json = 0, no_pin = 0;
+    int json = 0, no_pin = 0, cuda_graph = 0;
     if (cli_wants_help(argc, argv)) {
         run_usage(stdout);
         return 0;
@@ -53,6 +57,7 @@ int cmd_run(int argc, char **argv) {
             if (a.bad) return 2;
         } else if (cli_flag(&a, "--json")) json = 1;
         else if (cli_flag(&a, "--no-pin")) no_pin = 1;
+        else if (cli_flag(&a, "--cuda-graph")) cuda_graph = 1;
         else if (cli_positional(&a, &file)) return 2;
     }
     if (!file) return cli_usage_error(a.verb, "missing GRAPH");
@@ -62,6 +67,7 @@ int cmd_run(int argc, char **argv) {
     if (be < 0) return cli_usage_error(a.verb, "--backend '%s': expected cpu or cuda", backend);
     int ck = gopt_rt_clock_parse(clock);
     if (ck < 0) return cli_usage_error(a.verb, "--clock '%s': expected wall, cpu or cpu-min", clock);
+    if (cuda_graph && be != GOPT_RT_CUDA) return cli_usage_error(a.verb, "--cuda-graph needs --backend cuda");
     if (!prof) return cli_usage_error(a.verb, "missing --profile P (the devices, and the simulator's prediction)");
     gopt_error err = {0};
     gopt_graph *g = NULL;
@@ -85,7 +91,7 @@ int cmd_run(int argc, char **argv) {
         goto out;
     }
     gopt_rt_options opt = {.backend = (gopt_rt_backend)be, .warmup = (int)warmup, .reps = (int)reps,
-                           .no_pin = no_pin, .clock = (gopt_rt_clock)ck};
+                           .no_pin = no_pin, .clock = (gopt_rt_clock)ck, .cuda_graph = cuda_graph};
     gopt_rt_report rep;
     gopt_status st = gopt_rt_run(rt, &d, &opt, &rep, &err);
     if (st == GOPT_OK && trace) st = gopt_rt_trace_write(rt, &d, trace, &err);

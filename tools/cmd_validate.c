@@ -20,7 +20,8 @@
 static void validate_usage(FILE *f) {
     fprintf(f,
             "Usage: gopt validate GRAPH... --methods LIST --profile P --backend cpu|cuda [--devices N]\n"
-            "                     [--reps R] [--warmup W] [--clock wall|cpu|cpu-min] [--seed S] [--json]\n\n"
+            "                     [--reps R] [--warmup W] [--clock wall|cpu|cpu-min] [--cuda-graph] [--seed S]\n"
+            "                     [--json]\n\n"
             "How far the simulator is from a real run. For each graph and method (a method or combination\n"
             "of gopt optimize --list; comma-separated, at least 2), the method decides against the simulator\n"
             "on profile P, then the step is simulated and run for real (gopt run: W warm-up steps, default 1,\n"
@@ -31,6 +32,7 @@ static void validate_usage(FILE *f) {
             "  --clock cpu   compose measured steps from thread CPU times (robust on a shared machine;\n"
             "                gopt run --help); cpu-min: from each kernel's fastest of the R steps;\n"
             "                default wall\n"
+            "  --cuda-graph  (cuda, one GPU) replay each step captured as a CUDA graph (gopt run --help)\n"
             "  --json        {profile, backend, clock, rows: [{graph, method, sim_step_s, real_step_s,\n"
             "                error, spread, oom}], graphs: [{graph, spearman}], median_abs_error,\n"
             "                p90_abs_error}\n"
@@ -48,6 +50,7 @@ int cmd_validate(int argc, char **argv) {
     const char *files[256];
     int nfiles = 0, json = 0;
     long ndev = 0, reps = 3, warmup = 1, seed = 1;
+    int cuda_graph = 0;
     if (cli_wants_help(argc, argv)) {
         validate_usage(stdout);
         return 0;
@@ -63,6 +66,8 @@ int cmd_validate(int argc, char **argv) {
             if (a.bad) return 2;
         } else if (cli_flag(&a, "--json")) {
             json = 1;
+        } else if (cli_flag(&a, "--cuda-graph")) {
+            cuda_graph = 1;
         } else {
             const char *arg = a.argv[a.i];
             if (arg[0] == '-' && arg[1]) return cli_usage_error(a.verb, "unknown option '%s'", arg);
@@ -78,6 +83,7 @@ int cmd_validate(int argc, char **argv) {
     int be = gopt_rt_backend_parse(backend), ck = gopt_rt_clock_parse(clock);
     if (be < 0) return cli_usage_error(a.verb, "--backend '%s': expected cpu or cuda", backend);
     if (ck < 0) return cli_usage_error(a.verb, "--clock '%s': expected wall, cpu or cpu-min", clock);
+    if (cuda_graph && be != GOPT_RT_CUDA) return cli_usage_error(a.verb, "--cuda-graph needs --backend cuda");
     /* the methods, each checked against the registry before anything runs */
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);
@@ -100,7 +106,7 @@ int cmd_validate(int argc, char **argv) {
     if (rc) return rc;
     gopt_error err = {0};
     gopt_rt_options ro = {.backend = (gopt_rt_backend)be, .warmup = (int)warmup, .reps = (int)reps,
-                          .clock = (gopt_rt_clock)ck};
+                          .clock = (gopt_rt_clock)ck, .cuda_graph = cuda_graph};
     gopt_bl_options bo = {.seed = (uint64_t)seed};
     int cap = nfiles * nm;
     double *abs_err = calloc((size_t)cap + 1, sizeof(double));

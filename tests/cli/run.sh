@@ -60,6 +60,13 @@ expect_out "OUT OF MEMORY: device"
 rc=$?
 if [ "$rc" = 3 ]; then grep -q -i "cuda\|gpu" "$TMP/err" && ok || fail "exit 3 without a message"; echo "cuda: skipped ($(head -1 "$TMP/err"))"
 elif [ "$rc" = 0 ]; then ok; else fail "--backend cuda exit $rc (want 0 or 3)"; fi
+# the step replayed as a CUDA graph: the same (3 without a GPU); on more than one GPU refused (3)
+"$GOPT" run "$EX" --decisions "$TMP/d.txt" --backend cuda --profile "$P" --reps 2 --cuda-graph >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [ "$rc" = 3 ]; then grep -q -i "cuda\|gpu" "$TMP/err" && ok || fail "--cuda-graph: exit 3 without a message"
+elif [ "$rc" = 0 ]; then ok; else fail "--cuda-graph exit $rc (want 0 or 3)"; fi
+expect_rc 2 "$GOPT" run "$EX" --decisions "$TMP/d.txt" --backend cpu --profile "$P" --cuda-graph
+expect_err "needs --backend cuda"
 # bad inputs: exit 2, naming the node and the value; no trace written
 sed 's/^w1\t0\t12/w1\t5\t12/' "$TMP/d.txt" >"$TMP/dev.txt"
 expect_rc 2 "$GOPT" run "$EX" --decisions "$TMP/dev.txt" --backend cpu --profile "$P" --trace "$TMP/no.json"
@@ -111,4 +118,6 @@ expect_rc 2 "$GOPT" validate "$EX" --methods single,heft --profile "$P" --backen
 expect_rc 2 "$GOPT" validate "$TMP/missing.graphml" --methods single,heft --profile "$P" --backend cpu
 expect_err "missing.graphml"
 expect_rc 2 "$GOPT" validate "$EX" --methods single,heft --profile "$P" --backend gpu
+expect_rc 2 "$GOPT" validate "$EX" --methods single,heft --profile "$P" --backend cpu --cuda-graph
+expect_err "needs --backend cuda"
 finish
