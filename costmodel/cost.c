@@ -184,10 +184,15 @@ double gopt_cost_op_time(const gopt_costmodel *cm, int d, const gopt_cost_op *op
      * runs) pays its per-op overhead, fused or not; a kernel run alone writes its output into
      * fresh memory (not a data-movement op: most are views), a fused one into the group's */
     double e = gopt_profile_efficiency(cm->p, gopt_cost_op_kind(op));
-    double over = op->phase == GOPT_PHASE_BWD ? 0 : gopt_profile_op_overhead(cm->p);
+    double over = gopt_profile_dispatch_overlapped(cm->p) ? 0 : gopt_cost_op_dispatch(cm, op);
     double fresh = op->cls == GOPT_OP_CLASS_DATA_MOVEMENT ? 0 : gopt_profile_fresh_output_time(cm->p, op->out_bytes);
     if (compute) *compute = c * e + over;
     return launch + over + (t - launch) * e + fresh;
+}
+
+double gopt_cost_op_dispatch(const gopt_costmodel *cm, const gopt_cost_op *op) {
+    if (op->cls == GOPT_OP_CLASS_INPUT || op->cls == GOPT_OP_CLASS_PARAM) return 0; /* data, not kernels */
+    return op->phase == GOPT_PHASE_BWD ? 0 : gopt_profile_op_overhead(cm->p);
 }
 
 double gopt_cost_transfer_time(const gopt_costmodel *cm, int src, int dst, double bytes) {
@@ -301,7 +306,10 @@ gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g,
     t->memory = gopt_malloc((cells ? cells : 1) * sizeof(double), err);
     t->heavy = gopt_malloc(n > 0 ? (size_t)n : 1, err);
     t->kind = gopt_malloc(n > 0 ? (size_t)n : 1, err);
-    if (!t->time || !t->compute || !t->launch || !t->mem_bw || !t->memory || !t->heavy || !t->kind) {
+    int overlapped = gopt_profile_dispatch_overlapped(cm->p) && gopt_profile_op_overhead(cm->p) > 0;
+    if (overlapped) t->dispatch = gopt_malloc(n > 0 ? (size_t)n * sizeof(double) : sizeof(double), err);
+    if (!t->time || !t->compute || !t->launch || !t->mem_bw || !t->memory || !t->heavy || !t->kind ||
+        (overlapped && !t->dispatch)) {
         gopt_cost_table_destroy(t);
         return GOPT_ENOMEM;
     }
@@ -326,6 +334,7 @@ gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g,
         if (op.cls == GOPT_OP_CLASS_REDUCTION) op.norm = gopt_cost_is_norm_op(a.op);
         t->heavy[v] = (uint8_t)gopt_cost_keeps_kernel(op.cls);
         t->kind[v] = (uint8_t)gopt_cost_op_kind(&op);
+        if (t->dispatch) t->dispatch[v] = gopt_cost_op_dispatch(cm, &op);
         for (int d = 0; d < nd; d++) {
             size_t i = (size_t)v * nd + d;
             t->time[i] = gopt_cost_op_time(cm, d, &op, &t->compute[i]);
@@ -341,6 +350,7 @@ void gopt_cost_table_destroy(gopt_cost_table *t) {
     if (!t) return;
     free(t->time);
     free(t->compute);
+    free(t->dispatch);
     free(t->launch);
     free(t->mem_bw);
     free(t->memory);

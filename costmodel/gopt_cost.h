@@ -81,6 +81,10 @@ int gopt_cost_is_norm_op(const char *op);
 /* Time of one op alone on device d (launch overhead included); *compute
  * (may be NULL) receives the part that adds up inside a fused group. */
 double gopt_cost_op_time(const gopt_costmodel *cm, int d, const gopt_cost_op *op, double *compute);
+/* The framework's dispatch seconds for op (efficiency.op_overhead; 0 for a backward op, which the
+ * autograd engine runs, and for data): part of gopt_cost_op_time on a "serial" profile, on the host's own
+ * timeline (gopt_cost_table.dispatch, the simulator) on an "overlapped" one. */
+double gopt_cost_op_dispatch(const gopt_costmodel *cm, const gopt_cost_op *op);
 
 /* The measured-table prediction on device d at coordinates x (3 values for
  * GEMM: m, n, k; 1 otherwise), in seconds, launch overhead not included; -1
@@ -105,6 +109,9 @@ typedef struct {
                       * the others): what slows down when devices share a memory bus */
     uint8_t *heavy;  /* (n) gopt_cost_keeps_kernel of the node's class */
     uint8_t *kind;   /* (n) gopt_op_kind of the node */
+    double *dispatch; /* (n) seconds the host spends dispatching the node, overlapping the device
+                       * (a profile whose efficiency.dispatch is "overlapped"); NULL otherwise, when
+                       * the framework's per-op overhead is part of time and compute */
 } gopt_cost_table;
 
 /* Fill *t for a finalized graph (t is overwritten; destroy it afterwards). */

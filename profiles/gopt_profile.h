@@ -168,6 +168,12 @@ double gopt_profile_efficiency(const gopt_profile *p, gopt_op_kind k);
 /* The framework's own seconds per op (dispatch, autograd), added to every kernel's launch
  * overhead; 0 when absent. */
 double gopt_profile_op_overhead(const gopt_profile *p);
+/* 1 when the op overhead is paid by a host that dispatches while the device runs (efficiency
+ * "dispatch": "overlapped": an eager framework on a GPU, whose kernels are asynchronous): each
+ * device's ops are dispatched one after another on a host timeline of their own and an op
+ * starts no earlier than its dispatch, instead of adding the overhead to the op's time
+ * ("serial", the default: one CPU thread dispatches and runs). */
+int gopt_profile_dispatch_overlapped(const gopt_profile *p);
 /* The framework's extra seconds for an op that writes `bytes` bytes of output into freshly
  * allocated memory (efficiency.fresh_output: first-touch page faults of the allocator's fresh
  * pages; docs/profiles.md): piecewise linear between the rows, proportional to bytes below the

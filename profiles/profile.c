@@ -152,6 +152,7 @@ double gopt_profile_efficiency(const gopt_profile *p, gopt_op_kind k) {
     return (k >= 0 && k < GOPT_OP_KIND_COUNT) ? p->eff[k] : 1.0;
 }
 double gopt_profile_op_overhead(const gopt_profile *p) { return p->op_overhead; }
+int gopt_profile_dispatch_overlapped(const gopt_profile *p) { return p->dispatch_overlapped; }
 double gopt_profile_fresh_output_time(const gopt_profile *p, double bytes) {
     const int n = p->nfresh;
     if (n == 0 || !(bytes > 0)) return 0;

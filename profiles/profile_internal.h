@@ -40,6 +40,7 @@ struct gopt_profile {
     json_t *efficiency_json;    /* the efficiency object as read, kept for writing back (NULL: none) */
     double eff[GOPT_OP_KIND_COUNT]; /* factors, 1 where not given */
     double op_overhead;         /* seconds per op, 0 when not given */
+    int dispatch_overlapped;    /* efficiency.dispatch = "overlapped" (1) or "serial" (0, the default) */
     int nfresh;                 /* efficiency.fresh_output rows (0: none) */
     double fresh_b[GOPT_PROFILE_MAX_FRESH_ROWS], fresh_s[GOPT_PROFILE_MAX_FRESH_ROWS]; /* bytes, seconds */
 };

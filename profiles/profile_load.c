@@ -336,7 +336,7 @@ static gopt_status read_fresh_output(ctx *c, json_t *r, gopt_profile *p) {
 /* "efficiency": per-op-kind factors fitted from framework runs, with their provenance. */
 static gopt_status read_efficiency(ctx *c, json_t *e, gopt_profile *p) {
     static const char *const allowed[] = {"framework", "models", "date", "command", "op_overhead", "factors", "notes",
-                                          "fresh_output", NULL};
+                                          "fresh_output", "dispatch", NULL};
     const char *w = "efficiency";
     if (!json_is_object(e)) return gopt_error_set(c->err, GOPT_EFORMAT, "%s: field 'efficiency' is not an object", c->origin);
     gopt_status st = unknown_keys(c, e, w, allowed);
@@ -346,6 +346,14 @@ static gopt_status read_efficiency(ctx *c, json_t *e, gopt_profile *p) {
     if (!st) st = get_num(c, e, w, "op_overhead", 0, DELAY, &p->op_overhead, NULL);
     if (!st && json_object_get(e, "fresh_output")) st = read_fresh_output(c, json_object_get(e, "fresh_output"), p);
     if (st) return st;
+    json_t *dsp = json_object_get(e, "dispatch");
+    if (dsp) {
+        const char *dv = json_is_string(dsp) ? json_string_value(dsp) : NULL;
+        if (!dv || (strcmp(dv, "serial") && strcmp(dv, "overlapped")))
+            return gopt_error_set(c->err, GOPT_EINVAL, "%s: efficiency.dispatch must be \"serial\" or \"overlapped\"",
+                                  c->origin);
+        p->dispatch_overlapped = !strcmp(dv, "overlapped");
+    }
     json_t *m = json_object_get(e, "models");
     if (!m) return gopt_error_set(c->err, GOPT_EFORMAT, "%s: efficiency: field 'models' is missing", c->origin);
     if (!json_is_array(m) || json_array_size(m) == 0)

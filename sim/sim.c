@@ -429,6 +429,7 @@ static gopt_status prepare(const gopt_sim *sim, const gopt_decisions *d, gopt_si
         s->peak[dd] = s->mem[dd];
         s->peak_t[dd] = 0;
         s->busy_s[dd] = 0;
+        s->hclock[dd] = 0;
         s->dstart[dd] = s->dend[dd] = -1;
         s->ddraw[dd] = 0;
         s->sent[dd] = 0;

@@ -191,6 +191,8 @@ struct gopt_sim_scratch {
     int64_t peak[GOPT_SIM_MAX_DEVICES];
     double peak_t[GOPT_SIM_MAX_DEVICES]; /* when peak[d] was first reached */
     double busy_s[GOPT_SIM_MAX_DEVICES];
+    double hclock[GOPT_SIM_MAX_DEVICES]; /* overlapped dispatch: when the host has dispatched the device's
+                                          * last started task (gopt_cost_table.dispatch) */
     double sent[GOPT_SIM_MAX_DEVICES];
     /* shared bus: the task each device runs, its start and end, and the fraction of the bus its
      * memory traffic draws on average over it (bus_share x memory part / duration) */

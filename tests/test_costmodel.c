@@ -19,6 +19,8 @@
 #include <sys/wait.h>
 
 #include "gopt_cost.h"
+#include "gopt_decisions.h"
+#include "gopt_sim.h"
 
 static gopt_profile *load_shipped(const char *name) {
     char path[1024];
@@ -405,6 +407,93 @@ static void test_efficiency_factors(void **state) {
     gopt_profile_free(p1);
 }
 
+/* efficiency.dispatch "overlapped" (an eager framework on a GPU): the per-op overhead leaves the
+ * ops' times and goes to the table's dispatch column (forward ops; backward ones pay none); the
+ * simulator puts it on a host timeline per device that runs ahead of the device: a task starts
+ * no earlier than its dispatch, and the wait is not busy time. */
+static void test_overlapped_dispatch(void **state) {
+    (void)state;
+    gopt_profile *p0 = NULL, *p1 = NULL, *p2 = NULL, *ps = NULL;
+    gopt_error err = {0};
+    const double h = 1e-3; /* far above every kernel here: the host is the step */
+    parse_with_efficiency("\"op_overhead\":1e-3,\"dispatch\":\"overlapped\",\"factors\":{\"conv\":0.5}", &p0, &p1);
+    gopt_profile_free(p0);
+    parse_with_efficiency("\"op_overhead\":1e-3,\"dispatch\":\"serial\",\"factors\":{\"conv\":0.5}", &p0, &ps);
+    gopt_profile_free(p0);
+    parse_with_efficiency("\"op_overhead\":1e-12,\"dispatch\":\"overlapped\",\"factors\":{\"conv\":0.5}", &p0, &p2);
+    assert_true(gopt_profile_dispatch_overlapped(p1) && !gopt_profile_dispatch_overlapped(ps) &&
+                !gopt_profile_dispatch_overlapped(p0));
+    gopt_costmodel *c0 = NULL, *c1 = NULL, *c2 = NULL, *cs = NULL;
+    assert_int_equal(gopt_cost_create(p0, 1, &c0, NULL), GOPT_OK);
+    assert_int_equal(gopt_cost_create(p1, 1, &c1, NULL), GOPT_OK);
+    assert_int_equal(gopt_cost_create(p2, 1, &c2, NULL), GOPT_OK);
+    assert_int_equal(gopt_cost_create(ps, 1, &cs, NULL), GOPT_OK);
+    gopt_graph *g = conv_graph(); /* dw and full: forward convolutions; relu: a backward op */
+    gopt_cost_table ts, t1;
+    assert_int_equal(gopt_cost_table_build(cs, g, &ts, &err), GOPT_OK);
+    assert_int_equal(gopt_cost_table_build(c1, g, &t1, &err), GOPT_OK);
+    assert_null(ts.dispatch);
+    assert_non_null(t1.dispatch);
+    const double over[] = {0, 0, 0, h, h, 0};
+    double kernels = 0;
+    for (int v = 3; v <= 5; v++) {
+        assert_true(close_rel(t1.time[v] + over[v], ts.time[v], 1e-12)); /* serial: time includes it */
+        assert_true(close_rel(t1.compute[v] + over[v], ts.compute[v], 1e-12));
+        assert_true(t1.dispatch[v] == over[v]);
+        kernels += t1.time[v];
+    }
+    /* the simulator: one device, the default decisions */
+    gopt_decisions d;
+    assert_int_equal(gopt_decisions_init(&d, gopt_graph_num_nodes(g), &err), GOPT_OK);
+    gopt_decisions_set_default(&d, gopt_graph_frozen(g));
+    gopt_sim_result r[4];
+    gopt_costmodel *cms[4] = {c0, c1, c2, cs};
+    for (int i = 0; i < 4; i++) {
+        gopt_sim *sim = NULL;
+        gopt_sim_scratch *sc = NULL;
+        assert_int_equal(gopt_sim_create(g, cms[i], &sim, &err), GOPT_OK);
+        assert_int_equal(gopt_sim_scratch_create(sim, &sc, &err), GOPT_OK);
+        assert_int_equal(gopt_sim_run(sim, &d, &r[i], sc, &err), GOPT_OK);
+        gopt_sim_scratch_free(sc);
+        gopt_sim_free(sim);
+    }
+    /* serial: every dispatch adds up; overlapped: the two forward dispatches come one after the
+     * other and each kernel starts after its own, so the step is at least 2h and at most 2h plus
+     * the kernels, and the device is busy for the kernels alone */
+    assert_true(close_rel(r[3].step_time_s, 2 * h + kernels, 1e-9));
+    assert_true(r[1].step_time_s >= 2 * h && r[1].step_time_s <= 2 * h + kernels + 1e-12);
+    assert_true(r[1].step_time_s < r[3].step_time_s);
+    assert_true(close_rel(r[1].busy_s[0], kernels, 1e-9));
+    /* a dispatch far below the kernels changes nothing measurable: the kernels back to back */
+    assert_true(close_rel(r[2].step_time_s, kernels, 1e-6));
+    assert_true(r[0].step_time_s > kernels); /* the bare profile: no factors */
+    /* a dispatch that is neither */
+    gopt_profile *bad = NULL;
+    char *txt = synthetic_profile();
+    const char *at = strstr(txt, ",\"tables\":{\"t\"");
+    gopt_buf b;
+    gopt_buf_init(&b);
+    gopt_buf_printf(&b, "%.*s,\"efficiency\":{\"framework\":\"f\",\"models\":[\"m\"],\"date\":\"d\",\"command\":\"c\","
+                    "\"factors\":{\"conv\":1},\"dispatch\":\"sometimes\"}%s", (int)(at - txt), txt, at);
+    assert_int_equal(gopt_profile_parse(b.data, b.len, "bad", &bad, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "efficiency.dispatch"));
+    assert_null(bad);
+    gopt_buf_destroy(&b);
+    free(txt);
+    gopt_decisions_destroy(&d);
+    gopt_cost_table_destroy(&ts);
+    gopt_cost_table_destroy(&t1);
+    gopt_graph_free(g);
+    gopt_cost_free(c0);
+    gopt_cost_free(c1);
+    gopt_cost_free(c2);
+    gopt_cost_free(cs);
+    gopt_profile_free(p0);
+    gopt_profile_free(p1);
+    gopt_profile_free(p2);
+    gopt_profile_free(ps);
+}
+
 /* efficiency.fresh_output: every kernel run alone (not data movement, not data) pays the
  * framework's fresh-output seconds for its output bytes on top of its scaled time; its compute
  * part inside a fused group does not. */
@@ -512,6 +601,7 @@ int main(void) {
         cmocka_unit_test(test_transfers),              cmocka_unit_test(test_table_interpolation),
         cmocka_unit_test(test_table_build_and_groups), cmocka_unit_test(test_example_graph_on_shipped),
         cmocka_unit_test(test_cli_cost),               cmocka_unit_test(test_efficiency_factors), cmocka_unit_test(test_fresh_output),
+        cmocka_unit_test(test_overlapped_dispatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

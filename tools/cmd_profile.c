@@ -82,6 +82,7 @@ static int profile_show(int argc, char **argv) {
                 json_object_set_new(ef, gopt_op_kind_name((gopt_op_kind)k), json_real(gopt_profile_efficiency(p, (gopt_op_kind)k)));
             json_object_set_new(o, "efficiency", ef);
             json_object_set_new(o, "op_overhead", json_real(gopt_profile_op_overhead(p)));
+            json_object_set_new(o, "dispatch", json_string(gopt_profile_dispatch_overlapped(p) ? "overlapped" : "serial"));
             if (gopt_profile_fresh_output_time(p, 64.0 * 1048576) > 0) { /* a few points of the curve */
                 json_t *fo = json_object();
                 json_object_set_new(fo, "1MiB", json_real(gopt_profile_fresh_output_time(p, 1048576.0)));
@@ -133,7 +134,8 @@ static int profile_show(int argc, char **argv) {
         printf("efficiency ");
         for (int k = 0; k < GOPT_OP_KIND_COUNT; k++)
             printf(" %s %.3g", gopt_op_kind_name((gopt_op_kind)k), gopt_profile_efficiency(p, (gopt_op_kind)k));
-        printf("; op overhead %.3g us\n", 1e6 * gopt_profile_op_overhead(p));
+        printf("; op overhead %.3g us, %s\n", 1e6 * gopt_profile_op_overhead(p),
+               gopt_profile_dispatch_overlapped(p) ? "dispatched while the device runs" : "added to each op");
         if (gopt_profile_fresh_output_time(p, 64.0 * 1048576) > 0)
             printf("fresh output 1 MiB %.3g us, 16 MiB %.3g ms, 64 MiB %.3g ms\n",
                    1e6 * gopt_profile_fresh_output_time(p, 1048576.0),

@@ -242,16 +242,57 @@ def measured_steps(args, torch, torch_step, step, flat):
     return cpus
 
 
-def evaluate(args, chosen, ex, torch_step, split_of, table, torch):
-    """The simulator's error against PyTorch's step, with the base and the fitted profile."""
+def fit_dispatch(args, ex, table, rows, text, factors):
+    """GPU: the dispatch seconds per forward or optimizer op, on the host's own timeline
+    ("dispatch": "overlapped"): per model, the value at which `gopt sim` on the profile with the
+    fitted factors gives PyTorch's fastest step (bisection over 0-200 us; 0 where the profile is
+    slower already, 200 us where it stays faster); the median over the models."""
+    per = []
+    with tempfile.TemporaryDirectory(prefix="torch_fit_dispatch_") as tmp:
+        cand = os.path.join(tmp, "candidate.json")
+
+        def step_with(graph, h):
+            eff = {"framework": "candidate", "models": ["candidate"], "date": "candidate", "command": "candidate",
+                   "op_overhead": h, "factors": factors or {"gemm": 1.0}, "dispatch": "overlapped"}
+            with open(cand, "w") as f:
+                f.write(with_efficiency(text, eff))
+            return gopt_step(args.gopt, graph, cand)
+
+        for r in rows:
+            graph = model_graph(args, ex, table, r["model"], r["batch"], r["seq"], tmp)
+            want, lo, hi = r["torch_cpu_min_s"], 0.0, 200e-6
+            if step_with(graph, lo) >= want:
+                h = lo
+            elif step_with(graph, hi) <= want:
+                h = hi
+            else:
+                for _ in range(14):
+                    mid = (lo + hi) / 2
+                    if step_with(graph, mid) > want:
+                        hi = mid
+                    else:
+                        lo = mid
+                h = (lo + hi) / 2
+            per.append(h)
+            print(f"{r['model']}: dispatch {1e6 * h:.1f} us per forward or optimizer op matches its step",
+                  file=sys.stderr, flush=True)
+    return statistics.median(per)
+
+
+def evaluate(args, chosen, ex, torch_step, split_of, table, torch, saved=None):
+    """The simulator's error against PyTorch's step, with the base and the fitted profile (saved:
+    PyTorch's steps from an earlier run's rows, not measured again)."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="torch_eval_") as tmp:
-        for name, batch, seq in chosen:
+        for i, (name, batch, seq) in enumerate(chosen):
             graph = model_graph(args, ex, table, name, batch, seq, tmp)
             before, after = gopt_step(args.gopt, graph, args.profile), gopt_step(args.gopt, graph, args.evaluate)
             try:
-                step, flat = torch_step.build_step(ex, table[name], batch, seq, args.device)
-                cpus = measured_steps(args, torch, torch_step, step, flat)
+                if saved:
+                    cpus = saved["rows"][i]["torch_cpu_s"]
+                else:
+                    step, flat = torch_step.build_step(ex, table[name], batch, seq, args.device)
+                    cpus = measured_steps(args, torch, torch_step, step, flat)
             except RuntimeError as e:  # one model PyTorch cannot run here does not cost the others
                 print(f"{name}: skipped: PyTorch failed: {str(e).splitlines()[0]}", file=sys.stderr, flush=True)
                 continue
@@ -272,9 +313,15 @@ def evaluate(args, chosen, ex, torch_step, split_of, table, torch):
     for key in ("before", "after"):
         m = statistics.median(abs(r[f"err_{key}_min"]) for r in rows)
         md = statistics.median(abs(r[f"err_{key}_median"]) for r in rows)
-        print(f"median |error| {key}: {100 * m:.1f}% against the fastest step, {100 * md:.1f}% against the median")
+        by_split = {}
+        for r in rows:
+            by_split.setdefault(r["split"], []).append(abs(r[f"err_{key}_min"]))
+        per = ", ".join(f"{s} {100 * statistics.median(v):.1f}% ({len(v)})" for s, v in sorted(by_split.items()))
+        print(f"median |error| {key}: {100 * m:.1f}% against the fastest step, {100 * md:.1f}% against the median; "
+              f"by split, against the fastest: {per}")
     if args.json:
-        print(json.dumps(rows, indent=2))
+        framework = saved["framework"] if saved else f"PyTorch {torch.__version__} eager on {args.device}"
+        print(json.dumps({"framework": framework, "rows": rows}, indent=2))
     return 0
 
 
@@ -294,9 +341,24 @@ def main(argv=None):
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="where PyTorch runs (default cpu; cuda: the first GPU, steps by wall clock, kinds by "
                          "their kernels' GPU time, no fresh-output probe; fit a profile of that GPU)")
-    ap.add_argument("--json", action="store_true", help="print the per-model figures as JSON")
+    ap.add_argument("--rows", metavar="FILE",
+                    help="fit from the per-model figures an earlier run printed with --json ({framework, rows}), "
+                         "without running PyTorch (the models are the file's)")
+    ap.add_argument("--json", action="store_true", help="print the per-model figures as JSON ({framework, rows})")
     args = ap.parse_args(argv)
     gpu = args.device == "cuda"
+    saved = None
+    if args.rows:
+        try:
+            with open(args.rows) as f:
+                saved = json.load(f)
+            if not isinstance(saved, dict) or not isinstance(saved.get("rows"), list) or not saved["rows"] or \
+                    not isinstance(saved.get("framework"), str):
+                raise ValueError("expected an object with 'framework' (text) and 'rows' (a non-empty list)")
+            args.models = [f"{r['model']}:{r['batch']}:{r['seq']}" for r in saved["rows"]]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"torch_fit.py: --rows {args.rows}: {e}", file=sys.stderr)
+            return 2
     root = os.path.abspath(os.path.join(HERE, ".."))
     import torch_step
     mods = torch_step.import_torch("torch_fit.py")
@@ -318,11 +380,11 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     torch.set_num_threads(1)
-    if gpu and not torch.cuda.is_available():
+    if gpu and not saved and not torch.cuda.is_available():
         print("torch_fit.py: --device cuda: this torch sees no GPU", file=sys.stderr)
         return 3
     if args.evaluate:
-        return evaluate(args, chosen, ex, torch_step, split_of, table, torch)
+        return evaluate(args, chosen, ex, torch_step, split_of, table, torch, saved)
     with open(args.profile) as f:
         text = f.read()
     prof_json = json.loads(text)
@@ -332,7 +394,7 @@ def main(argv=None):
         return 2
     rows = []
     fresh = None
-    if not args.no_fresh and not gpu:
+    if not args.no_fresh and not gpu and not saved:
         fresh = fresh_output_curve(torch)
         print("fresh output: " + ", ".join(f"{nb >> 10} KiB {1e6 * t:.1f} us" for nb, t in fresh), file=sys.stderr,
               flush=True)
@@ -345,7 +407,9 @@ def main(argv=None):
             with open(priced, "w") as f:
                 f.write(with_efficiency(text, {"framework": "probe", "models": ["probe"], "date": "probe",
                                                "command": "probe", "factors": {"gemm": 1.0}, "fresh_output": fresh}))
-        for name, batch, seq in chosen:
+        if saved:
+            rows = saved["rows"]
+        for name, batch, seq in ([] if saved else chosen):
             spec = table[name]
             graph = model_graph(args, ex, table, name, batch, seq, tmp)
             g = gopt_kinds(args.gopt, graph, bare)
@@ -399,19 +463,31 @@ def main(argv=None):
             own = r["gopt_by_kind_s"][k] - r["ops_by_kind"][k] * r["launch_s"]
             if own <= 0 or r["gopt_by_kind_s"][k] < MIN_SHARE * sum(r["gopt_by_kind_s"].values()):
                 continue
+            if gpu and r["torch_by_kind_s"][k] <= 0:
+                continue  # GPU: the profiler gave the kind's ops no kernel time (not attributed), no evidence
             spent = r["torch_by_kind_s"][k] - (0.0 if gpu else r["ops_by_kind"][k] * r["launch_s"]) - r["fresh_by_kind_s"][k]
             ratios[k].append(max(spent, 0.0) / own)
         if ratios[k]:
             factors[k] = min(max(statistics.median(ratios[k]), 1e-3), 1e3)
-    overhead = max(statistics.median(r["overhead_s"] / max(r["dispatched"], 1) for r in rows), 0.0)
+    if saved:
+        framework = saved["framework"]
+    elif gpu:
+        framework = (f"PyTorch {torch.__version__} eager on {torch.cuda.get_device_name(0)}, wall clock (fastest of "
+                     f"{args.reps} steps), kinds from the kernels' GPU time (torch.profiler)")
+    else:
+        framework = f"PyTorch {torch.__version__} eager, 1 thread, thread CPU time (fastest of {args.reps} steps)"
+    if gpu:
+        overhead = fit_dispatch(args, ex, table, rows, text, factors)
+    else:
+        overhead = max(statistics.median(r["overhead_s"] / max(r["dispatched"], 1) for r in rows), 0.0)
     cmd = "tools/torch_fit.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     eff = {
-        "framework": (f"PyTorch {torch.__version__} eager on {torch.cuda.get_device_name(0)}, wall clock (fastest of "
-                      f"{args.reps} steps), kinds from the kernels' GPU time (torch.profiler)" if gpu else
-                      f"PyTorch {torch.__version__} eager, 1 thread, thread CPU time (fastest of {args.reps} steps)"),
+        "framework": framework,
         "models": [f"{r['model']} batch {r['batch']} seq {r['seq']}" for r in rows],
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
         "command": cmd, "op_overhead": overhead, "factors": factors}
+    if gpu:
+        eff["dispatch"] = "overlapped"
     if fresh:
         eff["fresh_output"] = fresh
         eff["notes"] = ("fresh_output: torch.mul(a, b) into new memory less into out=, thread CPU time, fastest of 5, "
@@ -433,7 +509,7 @@ def main(argv=None):
         print(f"{k:15s} {factors.get(k, 1.0):8.3f}  {' '.join(f'{x:.2f}' for x in ratios[k]) or '-'}")
     print(f"op_overhead {1e6 * overhead:.2f} us per forward or optimizer op; wrote {args.output}")
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"framework": framework, "rows": rows}, indent=2))
     return 0
 
 
