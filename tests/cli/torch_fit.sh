@@ -23,4 +23,25 @@ expect_out "^efficiency  gemm "
 expect_out "^fresh output 1 MiB "
 grep -q '"fresh_output": \[' "$TMP/fit.json" && ok || fail "no fresh_output rows in the fitted profile"
 grep -q '"gpt_mini batch 1 seq 16"' "$TMP/fit.json" && ok || fail "no provenance in the fitted profile"
+# saved figures: a GPU fit and its judgement redone from rows (no GPU, no PyTorch run); the fit is
+# "overlapped" and the simulator reads it; bad rows exit 2
+H="$SRC/profiles/h200-cuda-measured.json"
+"$PY" - "$SRC/profiles/framework-steps/h200-pytorch-train.json" "$TMP/rows.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["rows"] = [r for r in d["rows"] if r["model"] in ("dlrm_small", "lstm_lm")]
+json.dump(d, open(sys.argv[2], "w"))
+PYEOF
+expect_rc 0 "$PY" "$SRC/tools/torch_fit.py" --device cuda --profile "$H" --rows "$TMP/rows.json" -o "$TMP/gpu.json" \
+  --gopt "$GOPT"
+expect_out "^op_overhead [0-9.]* us per forward or optimizer op"
+grep -q '"dispatch": "overlapped"' "$TMP/gpu.json" && ok || fail "the GPU fit is not overlapped"
+expect_rc 0 "$GOPT" profile show "$TMP/gpu.json"
+expect_out "dispatched while the device runs"
+expect_rc 0 "$PY" "$SRC/tools/torch_fit.py" --device cuda --profile "$H" --evaluate "$TMP/gpu.json" --rows "$TMP/rows.json" \
+  --gopt "$GOPT"
+expect_out "median |error| after: .* by split, against the fastest: train "
+echo '{"rows": []}' >"$TMP/empty.json"
+expect_rc 2 "$PY" "$SRC/tools/torch_fit.py" --device cuda --profile "$H" --rows "$TMP/empty.json" -o "$TMP/y.json" --gopt "$GOPT"
+expect_err "empty.json: expected an object"
 finish
