@@ -301,6 +301,9 @@ static void test_bad_decisions(void **state) {
     gopt_decisions_destroy(&small);
     gopt_rt_options bad = {.backend = GOPT_RT_CPU, .reps = -1};
     assert_int_equal(gopt_rt_run(x.rt, &d, &bad, &rep, &err), GOPT_EINVAL);
+    gopt_rt_options graph_on_cpu = {.backend = GOPT_RT_CPU, .reps = 1, .cuda_graph = 1};
+    assert_int_equal(gopt_rt_run(x.rt, &d, &graph_on_cpu, &rep, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "cuda backend"));
     /* a refused run leaves no timeline */
     assert_int_equal(gopt_rt_num_transfers(x.rt), 0);
     assert_true(gopt_rt_node_start(x.rt, 0) < 0);
@@ -328,6 +331,10 @@ static void test_cuda_backend(void **state) {
         assert_int_equal(st, GOPT_OK);
         check_timeline(&x, &d, &rep, 1);
     }
+    /* the step captured as a CUDA graph: refused on two GPUs (or no GPU here) */
+    o.cuda_graph = 1;
+    assert_int_equal(gopt_rt_run(x.rt, &d, &o, &rep, &err), GOPT_EUNSUP);
+    assert_true(strlen(err.msg) > 0);
     gopt_decisions_destroy(&d);
     fixture_close(&x);
 }
