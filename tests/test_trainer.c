@@ -981,6 +981,19 @@ static void test_reference_evals(void **state) {
     o.reference_evals = -1;
     assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "reference evaluations = -1"));
+    o.reference_evals = 0;
+    /* 21 references (7 placers x 3 schedule+fusion combinations) fit; 1,024 characters do not */
+    o.reference = "single+cp+xla,expert+cp+xla,metis+cp+xla,heft+cp+xla,mtopo+cp+xla,metf+cp+xla,msct+cp+xla,"
+                  "single+fifo+xla,expert+fifo+xla,metis+fifo+xla,heft+fifo+xla,mtopo+fifo+xla,metf+fifo+xla,"
+                  "msct+fifo+xla,single+cp+tvm,expert+cp+tvm,metis+cp+tvm,heft+cp+tvm,mtopo+cp+tvm,metf+cp+tvm,"
+                  "msct+cp+tvm";
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_OK);
+    char longlist[1100];
+    memset(longlist, 'x', sizeof longlist - 1);
+    longlist[sizeof longlist - 1] = 0;
+    o.reference = longlist;
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "too long"));
 }
 
 /* ---- decisions from actions ----------------------------------------------------------- */

@@ -96,7 +96,7 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
         return gopt_error_set(err, GOPT_EINVAL, "trainer: switch every = %d must be >= 1", o->switch_every);
     if (o->canonical_targets != 0 && o->canonical_targets != 1)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: canonical targets = %d is not 0 or 1", o->canonical_targets);
-    if (!o->reference || !o->reference[0] || strlen(o->reference) >= 256)
+    if (!o->reference || !o->reference[0] || strlen(o->reference) >= sizeof ((gopt_trainer *)0)->reference)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: reference method list is empty or too long");
     return GOPT_OK;
 }
@@ -508,7 +508,7 @@ static gopt_status compute_reference(gopt_trainer *t, int i, gopt_error *err) {
     if (hs) return hs;
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);
-    char list[256];
+    char list[sizeof t->reference];
     strcpy(list, t->reference);
     gopt_bl_options opt = {0};
     opt.seed = t->o.seed;

@@ -72,7 +72,7 @@ struct gopt_trainer {
     gopt_policy *pol;
     const gopt_costmodel *cm; /* default cost model of gopt_trainer_add_graph (may be NULL) */
     gopt_trainer_options o;
-    char reference[256];
+    char reference[1024];
     tr_graph *graphs;
     int ng, capg;
     tr_prof *profs;     /* the distinct cost models of the graphs */
