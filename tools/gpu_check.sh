@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
 # gpu_check.sh: every check and figure that needs a CUDA GPU, in one run, each step under its own
-# time limit so that one failure or hang does not cost the others. Steps, most valuable first:
+# time limit so that one failure or hang does not cost the others. Steps, most valuable first,
+# and the files they write (eight, so that they fit what a lent machine sends back):
 #   checks.txt          nvidia-smi; the network's CUDA path against the CPU path (test_netdev cuda);
-#                       gopt run --backend cuda on an example graph (trace.json: its Perfetto trace)
+#                       gopt run --backend cuda on an example graph, eager and as a CUDA graph;
+#                       compute-sanitizer memcheck on a small CNN's run (where it is installed)
 #   calibrate.txt       gopt profile calibrate --backend cuda -> cuda-calibrated.json
-#   fidelity.txt        bench_fidelity --backend cuda on that profile (one GPU: schedule x fusion)
-#   policy.txt          bench_policy with the network on the GPU
-#   train.txt           bench_train's PPO step with the network on the GPU
-#   torch.txt           PyTorch's eager step on the GPU (tools/torch_step.py --device cuda) against
-#                       the simulator on the calibrated profile and gopt run, single device
+#   fidelity.txt        bench_fidelity --backend cuda on that profile (one GPU: schedule x fusion),
+#                       eager, then with --cuda-graph
+#   network.txt         bench_policy and bench_train's PPO step with the network on the GPU
+#   pytorch.txt         tools/torch_fit.py --device cuda: PyTorch's eager steps of the training
+#                       split's models (-> pytorch-train.json, the rows a fit reads) and of the
+#                       validation and test splits' (-> pytorch-unseen.json), each judged against
+#                       the simulator on the calibrated profile
 #
 # Usage: tools/gpu_check.sh BUILD_DIR OUT_DIR [--budget SECONDS]
 #   BUILD_DIR: a build of this repository with CUDA (gopt, tests/test_netdev, bench/bench_*);
 #   OUT_DIR: where the files above go. --budget: the calibrator's (default 45).
-#   PYTHON: the interpreter that has PyTorch (default /usr/bin/python3).
+#   PYTHON: the interpreter that has PyTorch with CUDA (default /usr/bin/python3).
 # Exit code: 0 when every step passed, 1 otherwise (each step's status is printed last).
+# About 4-6 minutes on an H200 (2026-11-27). docs/fidelity.md, "GPU", has what it measured.
 set -u
 if [ $# -lt 2 ] || [ "$1" = "--help" ] || [ "$1" = "-h" ]; then
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
     [ $# -lt 2 ] && [ "${1:-}" != "--help" ] && [ "${1:-}" != "-h" ] && exit 2
     exit 0
 fi
@@ -30,7 +35,9 @@ O=$(cd "$O" && pwd)
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-/usr/bin/python3}
 G="$B/gopt"
-export OPENBLAS_NUM_THREADS=1 CMOCKA_MESSAGE_OUTPUT=stdout
+T=$(mktemp -d) || exit 2
+trap 'rm -rf "$T"' EXIT
+export OPENBLAS_NUM_THREADS=1 CMOCKA_MESSAGE_OUTPUT=stdout PYTHONUNBUFFERED=1
 summary=()
 
 step() { # step NAME SECONDS FILE CMD...: run CMD under a time limit, appending to FILE
@@ -49,36 +56,46 @@ step() { # step NAME SECONDS FILE CMD...: run CMD under a time limit, appending 
 step gpu 20 checks.txt nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv
 step netdev_cuda 120 checks.txt "$B/tests/test_netdev" cuda
 EX="$SRC/graphs/examples/mlp_train.graphml"
-step optimize_example 30 checks.txt "$G" optimize "$EX" --method heft+cp+xla --profile "$SRC/profiles/h100-nvswitch-x8.json" \
-    --devices 1 -o "$O/mlp.decisions.txt"
-step run_cuda_example 60 checks.txt "$G" run "$EX" --decisions "$O/mlp.decisions.txt" --backend cuda \
-    --profile "$SRC/profiles/h100-nvswitch-x8.json" --devices 1 --reps 5 --trace "$O/trace.json"
-rm -f "$O/mlp.decisions.txt"
+H100="$SRC/profiles/h100-nvswitch-x8.json"
+step optimize_example 30 checks.txt "$G" optimize "$EX" --method heft+cp+xla --profile "$H100" --devices 1 -o "$T/mlp.txt"
+step run_cuda_example 60 checks.txt "$G" run "$EX" --decisions "$T/mlp.txt" --backend cuda --profile "$H100" --devices 1 --reps 5
+step run_cuda_graph 60 checks.txt "$G" run "$EX" --decisions "$T/mlp.txt" --backend cuda --profile "$H100" --devices 1 \
+    --reps 5 --cuda-graph
+if command -v compute-sanitizer >/dev/null; then
+    "$G" graph gen resnet --layers 18 --batch 1 --seq 32 -o "$T/r18.graphml" >/dev/null &&
+        "$G" optimize "$T/r18.graphml" --method single+cp+xla --profile "$H100" --devices 1 -o "$T/r18.txt" >/dev/null
+    step sanitizer 90 checks.txt compute-sanitizer --tool memcheck --error-exitcode 1 "$G" run "$T/r18.graphml" \
+        --decisions "$T/r18.txt" --backend cuda --profile "$H100" --devices 1 --reps 1
+fi
 
 # 2. the calibrated profile of this GPU
 P="$O/cuda-calibrated.json"
 step calibrate 240 calibrate.txt "$G" profile calibrate --backend cuda --budget "$BUDGET" -o "$P"
 [ -f "$P" ] && step profile_show 20 calibrate.txt "$G" profile show "$P"
-[ -f "$P" ] || P="$SRC/profiles/h100-nvswitch-x8.json" # the run still measures; the sim is the datasheet's
+[ -f "$P" ] || P="$H100" # the runs still measure; the simulator is the datasheet's
 
 # 3. fidelity: the simulator against the runtime on this GPU
 step fidelity 200 fidelity.txt "$B/bench/bench_fidelity" --backend cuda --profile "$P" --devices 1 --reps 3
+step fidelity_graph 200 fidelity.txt "$B/bench/bench_fidelity" --backend cuda --profile "$P" --devices 1 --reps 3 \
+    --cuda-graph
 
 # 4. the network's speed on the GPU
-step bench_policy 150 policy.txt env GOPT_BENCH_DEVICE=cuda "$B/bench/bench_policy"
-step bench_train 150 train.txt env GOPT_BENCH_DEVICE=cuda "$B/bench/bench_train" 10000 16 4 0 0 0 5
+step bench_policy 150 network.txt env GOPT_BENCH_DEVICE=cuda "$B/bench/bench_policy"
+step bench_train 150 network.txt env GOPT_BENCH_DEVICE=cuda "$B/bench/bench_train" 10000 16 4 0 0 0 5
 
-
-# 5. against PyTorch's own step on the GPU
-for m in seq2seq transformer dlrm resnet50; do
-    step "torch_$m" 60 torch.txt "$PY" "$SRC/tools/torch_step.py" "$m" --device cuda --reps 5 --warmup 2 --json
-    step "sim_$m" 30 torch.txt "$G" sim "$SRC/graphs/real/$m.graphml.gz" --profile "$P" --devices 1
-    step "optimize_$m" 30 torch.txt "$G" optimize "$SRC/graphs/real/$m.graphml.gz" --method single+fifo \
-        --profile "$P" --devices 1 -o "$O/$m.decisions.txt"
-    step "run_$m" 60 torch.txt "$G" run "$SRC/graphs/real/$m.graphml.gz" --decisions "$O/$m.decisions.txt" \
-        --backend cuda --profile "$P" --devices 1 --reps 5
-    rm -f "$O/$m.decisions.txt"
-done
+# 5. against PyTorch's own step on the GPU: the rows a fit reads, and the unseen models'
+split_models() { awk -v s="$1" '!/^#/ && $2 == s {print $1}' "$SRC/graphs/real/splits.tsv" | tr '\n' ' '; }
+TRAIN="resnet18 resnet50 mobilenet_v2 convnext_tiny efficientnet_b3 densenet169 swin_s vit_b_32 regnet_y_400mf
+       shufflenet_v2_x1_0 gpt_small gpt2_medium bert_small moe_small lstm_lm gru_seq2seq bilstm_classifier dlrm_small
+       wide_deep unet_small conformer_small wav2vec_small"
+# shellcheck disable=SC2086
+step pytorch_train 300 pytorch.txt sh -c "'$PY' '$SRC/tools/torch_fit.py' --device cuda --profile '$P' --gopt '$G' \
+    -o '$T/fit.json' --reps 5 --warmup 2 --json $(echo $TRAIN) > '$T/train.out' && \
+    sed -n '/^{\$/,\$p' '$T/train.out' > '$O/pytorch-train.json'"
+# shellcheck disable=SC2086
+step pytorch_unseen 300 pytorch.txt sh -c "'$PY' '$SRC/tools/torch_fit.py' --device cuda --profile '$P' --gopt '$G' \
+    --evaluate '$P' --reps 5 --warmup 2 --json $(split_models validation) $(split_models test) > '$T/unseen.out' && \
+    sed -n '/^{\$/,\$p' '$T/unseen.out' > '$O/pytorch-unseen.json'"
 
 echo
 echo "gpu_check: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%FT%TZ)"
