@@ -64,6 +64,7 @@ static const bench_graph GRAPHS_GPU[] = {
     {NULL, 0, 0, 0, "gpt2_small.graphml.gz"}, {NULL, 0, 0, 0, "dlrm.graphml.gz"},
 };
 #define NGRAPHS_GPU ((int)(sizeof GRAPHS_GPU / sizeof GRAPHS_GPU[0]))
+#define MAXGRAPHS (NGRAPHS > NGRAPHS_GPU ? NGRAPHS : NGRAPHS_GPU)
 
 static void skip_method(void *graph_name, const char *method, const char *reason) {
     printf("%-26s %-14s no valid decisions (%s)\n", (const char *)graph_name, method, reason);
@@ -86,8 +87,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    const int cuda = !strcmp(backend, "cuda");
-    if (!cuda && strcmp(backend, "cpu")) {
+    const int be = gopt_rt_backend_parse(backend), cuda = be == GOPT_RT_CUDA;
+    if (be < 0) {
         fprintf(stderr, "bench_fidelity: --backend '%s': expected cpu or cuda\n", backend);
         return 2;
     }
@@ -129,9 +130,9 @@ int main(int argc, char **argv) {
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);
     gopt_bl_options bo = {.seed = 1};
-    gopt_rt_options ro = {.backend = cuda ? GOPT_RT_CUDA : GOPT_RT_CPU, .warmup = 1, .reps = reps,
-                          .clock = (gopt_rt_clock)ck, .cuda_graph = cuda_graph};
-    double abs_err[NGRAPHS_GPU * MAXMETHODS], rhos[NGRAPHS_GPU];
+    gopt_rt_options ro = {.backend = (gopt_rt_backend)be, .warmup = 1, .reps = reps, .clock = (gopt_rt_clock)ck,
+                          .cuda_graph = cuda_graph};
+    double abs_err[MAXGRAPHS * MAXMETHODS], rhos[MAXGRAPHS];
     int nerr = 0, nrho = 0, rc = 0;
     double t0 = gopt_now_seconds();
     for (int gi = 0; gi < ngraphs && rc == 0; gi++) {

@@ -44,15 +44,23 @@ prints both simulators' errors against PyTorch's fastest and median step, and th
 
 With --device cuda the same is done on the first GPU, for a profile of that GPU (gopt profile
 calibrate --backend cuda): steps are timed by the wall clock around synchronized steps, each kind's
-time is its kernels' GPU time under torch.profiler (not scaled: the profiler does not inflate it),
-the framework's overhead is the step less the kernels and the profile's launch per kernel (the GPU
-idle while Python dispatches), there is no fresh-output probe, and the graph of a model at the
-exporter's default size is graphs/real's (no export on the GPU machine).
+time is its kernels' GPU time under torch.profiler (not scaled: the profiler does not inflate it; a
+kind given no kernel time is no evidence for its factor), there is no fresh-output probe, and the
+graph of a model at the exporter's default size is graphs/real's (no export on the GPU machine).
+The profile written says "dispatch": "overlapped" (the host dispatches while the GPU runs), and
+op_overhead is fitted with the simulator itself (fit_dispatch: per model, by bisection, the value
+at which `gopt sim` gives PyTorch's fastest step; the median over the models); each row's
+overhead_s (the step less the kernels and the profile's launch per kernel) is printed, not fitted.
+
+With --rows FILE (what an earlier run printed with --json: {framework, rows}) the fit, or with
+--evaluate the judgement, is redone from those per-model figures without running PyTorch, so a
+fit made on a lent GPU can be redone and checked on any machine with torch.
 
 Usage: /usr/bin/python3 tools/torch_fit.py --profile P -o OUT.json [--name NAME] [--gopt build/gopt]
            [--reps R] [--warmup W] [--profiled P] [--no-fresh] [--device cpu|cuda] [--json] MODEL[:BATCH[:SEQ]]...
        /usr/bin/python3 tools/torch_fit.py --profile P --evaluate FITTED [--reps R] [--device cpu|cuda] [--json]
            MODEL[:BATCH[:SEQ]]...
+       /usr/bin/python3 tools/torch_fit.py --device cuda --profile P (-o OUT.json | --evaluate FITTED) --rows FILE
 Exit codes: 0 ok, 2 bad usage (unknown model, a validation model to fit, bad size), 3 no torch.
 """
 import argparse
