@@ -11,7 +11,7 @@
  * orderings. Targets (docs/fidelity.md): median |error| <= 10%, rank correlation >= 0.9.
  *
  * Usage: bench_fidelity [--backend cpu|cuda] [--profile P] [--clock wall|cpu|cpu-min] [--reps R]
- *                       [--devices N] [--quick]
+ *                       [--devices N] [--quick] [--cuda-graph] [--cuda-conv cudnn|im2col]
  * (default: the CPU backend, the shipped CPU profile, the cpu-min clock, 5 repetitions, all its
  * devices). Run it on a quiet machine, under OPENBLAS_NUM_THREADS=1. Cost: about 30 graph x method
  * pairs, each a method's decision plus 1 + R real steps (10 ms - 1 s each): a few minutes.
@@ -21,7 +21,8 @@
  * GPU (the zoo's default sizes, graphs/real's larger exports); with one GPU every method is
  * single-device, so the methods are the schedule x fusion combinations. Exit code 3 without a GPU.
  * --cuda-graph: each step captured once as a CUDA graph and replayed (gopt run --cuda-graph): the
- * GPU's own step, without the host's issue time per kernel.
+ * GPU's own step, without the host's issue time per kernel. --cuda-conv cudnn|im2col: what the
+ * runtime runs convolutions as (gopt run --cuda-conv; default cudnn where the build has cuDNN).
  */
 #include <math.h>
 #include <stdio.h>
@@ -71,7 +72,7 @@ static void skip_method(void *graph_name, const char *method, const char *reason
 }
 
 int main(int argc, char **argv) {
-    const char *prof_path = NULL, *clock = NULL, *backend = "cpu";
+    const char *prof_path = NULL, *clock = NULL, *backend = "cpu", *conv = NULL;
     int reps = 5, ndev = 0, quick = 0, cuda_graph = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--profile") && i + 1 < argc) prof_path = argv[++i];
@@ -81,9 +82,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--devices") && i + 1 < argc) ndev = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--cuda-graph")) cuda_graph = 1;
+        else if (!strcmp(argv[i], "--cuda-conv") && i + 1 < argc) conv = argv[++i];
         else {
             fprintf(stderr, "usage: bench_fidelity [--backend cpu|cuda] [--profile P] [--clock wall|cpu|cpu-min] "
-                            "[--reps R] [--devices N] [--quick] [--cuda-graph]\n");
+                            "[--reps R] [--devices N] [--quick] [--cuda-graph] [--cuda-conv cudnn|im2col]\n");
             return 2;
         }
     }
@@ -94,6 +96,15 @@ int main(int argc, char **argv) {
     }
     if (cuda_graph && !cuda) {
         fprintf(stderr, "bench_fidelity: --cuda-graph needs --backend cuda\n");
+        return 2;
+    }
+    const int cc = conv ? gopt_rt_cuda_conv_parse(conv) : GOPT_RT_CUDA_CONV_DEFAULT;
+    if (cc < 0) {
+        fprintf(stderr, "bench_fidelity: --cuda-conv '%s': expected cudnn or im2col\n", conv);
+        return 2;
+    }
+    if (conv && !cuda) {
+        fprintf(stderr, "bench_fidelity: --cuda-conv needs --backend cuda\n");
         return 2;
     }
     if (cuda && !prof_path) {
@@ -123,15 +134,18 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_fidelity: --backend cuda measures one GPU (--devices 1), not %d devices\n", nd);
         return 2;
     }
-    printf("fidelity of the simulator against the runtime (%s%s): profile %s (%d devices), clock %s, median of %d steps\n",
-           backend, cuda_graph ? ", steps replayed as CUDA graphs" : "", gopt_profile_name(prof), nd, clock, reps);
+    printf("fidelity of the simulator against the runtime (%s%s%s%s): profile %s (%d devices), clock %s, median of %d "
+           "steps\n",
+           backend, cuda_graph ? ", steps replayed as CUDA graphs" : "", cuda ? ", convolutions: " : "",
+           cuda ? gopt_rt_cuda_conv_name(gopt_rt_cuda_conv_resolve((gopt_rt_cuda_conv)cc)) : "",
+           gopt_profile_name(prof), nd, clock, reps);
     printf("%-26s %-14s %11s %11s %8s %9s %7s\n", "graph", "method", "sim (ms)", "real (ms)", "error", "sim/real",
            "spread");
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);
     gopt_bl_options bo = {.seed = 1};
     gopt_rt_options ro = {.backend = (gopt_rt_backend)be, .warmup = 1, .reps = reps, .clock = (gopt_rt_clock)ck,
-                          .cuda_graph = cuda_graph};
+                          .cuda_graph = cuda_graph, .cuda_conv = (gopt_rt_cuda_conv)cc};
     double abs_err[MAXGRAPHS * MAXMETHODS], rhos[MAXGRAPHS];
     int nerr = 0, nrho = 0, rc = 0;
     double t0 = gopt_now_seconds();

@@ -9,8 +9,9 @@
  *   GEMM              cublasSgemm over random (m, n, k), log-uniform; the
  *                     fastest rate is the fp32 peak; one large fp16 GEMM
  *                     (tensor cores, cublasGemmEx) gives the fp16 peak
- *   convolution       cuDNN forward convolution (fastest algorithm cuDNN
- *                     proposes) over random shapes, table by FLOPs
+ *   convolution       cuDNN forward convolution (the algorithm its heuristics
+ *                     rank first; gopt_cudnn.h, shared with the CUDA runtime)
+ *                     over random shapes, table by FLOPs
  * then copies: every ordered GPU pair (peer-to-peer where the pair supports
  * it, else staged by the driver), and host-to-device / device-to-host with
  * pinned memory (kept as table sets "gpuN-h2d", "gpuN-d2h").
@@ -24,7 +25,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #ifdef GOPT_WITH_CUDNN
-#include <cudnn.h>
+#include "gopt_cudnn.h"
 #endif
 #include <math.h>
 #include <stdlib.h>
@@ -171,15 +172,12 @@ int run_hgemm(bench_ctx *b, const double *item, long reps) {
 }
 
 #ifdef GOPT_WITH_CUDNN
-/* item: N, C, H, W, K, R (square filter, stride 1, same padding); item[6]
- * receives the chosen algorithm. */
+/* item: N, C, H, W, K, R (square filter, stride 1, same padding: gopt_cudnn.h, the runtime's
+ * convolution), then the algorithm and its math type (conv_algo). */
 int run_conv(bench_ctx *b, const double *item, long reps) {
     int N = (int)item[0], C = (int)item[1], H = (int)item[2], W = (int)item[3], K = (int)item[4], R = (int)item[5];
     cudnnConvolutionFwdAlgo_t algo = (cudnnConvolutionFwdAlgo_t)(int)item[6];
-    if (cudnnSetTensor4dDescriptor(b->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, C, H, W) ||
-        cudnnSetFilter4dDescriptor(b->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, K, C, R, R) ||
-        cudnnSetConvolution2dDescriptor(b->conv, R / 2, R / 2, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) ||
-        cudnnSetTensor4dDescriptor(b->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, K, H, W))
+    if (gopt_cudnn_conv_describe(N, C, H, W, K, R, (cudnnMathType_t)(int)item[7], b->x, b->w, b->conv, b->y))
         return 1;
     const float one = 1, zero = 0;
     for (long r = 0; r < reps; r++)
@@ -188,22 +186,16 @@ int run_conv(bench_ctx *b, const double *item, long reps) {
             return 1;
     return 0;
 }
-/* Pick the fastest algorithm cuDNN's heuristics propose that fits the
- * workspace; -1 when none. */
-int conv_algo(bench_ctx *b, const double *item) {
+/* The algorithm cuDNN's heuristics propose first that fits the workspace into item[6] and its
+ * math type into item[7]; -1 when none. */
+int conv_algo(bench_ctx *b, double *item) {
     int N = (int)item[0], C = (int)item[1], H = (int)item[2], W = (int)item[3], K = (int)item[4], R = (int)item[5];
-    if (cudnnSetTensor4dDescriptor(b->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, C, H, W) ||
-        cudnnSetFilter4dDescriptor(b->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, K, C, R, R) ||
-        cudnnSetConvolution2dDescriptor(b->conv, R / 2, R / 2, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) ||
-        cudnnSetTensor4dDescriptor(b->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, K, H, W))
-        return -1;
-    cudnnConvolutionFwdAlgoPerf_t perf[8];
-    int got = 0;
-    if (cudnnGetConvolutionForwardAlgorithm_v7(b->dnn, b->x, b->w, b->conv, b->y, 8, &got, perf) != CUDNN_STATUS_SUCCESS)
-        return -1;
-    for (int i = 0; i < got; i++)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= b->ws_cap) return (int)perf[i].algo;
-    return -1;
+    cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+    if (gopt_cudnn_conv_describe(N, C, H, W, K, R, math, b->x, b->w, b->conv, b->y)) return -1;
+    int algo = gopt_cudnn_conv_algo(b->dnn, b->x, b->w, b->conv, b->y, b->ws_cap, NULL, &math);
+    item[6] = algo;
+    item[7] = (double)math;
+    return algo;
 }
 #endif
 
@@ -490,17 +482,17 @@ extern "C" gopt_status gopt_calibrate_cuda(const gopt_calib_options *o, gopt_pro
         if (cudnnCreate(&b->dnn) == CUDNN_STATUS_SUCCESS && !cudnnCreateTensorDescriptor(&b->x) &&
             !cudnnCreateTensorDescriptor(&b->y) && !cudnnCreateFilterDescriptor(&b->w) &&
             !cudnnCreateConvolutionDescriptor(&b->conv)) {
-            b->ws_cap = (size_t)256 << 20;
+            b->ws_cap = GOPT_CUDNN_WS_CAP;
             if (cudaMalloc(&b->ws, b->ws_cap) != cudaSuccess) {
                 b->ws = NULL;
                 b->ws_cap = 0;
             }
-            const int W7 = 7;
-            double *it = (double *)malloc(CONV_POINTS * W7 * sizeof(double)), *tt = (double *)malloc(CONV_POINTS * sizeof(double));
+            const int W8 = 8;
+            double *it = (double *)malloc(CONV_POINTS * W8 * sizeof(double)), *tt = (double *)malloc(CONV_POINTS * sizeof(double));
             int m = 0, tries = 0;
             static const int RS[] = {1, 3, 5};
             while (it && tt && m < CONV_POINTS && tries++ < 20 * CONV_POINTS) {
-                double *r = it + (size_t)m * W7;
+                double *r = it + (size_t)m * W8;
                 r[0] = floor(log_uniform(&k->rng, 1, 64));
                 r[1] = floor(log_uniform(&k->rng, 3, 512));
                 r[2] = r[3] = floor(log_uniform(&k->rng, 7, 128));
@@ -509,17 +501,15 @@ extern "C" gopt_status gopt_calibrate_cuda(const gopt_calib_options *o, gopt_pro
                 double in = r[0] * r[1] * r[2] * r[3], wt = r[4] * r[1] * r[5] * r[5], outn = r[0] * r[4] * r[2] * r[3];
                 double fl = 2 * outn * r[1] * r[5] * r[5];
                 if (in > (double)b->cap || wt > (double)b->cap || outn > (double)b->cap || fl > 2e11) continue;
-                int algo = conv_algo(b, r);
-                if (algo < 0) continue;
-                r[6] = algo;
+                if (conv_algo(b, r) < 0) continue;
                 m++;
             }
-            if (it && tt && m >= 8 && !(st = measure(k, b, run_conv, it, &m, W7, tt))) {
+            if (it && tt && m >= 8 && !(st = measure(k, b, run_conv, it, &m, W8, tt))) {
                 ts->pts[GOPT_TABLE_CONV] = (double *)malloc((size_t)m * 2 * sizeof(double));
                 if (ts->pts[GOPT_TABLE_CONV]) {
                     ts->n[GOPT_TABLE_CONV] = m;
                     for (int i = 0; i < m; i++) {
-                        double *r = it + (size_t)i * W7;
+                        double *r = it + (size_t)i * W8;
                         ts->pts[GOPT_TABLE_CONV][2 * i] = 2 * r[0] * r[4] * r[2] * r[3] * r[1] * r[5] * r[5];
                         double x = tt[i] - dv->launch;
                         ts->pts[GOPT_TABLE_CONV][2 * i + 1] = x > 0.1 * tt[i] ? x : 0.1 * tt[i];

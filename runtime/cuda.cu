@@ -11,16 +11,33 @@
  * ordered pool at the simulator's points (cudaMallocAsync when the task or copy is issued,
  * cudaFreeAsync after the last holder), and the peak is the pool's high-water mark plus the
  * parameters: measured, with the pool's rounding. Kernels: cublasSgemm of the node's (m, n, k);
- * convolution as im2col + cublasSgemm (cuDNN is not used: the node carries no kernel shape);
- * memory-bound ops a grid-stride kernel summing the inputs into the output (one pass); a node
- * without a shape a stand-in sgemm of its FLOPs. Times come from CUDA events, relative to an
+ * a convolution, whose node carries its implicit GEMM (m, n, k) but no kernel size, as
+ * cudnnConvolutionForward on a 2-d convolution of the same FLOPs (rt_conv_shape_of: m output
+ * pixels, n filters, k = channels x taps), with the algorithm cuDNN's heuristics rank first under
+ * a 256 MiB workspace (profiles/gopt_cudnn.h, the calibrator's convolution), or, with
+ * GOPT_RT_CUDA_CONV_IM2COL (and for a shape cuDNN does not take), as im2col + cublasSgemm;
+ * memory-bound ops one pass summing the inputs into the output (16-byte loads and the
+ * calibrator's grid where every input is the output's length, else a grid-stride kernel that
+ * reads shorter inputs cyclically); a node without a shape a stand-in sgemm of its FLOPs.
+ * Outside the memory model, as a library's workspace is (cudaMalloc at setup, not the pool, so
+ * the measured peak stays the simulator's accounting): the per-GPU scratch `ws` (operands the
+ * node's tensors are too small for, the im2col block, and cuDNN's input where the node's largest
+ * input is smaller than the derived convolution reads), and cuDNN's workspace (the largest any
+ * chosen algorithm needs). Descriptors and algorithms are chosen once per distinct shape at setup
+ * and each is run once there (so that no library loads or allocates inside a step, or inside the
+ * capture of --cuda-graph); a shape cuDNN refuses falls back to im2col. The cuDNN path was
+ * compiled but not yet run on a GPU (2026-11-27). Times come from CUDA events, relative to an
  * event recorded on each GPU at the step's start. Memory-over-time is not logged on GPUs (the
  * trace has kernels and copies, and the peak). */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef GOPT_WITH_CUDNN
+#include "gopt_cudnn.h"
+#endif
 
 extern "C" {
 #include "rt_internal.h"
@@ -39,21 +56,60 @@ struct mem_args {
     long long nout;
 };
 
+/* The general pass: out[i] = (add ? out[i] : 0) + the inputs at i over the outputs' length, an
+ * input shorter than that read cyclically (a broadcast), input floats past the output's end
+ * summed into a reduction. A thread carries each input's cyclic index from one of its floats to
+ * the next (one 64-bit division per thread and input, where a division per float cost more than
+ * the bytes on broadcasts). */
 __global__ void k_mem(mem_args a) {
     long long span = a.nout;
-    for (int i = 0; i < a.nin; i++)
-        if (a.len[i] > span) span = a.len[i];
+#pragma unroll
+    for (int j = 0; j < 4; j++) /* constant indices: `a` stays in parameter space, not copied to the stack */
+        if (j < a.nin && a.len[j] > span) span = a.len[j];
+    long long i0 = blockIdx.x * (long long)blockDim.x + threadIdx.x, stride = (long long)gridDim.x * blockDim.x;
+    if (i0 >= span) return;
+    long long pos[4], step[4]; /* i mod len[j], stride mod len[j] */
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        long long n = j < a.nin && a.len[j] > 0 ? a.len[j] : 1;
+        pos[j] = i0 < n ? i0 : i0 % n;
+        step[j] = stride < n ? stride : stride % n;
+    }
     float red = 0;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < span; i += (long long)gridDim.x * blockDim.x) {
+    for (long long i = i0; i < span; i += stride) {
         float acc = 0;
-        for (int j = 0; j < a.nin; j++) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            if (j >= a.nin) break;
             long long n = a.len[j], lim = n > a.nout ? n : a.nout;
-            if (n > 0 && i < lim) acc += a.in[j][i < n ? i : i % n]; /* the modulo only past the end */
+            if (n > 0 && i < lim) acc += a.in[j][pos[j]];
+            pos[j] += step[j];
+            if (pos[j] >= n) pos[j] -= n;
         }
         if (i < a.nout) a.out[i] = a.add ? a.out[i] + acc : acc;
         else red += acc;
     }
     if (red == 12345.678f && a.nout > 0) a.out[0] = red; /* keeps the reduction live */
+}
+
+/* The common case (the calibrator's `c = a + b`, 16 bytes a load): NIN inputs each exactly the
+ * output's length, a multiple of 4 floats, every pointer 16-byte aligned. */
+template <int NIN>
+__global__ void k_mem4(mem_args a) {
+    float4 *out = (float4 *)a.out;
+    long long n4 = a.nout / 4, stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n4; i += stride) {
+        float4 acc = a.add ? out[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int j = 0; j < NIN; j++) {
+            float4 x = __ldg((const float4 *)a.in[j] + i);
+            acc.x += x.x;
+            acc.y += x.y;
+            acc.z += x.z;
+            acc.w += x.w;
+        }
+        out[i] = acc;
+    }
 }
 
 __global__ void k_im2col(const float *src, long long len, float *col, long long r0, long long rows, long long k,
@@ -75,6 +131,27 @@ int grid_for(long long n) {
     long long b = (n + 255) / 256;
     return (int)(b < 1 ? 1 : b > 4096 ? 4096 : b);
 }
+
+/* The calibrator's grid (profiles/calib_cuda.cu): a thread per item, at most 8 blocks of 256 per
+ * multiprocessor (2,048 threads: a full one), each looping over the rest. */
+int grid_sms(long long n, int sms) {
+    long long b = (n + 255) / 256, cap = 8LL * (sms > 0 ? sms : 16);
+    return (int)(b < 1 ? 1 : b > cap ? cap : b);
+}
+
+#ifdef GOPT_WITH_CUDNN
+/* One distinct convolution on one GPU: its descriptors and algorithm, chosen at setup. */
+struct conv_plan {
+    int dev;
+    rt_conv_shape s;
+    cudnnTensorDescriptor_t x, y;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+    cudnnConvolutionFwdAlgo_t algo;
+    size_t ws_bytes;
+    int ok; /* an algorithm fits, and it ran once at setup */
+};
+#endif
 
 } // namespace
 
@@ -102,6 +179,16 @@ struct rt_cuda {
     int graph_mode;        /* capture the issue once (cudaGraph), replay it every step */
     cudaGraphExec_t exec;  /* the captured step, once captured */
     void *blas_ws;         /* graph mode: cuBLAS's workspace, so that no GEMM allocates while captured */
+    int sms[GOPT_SIM_MAX_DEVICES]; /* multiprocessors per GPU (the memory kernel's grid) */
+    int32_t *conv_of;      /* (n) a convolution node's conv_plan, -1: im2col + sgemm */
+    int conv_cudnn, conv_im2col; /* convolution nodes each way */
+#ifdef GOPT_WITH_CUDNN
+    cudnnHandle_t dnn[GOPT_SIM_MAX_DEVICES]; /* on the GPU's compute stream; NULL without convolutions */
+    void *dnn_ws[GOPT_SIM_MAX_DEVICES];       /* cuDNN's workspace: cudaMalloc, outside the pool */
+    size_t dnn_ws_bytes[GOPT_SIM_MAX_DEVICES];
+    conv_plan *convs;
+    int nconv;
+#endif
 };
 
 #define CU(call)                                                                                                   \
@@ -140,7 +227,11 @@ static int node_inputs(const rt_cuda *c, int32_t v, int32_t t, rt_span *ins) {
     return nin;
 }
 
-static void mem_launch(cudaStream_t s, const rt_span *ins, int nin, rt_span out) {
+static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* One pass (a launch per four inputs, the later ones adding into the output) on a GPU of `sms`
+ * multiprocessors. */
+static void mem_launch(cudaStream_t s, const rt_span *ins, int nin, rt_span out, int sms) {
     for (int i = 0, first = 1; i < nin || first; i += 4, first = 0) {
         mem_args a = {};
         for (int j = 0; j < 4 && i + j < nin; j++) {
@@ -151,6 +242,18 @@ static void mem_launch(cudaStream_t s, const rt_span *ins, int nin, rt_span out)
         a.add = i > 0;
         a.out = out.p;
         a.nout = out.p ? out.floats : 0;
+        int vec = a.nin > 0 && a.nout > 0 && a.nout % 4 == 0 && aligned16(a.out);
+        for (int j = 0; j < a.nin && vec; j++) vec = a.len[j] == a.nout && aligned16(a.in[j]);
+        if (vec) {
+            int grid = grid_sms(a.nout / 4, sms);
+            switch (a.nin) {
+            case 1: k_mem4<1><<<grid, 256, 0, s>>>(a); break;
+            case 2: k_mem4<2><<<grid, 256, 0, s>>>(a); break;
+            case 3: k_mem4<3><<<grid, 256, 0, s>>>(a); break;
+            default: k_mem4<4><<<grid, 256, 0, s>>>(a); break;
+            }
+            continue;
+        }
         long long span = a.nout;
         for (int j = 0; j < a.nin; j++)
             if (a.len[j] > span) span = a.len[j];
@@ -164,7 +267,9 @@ static void sgemm(cublasHandle_t h, int64_t m, int64_t n, int64_t k, const float
         cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)k, &one, B, (int)n, A, (int)k, &zero, C, (int)n);
 }
 
-static void run_node(rt_cuda *c, int32_t v, int32_t t, int d, int fused_mem_part) {
+/* Issue node v's kernels (of task t, on GPU d) on the GPU's compute stream. */
+static gopt_status run_node(rt_cuda *c, int32_t v, int32_t t, int d, int fused_mem_part, gopt_error *err) {
+    (void)err; /* only cuDNN's calls report */
     const rt_plan *p = c->p;
     int nin = node_inputs(c, v, t, c->ins);
     rt_span out = {p->ext[v] ? c->obuf[v] : NULL, p->ext[v] && c->obuf[v] ? p->osize[v] / 4 : 0};
@@ -181,7 +286,23 @@ static void run_node(rt_cuda *c, int32_t v, int32_t t, int d, int fused_mem_part
         rt_span src = {NULL, 0};
         for (int i = 0; i < nin; i++)
             if (c->ins[i].floats > src.floats) src = c->ins[i];
-        int64_t taps = (k % 9 == 0 && k >= 9) ? 9 : 1, rows = rt_conv_block_rows(m, k);
+#ifdef GOPT_WITH_CUDNN
+        if (c->conv_of[v] >= 0) {
+            const conv_plan *cp = &c->convs[c->conv_of[v]];
+            /* the input: the node's largest when it holds the n c h w floats read, else the
+             * scratch from `col` on (ws: outside the memory model, sized for it at setup) */
+            const float *x = src.floats >= cp->s.n * cp->s.c * cp->s.h * cp->s.w ? src.p : col;
+            const float one = 1, zero = 0;
+            cudnnStatus_t ds = cudnnConvolutionForward(c->dnn[d], &one, cp->x, x, cp->w, B, cp->conv, cp->algo,
+                                                       c->dnn_ws[d], c->dnn_ws_bytes[d], &zero, cp->y, C);
+            if (ds != CUDNN_STATUS_SUCCESS)
+                return gopt_error_set(err, GOPT_EINTERNAL,
+                                      "runtime cuda: node '%s': cudnnConvolutionForward failed: %s",
+                                      gopt_graph_node_name(c->g, v), cudnnGetErrorString(ds));
+            break;
+        }
+#endif
+        int64_t taps = rt_conv_taps(k), rows = rt_conv_block_rows(m, k);
         for (int64_t r0 = 0; r0 < m; r0 += rows) {
             int64_t rr = m - r0 < rows ? m - r0 : rows;
             k_im2col<<<grid_for(rr * k), 256, 0, c->comp[d]>>>(src.p, src.floats, col, r0, rr, k, taps);
@@ -198,15 +319,16 @@ static void run_node(rt_cuda *c, int32_t v, int32_t t, int d, int fused_mem_part
             sgemm(c->blas[d], s, s, s, c->ws[d], c->ws[d] + 512 * 512, c->ws[d] + 2 * 512 * 512);
             fl -= 2.0 * (double)s * (double)s * (double)s;
         }
-        mem_launch(c->comp[d], c->ins, nin, out);
+        mem_launch(c->comp[d], c->ins, nin, out, c->sms[d]);
         break;
     }
     case K_MEM:
-        if (!fused_mem_part) mem_launch(c->comp[d], c->ins, nin, out);
+        if (!fused_mem_part) mem_launch(c->comp[d], c->ins, nin, out, c->sms[d]);
         break;
     default:
         break;
     }
+    return GOPT_OK;
 }
 
 /* An event of the step's timeline: in graph mode an event-record node of the captured graph
@@ -252,7 +374,8 @@ static gopt_status issue_step(rt_cuda *c, gopt_error *err) {
         }
         CU(record(c, c->tev[2 * t], s));
         int fused = p->mem_ptr[t + 1] - p->mem_ptr[t] > 1;
-        for (int32_t j = p->mem_ptr[t]; j < p->mem_ptr[t + 1]; j++) run_node(c, p->mem[j], t, d, fused);
+        for (int32_t j = p->mem_ptr[t]; j < p->mem_ptr[t + 1]; j++)
+            if ((st = run_node(c, p->mem[j], t, d, fused, err))) goto out;
         if (fused) { /* the memory-bound members: one pass per external output over their inputs */
             int nin = 0;
             for (int32_t j = p->mem_ptr[t]; j < p->mem_ptr[t + 1]; j++)
@@ -261,11 +384,11 @@ static gopt_status issue_step(rt_cuda *c, gopt_error *err) {
             for (int32_t j = p->mem_ptr[t]; j < p->mem_ptr[t + 1]; j++) {
                 int32_t v = p->mem[j];
                 if (c->kind[v] == K_MEM && p->ext[v] && c->obuf[v]) {
-                    mem_launch(s, c->ins, nin, rt_span{c->obuf[v], p->osize[v] / 4});
+                    mem_launch(s, c->ins, nin, rt_span{c->obuf[v], p->osize[v] / 4}, c->sms[d]);
                     wrote = 1;
                 }
             }
-            if (!wrote && nin) mem_launch(s, c->ins, nin, rt_span{NULL, 0});
+            if (!wrote && nin) mem_launch(s, c->ins, nin, rt_span{NULL, 0}, c->sms[d]);
         }
         CU(cudaGetLastError());
         CU(record(c, c->tev[2 * t + 1], s));
@@ -436,9 +559,23 @@ extern "C" void rt_cuda_free(rt_cuda *c) {
         cudaGraphExecDestroy(c->exec);
         cudaDeviceGraphMemTrim(0);
     }
+#ifdef GOPT_WITH_CUDNN
+    for (int i = 0; i < c->nconv; i++) {
+        conv_plan *cp = &c->convs[i];
+        if (cp->x) cudnnDestroyTensorDescriptor(cp->x);
+        if (cp->y) cudnnDestroyTensorDescriptor(cp->y);
+        if (cp->w) cudnnDestroyFilterDescriptor(cp->w);
+        if (cp->conv) cudnnDestroyConvolutionDescriptor(cp->conv);
+    }
+    free(c->convs);
+#endif
     for (int d = 0; d < c->nd; d++) {
         cudaSetDevice(d);
         cudaDeviceSynchronize();
+#ifdef GOPT_WITH_CUDNN
+        if (c->dnn[d]) cudnnDestroy(c->dnn[d]);
+        cudaFree(c->dnn_ws[d]);
+#endif
         if (c->blas[d]) cublasDestroy(c->blas[d]);
         if (c->comp[d]) cudaStreamDestroy(c->comp[d]);
         if (c->t0[d]) cudaEventDestroy(c->t0[d]);
@@ -484,12 +621,91 @@ extern "C" void rt_cuda_free(rt_cuda *c) {
     free(c->tev);
     free(c->xev);
     free(c->ins);
+    free(c->conv_of);
     free(c);
 }
 
+extern "C" void rt_cuda_conv_counts(const rt_cuda *c, int *cudnn, int *im2col) {
+    *cudnn = c ? c->conv_cudnn : 0;
+    *im2col = c ? c->conv_im2col : 0;
+}
+
+#ifdef GOPT_WITH_CUDNN
+/* The convolutions cuDNN runs. Per distinct shape on a GPU: descriptors and the algorithm its
+ * heuristics rank first under GOPT_CUDNN_WS_CAP (gopt_cudnn.h, as the calibrator chooses); then each
+ * GPU's workspace, the largest any of its algorithms needs (cudaMalloc, outside the pool); then
+ * one run of each on the scratch `ws` (cuDNN loads its kernels and sets itself up here, not inside
+ * a step or a captured one; a shape it refuses falls back to im2col). The nodes marked -2 get
+ * their plan's index, or -1. `cap`: how many convolution nodes there are. */
+static gopt_status plan_convs(rt_cuda *c, int cap, gopt_error *err) {
+    const rt_plan *p = c->p;
+    gopt_status st = GOPT_OK;
+    c->convs = (conv_plan *)calloc((size_t)cap + 1, sizeof(conv_plan));
+    if (!c->convs) return gopt_error_set(err, GOPT_ENOMEM, "runtime cuda: out of memory");
+    for (int32_t v = 0; v < p->n; v++) {
+        if (c->conv_of[v] != -2) continue;
+        int d = p->dev[p->task[v]], i = 0;
+        rt_conv_shape s;
+        rt_conv_shape_of(c->dims[v][0], c->dims[v][1], c->dims[v][2], &s);
+        while (i < c->nconv && !(c->convs[i].dev == d && memcmp(&c->convs[i].s, &s, sizeof s) == 0)) i++;
+        c->conv_of[v] = i;
+        if (i < c->nconv) continue;
+        conv_plan *cp = &c->convs[c->nconv++];
+        cp->dev = d;
+        cp->s = s;
+        if (cudnnCreateTensorDescriptor(&cp->x) || cudnnCreateTensorDescriptor(&cp->y) ||
+            cudnnCreateFilterDescriptor(&cp->w) || cudnnCreateConvolutionDescriptor(&cp->conv))
+            return gopt_error_set(err, GOPT_EINTERNAL, "runtime cuda: creating cuDNN descriptors failed");
+        CU(cudaSetDevice(d));
+        cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+        int algo = -1;
+        if (gopt_cudnn_conv_describe((int)s.n, (int)s.c, (int)s.h, (int)s.w, (int)s.k, (int)s.r, math, cp->x, cp->w,
+                                     cp->conv, cp->y) == CUDNN_STATUS_SUCCESS)
+            algo = gopt_cudnn_conv_algo(c->dnn[d], cp->x, cp->w, cp->conv, cp->y, GOPT_CUDNN_WS_CAP,
+                                        &cp->ws_bytes, &math);
+        if (algo >= 0 && cudnnSetConvolutionMathType(cp->conv, math) == CUDNN_STATUS_SUCCESS) {
+            cp->algo = (cudnnConvolutionFwdAlgo_t)algo;
+            cp->ok = 1;
+            if (cp->ws_bytes > c->dnn_ws_bytes[d]) c->dnn_ws_bytes[d] = cp->ws_bytes;
+        }
+    }
+    for (int d = 0; d < c->nd; d++)
+        if (c->dnn_ws_bytes[d] > 0) {
+            CU(cudaSetDevice(d));
+            CU(cudaMalloc(&c->dnn_ws[d], c->dnn_ws_bytes[d]));
+        }
+    for (int i = 0; i < c->nconv; i++) {
+        conv_plan *cp = &c->convs[i];
+        if (!cp->ok) continue;
+        int d = cp->dev;
+        int64_t dims[3] = {cp->s.n * cp->s.h * cp->s.w, cp->s.k, cp->s.c * cp->s.r * cp->s.r};
+        const float *A, *B, one = 1, zero = 0;
+        float *C, *col; /* the layout a node none of whose operands comes from its inputs has */
+        rt_gemm_operands(dims, 1, NULL, 0, rt_span{NULL, 0}, c->ws[d], &A, &B, &C, &col);
+        CU(cudaSetDevice(d));
+        cp->ok = cudnnConvolutionForward(c->dnn[d], &one, cp->x, col, cp->w, B, cp->conv, cp->algo, c->dnn_ws[d],
+                                         c->dnn_ws_bytes[d], &zero, cp->y, C) == CUDNN_STATUS_SUCCESS;
+    }
+    for (int d = 0; d < c->nd; d++) {
+        CU(cudaSetDevice(d));
+        CU(cudaDeviceSynchronize());
+    }
+    for (int32_t v = 0; v < p->n; v++)
+        if (c->conv_of[v] >= 0 && !c->convs[c->conv_of[v]].ok) c->conv_of[v] = -1;
+out:
+    return st;
+}
+#endif
+
 extern "C" gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, const int32_t *order, int graph_mode,
-                                      rt_cuda **outp, gopt_error *err) {
+                                      gopt_rt_cuda_conv conv, rt_cuda **outp, gopt_error *err) {
     *outp = NULL;
+    const int use_dnn = gopt_rt_cuda_conv_resolve(conv) == GOPT_RT_CUDA_CONV_CUDNN;
+#ifndef GOPT_WITH_CUDNN
+    if (use_dnn)
+        return gopt_error_set(err, GOPT_EUNSUP,
+                              "runtime --backend cuda: convolutions by cuDNN asked for, but this build has no cuDNN");
+#endif
     int ngpu = 0;
     cudaError_t ce = cudaGetDeviceCount(&ngpu);
     if (ce != cudaSuccess || ngpu < 1)
@@ -524,13 +740,16 @@ extern "C" gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, con
     c->tev = (cudaEvent_t *)calloc(2 * t1, sizeof(cudaEvent_t));
     c->xev = (cudaEvent_t *)calloc(2 * x1, sizeof(cudaEvent_t));
     c->ins = (rt_span *)calloc((size_t)f->m + 1, sizeof(rt_span));
+    c->conv_of = (int32_t *)malloc(n1 * sizeof(int32_t));
     int64_t ws[GOPT_SIM_MAX_DEVICES] = {0};
+    int dnn_dev[GOPT_SIM_MAX_DEVICES] = {0}, nconv = 0; /* a GPU that runs a convolution by cuDNN */
     if (!c->order || !c->lstream || !c->pbuf || !c->kind || !c->dims || !c->obuf || !c->xbuf || !c->hold ||
-        !c->xhold || !c->tev || !c->xev || !c->ins) {
+        !c->xhold || !c->tev || !c->xev || !c->ins || !c->conv_of) {
         st = gopt_error_set(err, GOPT_ENOMEM, "runtime cuda: out of memory");
         goto out;
     }
     memcpy(c->order, order, (size_t)p->ntasks * sizeof(int32_t));
+    for (int32_t v = 0; v < p->n; v++) c->conv_of[v] = -1;
     for (int32_t v = 0; v < p->n; v++) {
         gopt_node_attrs at;
         gopt_graph_node(g, v, &at);
@@ -549,9 +768,21 @@ extern "C" gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, con
                 c->dims[v][1] = (int64_t)nn;
                 c->dims[v][2] = (int64_t)llround(k);
                 /* the worst case: no operand served by an input */
-                int64_t need = c->dims[v][0] * c->dims[v][2] + c->dims[v][2] * c->dims[v][1] +
-                               c->dims[v][0] * c->dims[v][1] +
-                               rt_conv_block_rows(c->dims[v][0], c->dims[v][2]) * c->dims[v][2];
+                const float *a_, *b_;
+                float *c_, *col_;
+                int64_t need = rt_gemm_operands(c->dims[v], c->kind[v] == K_CONV, NULL, 0, rt_span{NULL, 0}, NULL, &a_,
+                                                &b_, &c_, &col_);
+                const int64_t *dm = c->dims[v];
+                rt_conv_shape cs;
+                if (c->kind[v] == K_CONV) nconv++;
+                if (c->kind[v] == K_CONV && use_dnn && rt_conv_shape_of(dm[0], dm[1], dm[2], &cs)) {
+                    c->conv_of[v] = -2; /* cuDNN's, once planned (plan_convs) */
+                    dnn_dev[d] = 1;
+                    /* cuDNN's input where the node's inputs are smaller than n c h w: the scratch from
+                     * `col` on (the im2col block's place, unused then) */
+                    int64_t xin = cs.n * cs.c * cs.h * cs.w, colf = rt_conv_block_rows(dm[0], dm[2]) * dm[2];
+                    if (xin > colf) need += xin - colf;
+                }
                 if (need > ws[d]) ws[d] = need;
             } else {
                 c->kind[v] = K_STANDIN;
@@ -580,6 +811,21 @@ extern "C" gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, con
             goto out;
         }
         cublasSetStream(c->blas[d], c->comp[d]);
+        CU(cudaDeviceGetAttribute(&c->sms[d], cudaDevAttrMultiProcessorCount, d));
+        if (dnn_dev[d]) { /* never without cuDNN: use_dnn is 0 then */
+#ifdef GOPT_WITH_CUDNN
+            cudnnStatus_t ds = cudnnCreate(&c->dnn[d]);
+            if (ds == CUDNN_STATUS_SUCCESS) ds = cudnnSetStream(c->dnn[d], c->comp[d]);
+            if (ds != CUDNN_STATUS_SUCCESS) {
+                st = gopt_error_set(err, GOPT_EINTERNAL,
+                                    "runtime cuda: cuDNN failed to start on GPU %d: %s (--cuda-conv im2col runs "
+                                    "without it)",
+                                    d, cudnnGetErrorString(ds));
+                goto out;
+            }
+#endif
+        }
+        /* the scratch: cudaMalloc, not the pool, so that the measured peak is the model's */
         CU(cudaMalloc((void **)&c->ws[d], (size_t)(ws[d] > 0 ? ws[d] : 1) * sizeof(float)));
         k_fill<<<grid_for(ws[d]), 256, 0, c->comp[d]>>>(c->ws[d], ws[d]);
         for (int e = 0; e < c->nd; e++)
@@ -604,6 +850,14 @@ extern "C" gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, con
             CU(cudaMalloc((void **)&c->pbuf[v], (size_t)p->psize[v]));
             k_fill<<<grid_for(p->psize[v] / 4), 256, 0, c->comp[d]>>>(c->pbuf[v], p->psize[v] / 4);
             c->pbytes[d] += p->psize[v];
+        }
+#ifdef GOPT_WITH_CUDNN
+    if (use_dnn && (st = plan_convs(c, nconv, err))) goto out;
+#endif
+    for (int32_t v = 0; v < p->n; v++)
+        if (c->kind[v] == K_CONV) {
+            c->conv_cudnn += c->conv_of[v] >= 0;
+            c->conv_im2col += c->conv_of[v] < 0;
         }
     *outp = c;
     return GOPT_OK;

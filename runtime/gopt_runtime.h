@@ -27,7 +27,8 @@
  * With more devices than cores, threads share cores and the timings say little.
  *
  * CUDA backend (built when the toolkit is found): one GPU per device, a compute stream per GPU
- * and a copy stream per used link; GOPT_EUNSUP when this build or machine has no GPU.
+ * and a copy stream per used link, convolutions by cuDNN where the build has it (or im2col +
+ * cublasSgemm, gopt_rt_cuda_conv); GOPT_EUNSUP when this build or machine has no GPU.
  *
  * Cost: a run is `warmup + reps` real steps; setup allocates the parameters, one workspace per
  * device and (once) every buffer size the step uses. Not thread-safe: one run at a time per
@@ -62,6 +63,25 @@ typedef enum { GOPT_RT_CLOCK_WALL = 0, GOPT_RT_CLOCK_CPU, GOPT_RT_CLOCK_CPU_MIN,
 const char *gopt_rt_clock_name(gopt_rt_clock c); /* "wall", "cpu", "cpu-min" */
 int gopt_rt_clock_parse(const char *s);           /* -1 when unknown */
 
+/* What the CUDA backend runs a convolution node as (docs/runtime.md). A node carries its output
+ * shape and FLOPs, read as an implicit GEMM (m, n, k) (gopt_cost_gemm_dims), not its kernel size:
+ * CUDNN runs cudnnConvolutionForward on a 2-d convolution of those FLOPs (m output pixels, n
+ * filters, k = channels x taps; the runtime derives it), with the algorithm cuDNN's heuristics
+ * rank first, as the CUDA calibrator measures convolutions; IM2COL gathers the implicit GEMM's
+ * rows (a kernel) and multiplies them with cublasSgemm, block by block. DEFAULT is CUDNN where
+ * this build has cuDNN, else IM2COL. */
+typedef enum {
+    GOPT_RT_CUDA_CONV_DEFAULT = 0,
+    GOPT_RT_CUDA_CONV_CUDNN,
+    GOPT_RT_CUDA_CONV_IM2COL,
+    GOPT_RT_CUDA_CONV_COUNT
+} gopt_rt_cuda_conv;
+const char *gopt_rt_cuda_conv_name(gopt_rt_cuda_conv c); /* "default", "cudnn", "im2col"; NULL out of range */
+int gopt_rt_cuda_conv_parse(const char *s);               /* "cudnn" or "im2col"; -1 otherwise */
+int gopt_rt_cudnn_built(void);                            /* 1 when this build has cuDNN */
+/* DEFAULT as this build reads it (CUDNN or IM2COL); other values unchanged. */
+gopt_rt_cuda_conv gopt_rt_cuda_conv_resolve(gopt_rt_cuda_conv c);
+
 typedef struct {
     gopt_rt_backend backend;
     int warmup;          /* untimed steps first (they also fill the arenas' caches); < 0: 1 */
@@ -74,6 +94,9 @@ typedef struct {
                              it for every step, so that the GPU's own step is measured, without the
                              host's per-kernel issue time (the steps a compiler's executable or a
                              captured framework step gives); GOPT_EUNSUP on more than one GPU */
+    gopt_rt_cuda_conv cuda_conv; /* CUDA: the convolution's kernel (0: cuDNN where built); another
+                                    value than DEFAULT on the CPU backend is GOPT_EINVAL, CUDNN in
+                                    a build without cuDNN GOPT_EUNSUP */
 } gopt_rt_options;
 
 /* What a run measured. */
@@ -85,6 +108,8 @@ typedef struct {
     double spread;         /* (max - min) / median over the timed repetitions */
     double steps_s[64];    /* the first min(reps, 64) timed steps, in order */
     double setup_s;        /* wall time of the setup (allocation, first touch) */
+    int conv_cudnn, conv_im2col; /* CUDA: convolution nodes run by cuDNN and as im2col + sgemm
+                                    (under cuDNN, those whose shape it does not take) */
 } gopt_rt_report;
 
 typedef struct gopt_runtime gopt_runtime;

@@ -10,6 +10,7 @@
  */
 #include <cblas.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "rt_internal.h"
@@ -19,6 +20,10 @@ void rt_gemm(const rt_gemm_args *g) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->m, (int)g->n, (int)g->k, 1.0f, g->a, (int)g->k,
                 g->b, (int)g->n, 0.0f, g->c, (int)g->n);
 }
+
+/* Workspace regions start at multiples of 64 floats (256 bytes, as cudaMalloc aligns), so that
+ * cuBLAS's and cuDNN's vectorized kernels take an operand there as they take a buffer. */
+static int64_t ws_region(int64_t floats) { return (floats + 63) / 64 * 64; }
 
 int64_t rt_gemm_operands(const int64_t dims[3], int conv, const rt_span *ins, int nin, rt_span out, float *ws,
                          const float **A, const float **B, float **C, float **col) {
@@ -39,25 +44,41 @@ int64_t rt_gemm_operands(const int64_t dims[3], int conv, const rt_span *ins, in
         *A = ins[i0].p;
     } else {
         *A = ws ? ws + off : NULL;
-        off += m * k;
+        off += ws_region(m * k);
     }
     if (i1 >= 0 && ins[i1].floats >= k * n) {
         *B = ins[i1].p;
     } else {
         *B = ws ? ws + off : NULL;
-        off += k * n;
+        off += ws_region(k * n);
     }
     if (out.floats >= m * n) {
         *C = out.p;
     } else {
         *C = ws ? ws + off : NULL;
-        off += m * n;
+        off += ws_region(m * n);
     }
     if (conv) {
         *col = ws ? ws + off : NULL;
         off += rt_conv_block_rows(m, k) * k;
     }
     return off;
+}
+
+int64_t rt_conv_taps(int64_t k) { return (k % 9 == 0 && k >= 9) ? 9 : 1; }
+
+int rt_conv_shape_of(int64_t m, int64_t n, int64_t k, rt_conv_shape *s) {
+    memset(s, 0, sizeof *s);
+    if (m < 1 || n < 1 || k < 1) return 0;
+    int64_t taps = rt_conv_taps(k), c = k / taps;
+    /* cuDNN's 4-d descriptors: ints, and each tensor below 2^31 elements */
+    if (m > INT32_MAX / c || m > INT32_MAX / n || n > INT32_MAX / k) return 0;
+    int64_t w = (int64_t)sqrt((double)m);
+    while (w * w > m) w--;
+    while ((w + 1) * (w + 1) <= m) w++;
+    while (m % w) w--; /* the largest divisor of m not above its square root */
+    *s = (rt_conv_shape){.n = 1, .c = c, .h = m / w, .w = w, .k = n, .r = taps == 9 ? 3 : 1};
+    return 1;
 }
 
 int64_t rt_conv_block_rows(int64_t m, int64_t k) {
@@ -68,7 +89,7 @@ int64_t rt_conv_block_rows(int64_t m, int64_t k) {
 
 void rt_conv(int64_t m, int64_t n, int64_t k, rt_span src, const float *b, float *c, float *col, int64_t block_rows) {
     if (m <= 0 || n <= 0 || k <= 0) return;
-    int64_t taps = (k % 9 == 0 && k >= 9) ? 9 : 1, run = k / taps;
+    int64_t taps = rt_conv_taps(k), run = k / taps;
     int64_t len = src.floats;
     for (int64_t r0 = 0; r0 < m; r0 += block_rows) {
         int64_t rows = m - r0 < block_rows ? m - r0 : block_rows;

@@ -69,12 +69,16 @@ gopt_status rt_cpu_step(rt_cpu *c, rt_timeline *tl, gopt_error *err);
 double rt_cpu_workspace_bytes(const rt_cpu *c);
 
 /* The CUDA backend (cuda.cu, or cuda_none.c in a build without the toolkit): runs one step of p
- * issuing the tasks in `order` (task indices, in the order the simulator started them). GOPT_EUNSUP without a GPU or without CUDA in this build. */
+ * issuing the tasks in `order` (task indices, in the order the simulator started them);
+ * convolutions as `conv` says (DEFAULT: cuDNN where this build has it). GOPT_EUNSUP without a GPU,
+ * without CUDA in this build, or with GOPT_RT_CUDA_CONV_CUDNN in a build without cuDNN. */
 typedef struct rt_cuda rt_cuda;
 gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, const int32_t *order, int graph_mode,
-                           rt_cuda **out, gopt_error *err);
+                           gopt_rt_cuda_conv conv, rt_cuda **out, gopt_error *err);
 void rt_cuda_free(rt_cuda *c);
 gopt_status rt_cuda_step(rt_cuda *c, rt_timeline *tl, gopt_error *err);
+/* Convolution nodes the backend runs by cuDNN and as im2col + sgemm. */
+void rt_cuda_conv_counts(const rt_cuda *c, int *cudnn, int *im2col);
 
 /* The simulator the runtime keeps (runtime.c), on decisions d. */
 gopt_status rt_sim_run(gopt_runtime *rt, const gopt_decisions *d, gopt_sim_result *res, gopt_error *err);
@@ -96,8 +100,9 @@ void rt_gemm(const rt_gemm_args *g);
 /* Operands of a gemm (or, conv != 0, a convolution) of dims (m, n, k) among a node's inputs: the
  * largest input as A (a convolution's im2col source, whatever its size), the next as B, the
  * node's output as C, each when large enough, else a region of the workspace ws (col: the im2col
- * block). Returns the workspace floats this needs; ws may be NULL to ask only that. Pure pointer
- * arithmetic: the CUDA backend uses it on device pointers. */
+ * block), each region starting at a multiple of 64 floats. Returns the workspace floats this
+ * needs; ws may be NULL to ask only that. Pure pointer arithmetic: the CUDA backend uses it on
+ * device pointers. */
 int64_t rt_gemm_operands(const int64_t dims[3], int conv, const rt_span *ins, int nin, rt_span out, float *ws,
                          const float **A, const float **B, float **C, float **col);
 /* Convolution as an implicit GEMM of (m, n, k): im2col of `src` (k/taps runs of contiguous
@@ -106,6 +111,21 @@ int64_t rt_gemm_operands(const int64_t dims[3], int conv, const rt_span *ins, in
 void rt_conv(int64_t m, int64_t n, int64_t k, rt_span src, const float *b, float *c, float *col, int64_t block_rows);
 /* Rows of the im2col block rt_conv uses for k (about 1 MiB of floats, at least one row). */
 int64_t rt_conv_block_rows(int64_t m, int64_t k);
+/* The filter taps a convolution of implicit GEMM depth k is read with: 9 (3 x 3) when k is a
+ * multiple of 9, else 1. */
+int64_t rt_conv_taps(int64_t k);
+/* A 2-d convolution (NCHW input n x c x h x w, k filters of r x r, stride 1, padding r / 2) whose
+ * FLOPs are the implicit GEMM's: output positions n h w = m exactly, k = the GEMM's n output
+ * channels, c r r = the GEMM's k (r = 3 when rt_conv_taps gives 9, else 1). The graph gives no
+ * batch or image size, so n = 1, w = the largest divisor of m not above its square root and
+ * h = m / w: the squarest image of m pixels (a prime m gives a 1-pixel-wide one; the FLOPs are
+ * the same). The CUDA backend runs it with cuDNN. Returns 0 (and a
+ * zero shape) when a dimension is below 1 or a tensor would reach 2^31 elements (cuDNN's
+ * limit for 4-d descriptors). */
+typedef struct {
+    int64_t n, c, h, w, k, r;
+} rt_conv_shape;
+int rt_conv_shape_of(int64_t m, int64_t n, int64_t k, rt_conv_shape *s);
 /* Memory-bound kernel: reads every input float at least once and writes every output float once
  * (the outputs as one index space; each output float the sum of the inputs at that index, an
  * input shorter than the outputs read cyclically, as a broadcast is; input floats past the

@@ -51,6 +51,30 @@ int gopt_rt_clock_parse(const char *s) {
     return -1;
 }
 
+const char *gopt_rt_cuda_conv_name(gopt_rt_cuda_conv c) {
+    static const char *names[] = {"default", "cudnn", "im2col"};
+    return c >= 0 && c < GOPT_RT_CUDA_CONV_COUNT ? names[c] : NULL;
+}
+
+int gopt_rt_cuda_conv_parse(const char *s) {
+    for (int c = GOPT_RT_CUDA_CONV_CUDNN; c < GOPT_RT_CUDA_CONV_COUNT; c++)
+        if (s && strcmp(s, gopt_rt_cuda_conv_name((gopt_rt_cuda_conv)c)) == 0) return c;
+    return -1;
+}
+
+int gopt_rt_cudnn_built(void) {
+#ifdef GOPT_WITH_CUDNN
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+gopt_rt_cuda_conv gopt_rt_cuda_conv_resolve(gopt_rt_cuda_conv c) {
+    if (c != GOPT_RT_CUDA_CONV_DEFAULT) return c;
+    return gopt_rt_cudnn_built() ? GOPT_RT_CUDA_CONV_CUDNN : GOPT_RT_CUDA_CONV_IM2COL;
+}
+
 typedef struct {
     double start, end;
     int32_t id; /* task t: t; copy x: -1 - x */
@@ -238,6 +262,15 @@ gopt_status gopt_rt_run(gopt_runtime *rt, const gopt_decisions *d, const gopt_rt
     gopt_rt_options opt = o ? *o : (gopt_rt_options){0};
     if (opt.cuda_graph && opt.backend != GOPT_RT_CUDA)
         return gopt_error_set(err, GOPT_EINVAL, "runtime: a step captured as a CUDA graph needs the cuda backend");
+    if (opt.cuda_conv < 0 || opt.cuda_conv >= GOPT_RT_CUDA_CONV_COUNT)
+        return gopt_error_set(err, GOPT_EINVAL, "runtime: unknown CUDA convolution kernel %d", (int)opt.cuda_conv);
+    if (opt.cuda_conv != GOPT_RT_CUDA_CONV_DEFAULT && opt.backend != GOPT_RT_CUDA)
+        return gopt_error_set(err, GOPT_EINVAL, "runtime: a CUDA convolution kernel (%s) needs the cuda backend",
+                              gopt_rt_cuda_conv_name(opt.cuda_conv));
+    if (opt.cuda_conv == GOPT_RT_CUDA_CONV_CUDNN && !gopt_rt_cudnn_built())
+        return gopt_error_set(err, GOPT_EUNSUP,
+                              "runtime: convolutions by cuDNN asked for, but this build has no cuDNN (CMake did not "
+                              "find it; --cuda-conv im2col runs them without it)");
     if (opt.warmup < 0) opt.warmup = 1;
     if (opt.reps == 0) opt.reps = 5;
     if (opt.reps < 0 || opt.reps > 100000)
@@ -262,7 +295,10 @@ gopt_status gopt_rt_run(gopt_runtime *rt, const gopt_decisions *d, const gopt_rt
     if (opt.backend == GOPT_RT_CUDA) {
         order = gopt_malloc(((size_t)p->ntasks + 1) * sizeof(int32_t), err);
         if (!order) return GOPT_ENOMEM;
-        if ((st = sim_order(rt, d, order, err)) || (st = rt_cuda_create(rt->g, p, order, opt.cuda_graph, &cuda, err))) goto out;
+        if ((st = sim_order(rt, d, order, err)) ||
+            (st = rt_cuda_create(rt->g, p, order, opt.cuda_graph, opt.cuda_conv, &cuda, err)))
+            goto out;
+        rt_cuda_conv_counts(cuda, &rep->conv_cudnn, &rep->conv_im2col);
     } else {
         /* what the arenas will hold at their peaks, from the same memory model */
         gopt_sim_result sr;

@@ -9,7 +9,9 @@
  * the simulator's accounting for the same decisions, byte for byte, fused or not; on several,
  * every device's peak lies between its parameters and the sum of everything it could hold. Bad
  * decisions and unknown devices are refused with the node named; CUDA without a GPU is
- * GOPT_EUNSUP. */
+ * GOPT_EUNSUP (with one, a CNN runs on it with cuDNN and with im2col, eager and as a CUDA graph,
+ * its peak the simulator's). The convolution the CUDA backend gives cuDNN has the node's FLOPs,
+ * and the CUDA options are checked before anything runs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -304,6 +306,16 @@ static void test_bad_decisions(void **state) {
     gopt_rt_options graph_on_cpu = {.backend = GOPT_RT_CPU, .reps = 1, .cuda_graph = 1};
     assert_int_equal(gopt_rt_run(x.rt, &d, &graph_on_cpu, &rep, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "cuda backend"));
+    /* a CUDA convolution kernel on the CPU backend; an unknown one */
+    for (int cc = GOPT_RT_CUDA_CONV_CUDNN; cc < GOPT_RT_CUDA_CONV_COUNT; cc++) {
+        gopt_rt_options conv_on_cpu = {.backend = GOPT_RT_CPU, .reps = 1, .cuda_conv = (gopt_rt_cuda_conv)cc};
+        assert_int_equal(gopt_rt_run(x.rt, &d, &conv_on_cpu, &rep, &err), GOPT_EINVAL);
+        assert_non_null(strstr(err.msg, "cuda backend"));
+        assert_non_null(strstr(err.msg, gopt_rt_cuda_conv_name((gopt_rt_cuda_conv)cc)));
+    }
+    gopt_rt_options bad_conv = {.backend = GOPT_RT_CUDA, .reps = 1, .cuda_conv = GOPT_RT_CUDA_CONV_COUNT};
+    assert_int_equal(gopt_rt_run(x.rt, &d, &bad_conv, &rep, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "convolution"));
     /* a refused run leaves no timeline */
     assert_int_equal(gopt_rt_num_transfers(x.rt), 0);
     assert_true(gopt_rt_node_start(x.rt, 0) < 0);
@@ -335,8 +347,131 @@ static void test_cuda_backend(void **state) {
     o.cuda_graph = 1;
     assert_int_equal(gopt_rt_run(x.rt, &d, &o, &rep, &err), GOPT_EUNSUP);
     assert_true(strlen(err.msg) > 0);
+    /* convolutions by cuDNN in a build without it: refused, whether there is a GPU or not */
+    o.cuda_graph = 0;
+    o.cuda_conv = GOPT_RT_CUDA_CONV_CUDNN;
+    st = gopt_rt_run(x.rt, &d, &o, &rep, &err);
+    if (!gopt_rt_cudnn_built()) {
+        assert_int_equal(st, GOPT_EUNSUP);
+        assert_non_null(strstr(err.msg, "cuDNN"));
+    } else {
+        assert_true(st == GOPT_OK || st == GOPT_EUNSUP);
+    }
     gopt_decisions_destroy(&d);
     fixture_close(&x);
+}
+
+/* With a GPU: a CNN on one GPU, its convolutions by cuDNN (where built) and by im2col, each step
+ * issued eagerly and replayed as a CUDA graph; every timeline rule holds and the measured peak is
+ * the simulator's accounting (cuDNN's scratch and workspace are outside it). Without a GPU every
+ * run is GOPT_EUNSUP. */
+static void test_cuda_cnn(void **state) {
+    (void)state;
+    fixture x;
+    fixture_open(&x, zoo_graph("resnet", 18, 1, 32), 1);
+    gopt_decisions d = {0};
+    method_decisions(&x, "single+cp+xla", &d);
+    gopt_sim_result sr;
+    gopt_error err = {0};
+    assert_int_equal(gopt_sim_run(x.sim, &d, &sr, x.s, &err), GOPT_OK);
+    for (int cc = GOPT_RT_CUDA_CONV_DEFAULT; cc < GOPT_RT_CUDA_CONV_COUNT; cc++)
+        for (int graph = 0; graph < 2; graph++) {
+            if (cc == GOPT_RT_CUDA_CONV_CUDNN && !gopt_rt_cudnn_built()) continue;
+            gopt_rt_options o = {.backend = GOPT_RT_CUDA, .reps = 2, .cuda_graph = graph,
+                                 .cuda_conv = (gopt_rt_cuda_conv)cc};
+            gopt_rt_report rep;
+            gopt_status st = gopt_rt_run(x.rt, &d, &o, &rep, &err);
+            if (st == GOPT_EUNSUP) {
+                printf("# cuda cnn (%s%s): skipped (%s)\n", gopt_rt_cuda_conv_name((gopt_rt_cuda_conv)cc),
+                       graph ? ", graph" : "", err.msg);
+                continue;
+            }
+            if (st) fprintf(stderr, "%s\n", err.msg);
+            assert_int_equal(st, GOPT_OK);
+            check_timeline(&x, &d, &rep, 1);
+            assert_int_equal((long long)rep.res.peak_memory_bytes[0], (long long)sr.peak_memory_bytes[0]);
+            assert_true(rep.conv_cudnn + rep.conv_im2col > 0);
+            if (gopt_rt_cuda_conv_resolve((gopt_rt_cuda_conv)cc) == GOPT_RT_CUDA_CONV_IM2COL)
+                assert_int_equal(rep.conv_cudnn, 0);
+            else
+                assert_true(rep.conv_cudnn > 0);
+            printf("# cuda cnn (%s%s): %.3f ms, %d convolutions by cuDNN, %d by im2col\n",
+                   gopt_rt_cuda_conv_name((gopt_rt_cuda_conv)cc), graph ? ", graph" : "", rep.res.step_time_s * 1e3,
+                   rep.conv_cudnn, rep.conv_im2col);
+        }
+    gopt_decisions_destroy(&d);
+    fixture_close(&x);
+}
+
+/* The convolution the CUDA backend gives cuDNN for an implicit GEMM (m, n, k): m output pixels
+ * exactly (n h w = m, w the largest divisor of m not above its square root), n filters, c r r = k
+ * (3 x 3 when k is a multiple of 9), so 2 n k h w c r r = 2 m n k: the node's FLOPs. */
+static void test_conv_shape(void **state) {
+    (void)state;
+    static const int64_t cases[][3] = {
+        {100352, 64, 576}, /* resnet's 3 x 3, 64 -> 64 at 56 x 56, batch 32 */
+        {100352, 256, 64}, /* its 1 x 1 */
+        {114688, 7, 4608}, {401408, 64, 147}, {1, 1, 1}, {7919, 3, 27}, /* a prime m */
+        {36, 5, 9}, {1000003 * 2LL, 10, 18}, {50000, 1, 8},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int64_t m = cases[i][0], n = cases[i][1], k = cases[i][2];
+        rt_conv_shape s;
+        assert_int_equal(rt_conv_shape_of(m, n, k, &s), 1);
+        assert_int_equal(s.n * s.h * s.w, m);
+        assert_int_equal(s.k, n);
+        assert_int_equal(s.c * s.r * s.r, k);
+        assert_int_equal(s.r, k % 9 == 0 ? 3 : 1);
+        assert_int_equal(s.n, 1);
+        assert_true(s.w <= s.h && s.w * s.w <= m);
+        for (int64_t w = s.w + 1; w * w <= m; w++) assert_true(m % w != 0); /* the largest such divisor */
+    }
+    rt_conv_shape s;
+    assert_int_equal(rt_conv_shape_of(7919, 3, 27, &s), 1);
+    assert_int_equal(s.w, 1);
+    assert_int_equal(rt_conv_shape_of(100352, 64, 576, &s), 1);
+    assert_int_equal(s.w, 256);
+    assert_int_equal(s.h, 392);
+    assert_int_equal(s.c, 64);
+    /* nothing to run, or a tensor cuDNN's 4-d descriptors cannot hold (2^31 elements) */
+    assert_int_equal(rt_conv_shape_of(0, 64, 576, &s), 0);
+    assert_int_equal(s.n, 0);
+    assert_int_equal(rt_conv_shape_of(100, 0, 9, &s), 0);
+    assert_int_equal(rt_conv_shape_of(100, 4, -9, &s), 0);
+    assert_int_equal(rt_conv_shape_of(1LL << 24, 64, 1152, &s), 0);  /* input 2^24 x 128 */
+    assert_int_equal(rt_conv_shape_of(1LL << 26, 64, 9, &s), 0);     /* output 2^26 x 64 */
+    assert_int_equal(rt_conv_shape_of(64, 1 << 16, 1 << 16, &s), 0); /* filter 2^32 */
+    assert_int_equal(rt_conv_shape_of(1LL << 24, 64, 1143, &s), 1);  /* input 2^24 x 127: just below */
+    assert_int_equal(rt_conv_taps(576), 9);
+    assert_int_equal(rt_conv_taps(9), 9);
+    assert_int_equal(rt_conv_taps(147), 1);
+    assert_int_equal(rt_conv_taps(0), 1);
+}
+
+/* The operands' workspace regions start at multiples of 64 floats (256 bytes: cuBLAS's and
+ * cuDNN's vectorized kernels), one after the other, within what the call says it needs. */
+static void test_gemm_operands_aligned(void **state) {
+    (void)state;
+    static const int64_t dims[][3] = {{5, 7, 3}, {33, 1, 17}, {100, 64, 576}};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        for (int conv = 0; conv < 2; conv++) {
+            const int64_t *dm = dims[i];
+            const float *A, *B;
+            float *C, *col;
+            int64_t need = rt_gemm_operands(dm, conv, NULL, 0, (rt_span){NULL, 0}, NULL, &A, &B, &C, &col);
+            float *ws = malloc((size_t)need * sizeof(float));
+            assert_non_null(ws);
+            assert_int_equal(rt_gemm_operands(dm, conv, NULL, 0, (rt_span){NULL, 0}, ws, &A, &B, &C, &col), need);
+            const float *regions[] = {conv ? B : A, conv ? C : B, conv ? col : C};
+            const int64_t sizes[] = {conv ? dm[2] * dm[1] : dm[0] * dm[2], conv ? dm[0] * dm[1] : dm[2] * dm[1],
+                                     conv ? rt_conv_block_rows(dm[0], dm[2]) * dm[2] : dm[0] * dm[1]};
+            for (int r = 0; r < 3; r++) {
+                assert_int_equal((regions[r] - ws) % 64, 0);
+                assert_true(regions[r] + sizes[r] <= ws + need);
+                if (r > 0) assert_true(regions[r] >= regions[r - 1] + sizes[r - 1]);
+            }
+            free(ws);
+        }
 }
 
 static void test_names(void **state) {
@@ -347,6 +482,16 @@ static void test_names(void **state) {
     assert_int_equal(gopt_rt_clock_parse("cpu"), GOPT_RT_CLOCK_CPU);
     assert_int_equal(gopt_rt_clock_parse("sundial"), -1);
     assert_null(gopt_rt_backend_name(GOPT_RT_BACKEND_COUNT));
+    assert_int_equal(gopt_rt_cuda_conv_parse("cudnn"), GOPT_RT_CUDA_CONV_CUDNN);
+    assert_int_equal(gopt_rt_cuda_conv_parse("im2col"), GOPT_RT_CUDA_CONV_IM2COL);
+    assert_int_equal(gopt_rt_cuda_conv_parse("default"), -1); /* not a user's choice: leave the option out */
+    assert_int_equal(gopt_rt_cuda_conv_parse("winograd"), -1);
+    assert_int_equal(gopt_rt_cuda_conv_parse(NULL), -1);
+    assert_string_equal(gopt_rt_cuda_conv_name(GOPT_RT_CUDA_CONV_IM2COL), "im2col");
+    assert_null(gopt_rt_cuda_conv_name(GOPT_RT_CUDA_CONV_COUNT));
+    assert_int_equal(gopt_rt_cuda_conv_resolve(GOPT_RT_CUDA_CONV_DEFAULT),
+                     gopt_rt_cudnn_built() ? GOPT_RT_CUDA_CONV_CUDNN : GOPT_RT_CUDA_CONV_IM2COL);
+    assert_int_equal(gopt_rt_cuda_conv_resolve(GOPT_RT_CUDA_CONV_IM2COL), GOPT_RT_CUDA_CONV_IM2COL);
 }
 
 /* The memory-bound kernel's values: a short input is read cyclically (a broadcast; its cycle is
@@ -391,6 +536,9 @@ int main(void) {
         cmocka_unit_test(test_methods_two_devices),
         cmocka_unit_test(test_bad_decisions),
         cmocka_unit_test(test_cuda_backend),
+        cmocka_unit_test(test_cuda_cnn),
+        cmocka_unit_test(test_conv_shape),
+        cmocka_unit_test(test_gemm_operands_aligned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* cmd_run.c: `gopt run GRAPH --decisions D --backend cpu|cuda --profile P [--devices N]
- * [--reps R] [--warmup W] [--no-pin] [--json] [--trace FILE]`: execute one training step of GRAPH
+ * [--reps R] [--warmup W] [--no-pin] [--cuda-graph] [--cuda-conv cudnn|im2col] [--json]
+ * [--trace FILE]`: execute one training step of GRAPH
  * for real under decisions D (docs/runtime.md), warm-up then R timed steps, and report the median
  * step, its spread, per-device busy time and measured peak memory, beside the simulator's
  * prediction on profile P. Exit 3 when the backend is not available (CUDA without a GPU). */
@@ -14,8 +15,8 @@
 static void run_usage(FILE *f) {
     fprintf(f,
             "Usage: gopt run GRAPH --decisions D --backend cpu|cuda --profile P [--devices N] [--reps R]\n"
-            "                [--warmup W] [--clock wall|cpu|cpu-min] [--no-pin] [--cuda-graph] [--json]\n"
-            "                [--trace OUT.json]\n\n"
+            "                [--warmup W] [--clock wall|cpu|cpu-min] [--no-pin] [--cuda-graph]\n"
+            "                [--cuda-conv cudnn|im2col] [--json] [--trace OUT.json]\n\n"
             "Execute one training step of GRAPH for real under decisions D and measure it: every node on its\n"
             "device (cpu: a worker thread pinned to a core, with its own memory arena; cuda: a GPU), each\n"
             "device running its ready kernels in the decisions' priority order, fused groups as one kernel,\n"
@@ -32,6 +33,11 @@ static void run_usage(FILE *f) {
             "  --cuda-graph   (cuda backend, one GPU) capture the step once as a CUDA graph and replay it:\n"
             "                 the GPU's own step, without the host's issue time per kernel (default: each\n"
             "                 step issued kernel by kernel, as an eager framework does)\n"
+            "  --cuda-conv K  (cuda backend) what a convolution runs as: cudnn, cudnnConvolutionForward on a\n"
+            "                 convolution of the node's FLOPs with the algorithm cuDNN's heuristics rank\n"
+            "                 first (as the CUDA calibrator measures them); im2col, a gather kernel and\n"
+            "                 cublasSgemm of the node's implicit GEMM. Default cudnn where this build has\n"
+            "                 cuDNN, else im2col (cudnn there: exit 3)\n"
             "  --trace FILE   the median step as a Chrome trace-event file, in the simulator's format\n"
             "  --json         one JSON object: step_time_s (median), steps_s, spread, busy_s,\n"
             "                 peak_memory_bytes, ..., sim_step_time_s\n\n"
@@ -41,6 +47,7 @@ static void run_usage(FILE *f) {
 
 int cmd_run(int argc, char **argv) {
     const char *file = NULL, *prof = NULL, *dfile = NULL, *trace = NULL, *backend = NULL, *clock = "wall";
+    const char *conv = NULL;
     long ndev = 0, reps = 5, warmup = 1;
     int json = 0, no_pin = 0, cuda_graph = 0;
     if (cli_wants_help(argc, argv)) {
@@ -52,6 +59,7 @@ int cmd_run(int argc, char **argv) {
     while (a.i < a.argc) {
         if (cli_opt_str(&a, "--profile", &prof) || cli_opt_str(&a, "--decisions", &dfile) ||
             cli_opt_str(&a, "--trace", &trace) || cli_opt_str(&a, "--backend", &backend) || cli_opt_str(&a, "--clock", &clock) ||
+            cli_opt_str(&a, "--cuda-conv", &conv) ||
             cli_opt_long(&a, "--devices", &ndev, 1, GOPT_SIM_MAX_DEVICES) ||
             cli_opt_long(&a, "--reps", &reps, 1, 100000) || cli_opt_long(&a, "--warmup", &warmup, 0, 100000)) {
             if (a.bad) return 2;
@@ -68,6 +76,10 @@ int cmd_run(int argc, char **argv) {
     int ck = gopt_rt_clock_parse(clock);
     if (ck < 0) return cli_usage_error(a.verb, "--clock '%s': expected wall, cpu or cpu-min", clock);
     if (cuda_graph && be != GOPT_RT_CUDA) return cli_usage_error(a.verb, "--cuda-graph needs --backend cuda");
+    int cc = conv ? gopt_rt_cuda_conv_parse(conv) : GOPT_RT_CUDA_CONV_DEFAULT;
+    if (cc < 0) return cli_usage_error(a.verb, "--cuda-conv '%s': expected cudnn or im2col", conv);
+    if (conv && be != GOPT_RT_CUDA) return cli_usage_error(a.verb, "--cuda-conv needs --backend cuda");
+    const char *conv_name = gopt_rt_cuda_conv_name(gopt_rt_cuda_conv_resolve((gopt_rt_cuda_conv)cc));
     if (!prof) return cli_usage_error(a.verb, "missing --profile P (the devices, and the simulator's prediction)");
     gopt_error err = {0};
     gopt_graph *g = NULL;
@@ -91,7 +103,8 @@ int cmd_run(int argc, char **argv) {
         goto out;
     }
     gopt_rt_options opt = {.backend = (gopt_rt_backend)be, .warmup = (int)warmup, .reps = (int)reps,
-                           .no_pin = no_pin, .clock = (gopt_rt_clock)ck, .cuda_graph = cuda_graph};
+                           .no_pin = no_pin, .clock = (gopt_rt_clock)ck, .cuda_graph = cuda_graph,
+                           .cuda_conv = (gopt_rt_cuda_conv)cc};
     gopt_rt_report rep;
     gopt_status st = gopt_rt_run(rt, &d, &opt, &rep, &err);
     if (st == GOPT_OK && trace) st = gopt_rt_trace_write(rt, &d, trace, &err);
@@ -106,6 +119,11 @@ int cmd_run(int argc, char **argv) {
         json_object_set_new(o, "graph", json_string(gopt_graph_name(g)));
         json_object_set_new(o, "backend", json_string(backend));
         json_object_set_new(o, "clock", json_string(clock));
+        if (be == GOPT_RT_CUDA) {
+            json_object_set_new(o, "cuda_conv", json_string(conv_name));
+            json_object_set_new(o, "conv_cudnn", json_integer(rep.conv_cudnn));
+            json_object_set_new(o, "conv_im2col", json_integer(rep.conv_im2col));
+        }
         json_object_set_new(o, "profile", json_string(gopt_profile_name(p)));
         json_object_set_new(o, "devices", json_integer(nd));
         json_object_set_new(o, "decisions", cli_json_text(dfile));
@@ -132,6 +150,9 @@ int cmd_run(int argc, char **argv) {
     printf("simulated   %.6f ms on profile %s (%+.1f%% against the measured step)\n", sr.step_time_s * 1e3,
            gopt_profile_name(p), 100 * (sr.step_time_s - r->step_time_s) / r->step_time_s);
     printf("kernels     %d\ntransfers   %d (%.0f bytes)\n", r->tasks, r->transfers, r->transferred_bytes);
+    if (be == GOPT_RT_CUDA && rep.conv_cudnn + rep.conv_im2col > 0)
+        printf("convolutions %d by cuDNN, %d as im2col + sgemm (--cuda-conv %s)\n", rep.conv_cudnn, rep.conv_im2col,
+               conv_name);
     printf("%-8s %14s %8s %16s %16s %16s\n", "device", "busy (ms)", "util", "peak (bytes)", "sim peak", "capacity");
     for (int i = 0; i < nd; i++)
         printf("%-8d %14.6f %7.1f%% %16lld %16lld %16.0f\n", i, r->busy_s[i] * 1e3,

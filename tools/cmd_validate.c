@@ -1,5 +1,6 @@
 /* cmd_validate.c: `gopt validate GRAPH... --methods LIST --profile P --backend cpu|cuda
- * [--devices N] [--reps R] [--warmup W] [--clock wall|cpu|cpu-min] [--seed S] [--json]`: the simulator's
+ * [--devices N] [--reps R] [--warmup W] [--clock wall|cpu|cpu-min] [--cuda-graph]
+ * [--cuda-conv cudnn|im2col] [--seed S] [--json]`: the simulator's
  * fidelity on this machine. For each graph and method: the method's decisions (made against the
  * simulator on profile P), the simulated step, the measured step (the runtime) and the error
  * (sim - real) / real; then the median and p90 of |error| over every row and, per graph,
@@ -20,8 +21,8 @@
 static void validate_usage(FILE *f) {
     fprintf(f,
             "Usage: gopt validate GRAPH... --methods LIST --profile P --backend cpu|cuda [--devices N]\n"
-            "                     [--reps R] [--warmup W] [--clock wall|cpu|cpu-min] [--cuda-graph] [--seed S]\n"
-            "                     [--json]\n\n"
+            "                     [--reps R] [--warmup W] [--clock wall|cpu|cpu-min] [--cuda-graph]\n"
+            "                     [--cuda-conv cudnn|im2col] [--seed S] [--json]\n\n"
             "How far the simulator is from a real run. For each graph and method (a method or combination\n"
             "of gopt optimize --list; comma-separated, at least 2), the method decides against the simulator\n"
             "on profile P, then the step is simulated and run for real (gopt run: W warm-up steps, default 1,\n"
@@ -33,6 +34,8 @@ static void validate_usage(FILE *f) {
             "                gopt run --help); cpu-min: from each kernel's fastest of the R steps;\n"
             "                default wall\n"
             "  --cuda-graph  (cuda, one GPU) replay each step captured as a CUDA graph (gopt run --help)\n"
+            "  --cuda-conv K (cuda) convolutions by cudnn (the default where this build has cuDNN) or as\n"
+            "                im2col + cublasSgemm (gopt run --help)\n"
             "  --json        {profile, backend, clock, rows: [{graph, method, sim_step_s, real_step_s,\n"
             "                error, spread, oom}], graphs: [{graph, spearman}], median_abs_error,\n"
             "                p90_abs_error}\n"
@@ -46,7 +49,7 @@ static void skip_method(void *graph_name, const char *method, const char *reason
 }
 
 int cmd_validate(int argc, char **argv) {
-    const char *prof = NULL, *methods_arg = NULL, *backend = NULL, *clock = "wall";
+    const char *prof = NULL, *methods_arg = NULL, *backend = NULL, *clock = "wall", *conv = NULL;
     const char *files[256];
     int nfiles = 0, json = 0;
     long ndev = 0, reps = 3, warmup = 1, seed = 1;
@@ -60,7 +63,7 @@ int cmd_validate(int argc, char **argv) {
     while (a.i < a.argc) {
         if (cli_opt_str(&a, "--profile", &prof) || cli_opt_str(&a, "--methods", &methods_arg) ||
             cli_opt_str(&a, "--backend", &backend) || cli_opt_str(&a, "--clock", &clock) ||
-            cli_opt_long(&a, "--devices", &ndev, 1, GOPT_SIM_MAX_DEVICES) ||
+            cli_opt_str(&a, "--cuda-conv", &conv) || cli_opt_long(&a, "--devices", &ndev, 1, GOPT_SIM_MAX_DEVICES) ||
             cli_opt_long(&a, "--reps", &reps, 1, 1000) || cli_opt_long(&a, "--warmup", &warmup, 0, 1000) ||
             cli_opt_long(&a, "--seed", &seed, 0, 1L << 62)) {
             if (a.bad) return 2;
@@ -84,6 +87,9 @@ int cmd_validate(int argc, char **argv) {
     if (be < 0) return cli_usage_error(a.verb, "--backend '%s': expected cpu or cuda", backend);
     if (ck < 0) return cli_usage_error(a.verb, "--clock '%s': expected wall, cpu or cpu-min", clock);
     if (cuda_graph && be != GOPT_RT_CUDA) return cli_usage_error(a.verb, "--cuda-graph needs --backend cuda");
+    int cc = conv ? gopt_rt_cuda_conv_parse(conv) : GOPT_RT_CUDA_CONV_DEFAULT;
+    if (cc < 0) return cli_usage_error(a.verb, "--cuda-conv '%s': expected cudnn or im2col", conv);
+    if (conv && be != GOPT_RT_CUDA) return cli_usage_error(a.verb, "--cuda-conv needs --backend cuda");
     /* the methods, each checked against the registry before anything runs */
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);
@@ -106,7 +112,7 @@ int cmd_validate(int argc, char **argv) {
     if (rc) return rc;
     gopt_error err = {0};
     gopt_rt_options ro = {.backend = (gopt_rt_backend)be, .warmup = (int)warmup, .reps = (int)reps,
-                          .clock = (gopt_rt_clock)ck, .cuda_graph = cuda_graph};
+                          .clock = (gopt_rt_clock)ck, .cuda_graph = cuda_graph, .cuda_conv = (gopt_rt_cuda_conv)cc};
     gopt_bl_options bo = {.seed = (uint64_t)seed};
     int cap = nfiles * nm;
     double *abs_err = calloc((size_t)cap + 1, sizeof(double));
@@ -183,6 +189,9 @@ int cmd_validate(int argc, char **argv) {
             json_object_set_new(o, "profile", json_string(gopt_profile_name(p)));
             json_object_set_new(o, "backend", json_string(backend));
             json_object_set_new(o, "clock", json_string(clock));
+            if (be == GOPT_RT_CUDA)
+                json_object_set_new(o, "cuda_conv", json_string(gopt_rt_cuda_conv_name(
+                                                        gopt_rt_cuda_conv_resolve((gopt_rt_cuda_conv)cc))));
             json_object_set_new(o, "devices", json_integer(gopt_cost_num_devices(cm)));
             json_object_set_new(o, "rows", jrows);
             json_object_set_new(o, "graphs", jgraphs);

@@ -3,11 +3,14 @@
 # time limit so that one failure or hang does not cost the others. Steps, most valuable first,
 # and the files they write (eight, so that they fit what a lent machine sends back):
 #   checks.txt          nvidia-smi; the network's CUDA path against the CPU path (test_netdev cuda);
-#                       gopt run --backend cuda on an example graph, eager and as a CUDA graph;
-#                       compute-sanitizer memcheck on a small CNN's run (where it is installed)
+#                       gopt run --backend cuda on an example graph, eager and as a CUDA graph; on a
+#                       small CNN, its convolutions by cuDNN (the default) eager and as a CUDA graph,
+#                       and as im2col + sgemm; compute-sanitizer memcheck on the CNN's run (where it
+#                       is installed)
 #   calibrate.txt       gopt profile calibrate --backend cuda -> cuda-calibrated.json
 #   fidelity.txt        bench_fidelity --backend cuda on that profile (one GPU: schedule x fusion),
-#                       eager, then with --cuda-graph
+#                       eager, then with --cuda-graph (both with cuDNN convolutions), then the two
+#                       CNN rows (--quick) with --cuda-conv im2col, to compare the two convolutions
 #   network.txt         bench_policy and bench_train's PPO step with the network on the GPU
 #   pytorch.txt         tools/torch_fit.py --device cuda: PyTorch's eager steps of the training
 #                       split's models (-> pytorch-train.json, the rows a fit reads) and of the
@@ -19,10 +22,11 @@
 #   OUT_DIR: where the files above go. --budget: the calibrator's (default 45).
 #   PYTHON: the interpreter that has PyTorch with CUDA (default /usr/bin/python3).
 # Exit code: 0 when every step passed, 1 otherwise (each step's status is printed last).
-# About 4-6 minutes on an H200 (2026-11-27). docs/fidelity.md, "GPU", has what it measured.
+# About 4-6 minutes on an H200 (2026-11-27, im2col convolutions; cuDNN's are expected faster, the
+# im2col comparison is capped at 90 s). docs/fidelity.md, "GPU", has what it measured.
 set -u
 if [ $# -lt 2 ] || [ "$1" = "--help" ] || [ "$1" = "-h" ]; then
-    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
     [ $# -lt 2 ] && [ "${1:-}" != "--help" ] && [ "${1:-}" != "-h" ] && exit 2
     exit 0
 fi
@@ -61,11 +65,15 @@ step optimize_example 30 checks.txt "$G" optimize "$EX" --method heft+cp+xla --p
 step run_cuda_example 60 checks.txt "$G" run "$EX" --decisions "$T/mlp.txt" --backend cuda --profile "$H100" --devices 1 --reps 5
 step run_cuda_graph 60 checks.txt "$G" run "$EX" --decisions "$T/mlp.txt" --backend cuda --profile "$H100" --devices 1 \
     --reps 5 --cuda-graph
+# a small CNN: convolutions by cuDNN (first run on a GPU here), eager and captured, then im2col
+"$G" graph gen resnet --layers 18 --batch 1 --seq 32 -o "$T/r18.graphml" >/dev/null &&
+    "$G" optimize "$T/r18.graphml" --method single+cp+xla --profile "$H100" --devices 1 -o "$T/r18.txt" >/dev/null
+R18=("$G" run "$T/r18.graphml" --decisions "$T/r18.txt" --backend cuda --profile "$H100" --devices 1)
+step run_cnn_cudnn 60 checks.txt "${R18[@]}" --reps 5
+step run_cnn_cudnn_graph 60 checks.txt "${R18[@]}" --reps 5 --cuda-graph
+step run_cnn_im2col 60 checks.txt "${R18[@]}" --reps 5 --cuda-conv im2col
 if command -v compute-sanitizer >/dev/null; then
-    "$G" graph gen resnet --layers 18 --batch 1 --seq 32 -o "$T/r18.graphml" >/dev/null &&
-        "$G" optimize "$T/r18.graphml" --method single+cp+xla --profile "$H100" --devices 1 -o "$T/r18.txt" >/dev/null
-    step sanitizer 90 checks.txt compute-sanitizer --tool memcheck --error-exitcode 1 "$G" run "$T/r18.graphml" \
-        --decisions "$T/r18.txt" --backend cuda --profile "$H100" --devices 1 --reps 1
+    step sanitizer 90 checks.txt compute-sanitizer --tool memcheck --error-exitcode 1 "${R18[@]}" --reps 1
 fi
 
 # 2. the calibrated profile of this GPU
@@ -78,6 +86,8 @@ step calibrate 240 calibrate.txt "$G" profile calibrate --backend cuda --budget 
 step fidelity 200 fidelity.txt "$B/bench/bench_fidelity" --backend cuda --profile "$P" --devices 1 --reps 3
 step fidelity_graph 200 fidelity.txt "$B/bench/bench_fidelity" --backend cuda --profile "$P" --devices 1 --reps 3 \
     --cuda-graph
+step fidelity_im2col 90 fidelity.txt "$B/bench/bench_fidelity" --backend cuda --profile "$P" --devices 1 --reps 3 \
+    --cuda-conv im2col --quick
 
 # 4. the network's speed on the GPU
 step bench_policy 150 network.txt env GOPT_BENCH_DEVICE=cuda "$B/bench/bench_policy"

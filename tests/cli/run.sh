@@ -1,10 +1,12 @@
 # gopt run: a real step on this machine's CPUs, text and JSON, the trace, OOM, CUDA without a GPU
-# (exit 3), and every bad input (exit 2); gopt validate's table and its bad inputs.
+# (exit 3), the CUDA convolution's choice, and every bad input (exit 2); gopt validate's table and
+# its bad inputs.
 . "$(dirname "$0")/lib.bash"
 EX="$SRC/graphs/examples/mlp_train.graphml"
 P="$SRC/profiles/cpu-epyc-2core-measured.json"
 expect_rc 0 "$GOPT" run --help
 expect_out "Usage: gopt run GRAPH --decisions D --backend cpu|cuda"
+expect_out "--cuda-conv K  (cuda backend)"
 cat >"$TMP/d.txt" <<'D'
 gopt-decisions 1
 graph mlp_train
@@ -67,6 +69,19 @@ if [ "$rc" = 3 ]; then grep -q -i "cuda\|gpu" "$TMP/err" && ok || fail "--cuda-g
 elif [ "$rc" = 0 ]; then ok; else fail "--cuda-graph exit $rc (want 0 or 3)"; fi
 expect_rc 2 "$GOPT" run "$EX" --decisions "$TMP/d.txt" --backend cpu --profile "$P" --cuda-graph
 expect_err "needs --backend cuda"
+# the CUDA convolution: cudnn or im2col (3 without a GPU, or cudnn in a build without cuDNN; 0 with one)
+for k in cudnn im2col; do
+  "$GOPT" run "$EX" --decisions "$TMP/d.txt" --backend cuda --profile "$P" --reps 1 --cuda-conv $k >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  if [ "$rc" = 3 ]; then grep -q -i "cuda\|gpu\|cudnn" "$TMP/err" && ok || fail "--cuda-conv $k: exit 3 without a message"
+  elif [ "$rc" = 0 ]; then ok; else fail "--cuda-conv $k exit $rc (want 0 or 3)"; fi
+done
+expect_rc 2 "$GOPT" run "$EX" --decisions "$TMP/d.txt" --backend cuda --profile "$P" --cuda-conv winograd
+expect_err "--cuda-conv 'winograd': expected cudnn or im2col"
+expect_rc 2 "$GOPT" run "$EX" --decisions "$TMP/d.txt" --backend cpu --profile "$P" --cuda-conv im2col
+expect_err "--cuda-conv needs --backend cuda"
+expect_rc 2 "$GOPT" run "$EX" --decisions "$TMP/d.txt" --backend cuda --profile "$P" --cuda-conv
+expect_err "cuda-conv"
 # bad inputs: exit 2, naming the node and the value; no trace written
 sed 's/^w1\t0\t12/w1\t5\t12/' "$TMP/d.txt" >"$TMP/dev.txt"
 expect_rc 2 "$GOPT" run "$EX" --decisions "$TMP/dev.txt" --backend cpu --profile "$P" --trace "$TMP/no.json"
@@ -120,4 +135,8 @@ expect_err "missing.graphml"
 expect_rc 2 "$GOPT" validate "$EX" --methods single,heft --profile "$P" --backend gpu
 expect_rc 2 "$GOPT" validate "$EX" --methods single,heft --profile "$P" --backend cpu --cuda-graph
 expect_err "needs --backend cuda"
+expect_rc 2 "$GOPT" validate "$EX" --methods single,heft --profile "$P" --backend cpu --cuda-conv im2col
+expect_err "--cuda-conv needs --backend cuda"
+expect_rc 2 "$GOPT" validate "$EX" --methods single,heft --profile "$P" --backend cuda --cuda-conv fft
+expect_err "expected cudnn or im2col"
 finish
