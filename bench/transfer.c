@@ -8,7 +8,7 @@
  *                       [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]
  *                       [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]
  *                       [--finetune-imitate-target reference|best] [--finetune-place-temperature T]
- *                       [--finetune-train all|heads]
+ *                       [--finetune-train all|heads] [--go-fusion-pass best|merge|first]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
  * rows whose split is --set: validation (the default), train, test or holdout):
@@ -43,7 +43,9 @@
  *    conditioning train, at gopt finetune's learning rates for it, 3e-3 and 1e-1 for imitation,
  *    unless --finetune-lr; default gopt finetune's: heads, and all with the warm recipe, whose
  *    shrink retrains the trunk). --go-ties: GO's
- *    order within a priority level (gopt_go_options.ties; default best).
+ *    order within a priority level (gopt_go_options.ties; default best);
+ *    --go-fusion-pass: the pass from GO's fusion levels to groups
+ *    (gopt_go_options.fusion_pass; default best: merging and first-fit, the faster).
  * Then the geometric means over graphs (per setting and over all) against
  * the targets of issue 14: greedy <= 1.00x, best of K <= 0.97x, fine-tuned
  * <= 0.90x, GO out of memory never. Graphs where no classical combination
@@ -77,14 +79,14 @@ static const char *const PLACERS[] = {"single", "expert", "metis", "heft", "mtop
 static const char *const SCHEDS[] = {"fifo", "cp"};
 static const char *const FUSERS[] = {"none", "xla", "tvm"};
 
-static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, GOPT_GO_THREADS};
+static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, GOPT_GO_THREADS, GOPT_GO_PASS_BEST};
 
 static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     return gopt_go_decide(&g_go, p, d, err);
 }
 
 typedef struct {
-    const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe, *ties, *ft_imitate_target;
+    const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe, *ties, *fpass, *ft_imitate_target;
     long samples, max_nodes, seed, ft_epochs, ft_threads, ft_imitate_every;
     double sa_budget, ft_seconds, temperature, ft_lr, ft_place_t;
     const char *ft_train; /* all|heads */
@@ -262,7 +264,7 @@ static void print_means(const char *label, const means *m, int ft) {
 static int parse_args(int argc, char **argv, bench_args *a) {
     *a = (bench_args){.split = "graphs/real/splits.tsv", .set = "validation", .graphs = NULL,
                       .profiles = "profiles/h100-nvswitch-x8.json,profiles/v100-dgx1-x8.json", .devices = "4,8",
-                      .checkpoint = NULL, .recipe = "ppo", .ties = "best", .samples = 16, .max_nodes = 0, .seed = 1,
+                      .checkpoint = NULL, .recipe = "ppo", .ties = "best", .fpass = "best", .samples = 16, .max_nodes = 0, .seed = 1,
                       .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 2, .ft_threads = 2,
                       .ft_imitate_every = 4, .ft_imitate_target = "best", .ft_place_t = 1.0,
                       .ft_train = NULL};
@@ -290,6 +292,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--temperature")) a->temperature = strtod(v, &end);
         else if (!strcmp(o, "--finetune-recipe")) a->recipe = v;
         else if (!strcmp(o, "--go-ties")) a->ties = v;
+        else if (!strcmp(o, "--go-fusion-pass")) a->fpass = v;
         else if (!strcmp(o, "--finetune-epochs")) a->ft_epochs = strtol(v, &end, 10);
         else if (!strcmp(o, "--finetune-threads")) a->ft_threads = strtol(v, &end, 10);
         else if (!strcmp(o, "--finetune-lr")) a->ft_lr = strtod(v, &end);
@@ -310,13 +313,14 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         a->seed < 0 || !(a->temperature >= 0.05 && a->temperature <= 100.0) || !is_split(a->set) ||
         (strcmp(a->recipe, "ppo") && strcmp(a->recipe, "warm")) || a->ft_epochs < 0 || a->ft_epochs > 64 ||
         a->ft_threads < 1 || a->ft_threads > 64 || !(a->ft_lr >= 0 && a->ft_lr < 1) || gopt_go_ties_parse(a->ties) < 0 ||
+        gopt_go_pass_parse(a->fpass) < 0 ||
         a->ft_imitate_every < 0 || a->ft_imitate_every == 1 || a->ft_imitate_every > 1000000 ||
         (strcmp(a->ft_imitate_target, "reference") && strcmp(a->ft_imitate_target, "best")) ||
         !(a->ft_place_t >= 0.05 && a->ft_place_t <= 100.0) ||
         (a->ft_train && strcmp(a->ft_train, "all") && strcmp(a->ft_train, "heads"))) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
                         ">= 0, --temperature 0.05..100, --set validation|train|test|holdout, --finetune-recipe ppo|warm, "
-                        "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, "
+                        "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, --go-fusion-pass best|merge|first, "
                         "--finetune-imitate-every 0 or >= 2, --finetune-imitate-target reference|best, "
                         "--finetune-place-temperature 0.05..100, --finetune-train all|heads\n");
         return 2;
@@ -336,13 +340,14 @@ int main(int argc, char **argv) {
                 "                      [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]\n"
                 "                      [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]\n"
                 "                      [--finetune-imitate-target reference|best] [--finetune-place-temperature T]\n"
-                "                      [--finetune-train all|heads]\n");
+                "                      [--finetune-train all|heads] [--go-fusion-pass best|merge|first]\n");
         return pr == 1 ? 0 : 2;
     }
     g_go.checkpoint = a.checkpoint ? a.checkpoint : gopt_trainer_default_checkpoint();
     g_go.seed = (uint64_t)a.seed;
     g_go.temperature = (float)a.temperature;
     g_go.ties = gopt_go_ties_parse(a.ties);
+    g_go.fusion_pass = gopt_go_pass_parse(a.fpass);
     char path[1024], profs[1024], devs[256], sel[1024];
     static char names[MAX_ITEMS][64];
     source_path(a.split, path, sizeof path);

@@ -7,10 +7,12 @@
  * with inputs of their own: parameters and graph inputs are resident data,
  * never fused) whose level is l and that are on v's device.
  *
- * merge = 0 (checkpoints before version 5): v joins the first such group G
- * (in in-edge order) when every other non-resident predecessor of v is in G
- * or comes before G's first member in topological order; otherwise it roots
- * a new group. Groups only grow forward from one root.
+ * merge = 0 (the first-fit pass: checkpoints before version 5 were trained
+ * with it; gopt_go_decide also judges later checkpoints' levels under it): v
+ * joins the first such group G (in in-edge order) that keeps one GEMM or
+ * convolution per group and where every other non-resident predecessor of v
+ * is in G or comes before G's first member in topological order; otherwise
+ * it roots a new group. Groups only grow forward from one root.
  *
  * merge = 1: v joins every such group that keeps the graph of groups acyclic,
  * greedily in in-edge order, merging them into one group (XLA's groups have
@@ -196,8 +198,9 @@ static int choose(const policy_fuse_state *s, const int32_t *place, const int32_
     int32_t cand[POLICY_FUSE_MAX_CAND];
     const int nc = candidates(s, place, fuse, v, l, cand, POLICY_FUSE_MAX_CAND);
     if (!s->merge) {
+        const int hv = gopt_op_class_is_heavy(s->fz->op_class[v]);
         for (int k = 0; k < nc; k++)
-            if (fits_forward(s, v, cand[k])) {
+            if (hv + group_heavy(s, cand[k]) <= 1 && fits_forward(s, v, cand[k])) {
                 chosen[0] = cand[k];
                 return 1;
             }

@@ -76,6 +76,30 @@ static gopt_graph *fan_graph(const char *name, int heavy) {
     return g;
 }
 
+/* src -> a_i, b_i -> c_i (i < count), every c_i -> sink; all elementwise: the diamonds a -> c <-
+ * b where the merging fusion pass and the first-fit one form different groups */
+static gopt_graph *diamond_graph(const char *name, int count) {
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, name, "test", NULL), GOPT_OK);
+    int32_t src = add(g, "src", GOPT_OP_CLASS_ELEMENTWISE, 1e3, 1 << 20);
+    int32_t sink = add(g, "sink", GOPT_OP_CLASS_ELEMENTWISE, 1e3, 16);
+    char nm[32];
+    for (int i = 0; i < count; i++) {
+        int32_t v[3];
+        for (int j = 0; j < 3; j++) {
+            snprintf(nm, sizeof nm, "%c%d", "abc"[j], i);
+            v[j] = add(g, nm, GOPT_OP_CLASS_ELEMENTWISE, 1e6, 1 << 20);
+        }
+        assert_int_equal(gopt_graph_add_edge(g, src, v[0], 1 << 20, NULL), GOPT_OK);
+        assert_int_equal(gopt_graph_add_edge(g, src, v[1], 1 << 20, NULL), GOPT_OK);
+        assert_int_equal(gopt_graph_add_edge(g, v[0], v[2], 1 << 20, NULL), GOPT_OK);
+        assert_int_equal(gopt_graph_add_edge(g, v[1], v[2], 1 << 20, NULL), GOPT_OK);
+        assert_int_equal(gopt_graph_add_edge(g, v[2], sink, 16, NULL), GOPT_OK);
+    }
+    assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
+    return g;
+}
+
 static void tiny_config(gopt_policy_config *c, int ndev) {
     gopt_policy_config_default(c);
     c->hidden = 16;
@@ -1173,6 +1197,33 @@ static gopt_status test_go_method(const gopt_bl_problem *p, gopt_decisions *d, g
     return gopt_go_decide(&g_test_go, p, d, err);
 }
 
+/* A problem on graph g over ndev devices of e's cluster, the simulator as its evaluator (as
+ * `gopt optimize --method go` runs it); free with go_problem_free. */
+typedef struct {
+    gopt_sim *sim;
+    gopt_sim_scratch *scr;
+    gopt_bl_sim_ctx ctx;
+    gopt_bl_problem p;
+} go_problem;
+
+static void go_problem_init(go_problem *q, const env *e, gopt_graph *g, int ndev) {
+    memset(q, 0, sizeof *q);
+    assert_int_equal(gopt_sim_create(g, e->cm, &q->sim, NULL), GOPT_OK);
+    assert_int_equal(gopt_sim_scratch_create(q->sim, &q->scr, NULL), GOPT_OK);
+    q->ctx.sim = q->sim;
+    q->ctx.scratch = q->scr;
+    q->p.graph = g;
+    q->p.cm = e->cm;
+    q->p.cost = gopt_sim_cost_table(q->sim);
+    q->p.ndev = ndev;
+    q->p.evaluate = gopt_bl_sim_evaluate;
+}
+
+static void go_problem_free(go_problem *q) {
+    gopt_sim_scratch_free(q->scr);
+    gopt_sim_free(q->sim);
+}
+
 /* ---- the go method on a saved checkpoint ------------------------------------------- */
 static void test_go_decide(void **state) {
     (void)state;
@@ -1197,22 +1248,12 @@ static void test_go_decide(void **state) {
     assert_int_equal(tasks, o.tasks);
     /* run it through the registry like `gopt optimize --method go` */
     gopt_graph *g = fan_graph("fan6", 6);
-    gopt_sim *sim = NULL;
-    assert_int_equal(gopt_sim_create(g, e.cm, &sim, &err), GOPT_OK);
-    gopt_bl_problem p = {0};
-    gopt_sim_scratch *scr = NULL;
-    assert_int_equal(gopt_sim_scratch_create(sim, &scr, &err), GOPT_OK);
-    gopt_bl_sim_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.sim = sim;
-    ctx.scratch = scr;
-    p.graph = g;
-    p.cm = e.cm;
-    p.cost = gopt_sim_cost_table(sim);
-    p.ndev = 2;
-    p.evaluate = gopt_bl_sim_evaluate;
+    go_problem q;
+    go_problem_init(&q, &e, g, 2);
+    gopt_bl_problem p = q.p;
+    gopt_bl_sim_ctx ctx = q.ctx;
     p.eval_ctx = &ctx;
-    gopt_go_options go = {path, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, 0};
+    gopt_go_options go = {path, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, 0, GOPT_GO_PASS_BEST};
     gopt_decisions d1 = {0}, d2 = {0};
     assert_int_equal(gopt_decisions_init(&d1, gopt_graph_num_nodes(g), NULL), GOPT_OK);
     assert_int_equal(gopt_decisions_init(&d2, gopt_graph_num_nodes(g), NULL), GOPT_OK);
@@ -1266,8 +1307,63 @@ static void test_go_decide(void **state) {
     assert_int_equal(gopt_go_decide(&go, &p, &d2, &err), GOPT_EINVAL);
     gopt_decisions_destroy(&d1);
     gopt_decisions_destroy(&d2);
-    gopt_sim_scratch_free(scr);
-    gopt_sim_free(sim);
+    go_problem_free(&q);
+    gopt_graph_free(g);
+    env_free(&e);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* ---- the go method's fusion pass -----------------------------------------------------
+ * A checkpoint trained for every task, fusion included: each candidate's levels are judged
+ * under the merging and the first-fit pass by default (best), and the answer is the faster of
+ * the two forced passes. */
+static void test_go_fusion_pass(void **state) {
+    (void)state;
+    char dir[] = "/tmp/gopt_test_gopass_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/p.ckpt", dir);
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.samples = 4;
+    o.epochs = 1;
+    o.sim_threads = 1;
+    env e;
+    env_init(&e, 2, &o, 4);
+    add_graph(&e, fan_graph("fan4", 4));
+    run_steps(&e, 2);
+    gopt_error err = {0};
+    assert_int_equal(gopt_trainer_save(e.tr, path, &err), GOPT_OK);
+    gopt_graph *g = diamond_graph("diamonds", 40);
+    go_problem q;
+    go_problem_init(&q, &e, g, 1);
+    q.p.eval_ctx = &q.ctx;
+    gopt_go_options go = {path, 4, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, 0, GOPT_GO_PASS_BEST};
+    gopt_decisions d = {0};
+    assert_int_equal(gopt_decisions_init(&d, gopt_graph_num_nodes(g), NULL), GOPT_OK);
+    double step[3];
+    int oom = 0;
+    for (int fp = 0; fp < 3; fp++) {
+        go.fusion_pass = fp;
+        assert_int_equal(gopt_go_decide(&go, &q.p, &d, &err), GOPT_OK);
+        assert_int_equal(gopt_decisions_validate(&d, g, 1, &err), GOPT_OK);
+        step[fp] = gopt_bl_sim_evaluate(&q.ctx, &d, &oom);
+        assert_int_equal(oom, 0);
+    }
+    assert_true(step[GOPT_GO_PASS_MERGE] != step[GOPT_GO_PASS_FIRST]); /* the diamonds: the passes differ */
+    assert_true(step[GOPT_GO_PASS_BEST] <= step[GOPT_GO_PASS_MERGE]);
+    assert_true(step[GOPT_GO_PASS_BEST] <= step[GOPT_GO_PASS_FIRST]);
+    assert_true(step[GOPT_GO_PASS_BEST] == step[GOPT_GO_PASS_MERGE] ||
+                step[GOPT_GO_PASS_BEST] == step[GOPT_GO_PASS_FIRST]);
+    assert_int_equal(gopt_go_pass_parse("best"), GOPT_GO_PASS_BEST);
+    assert_int_equal(gopt_go_pass_parse("merge"), GOPT_GO_PASS_MERGE);
+    assert_int_equal(gopt_go_pass_parse("first"), GOPT_GO_PASS_FIRST);
+    assert_int_equal(gopt_go_pass_parse("xla"), -1);
+    assert_int_equal(gopt_go_pass_parse(NULL), -1);
+    gopt_decisions_destroy(&d);
+    go_problem_free(&q);
     gopt_graph_free(g);
     env_free(&e);
     char cmd[600];
@@ -1388,7 +1484,7 @@ static void test_go_memory_safe(void **state) {
     gopt_bl_sim_evaluate(&ctx, &du, &oom);
     assert_int_equal(oom, 1);
     /* go: masked by the memory model, fits */
-    gopt_go_options go = {path, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, 0};
+    gopt_go_options go = {path, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, 0, GOPT_GO_PASS_BEST};
     gopt_decisions d = {0};
     assert_int_equal(gopt_decisions_init(&d, n, NULL), GOPT_OK);
     for (int k = 0; k <= 8; k += 8) {
@@ -1919,6 +2015,7 @@ int main(void) {
         cmocka_unit_test(test_actions_to_decisions),
         cmocka_unit_test(test_fusion_groups),
         cmocka_unit_test(test_go_decide),
+        cmocka_unit_test(test_go_fusion_pass),
         cmocka_unit_test(test_go_memory_safe),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_canonical_devices),

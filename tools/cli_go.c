@@ -3,7 +3,7 @@
 
 #include "gopt_trainer.h"
 
-static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, GOPT_GO_THREADS};
+static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, GOPT_GO_THREADS, GOPT_GO_PASS_BEST};
 
 static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     return gopt_go_decide(&g_go, p, d, err);
@@ -39,6 +39,18 @@ int cli_go_option(cli_args *a) {
         }
         return 1;
     }
+    const char *fp = NULL;
+    if (cli_opt_str(a, "--go-fusion-pass", &fp)) {
+        if (a->bad) return 1;
+        const int pv = gopt_go_pass_parse(fp);
+        if (pv < 0) {
+            cli_usage_error(a->verb, "option --go-fusion-pass: '%s' is not best, merge or first", fp);
+            a->bad = 1;
+        } else {
+            g_go.fusion_pass = pv;
+        }
+        return 1;
+    }
     if (cli_opt_long(a, "--go-seed", &s, 0, 0x7fffffffL)) {
         if (!a->bad) g_go.seed = (uint64_t)s;
         return 1;
@@ -59,6 +71,9 @@ void cli_go_usage(FILE *f) {
                "  --go-ties best|cp|topo  method go: order within a priority level: the critical path (cp, as\n"
                "                    in training), topological (topo), or each candidate judged under both and\n"
                "                    the faster kept (best, the default)\n"
+               "  --go-fusion-pass best|merge|first  method go: the pass that turns fusion levels into groups:\n"
+               "                    merging (merge, as in training), first-fit (first), or each candidate\n"
+               "                    judged under both and the faster kept (best, the default)\n"
                "  --go-threads N    method go: threads of the network on the CPU (default %d; the decisions\n"
                "                    are the same on any count)\n"
                "  --device cpu|cuda method go: where the network runs (default cpu; cuda: the first GPU)\n",

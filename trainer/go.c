@@ -23,11 +23,17 @@
  * longer critical path on GO's placement first (cp, as in training) or the
  * earlier one in topological order (topo, fifo's order); by default every
  * candidate is judged under both and the faster kept (o->ties).
+ * Fusion pass: GO decides a fusion level per node; the pass that turns levels
+ * into groups is the checkpoint's own (merging, cfg.fuse_merge) or the
+ * first-fit one (gopt_policy_fusion_groups); by default every candidate is
+ * judged under both and the faster kept (o->fusion_pass). The decoder still
+ * conditions on the groups of its own pass while it decodes.
  * Hints: a checkpoint whose network has cfg.hints = H reads H classical
  * placements and a classical schedule and fusion as features (hint.c);
  * every decision is still the decoder's.
- * Cost: one forward plus (K + 1) decodes and 2 (K + 1) evaluations per round
- * (one per tie order; and the greedy trajectory's rounds when K > 0).
+ * Cost: one forward plus (K + 1) decodes and 4 (K + 1) evaluations per round
+ * (one per fusion pass and tie order; and the greedy trajectory's rounds when
+ * K > 0).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -82,6 +88,11 @@ static void repair_caps(const gopt_bl_problem *p, const gopt_decisions *d, int o
 int gopt_go_ties_parse(const char *s) {
     return !s ? -1 : !strcmp(s, "best") ? GOPT_GO_TIES_BEST : !strcmp(s, "cp") ? GOPT_GO_TIES_CP
                    : !strcmp(s, "topo") ? GOPT_GO_TIES_TOPO : -1;
+}
+
+int gopt_go_pass_parse(const char *s) {
+    return !s ? -1 : !strcmp(s, "best") ? GOPT_GO_PASS_BEST : !strcmp(s, "merge") ? GOPT_GO_PASS_MERGE
+                   : !strcmp(s, "first") ? GOPT_GO_PASS_FIRST : -1;
 }
 
 gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
@@ -149,7 +160,8 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     gopt_rng_seed(&rng, o ? o->seed : 1);
     const int K = o ? o->samples : 0;
     const float temp = o && o->temperature > 0.0f ? o->temperature : 1.0f;
-    const int ties = o ? o->ties : GOPT_GO_TIES_BEST;
+    const int ties = o ? o->ties : GOPT_GO_TIES_BEST, fpass = o ? o->fusion_pass : GOPT_GO_PASS_BEST;
+    const int own = gopt_policy_get_config(pol)->fuse_merge != 0; /* the checkpoint's own fusion pass */
     double best = INFINITY;
     int best_oom = 1, have = 0;
     for (int pass = K > 0 ? 0 : 1; pass < 2; pass++) { /* 0: the greedy trajectory alone; 1: with K samples */
@@ -159,28 +171,29 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
             /* the caps live in `cap`, which the policy reads at every decode */
             double rb = INFINITY;
             int rb_oom = 1, rb_flag = 0, have_round = 0;
-            for (int kt = 0; kt < (Kp + 1) * 2; kt++) { /* candidate k under tie order kt % 2 (0: cp, 1: topo) */
-                const int k = kt / 2, topo = kt % 2;
-                if (ties != GOPT_GO_TIES_BEST && topo != (ties == GOPT_GO_TIES_TOPO)) continue;
-                if (kt % 2 == 0 || ties == GOPT_GO_TIES_TOPO) {
-                    st = k == 0 ? gopt_policy_greedy(pol, &a, err) : gopt_policy_sample_tempered(pol, &rng, temp, &a, err);
-                    if (st) goto out;
-                }
-                if ((st = gopt_trainer_actions_to_decisions(fz, tasks, gopt_policy_get_config(pol)->fuse_merge,
-                                                             topo ? NULL : p, &a, &cand, group, err)))
-                    goto out;
-                if (!have && round == 0 && k == 0) gopt_decisions_copy(d, &cand); /* the answer if nothing is valid */
-                if (gopt_decisions_validate(&cand, p->graph, p->ndev, NULL)) continue;
-                int oom = 0;
-                double s = gopt_bl_evaluate(p, &cand, &oom);
-                if (!(s >= 0) || !isfinite(s)) continue;
-                /* a fitting solution beats any OOM one; then the shorter step */
-                if (!have_round || (rb_oom && !oom) || ((oom != 0) == rb_oom && s < rb)) {
-                    rb = s;
-                    rb_oom = oom != 0;
-                    rb_flag = oom;
-                    have_round = 1;
-                    gopt_decisions_copy(&rbest, &cand);
+            for (int k = 0; k <= Kp; k++) {
+                st = k == 0 ? gopt_policy_greedy(pol, &a, err) : gopt_policy_sample_tempered(pol, &rng, temp, &a, err);
+                if (st) goto out;
+                /* candidate k under each fusion pass (the checkpoint's own first) and tie order (cp first) */
+                for (int v = 0; v < 4; v++) {
+                    const int merge = v / 2 ? !own : own, topo = v % 2;
+                    if (ties != GOPT_GO_TIES_BEST && topo != (ties == GOPT_GO_TIES_TOPO)) continue;
+                    if (fpass != GOPT_GO_PASS_BEST && merge != (fpass == GOPT_GO_PASS_MERGE)) continue;
+                    if ((st = gopt_trainer_actions_to_decisions(fz, tasks, merge, topo ? NULL : p, &a, &cand, group, err)))
+                        goto out;
+                    if (!have && round == 0 && k == 0) gopt_decisions_copy(d, &cand); /* the answer if nothing is valid */
+                    if (gopt_decisions_validate(&cand, p->graph, p->ndev, NULL)) continue;
+                    int oom = 0;
+                    double s = gopt_bl_evaluate(p, &cand, &oom);
+                    if (!(s >= 0) || !isfinite(s)) continue;
+                    /* a fitting solution beats any OOM one; then the shorter step */
+                    if (!have_round || (rb_oom && !oom) || ((oom != 0) == rb_oom && s < rb)) {
+                        rb = s;
+                        rb_oom = oom != 0;
+                        rb_flag = oom;
+                        have_round = 1;
+                        gopt_decisions_copy(&rbest, &cand);
+                    }
                 }
             }
             if (!have_round) break;

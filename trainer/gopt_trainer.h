@@ -302,6 +302,7 @@ typedef struct {
     int ties;               /* order within a priority level (gopt_go_ties): GOPT_GO_TIES_BEST (0) */
     int threads;            /* the network's threads (gopt_policy_set_threads); 0: GOPT_GO_THREADS.
                                Results do not depend on it. */
+    int fusion_pass;        /* the pass from fusion levels to groups (gopt_go_pass): GOPT_GO_PASS_BEST (0) */
 } gopt_go_options;
 #define GOPT_GO_THREADS 2
 
@@ -311,6 +312,13 @@ typedef struct {
 enum { GOPT_GO_TIES_BEST = 0, GOPT_GO_TIES_CP = 1, GOPT_GO_TIES_TOPO = 2 };
 /* "best", "cp" or "topo" -> the enum, -1 for anything else */
 int gopt_go_ties_parse(const char *s);
+/* The fusion pass that turns GO's fusion levels into groups (gopt_policy_fusion_groups): the
+ * merging pass (merge = 1, what checkpoints since version 5 train with), the first-fit pass
+ * (merge = 0), or BEST: each candidate judged under both and the faster kept (with ties BEST,
+ * four evaluations per candidate). Both passes keep one GEMM or convolution per group. */
+enum { GOPT_GO_PASS_BEST = 0, GOPT_GO_PASS_MERGE = 1, GOPT_GO_PASS_FIRST = 2 };
+/* "best", "merge" or "first" -> the enum, -1 for anything else */
+int gopt_go_pass_parse(const char *s);
 
 #define GOPT_GO_REPAIRS 6
 

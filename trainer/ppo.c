@@ -167,26 +167,9 @@ gopt_status gopt_trainer_sample_best(gopt_trainer *t, int i, gopt_rng *rng, doub
         gopt_policy_actions a = tr_actions(t, 0, best);
         if ((s = tr_note_best(t, G, &t->dec[best], &a, vals[best], err))) return s;
     }
-    if (!(t->o.tasks & GOPT_TASK_BIT(GOPT_TASK_SCHED))) return GOPT_OK;
-    /* the same samples with the topological order within each level (gopt_go_decide's
-     * default judges both orders) */
-    const int K = t->o.samples;
-    for (int k = 0; k < K; k++) {
-        gopt_policy_actions a = tr_actions(t, 0, k);
-        if ((s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), NULL, &a, &t->dec[k], t->group,
-                                                   err)))
-            return s;
-    }
-    int ok[GOPT_TRAINER_MAX_SAMPLES];
-    if ((s = tr_simulate(t, G, K, ok, err))) return s;
-    for (int k = 0; k < K; k++) {
-        const double step = t->res[k].step_time_s;
-        if (!ok[k] || t->res[k].oom || !(step > 0) || !isfinite(step)) continue;
-        if (step < *best_s) *best_s = step;
-        gopt_policy_actions a = tr_actions(t, 0, k);
-        if ((s = tr_note_best(t, G, &t->dec[k], &a, step, err))) return s;
-    }
-    return GOPT_OK;
+    /* the same samples with the other tie order and fusion pass (gopt_go_decide's defaults judge
+     * all four) */
+    return tr_judge_variants(t, G, t->o.samples, best_s, NULL, NULL, err);
 }
 
 /* Every slot's rewards, advantages (normalised over its K samples),

@@ -827,6 +827,40 @@ gopt_status tr_simulate(gopt_trainer *t, tr_graph *G, int k, int *ok, gopt_error
     return GOPT_OK;
 }
 
+gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, double *best_s, gopt_decisions *best_d,
+                              gopt_sim_result *best_res, gopt_error *err) {
+    const unsigned tasks = t->o.tasks;
+    const int sched = (tasks & GOPT_TASK_BIT(GOPT_TASK_SCHED)) != 0, fuse = (tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE)) != 0;
+    const int own = tr_fuse_merge(t) != 0;
+    gopt_bl_problem bp;
+    gopt_status st = tr_problem(t, (int)(G - t->graphs), &bp, err);
+    if (st || (st = tr_decisions_for(t, G->fz->n, err))) return st;
+    for (int v = 1; v < 4; v++) { /* v / 2: the other fusion pass; v % 2: the topological tie order */
+        const int other = v / 2, topo = v % 2;
+        if ((other && !fuse) || (topo && !sched)) continue;
+        for (int i = 0; i < k; i++) {
+            gopt_policy_actions a = tr_actions(t, 0, i);
+            if ((st = gopt_trainer_actions_to_decisions(G->fz, tasks, other ? !own : own, topo ? NULL : &bp, &a,
+                                                        &t->dec[i], t->group, err)))
+                return st;
+        }
+        int ok[GOPT_TRAINER_MAX_SAMPLES];
+        if ((st = tr_simulate(t, G, k, ok, err))) return st;
+        for (int i = 0; i < k; i++) {
+            const double step = t->res[i].step_time_s;
+            if (!ok[i] || t->res[i].oom || !(step > 0) || !isfinite(step)) continue;
+            if (step < *best_s) {
+                *best_s = step;
+                if (best_d) gopt_decisions_copy(best_d, &t->dec[i]);
+                if (best_res) *best_res = t->res[i];
+            }
+            gopt_policy_actions a = tr_actions(t, 0, i);
+            if ((st = tr_note_best(t, G, &t->dec[i], &a, step, err))) return st;
+        }
+    }
+    return GOPT_OK;
+}
+
 gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_sim_result *res, gopt_error *err) {
     if (i < 0 || i >= t->ng) return gopt_error_set(err, GOPT_EINVAL, "trainer: graph index %d out of range", i);
     tr_graph *G = &t->graphs[i];
@@ -845,22 +879,11 @@ gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_
     } else {
         if ((st = tr_hot_get(t, i, &H, err)) || (st = gopt_sim_run(H->sim, d, res, H->scratch[0], err))) return st;
     }
-    /* the same levels with the topological order within each (gopt_go_decide's default judges
-     * both orders): the faster is the answer; a variant the evaluator rejects is dropped */
-    if (t->o.tasks & GOPT_TASK_BIT(GOPT_TASK_SCHED)) {
-        if ((st = tr_decisions_for(t, G->fz->n, err))) return st;
-        gopt_decisions *dt = &t->dec[0];
-        if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), NULL, &a, dt, t->group, err)))
-            return st;
-        gopt_sim_result rt;
-        gopt_error e2 = {0};
-        const int ok = t->eval ? tr_evaluate(t, dt, &rt) : gopt_sim_run(H->sim, dt, &rt, H->scratch[0], &e2) == GOPT_OK;
-        if (ok && !rt.oom && rt.step_time_s > 0 && (res->oom || rt.step_time_s < res->step_time_s)) {
-            gopt_decisions_copy(d, dt);
-            *res = rt;
-        }
-    }
-    return res->oom ? GOPT_OK : tr_note_best(t, G, d, &a, res->step_time_s, err);
+    if (!res->oom && (st = tr_note_best(t, G, d, &a, res->step_time_s, err))) return st;
+    /* the same levels with the other tie order and fusion pass (gopt_go_decide's defaults judge
+     * all four): the fastest is the answer; a variant the evaluator rejects is dropped */
+    double best = res->oom ? INFINITY : res->step_time_s;
+    return tr_judge_variants(t, G, 1, &best, d, res, err);
 }
 
 gopt_status gopt_trainer_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err) {

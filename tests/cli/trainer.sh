@@ -199,6 +199,16 @@ awk -v b="$(step best)" -v c="$(step cp)" -v t="$(step topo)" 'BEGIN { exit !(b 
   && ok || fail "--go-ties best ($(step best)) slower than cp ($(step cp)) or topo ($(step topo))"
 expect_rc 2 "$GOPT" optimize "$EX" --method go --profile "$PROF" --devices 2 --go-ties fifo
 expect_err "'fifo' is not best, cp or topo"
+# the fusion pass: every value runs; best's step is no slower than merge's or first's; a bad one is refused
+for fp in merge first best; do
+  "$GOPT" optimize "$EX" --method go --checkpoint "$TMP/a.ckpt" --profile "$PROF" --devices 4 --go-fusion-pass $fp --json \
+    > "$TMP/ties_pass_$fp.json" 2>/dev/null && ok || fail "--go-fusion-pass $fp"
+done
+awk -v b="$(step pass_best)" -v m="$(step pass_merge)" -v f="$(step pass_first)" \
+  'BEGIN { exit !(b != "" && b <= m && b <= f) }' \
+  && ok || fail "--go-fusion-pass best ($(step pass_best)) slower than merge ($(step pass_merge)) or first ($(step pass_first))"
+expect_rc 2 "$GOPT" optimize "$EX" --method go --profile "$PROF" --devices 2 --go-fusion-pass xla
+expect_err "'xla' is not best, merge or first"
 # the network's threads: the same decisions (best of 4 samples) on 1 and 3; 0 is refused
 for th in 1 3; do
   "$GOPT" optimize "$EX" --method go --checkpoint "$TMP/a.ckpt" --profile "$PROF" --devices 4 --samples 4 \
