@@ -179,6 +179,8 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
                     const int merge = v / 2 ? !own : own, topo = v % 2;
                     if (ties != GOPT_GO_TIES_BEST && topo != (ties == GOPT_GO_TIES_TOPO)) continue;
                     if (fpass != GOPT_GO_PASS_BEST && merge != (fpass == GOPT_GO_PASS_MERGE)) continue;
+                    if (v / 2 && fpass == GOPT_GO_PASS_BEST && !(tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE)))
+                        continue; /* no fusion learned: the other pass gives the same decisions */
                     if ((st = gopt_trainer_actions_to_decisions(fz, tasks, merge, topo ? NULL : p, &a, &cand, group, err)))
                         goto out;
                     if (!have && round == 0 && k == 0) gopt_decisions_copy(d, &cand); /* the answer if nothing is valid */
