@@ -45,8 +45,8 @@ static gopt_status compile(gopt_costmodel *cm, const gopt_profile_table *pt, gop
     memset(c, 0, sizeof *c);
     c->key = pt->points;
     c->kind = kind;
-    gopt_status st = kind == GOPT_TABLE_GEMM ? gopt_interp3_init(&c->t3, pt->points, pt->n, err)
-                                             : gopt_interp1_init(&c->t1, pt->points, pt->n, err);
+    int three = kind == GOPT_TABLE_GEMM || kind == GOPT_TABLE_CONV_GEMM;
+    gopt_status st = three ? gopt_interp3_init(&c->t3, pt->points, pt->n, err) : gopt_interp1_init(&c->t1, pt->points, pt->n, err);
     if (st) return st;
     *idx = cm->ncomp++;
     return GOPT_OK;
@@ -125,7 +125,8 @@ double gopt_cost_table_lookup(const gopt_costmodel *cm, int d, gopt_table_kind k
     if (d < 0 || d >= cm->ndev || kind < 0 || kind >= GOPT_TABLE_COPY) return -1;
     int32_t i = cm->dev_tab[d * GOPT_TABLE_KIND_COUNT + kind];
     if (i < 0) return -1;
-    return kind == GOPT_TABLE_GEMM ? gopt_interp3_eval(&cm->comp[i].t3, x) : gopt_interp1_eval(&cm->comp[i].t1, x[0]);
+    return kind == GOPT_TABLE_GEMM || kind == GOPT_TABLE_CONV_GEMM ? gopt_interp3_eval(&cm->comp[i].t3, x)
+                                                                   : gopt_interp1_eval(&cm->comp[i].t1, x[0]);
 }
 
 static double peak_for(const gopt_costmodel *cm, int d, gopt_dtype t) {
@@ -153,11 +154,15 @@ double gopt_cost_op_time(const gopt_costmodel *cm, int d, const gopt_cost_op *op
         break;
     }
     case GOPT_OP_CLASS_CONV: {
-        double v = fp32 && op->flops > 0 ? gopt_cost_table_lookup(cm, d, GOPT_TABLE_CONV, &op->flops) : -1;
-        if (v <= 0 && fp32 && op->m > 0 && op->n > 0 && op->k > 0) {
+        /* by its implicit GEMM's shape where the profile measured convolutions so (the same FLOPs
+         * run 6-160 TFLOP/s on one GPU by shape), else by FLOPs */
+        double x[3] = {op->m, op->n, op->k}, v = -1;
+        int mnk = fp32 && op->m > 0 && op->n > 0 && op->k > 0;
+        if (mnk) v = gopt_cost_table_lookup(cm, d, op->wgrad ? GOPT_TABLE_GEMM : GOPT_TABLE_CONV_GEMM, x);
+        if (v <= 0 && fp32 && op->flops > 0) v = gopt_cost_table_lookup(cm, d, GOPT_TABLE_CONV, &op->flops);
+        if (v <= 0 && mnk) {
             /* no convolution table (CPU profiles): the implicit GEMM a convolution is (im2col +
              * sgemm), at its measured GEMM speed; peak FLOPs would be 2-3x optimistic */
-            double x[3] = {op->m, op->n, op->k};
             v = gopt_cost_table_lookup(cm, d, GOPT_TABLE_GEMM, x);
         }
         c = v > 0 ? v : roof;
@@ -243,6 +248,65 @@ int gopt_cost_gemm_dims(const char *shape, double flops, double *m, double *n, d
     return 1;
 }
 
+/* The 4 dims of the first shape in `shape` ("AxBxCxD;..."): 1 when it has exactly four. */
+static int shape4(const char *shape, double dim[4]) {
+    int nd = 0;
+    const char *s = shape;
+    if (!s) return 0;
+    while (*s && *s != ';') {
+        if (nd == 4) return 0;
+        char *end;
+        dim[nd++] = strtod(s, &end);
+        if (end == s || !(dim[nd - 1] >= 1) || !isfinite(dim[nd - 1])) return 0;
+        s = end;
+        if (*s == 'x') s++;
+        else if (*s && *s != ';') return 0;
+    }
+    return nd == 4;
+}
+
+/* The 4-d weight a convolution reads: a 4-d parameter among its inputs (a forward convolution), else
+ * the node's second output when it is 4-d (a backward convolution's weight gradient). */
+static int conv_weight(const gopt_graph *g, const gopt_frozen *f, int32_t v, const char *shape, double w[4]) {
+    for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
+        int32_t u = f->in_src[e];
+        if (f->op_class[u] != GOPT_OP_CLASS_PARAM) continue;
+        gopt_node_attrs a;
+        gopt_graph_node(g, u, &a);
+        if (shape4(a.shape, w)) return 1;
+    }
+    const char *second = shape ? strchr(shape, ';') : NULL;
+    return second && shape4(second + 1, w);
+}
+
+int gopt_cost_node_gemm_dims(const gopt_graph *g, int32_t v, double *m, double *n, double *k) {
+    *m = *n = *k = 0;
+    const gopt_frozen *f = gopt_graph_frozen(g);
+    if (!f || v < 0 || v >= f->n) return 0;
+    gopt_node_attrs a;
+    gopt_graph_node(g, v, &a);
+    double flops = f->flops[v], w[4], y[4];
+    if (f->op_class[v] != GOPT_OP_CLASS_CONV || !shape4(a.shape, y)) return gopt_cost_gemm_dims(a.shape, flops, m, n, k);
+    if (!conv_weight(g, f, v, a.shape, w)) {
+        /* TensorFlow's filter gradients (Conv2DBackpropFilter, ...): the output is the weight */
+        if (!a.op || !strstr(a.op, "BackpropFilter")) return gopt_cost_gemm_dims(a.shape, flops, m, n, k);
+        memcpy(w, y, sizeof w);
+    }
+    /* OIHW weights (PyTorch) go with NCHW activations, the channels second; HWIO weights
+     * (TensorFlow) with NHWC, the channels last. The kernel is the weight's smaller pair. */
+    int oihw = w[2] * w[3] < w[0] * w[1], wgrad = memcmp(w, y, sizeof w) == 0;
+    if (wgrad) { /* the weight's gradient alone: a GEMM of m = O by n = the rest, k over the pixels */
+        *m = oihw ? w[0] : w[3];
+        *n = w[0] * w[1] * w[2] * w[3] / *m;
+    } else {
+        *n = y[oihw ? 1 : 3];
+        *m = y[0] * y[1] * y[2] * y[3] / *n;
+    }
+    *k = flops / (2 * *m * *n);
+    if (*k < 1) *k = 1;
+    return wgrad ? 2 : 1;
+}
+
 /* Does `pat` (lower case, no underscores) occur in s at its start, ignoring case and '_' in s? */
 static int match_loose(const char *s, const char *pat) {
     for (; *pat; s++) {
@@ -264,18 +328,8 @@ int gopt_cost_is_norm_op(const char *op) {
 
 /* A depthwise convolution's weight: 4 dims "OxIxHxW" with one input channel (I = 1) and O > 1. */
 static int depthwise_weight(const char *shape) {
-    double dim[5];
-    int nd = 0;
-    const char *s = shape;
-    if (!s) return 0;
-    while (*s && *s != ';' && nd < 5) {
-        char *end;
-        dim[nd++] = strtod(s, &end);
-        if (end == s) return 0;
-        s = end;
-        if (*s == 'x') s++;
-    }
-    return nd == 4 && dim[1] == 1 && dim[0] > 1;
+    double dim[4];
+    return shape4(shape, dim) && dim[1] == 1 && dim[0] > 1;
 }
 
 /* A convolution reading a parameter shaped as a depthwise weight (graphs/real's exports: the
@@ -329,7 +383,7 @@ gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g,
         op.dtype = dt < 0 ? GOPT_DTYPE_FP32 : (gopt_dtype)dt;
         op.phase = (gopt_phase)f->phase[v];
         if (op.cls == GOPT_OP_CLASS_GEMM || op.cls == GOPT_OP_CLASS_CONV)
-            gopt_cost_gemm_dims(a.shape, op.flops, &op.m, &op.n, &op.k);
+            op.wgrad = gopt_cost_node_gemm_dims(g, v, &op.m, &op.n, &op.k) == 2;
         if (op.cls == GOPT_OP_CLASS_CONV) op.depthwise = is_depthwise(g, f, v);
         if (op.cls == GOPT_OP_CLASS_REDUCTION) op.norm = gopt_cost_is_norm_op(a.op);
         t->heavy[v] = (uint8_t)gopt_cost_keeps_kernel(op.cls);

@@ -67,6 +67,7 @@ typedef struct {
     double m, n, k; /* GEMM dims when known, else 0 */
     gopt_dtype dtype;
     int depthwise;  /* conv only: its weight has one input channel (gopt_cost_op_kind) */
+    int wgrad;      /* conv only: its weight's gradient alone, a plain GEMM (gopt_cost_node_gemm_dims) */
     int norm;       /* reduction only: a normalization layer's (gopt_cost_is_norm_op) */
     gopt_phase phase; /* a backward op pays no op_overhead (the autograd engine runs it) */
 } gopt_cost_op;
@@ -97,6 +98,18 @@ double gopt_cost_table_lookup(const gopt_costmodel *cm, int d, gopt_table_kind k
  * reads a gemm node this way and the runtime runs a gemm (and a convolution, as an implicit GEMM)
  * of these sizes. Returns 0 (and zeros) when the shape is absent or malformed. */
 int gopt_cost_gemm_dims(const char *shape, double flops, double *m, double *n, double *k);
+
+/* The GEMM dimensions of node v as the cost model and the runtime read them: a convolution with a
+ * 4-d output and a 4-d weight (a 4-d parameter input, or its second output: a backward
+ * convolution's weight gradient) is an implicit GEMM with n = the output's channels (the second
+ * dim when the weight is OIHW, as PyTorch's; the last when it is HWIO, as TensorFlow's), m = the
+ * output's other elements, k = flops / (2 m n); a convolution whose output is its weight's shape
+ * (the weight's gradient alone: PyTorch's first-layer backward, TensorFlow's *BackpropFilter
+ * ops, whose output is taken as the weight) is the plain GEMM m = the output
+ * channels, n = the rest of the weight, k = flops / (2 m n), the pixels summed over; any other
+ * node as gopt_cost_gemm_dims reads its shape. Returns 1, or 2 for a weight gradient (a plain
+ * GEMM, no convolution window), 0 (and zeros) when the shape is absent or malformed. */
+int gopt_cost_node_gemm_dims(const gopt_graph *g, int32_t v, double *m, double *n, double *k);
 
 /* Per-graph preparation, done once and reused for every simulation of that graph: */
 typedef struct {

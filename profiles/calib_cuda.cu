@@ -41,7 +41,7 @@ extern "C" {
 #define MIN_BATCH_S 5e-4
 #define MAX_ELEM_BYTES (768.0 * 1024 * 1024)
 #define GEMM_POINTS 400
-#define CONV_POINTS 120
+#define CONV_POINTS 300
 
 namespace {
 
@@ -477,7 +477,7 @@ extern "C" gopt_status gopt_calibrate_cuda(const gopt_calib_options *o, gopt_pro
         }
 
 #ifdef GOPT_WITH_CUDNN
-        /* convolution table by FLOPs */
+        /* convolution tables: by FLOPs, and by the implicit GEMM's m, n, k */
         phase(k, "cuDNN convolutions", per_gpu * 0.25);
         if (cudnnCreate(&b->dnn) == CUDNN_STATUS_SUCCESS && !cudnnCreateTensorDescriptor(&b->x) &&
             !cudnnCreateTensorDescriptor(&b->y) && !cudnnCreateFilterDescriptor(&b->w) &&
@@ -505,16 +505,26 @@ extern "C" gopt_status gopt_calibrate_cuda(const gopt_calib_options *o, gopt_pro
                 m++;
             }
             if (it && tt && m >= 8 && !(st = measure(k, b, run_conv, it, &m, W8, tt))) {
-                ts->pts[GOPT_TABLE_CONV] = (double *)malloc((size_t)m * 2 * sizeof(double));
-                if (ts->pts[GOPT_TABLE_CONV]) {
-                    ts->n[GOPT_TABLE_CONV] = m;
+                double *fl = (double *)malloc((size_t)m * 2 * sizeof(double));
+                double *g3 = (double *)malloc((size_t)m * 4 * sizeof(double));
+                if (fl && g3) {
+                    ts->pts[GOPT_TABLE_CONV] = fl;
+                    ts->pts[GOPT_TABLE_CONV_GEMM] = g3;
+                    ts->n[GOPT_TABLE_CONV] = ts->n[GOPT_TABLE_CONV_GEMM] = m;
+                    fl = g3 = NULL;
                     for (int i = 0; i < m; i++) {
-                        double *r = it + (size_t)i * W8;
-                        ts->pts[GOPT_TABLE_CONV][2 * i] = 2 * r[0] * r[4] * r[2] * r[3] * r[1] * r[5] * r[5];
+                        double *r = it + (size_t)i * W8, *f2 = ts->pts[GOPT_TABLE_CONV] + 2 * i;
+                        double *g = ts->pts[GOPT_TABLE_CONV_GEMM] + 4 * i;
                         double x = tt[i] - dv->launch;
-                        ts->pts[GOPT_TABLE_CONV][2 * i + 1] = x > 0.1 * tt[i] ? x : 0.1 * tt[i];
+                        g[0] = r[0] * r[2] * r[3]; /* output pixels */
+                        g[1] = r[4];               /* filters */
+                        g[2] = r[1] * r[5] * r[5]; /* channels x taps */
+                        f2[0] = 2 * g[0] * g[1] * g[2];
+                        f2[1] = g[3] = x > 0.1 * tt[i] ? x : 0.1 * tt[i];
                     }
                 }
+                free(fl);
+                free(g3);
             }
             free(it);
             free(tt);

@@ -64,12 +64,15 @@ typedef enum {
  *   CONV        (flops, seconds)        one forward convolution
  *   ELEMENTWISE (bytes, seconds)        bytes read + written
  *   REDUCTION   (bytes, seconds)        bytes read
+ *   CONV_GEMM   (m, n, k, seconds)      one forward convolution by its implicit GEMM: m output
+ *                                       pixels (N H W), n filters, k = input channels x taps
  *   COPY        (bytes, seconds)        one copy over a link (link tables only) */
 typedef enum {
     GOPT_TABLE_GEMM = 0,
     GOPT_TABLE_CONV,
     GOPT_TABLE_ELEMENTWISE,
     GOPT_TABLE_REDUCTION,
+    GOPT_TABLE_CONV_GEMM,
     GOPT_TABLE_COPY,
     GOPT_TABLE_KIND_COUNT
 } gopt_table_kind;

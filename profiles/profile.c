@@ -13,7 +13,8 @@
 
 #include "profile_internal.h"
 
-static const char *TABLE_NAMES[GOPT_TABLE_KIND_COUNT] = {"gemm", "conv", "elementwise", "reduction", "copy"};
+static const char *TABLE_NAMES[GOPT_TABLE_KIND_COUNT] = {"gemm", "conv", "elementwise", "reduction", "conv_gemm",
+                                                              "copy"};
 static const char *DTYPE_NAMES[GOPT_DTYPE_COUNT] = {"fp32", "fp16", "bf16", "tf32", "fp64", "int8"};
 static const char *KIND_NAMES[GOPT_OP_KIND_COUNT] = {"gemm",          "conv",     "depthwise_conv",
                                                      "elementwise",   "reduction", "data_movement",
@@ -24,7 +25,7 @@ const char *gopt_op_kind_name(gopt_op_kind k) { return (k >= 0 && k < GOPT_OP_KI
 const char *gopt_table_kind_name(gopt_table_kind k) {
     return (k >= 0 && k < GOPT_TABLE_KIND_COUNT) ? TABLE_NAMES[k] : NULL;
 }
-int gopt_table_kind_dim(gopt_table_kind k) { return k == GOPT_TABLE_GEMM ? 3 : 1; }
+int gopt_table_kind_dim(gopt_table_kind k) { return k == GOPT_TABLE_GEMM || k == GOPT_TABLE_CONV_GEMM ? 3 : 1; }
 const char *gopt_dtype_name(gopt_dtype t) { return (t >= 0 && t < GOPT_DTYPE_COUNT) ? DTYPE_NAMES[t] : NULL; }
 const char *gopt_device_kind_name(gopt_device_kind k) {
     return k == GOPT_DEVICE_CPU ? "cpu" : k == GOPT_DEVICE_GPU ? "gpu" : NULL;
@@ -59,7 +60,7 @@ void gopt_table_bounds(gopt_table_kind k, int j, double *lo, double *hi) {
     if (j == gopt_table_kind_dim(k)) {
         *lo = GOPT_PROFILE_MIN_TABLE_TIME;
         *hi = GOPT_PROFILE_MAX_TABLE_TIME;
-    } else if (k == GOPT_TABLE_GEMM) {
+    } else if (k == GOPT_TABLE_GEMM || k == GOPT_TABLE_CONV_GEMM) {
         *hi = GOPT_PROFILE_MAX_TABLE_DIM;
     } else if (k == GOPT_TABLE_CONV) {
         *hi = GOPT_PROFILE_MAX_TABLE_FLOPS;

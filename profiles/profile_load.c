@@ -97,7 +97,7 @@ static gopt_status read_table(ctx *c, json_t *a, const char *set, gopt_table_kin
         if (!json_is_array(row) || json_array_size(row) != (size_t)w)
             return gopt_error_set(c->err, GOPT_EFORMAT, "%s: tables.%s.%s[%zu]: expected a row of %d numbers (%s)",
                                   c->origin, set, kn, r, w,
-                                  k == GOPT_TABLE_GEMM ? "m, n, k, seconds"
+                                  k == GOPT_TABLE_GEMM || k == GOPT_TABLE_CONV_GEMM ? "m, n, k, seconds"
                                   : k == GOPT_TABLE_CONV ? "flops, seconds"
                                                          : "bytes, seconds");
         for (int j = 0; j < w; j++) {
@@ -397,7 +397,7 @@ static gopt_status build(ctx *c, json_t *root, gopt_profile **out) {
     static const char *const allowed[] = {"format", "version", "name", "description", "provenance", "devices",
                                           "topology", "links", "tables", "efficiency", NULL};
     static const char *const prov_allowed[] = {"source", "machine", "date", "command", "reference", "notes", NULL};
-    static const char *const set_allowed[] = {"gemm", "conv", "elementwise", "reduction", "copy", NULL};
+    static const char *const set_allowed[] = {"gemm", "conv", "elementwise", "reduction", "conv_gemm", "copy", NULL};
     static const char *const dev_allowed[] = {"name", "count", "kind", "model", "memory_bytes", "peak_flops",
                                               "memory_bandwidth", "launch_overhead", "tables", "notes", NULL};
     gopt_profile *p = NULL;

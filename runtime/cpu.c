@@ -217,10 +217,8 @@ static int node_inputs(const rt_cpu *c, int32_t v, int32_t t, int dv, rt_span *i
         from[nin] = u;
         rt_span s = tensor_on(c, u, t, dv);
         if (clip) {
-            double b = 0;
-            for (int32_t e2 = e; e2 < f->in_ptr[v + 1]; e2++)
-                if (f->in_src[e2] == u) b += f->edge_bytes[f->in_eid[e2]];
-            if ((int64_t)(b / 4) < s.floats) s.floats = (int64_t)(b / 4);
+            int64_t fl = rt_edge_floats(f, v, e);
+            if (fl < s.floats) s.floats = fl;
         }
         ins[nin++] = s;
     }
@@ -567,6 +565,7 @@ gopt_status rt_cpu_create(const gopt_graph *g, const rt_plan *p, int pin, rt_cpu
         gopt_graph_node(g, v, &at);
         int32_t t = p->task[v], d = p->dev[t];
         double m = 0, nn = 0, k = 0;
+        int gd = 0;
         switch ((gopt_op_class)f->op_class[v]) {
         case GOPT_OP_CLASS_INPUT:
         case GOPT_OP_CLASS_PARAM:
@@ -574,8 +573,9 @@ gopt_status rt_cpu_create(const gopt_graph *g, const rt_plan *p, int pin, rt_cpu
             break;
         case GOPT_OP_CLASS_GEMM:
         case GOPT_OP_CLASS_CONV:
-            if (f->flops[v] > 0 && gopt_cost_gemm_dims(at.shape, f->flops[v], &m, &nn, &k) && m * nn * k < 1e13) {
-                c->kind[v] = f->op_class[v] == GOPT_OP_CLASS_GEMM ? RT_K_GEMM : RT_K_CONV;
+            if (f->flops[v] > 0 && (gd = gopt_cost_node_gemm_dims(g, v, &m, &nn, &k)) && m * nn * k < 1e13) {
+                /* a convolution's weight gradient alone (gd 2) is a plain GEMM */
+                c->kind[v] = f->op_class[v] == GOPT_OP_CLASS_GEMM || gd == 2 ? RT_K_GEMM : RT_K_CONV;
                 c->dims[v][0] = (int64_t)m;
                 c->dims[v][1] = (int64_t)nn;
                 c->dims[v][2] = (int64_t)llround(k);

@@ -112,6 +112,42 @@ __global__ void k_mem4(mem_args a) {
     }
 }
 
+/* The other aligned cases (inputs of other lengths than the output's: a bias, a normalization's
+ * statistics, a tuple output read whole): 16 bytes a load, each input read over its own length
+ * once (not cyclically: a broadcast's re-reads come from cache), floats past the output's end
+ * summed into a reduction; the last 0-3 floats of each array by the first thread. */
+__global__ void k_mem4g(mem_args a) {
+    long long span = a.nout;
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        if (j < a.nin && a.len[j] > span) span = a.len[j];
+    long long n4 = span / 4, o4 = a.nout / 4, stride = (long long)gridDim.x * blockDim.x;
+    long long i0 = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    float red = 0;
+    for (long long i = i0; i < n4; i += stride) {
+        float4 acc = a.add && i < o4 ? ((float4 *)a.out)[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            if (j < a.nin && i < a.len[j] / 4) {
+                float4 x = __ldg((const float4 *)a.in[j] + i);
+                acc.x += x.x;
+                acc.y += x.y;
+                acc.z += x.z;
+                acc.w += x.w;
+            }
+        if (i < o4) ((float4 *)a.out)[i] = acc;
+        else red += acc.x + acc.y + acc.z + acc.w;
+    }
+    if (i0 == 0) { /* the tails */
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            if (j < a.nin)
+                for (long long t = a.len[j] / 4 * 4; t < a.len[j]; t++) red += a.in[j][t];
+        for (long long t = o4 * 4; t < a.nout; t++) a.out[t] = a.add ? a.out[t] + red : red;
+    }
+    if (red == 12345.678f && a.nout > 0) a.out[0] = red; /* keeps the reduction live */
+}
+
 __global__ void k_im2col(const float *src, long long len, float *col, long long r0, long long rows, long long k,
                          long long taps) {
     long long run = k / taps, total = rows * k;
@@ -214,7 +250,10 @@ static rt_span tensor_on(const rt_cuda *c, int32_t u, int32_t t) {
     return rt_span{NULL, 0};
 }
 
-static int node_inputs(const rt_cuda *c, int32_t v, int32_t t, rt_span *ins) {
+/* The external inputs of node v (in task t) into ins (each producer once); their number. With
+ * `clip`, each is cut to the bytes its edges into v carry, as the CPU backend's (what the cost
+ * model says v reads: an optimizer update reads the parameter's edge, not a whole tuple output). */
+static int node_inputs(const rt_cuda *c, int32_t v, int32_t t, rt_span *ins, int clip) {
     const gopt_frozen *f = c->f;
     int nin = 0;
     for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
@@ -222,7 +261,13 @@ static int node_inputs(const rt_cuda *c, int32_t v, int32_t t, rt_span *ins) {
         if (c->p->task[u] == t) continue;
         int seen = 0;
         for (int32_t e2 = f->in_ptr[v]; e2 < e && !seen; e2++) seen = f->in_src[e2] == u;
-        if (!seen) ins[nin++] = tensor_on(c, u, t);
+        if (seen) continue;
+        rt_span s = tensor_on(c, u, t);
+        if (clip) {
+            int64_t fl = rt_edge_floats(f, v, e);
+            if (fl < s.floats) s.floats = fl;
+        }
+        ins[nin++] = s;
     }
     return nin;
 }
@@ -255,8 +300,15 @@ static void mem_launch(cudaStream_t s, const rt_span *ins, int nin, rt_span out,
             continue;
         }
         long long span = a.nout;
-        for (int j = 0; j < a.nin; j++)
+        int aligned = a.nout == 0 || aligned16(a.out);
+        for (int j = 0; j < a.nin; j++) {
             if (a.len[j] > span) span = a.len[j];
+            aligned = aligned && (a.len[j] == 0 || aligned16(a.in[j]));
+        }
+        if (aligned && span >= 4) {
+            k_mem4g<<<grid_sms(span / 4, sms), 256, 0, s>>>(a);
+            continue;
+        }
         k_mem<<<grid_for(span), 256, 0, s>>>(a);
     }
 }
@@ -271,7 +323,7 @@ static void sgemm(cublasHandle_t h, int64_t m, int64_t n, int64_t k, const float
 static gopt_status run_node(rt_cuda *c, int32_t v, int32_t t, int d, int fused_mem_part, gopt_error *err) {
     (void)err; /* only cuDNN's calls report */
     const rt_plan *p = c->p;
-    int nin = node_inputs(c, v, t, c->ins);
+    int nin = node_inputs(c, v, t, c->ins, c->kind[v] == K_MEM || c->kind[v] == K_STANDIN);
     rt_span out = {p->ext[v] ? c->obuf[v] : NULL, p->ext[v] && c->obuf[v] ? p->osize[v] / 4 : 0};
     const float *A, *B;
     float *C, *col;
@@ -379,7 +431,7 @@ static gopt_status issue_step(rt_cuda *c, gopt_error *err) {
         if (fused) { /* the memory-bound members: one pass per external output over their inputs */
             int nin = 0;
             for (int32_t j = p->mem_ptr[t]; j < p->mem_ptr[t + 1]; j++)
-                if (c->kind[p->mem[j]] == K_MEM) nin += node_inputs(c, p->mem[j], t, c->ins + nin);
+                if (c->kind[p->mem[j]] == K_MEM) nin += node_inputs(c, p->mem[j], t, c->ins + nin, 1);
             int wrote = 0;
             for (int32_t j = p->mem_ptr[t]; j < p->mem_ptr[t + 1]; j++) {
                 int32_t v = p->mem[j];
@@ -754,6 +806,7 @@ extern "C" gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, con
         gopt_node_attrs at;
         gopt_graph_node(g, v, &at);
         double m = 0, nn = 0, k = 0;
+        int gd = 0;
         int d = p->dev[p->task[v]];
         switch ((gopt_op_class)f->op_class[v]) {
         case GOPT_OP_CLASS_INPUT:
@@ -762,8 +815,9 @@ extern "C" gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, con
             break;
         case GOPT_OP_CLASS_GEMM:
         case GOPT_OP_CLASS_CONV:
-            if (f->flops[v] > 0 && gopt_cost_gemm_dims(at.shape, f->flops[v], &m, &nn, &k) && m * nn * k < 1e13) {
-                c->kind[v] = f->op_class[v] == GOPT_OP_CLASS_GEMM ? K_GEMM : K_CONV;
+            if (f->flops[v] > 0 && (gd = gopt_cost_node_gemm_dims(g, v, &m, &nn, &k)) && m * nn * k < 1e13) {
+                /* a convolution's weight gradient alone (gd 2) is a plain GEMM */
+                c->kind[v] = f->op_class[v] == GOPT_OP_CLASS_GEMM || gd == 2 ? K_GEMM : K_CONV;
                 c->dims[v][0] = (int64_t)m;
                 c->dims[v][1] = (int64_t)nn;
                 c->dims[v][2] = (int64_t)llround(k);

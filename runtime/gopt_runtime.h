@@ -64,7 +64,7 @@ const char *gopt_rt_clock_name(gopt_rt_clock c); /* "wall", "cpu", "cpu-min" */
 int gopt_rt_clock_parse(const char *s);           /* -1 when unknown */
 
 /* What the CUDA backend runs a convolution node as (docs/runtime.md). A node carries its output
- * shape and FLOPs, read as an implicit GEMM (m, n, k) (gopt_cost_gemm_dims), not its kernel size:
+ * shape and FLOPs, read as an implicit GEMM (m, n, k) (gopt_cost_node_gemm_dims), not its kernel size:
  * CUDNN runs cudnnConvolutionForward on a 2-d convolution of those FLOPs (m output pixels, n
  * filters, k = channels x taps; the runtime derives it), with the algorithm cuDNN's heuristics
  * rank first, as the CUDA calibrator measures convolutions; IM2COL gathers the implicit GEMM's

@@ -65,6 +65,13 @@ int64_t rt_gemm_operands(const int64_t dims[3], int conv, const rt_span *ins, in
     return off;
 }
 
+int64_t rt_edge_floats(const gopt_frozen *f, int32_t v, int32_t e) {
+    double b = 0;
+    for (int32_t e2 = e; e2 < f->in_ptr[v + 1]; e2++)
+        if (f->in_src[e2] == f->in_src[e]) b += f->edge_bytes[f->in_eid[e2]];
+    return (int64_t)(b / 4);
+}
+
 int64_t rt_conv_taps(int64_t k) { return (k % 9 == 0 && k >= 9) ? 9 : 1; }
 
 int rt_conv_shape_of(int64_t m, int64_t n, int64_t k, rt_conv_shape *s) {

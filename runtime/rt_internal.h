@@ -105,6 +105,9 @@ void rt_gemm(const rt_gemm_args *g);
  * device pointers. */
 int64_t rt_gemm_operands(const int64_t dims[3], int conv, const rt_span *ins, int nin, rt_span out, float *ws,
                          const float **A, const float **B, float **C, float **col);
+/* The floats node v reads from the producer of its in-edge e: what the edges from that producer
+ * into v carry, from e on (the cost model's reading of a memory-bound op's inputs). */
+int64_t rt_edge_floats(const gopt_frozen *f, int32_t v, int32_t e);
 /* Convolution as an implicit GEMM of (m, n, k): im2col of `src` (k/taps runs of contiguous
  * floats per row, taps = 9 when k is a multiple of 9, else 1) into `col` in blocks of
  * `block_rows` rows, each block times B into its rows of C. col holds block_rows * k floats. */

@@ -126,6 +126,14 @@ static char *synthetic_profile(void) {
                k = floor(exp(log(8) + gopt_rng_uniform(&r) * log(256)));
         gopt_buf_printf(&b, "%s[%g,%g,%g,%.17g]", i ? "," : "", m, n, k, 2 * m * n * k / 5e10 + 1e-6);
     }
+    /* conv_gemm: convolutions by their implicit GEMM, t = 2mnk / 2e11 + 1e-6, at the gemm's shapes */
+    gopt_buf_puts(&b, "],\"conv_gemm\":[");
+    gopt_rng_seed(&r, 3);
+    for (int i = 0; i < 300; i++) {
+        double m = floor(exp(log(8) + gopt_rng_uniform(&r) * log(256))), n = floor(exp(log(8) + gopt_rng_uniform(&r) * log(256))),
+               k = floor(exp(log(8) + gopt_rng_uniform(&r) * log(256)));
+        gopt_buf_printf(&b, "%s[%g,%g,%g,%.17g]", i ? "," : "", m, n, k, 2 * m * n * k / 2e11 + 1e-6);
+    }
     gopt_buf_puts(&b, "]}}}");
     assert_false(b.failed);
     return b.data;
@@ -183,9 +191,14 @@ static void test_table_interpolation(void **state) {
     double t = gopt_cost_op_time(cm, 0, &op, &c);
     assert_true(close_rel(t, 1e-7 + gopt_cost_table_lookup(cm, 0, GOPT_TABLE_GEMM, q), 1e-12));
     assert_true(close_rel(c, t - 1e-7, 1e-9));
-    /* conv through its table, by flops */
+    /* conv through its table, by flops, when its GEMM shape is unknown */
     op = (gopt_cost_op){.cls = GOPT_OP_CLASS_CONV, .flops = 1e9, .bytes = 1};
     assert_true(close_rel(gopt_cost_op_time(cm, 0, &op, NULL), 1e-7 + 1e-2, 1e-9));
+    /* with its shape, through the conv_gemm table: the shape's law, not the FLOPs table's */
+    op = (gopt_cost_op){.cls = GOPT_OP_CLASS_CONV, .flops = 2 * 64.0 * 64 * 64, .bytes = 1, .m = 64, .n = 64, .k = 64};
+    double tc = gopt_cost_op_time(cm, 0, &op, NULL);
+    assert_true(close_rel(tc, 1e-7 + gopt_cost_table_lookup(cm, 0, GOPT_TABLE_CONV_GEMM, q), 1e-12));
+    assert_true(close_rel(tc, 1e-7 + 1e-6 + 2 * 64.0 * 64 * 64 / 2e11, 0.1));
     /* copies through the link's table (both directions share it) */
     assert_true(close_rel(gopt_cost_transfer_time(cm, 0, 1, 1e6), 2e-5 + 1e6 / 5e9, 1e-9));
     assert_true(close_rel(gopt_cost_transfer_time(cm, 1, 0, 3e6), 2e-5 + 3e6 / 5e9, 0.05));
@@ -315,6 +328,50 @@ static gopt_graph *conv_graph(void) {
         assert_int_equal(gopt_graph_add_edge(g, edges[i][0], edges[i][1], 4 * 2 * 16 * 16 * 64, NULL), GOPT_OK);
     assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
     return g;
+}
+
+/* A convolution's implicit GEMM takes n from its output channels, wherever the layout puts
+ * them: NCHW with an OIHW weight (PyTorch), NHWC with an HWIO weight (TensorFlow), a backward
+ * convolution's weight gradient as its second output; without a 4-d weight, the shape's last dim. */
+static void test_conv_gemm_dims(void **state) {
+    (void)state;
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, "dims", "test", NULL), GOPT_OK);
+    const double F = 2.0 * 32 * 7 * 7 * 2048 * 512; /* a 1x1 convolution, 512 -> 2048 channels, 7x7 */
+    const gopt_node_attrs nodes[] = {
+        {"x", "Placeholder", GOPT_OP_CLASS_INPUT, 0, 4 * 32 * 512 * 49, 0, "32x512x7x7", "float32", GOPT_PHASE_FWD, -1, ""},
+        {"w", "Parameter", GOPT_OP_CLASS_PARAM, 0, 4 * 2048 * 512, 4 * 2048 * 512, "2048x512x1x1", "float32", GOPT_PHASE_FWD, 0, ""},
+        {"nchw", "convolution", GOPT_OP_CLASS_CONV, F, 4 * 32 * 2048 * 49, 0, "32x2048x7x7", "float32", GOPT_PHASE_FWD, 0, ""},
+        {"whwio", "VariableV2", GOPT_OP_CLASS_PARAM, 0, 4 * 2048 * 512, 4 * 2048 * 512, "1x1x512x2048", "float32", GOPT_PHASE_FWD, 0, ""},
+        {"nhwc", "Conv2D", GOPT_OP_CLASS_CONV, F, 4 * 32 * 2048 * 49, 0, "32x7x7x2048", "float32", GOPT_PHASE_FWD, 0, ""},
+        {"bwd", "convolution_backward", GOPT_OP_CLASS_CONV, 2 * F, 4 * 32 * 512 * 49, 0, "32x512x7x7;2048x512x1x1", "float32", GOPT_PHASE_BWD, 0, ""},
+        {"bare", "convolution", GOPT_OP_CLASS_CONV, F, 4 * 32 * 2048 * 49, 0, "32x2048x7x7", "float32", GOPT_PHASE_FWD, 0, ""},
+        {"mm", "mm", GOPT_OP_CLASS_GEMM, 2.0 * 64 * 128 * 256, 4 * 64 * 128, 0, "64x128", "float32", GOPT_PHASE_FWD, 0, ""},
+        {"wgrad", "convolution_backward", GOPT_OP_CLASS_CONV, F, 4 * 2048 * 512, 0, "2048x512x1x1", "float32", GOPT_PHASE_BWD, 0, ""},
+        {"tfwgrad", "Conv2DBackpropFilter", GOPT_OP_CLASS_CONV, F, 4 * 2048 * 512, 0, "1x1x512x2048", "float32", GOPT_PHASE_BWD, 0, ""},
+    };
+    for (size_t i = 0; i < sizeof nodes / sizeof *nodes; i++) assert_int_equal(gopt_graph_add_node(g, &nodes[i], NULL, NULL), GOPT_OK);
+    const int32_t edges[][2] = {{0, 2}, {1, 2}, {0, 4}, {3, 4}, {2, 5}, {1, 5}, {0, 6}, {0, 7}, {2, 8}, {1, 8}, {0, 9}, {4, 9}};
+    for (size_t i = 0; i < sizeof edges / sizeof *edges; i++) assert_int_equal(gopt_graph_add_edge(g, edges[i][0], edges[i][1], 4, NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
+    const struct { int32_t v; double m, n, k; int ret; } want[] = {
+        {2, 32 * 49, 2048, 512, 1},    /* NCHW, OIHW weight */
+        {4, 32 * 49, 2048, 512, 1},    /* NHWC, HWIO weight */
+        {5, 32 * 49, 512, 4096, 1},    /* the grad input's channels; twice the FLOPs */
+        {6, 32 * 2048 * 7, 7, 512, 1}, /* no weight: the last dim, as gopt_cost_gemm_dims reads it */
+        {7, 64, 128, 256, 1},          /* a GEMM */
+        {8, 2048, 512, 32 * 49, 2},    /* the weight's gradient alone: a plain GEMM over the pixels */
+        {9, 2048, 512, 32 * 49, 2},    /* TensorFlow's: no weight input, the output is the weight */
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        double m, n, k;
+        assert_int_equal(gopt_cost_node_gemm_dims(g, want[i].v, &m, &n, &k), want[i].ret);
+        assert_true(m == want[i].m && n == want[i].n && fabs(k - want[i].k) < 1e-9);
+    }
+    double m, n, k;
+    assert_int_equal(gopt_cost_node_gemm_dims(g, 99, &m, &n, &k), 0); /* out of range */
+    assert_true(m == 0 && n == 0 && k == 0);
+    gopt_graph_free(g);
 }
 
 /* The synthetic profile (*bare) and the same with an efficiency object whose fields after the
@@ -601,7 +658,7 @@ int main(void) {
         cmocka_unit_test(test_transfers),              cmocka_unit_test(test_table_interpolation),
         cmocka_unit_test(test_table_build_and_groups), cmocka_unit_test(test_example_graph_on_shipped),
         cmocka_unit_test(test_cli_cost),               cmocka_unit_test(test_efficiency_factors), cmocka_unit_test(test_fresh_output),
-        cmocka_unit_test(test_overlapped_dispatch),
+        cmocka_unit_test(test_overlapped_dispatch),        cmocka_unit_test(test_conv_gemm_dims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -327,6 +327,8 @@ static void test_bad_inputs(void **state) {
     expect_bad("[16,16,16,2e-6]", "[16,16,-16,2e-6]", GOPT_EINVAL, "tables.s.gemm[1][2] = -16 must be a number in [1, 2.14748e+09]");
     expect_bad("[1000,2e-7]", "[1000,0]", GOPT_EINVAL, "tables.s.elementwise[1][1] = 0 must be a number in [1e-12, 1e+06]");
     expect_bad("[1000,2e-7]", "[1000]", GOPT_EFORMAT, "tables.s.elementwise[1]: expected a row of 2");
+    expect_bad("\"gemm\":", "\"conv_gemm\":[[64,64,9,1e-6],[64,64,2e-6]],\"gemm\":", GOPT_EFORMAT,
+               "tables.s.conv_gemm[1]: expected a row of 4 numbers (m, n, k, seconds)");
     /* links */
     expect_bad("\"dst\":\"b\"", "\"dst\":\"zz\"", GOPT_EINVAL, "field 'dst' = 'zz' is not a device");
     expect_bad("\"src\":\"a\"", "\"src\":\"q\"", GOPT_EINVAL, "field 'src' = 'q' is not a device");
@@ -472,7 +474,7 @@ static void test_calibrate_cpu_short(void **state) {
     assert_true(gopt_profile_device_bandwidth(p, 0) > 1e8);
     gopt_profile_table tb;
     for (int k = 0; k < GOPT_TABLE_COPY; k++)
-        if (k != GOPT_TABLE_CONV) {
+        if (k != GOPT_TABLE_CONV && k != GOPT_TABLE_CONV_GEMM) {
             assert_int_equal(gopt_profile_device_table(p, 0, (gopt_table_kind)k, &tb), 1);
             assert_true(tb.n >= 4);
         }
