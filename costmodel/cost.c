@@ -248,13 +248,13 @@ int gopt_cost_gemm_dims(const char *shape, double flops, double *m, double *n, d
     return 1;
 }
 
-/* The 4 dims of the first shape in `shape` ("AxBxCxD;..."): 1 when it has exactly four. */
-static int shape4(const char *shape, double dim[4]) {
+/* The dims of the first shape in `shape` ("AxBxC;..."), at most 5: their number, 0 when malformed. */
+static int shape_dims(const char *shape, double dim[5]) {
     int nd = 0;
     const char *s = shape;
     if (!s) return 0;
     while (*s && *s != ';') {
-        if (nd == 4) return 0;
+        if (nd == 5) return 0;
         char *end;
         dim[nd++] = strtod(s, &end);
         if (end == s || !(dim[nd - 1] >= 1) || !isfinite(dim[nd - 1])) return 0;
@@ -262,21 +262,22 @@ static int shape4(const char *shape, double dim[4]) {
         if (*s == 'x') s++;
         else if (*s && *s != ';') return 0;
     }
-    return nd == 4;
+    return nd;
 }
 
-/* The 4-d weight a convolution reads: a 4-d parameter among its inputs (a forward convolution), else
- * the node's second output when it is 4-d (a backward convolution's weight gradient). */
-static int conv_weight(const gopt_graph *g, const gopt_frozen *f, int32_t v, const char *shape, double w[4]) {
+/* The weight a convolution of nd-dim output reads: an nd-dim parameter among its inputs (a forward
+ * convolution), else the node's second output when it has nd dims (a backward convolution's
+ * weight gradient). */
+static int conv_weight(const gopt_graph *g, const gopt_frozen *f, int32_t v, const char *shape, int nd, double w[5]) {
     for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) {
         int32_t u = f->in_src[e];
         if (f->op_class[u] != GOPT_OP_CLASS_PARAM) continue;
         gopt_node_attrs a;
         gopt_graph_node(g, u, &a);
-        if (shape4(a.shape, w)) return 1;
+        if (shape_dims(a.shape, w) == nd) return 1;
     }
     const char *second = shape ? strchr(shape, ';') : NULL;
-    return second && shape4(second + 1, w);
+    return second && shape_dims(second + 1, w) == nd;
 }
 
 int gopt_cost_node_gemm_dims(const gopt_graph *g, int32_t v, double *m, double *n, double *k) {
@@ -285,22 +286,27 @@ int gopt_cost_node_gemm_dims(const gopt_graph *g, int32_t v, double *m, double *
     if (!f || v < 0 || v >= f->n) return 0;
     gopt_node_attrs a;
     gopt_graph_node(g, v, &a);
-    double flops = f->flops[v], w[4], y[4];
-    if (f->op_class[v] != GOPT_OP_CLASS_CONV || !shape4(a.shape, y)) return gopt_cost_gemm_dims(a.shape, flops, m, n, k);
-    if (!conv_weight(g, f, v, a.shape, w)) {
+    double flops = f->flops[v], w[5], y[5];
+    int nd = f->op_class[v] == GOPT_OP_CLASS_CONV ? shape_dims(a.shape, y) : 0;
+    if (nd < 3) return gopt_cost_gemm_dims(a.shape, flops, m, n, k);
+    if (!conv_weight(g, f, v, a.shape, nd, w)) {
         /* TensorFlow's filter gradients (Conv2DBackpropFilter, ...): the output is the weight */
         if (!a.op || !strstr(a.op, "BackpropFilter")) return gopt_cost_gemm_dims(a.shape, flops, m, n, k);
         memcpy(w, y, sizeof w);
     }
-    /* OIHW weights (PyTorch) go with NCHW activations, the channels second; HWIO weights
-     * (TensorFlow) with NHWC, the channels last. The kernel is the weight's smaller pair. */
-    int oihw = w[2] * w[3] < w[0] * w[1], wgrad = memcmp(w, y, sizeof w) == 0;
+    /* Channels-first weights (PyTorch's O x I x kernel) go with channels-first activations (N x C x
+     * spatial), channels-last ones (TensorFlow's kernel x I x O) with channels-last activations.
+     * The kernel is the smaller part of the weight. */
+    double all = 1, ker_first = 1;
+    for (int i = 0; i < nd; i++) all *= y[i];
+    for (int i = 2; i < nd; i++) ker_first *= w[i];
+    int first = ker_first < w[0] * w[1], wgrad = memcmp(w, y, (size_t)nd * sizeof *w) == 0;
     if (wgrad) { /* the weight's gradient alone: a GEMM of m = O by n = the rest, k over the pixels */
-        *m = oihw ? w[0] : w[3];
-        *n = w[0] * w[1] * w[2] * w[3] / *m;
+        *m = first ? w[0] : w[nd - 1];
+        *n = all / *m;
     } else {
-        *n = y[oihw ? 1 : 3];
-        *m = y[0] * y[1] * y[2] * y[3] / *n;
+        *n = y[first ? 1 : nd - 1];
+        *m = all / *n;
     }
     *k = flops / (2 * *m * *n);
     if (*k < 1) *k = 1;
@@ -328,8 +334,8 @@ int gopt_cost_is_norm_op(const char *op) {
 
 /* A depthwise convolution's weight: 4 dims "OxIxHxW" with one input channel (I = 1) and O > 1. */
 static int depthwise_weight(const char *shape) {
-    double dim[4];
-    return shape4(shape, dim) && dim[1] == 1 && dim[0] > 1;
+    double dim[5];
+    return shape_dims(shape, dim) == 4 && dim[1] == 1 && dim[0] > 1;
 }
 
 /* A convolution reading a parameter shaped as a depthwise weight (graphs/real's exports: the

@@ -99,10 +99,11 @@ double gopt_cost_table_lookup(const gopt_costmodel *cm, int d, gopt_table_kind k
  * of these sizes. Returns 0 (and zeros) when the shape is absent or malformed. */
 int gopt_cost_gemm_dims(const char *shape, double flops, double *m, double *n, double *k);
 
-/* The GEMM dimensions of node v as the cost model and the runtime read them: a convolution with a
- * 4-d output and a 4-d weight (a 4-d parameter input, or its second output: a backward
- * convolution's weight gradient) is an implicit GEMM with n = the output's channels (the second
- * dim when the weight is OIHW, as PyTorch's; the last when it is HWIO, as TensorFlow's), m = the
+/* The GEMM dimensions of node v as the cost model and the runtime read them: a convolution (1-, 2-
+ * or 3-d) with an output and a weight of as many dims (a parameter input, or its second output: a
+ * backward convolution's weight gradient) is an implicit GEMM with n = the output's channels (the
+ * second dim when the weight is O x I x kernel, as PyTorch's; the last when it is kernel x I x O,
+ * as TensorFlow's), m = the
  * output's other elements, k = flops / (2 m n); a convolution whose output is its weight's shape
  * (the weight's gradient alone: PyTorch's first-layer backward, TensorFlow's *BackpropFilter
  * ops, whose output is taken as the weight) is the plain GEMM m = the output

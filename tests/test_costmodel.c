@@ -349,9 +349,11 @@ static void test_conv_gemm_dims(void **state) {
         {"mm", "mm", GOPT_OP_CLASS_GEMM, 2.0 * 64 * 128 * 256, 4 * 64 * 128, 0, "64x128", "float32", GOPT_PHASE_FWD, 0, ""},
         {"wgrad", "convolution_backward", GOPT_OP_CLASS_CONV, F, 4 * 2048 * 512, 0, "2048x512x1x1", "float32", GOPT_PHASE_BWD, 0, ""},
         {"tfwgrad", "Conv2DBackpropFilter", GOPT_OP_CLASS_CONV, F, 4 * 2048 * 512, 0, "1x1x512x2048", "float32", GOPT_PHASE_BWD, 0, ""},
+        {"w1d", "Parameter", GOPT_OP_CLASS_PARAM, 0, 4 * 64 * 64 * 2, 4 * 64 * 64 * 2, "64x64x2", "float32", GOPT_PHASE_FWD, 0, ""},
+        {"conv1d", "convolution", GOPT_OP_CLASS_CONV, 2.0 * 4 * 4096 * 64 * 128, 4 * 4 * 64 * 4096, 0, "4x64x4096", "float32", GOPT_PHASE_FWD, 0, ""},
     };
     for (size_t i = 0; i < sizeof nodes / sizeof *nodes; i++) assert_int_equal(gopt_graph_add_node(g, &nodes[i], NULL, NULL), GOPT_OK);
-    const int32_t edges[][2] = {{0, 2}, {1, 2}, {0, 4}, {3, 4}, {2, 5}, {1, 5}, {0, 6}, {0, 7}, {2, 8}, {1, 8}, {0, 9}, {4, 9}};
+    const int32_t edges[][2] = {{0, 2}, {1, 2}, {0, 4}, {3, 4}, {2, 5}, {1, 5}, {0, 6}, {0, 7}, {2, 8}, {1, 8}, {0, 9}, {4, 9}, {0, 11}, {10, 11}};
     for (size_t i = 0; i < sizeof edges / sizeof *edges; i++) assert_int_equal(gopt_graph_add_edge(g, edges[i][0], edges[i][1], 4, NULL), GOPT_OK);
     assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
     const struct { int32_t v; double m, n, k; int ret; } want[] = {
@@ -362,6 +364,7 @@ static void test_conv_gemm_dims(void **state) {
         {7, 64, 128, 256, 1},          /* a GEMM */
         {8, 2048, 512, 32 * 49, 2},    /* the weight's gradient alone: a plain GEMM over the pixels */
         {9, 2048, 512, 32 * 49, 2},    /* TensorFlow's: no weight input, the output is the weight */
+        {11, 4 * 4096, 64, 128, 1},    /* a 1-d convolution, NCL with an OIK weight */
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
         double m, n, k;
