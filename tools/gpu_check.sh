@@ -24,8 +24,9 @@
 #   without calibrate, fidelity uses PROFILE (default profiles/h200-cuda-measured.json).
 #   PYTHON: the interpreter that has PyTorch with CUDA (default /usr/bin/python3).
 # Exit code: 0 when every step passed, 1 otherwise (each step's status is printed last).
-# About 4-6 minutes on an H200 (2026-11-27, im2col convolutions; cuDNN's are expected faster, the
-# im2col comparison is capped at 90 s). docs/fidelity.md, "GPU", has what it measured.
+# On an H200 (2026-11-27, cuDNN convolutions): checks and fidelity about 80 s together, the
+# whole run a few minutes (PyTorch's steps are most of it). docs/fidelity.md, "GPU", has what it
+# measured.
 set -u
 if [ $# -lt 2 ] || [ "$1" = "--help" ] || [ "$1" = "-h" ]; then
     sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
