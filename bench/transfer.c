@@ -29,9 +29,7 @@
  *    recipe of docs/trainer.md) the parameters x 0.3, imitation of the graph's
  *    reference for up to 500 steps or half the budget, then PPO until T. The
  *    answer is the best valid solution simulated on the way, the zero-shot
- *    ones included, its actions then judged under the other tie order and
- *    fusion pass too (gopt_trainer_polish_best, as gopt finetune; printed as
- *    "best's variants: before -> after"); and, at equal time, sa with a budget of T. --finetune-epochs E
+ *    ones included; and, at equal time, sa with a budget of T. --finetune-epochs E
  *    sets the PPO epochs per step (default 2, gopt finetune's; 0: the trainer's default, 4); --finetune-threads N
  *    the trainer's threads (default 2, gopt finetune's --threads; sa runs on one,
  *    so at equal wall time GO has two cores to sa's one); --finetune-lr LR the PPO
@@ -139,7 +137,7 @@ static int read_split(const char *path, const char *set, char names[][64], int m
 }
 
 typedef struct {
-    double best_classical, sa, greedy, best_k, ft, ft_unpolished, sa_eq, ft_wall;
+    double best_classical, sa, greedy, best_k, ft, sa_eq, ft_wall;
     int best_combo, greedy_oom, best_k_oom, ft_steps_imitate, ft_steps_ppo;
     char best_name[48];
 } row;
@@ -210,9 +208,6 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     }
     if ((s = gopt_trainer_greedy(tp, 0, &d, &res, err))) goto out;
     double b = gopt_trainer_best(tp, 0, NULL);
-    r->ft_unpolished = b < r->ft ? b : r->ft;
-    if ((s = gopt_trainer_polish_best(tp, 0, err))) goto out; /* the best actions' variants */
-    b = gopt_trainer_best(tp, 0, NULL);
     if (b < r->ft) r->ft = b;
 out:
     r->ft_wall = gopt_now_seconds() - t0;
@@ -530,9 +525,8 @@ int main(int argc, char **argv) {
                 if (a.ft_seconds > 0) {
                     snprintf(gs, sizeof gs, "%.4g (%.2fx)", r.ft * 1e3, r.ft / B);
                     snprintf(ks, sizeof ks, "%.4g (%.2fx)", r.sa_eq * 1e3, r.sa_eq / B);
-                    printf(" %16s %16s %8.3f  [%.0f s: %d imitation + %d PPO steps; best's variants: %.4g -> %.4g ms]",
-                           gs, ks, r.ft / r.sa_eq, r.ft_wall, r.ft_steps_imitate, r.ft_steps_ppo, r.ft_unpolished * 1e3,
-                           r.ft * 1e3);
+                    printf(" %16s %16s %8.3f  [%.0f s: %d imitation + %d PPO steps]", gs, ks, r.ft / r.sa_eq,
+                           r.ft_wall, r.ft_steps_imitate, r.ft_steps_ppo);
                     add_mean(&m, 2, r.ft / B), add_mean(&all, 2, r.ft / B);
                     add_mean(&m, 3, r.ft / r.sa_eq), add_mean(&all, 3, r.ft / r.sa_eq);
                 }

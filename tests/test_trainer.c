@@ -1371,39 +1371,6 @@ static void test_go_fusion_pass(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
-/* gopt_trainer_polish_best: the best actions judged under the other tie order and fusion pass
- * never make the best worse, a second call changes nothing, and without recorded best actions
- * (imitate_best off) it is a no-op. */
-static void test_polish_best(void **state) {
-    (void)state;
-    for (int imitate = 0; imitate < 2; imitate++) {
-        gopt_trainer_options o;
-        gopt_trainer_options_default(&o);
-        o.samples = 4;
-        o.epochs = 1;
-        o.sim_threads = 1;
-        o.imitate_every = imitate ? 2 : 0;
-        o.imitate_best = imitate;
-        env e;
-        env_init(&e, 2, &o, 6);
-        add_graph(&e, diamond_graph("diamonds", 24));
-        run_steps(&e, 4);
-        gopt_error err = {0};
-        const gopt_decisions *d0;
-        const double before = gopt_trainer_best(e.tr, 0, &d0);
-        assert_true(isfinite(before));
-        assert_int_equal(gopt_trainer_polish_best(e.tr, 0, &err), GOPT_OK);
-        const double after = gopt_trainer_best(e.tr, 0, NULL);
-        assert_true(after <= before);
-        if (!imitate) assert_true(after == before);
-        assert_int_equal(gopt_trainer_polish_best(e.tr, 0, &err), GOPT_OK);
-        assert_true(gopt_trainer_best(e.tr, 0, NULL) == after);
-        assert_int_equal(gopt_trainer_polish_best(e.tr, 1, &err), GOPT_EINVAL);
-        assert_non_null(strstr(err.msg, "out of range"));
-        env_free(&e);
-    }
-}
-
 /* ---- the go method is memory-safe by construction ---------------------------------------------
  * Six 1 GB parameters, each read by a GEMM, on four devices of 3.5 GB: a
  * classical placer fits them. A policy biased towards device 0 (as a policy
@@ -2048,7 +2015,7 @@ int main(void) {
         cmocka_unit_test(test_actions_to_decisions),
         cmocka_unit_test(test_fusion_groups),
         cmocka_unit_test(test_go_decide),
-        cmocka_unit_test(test_go_fusion_pass), cmocka_unit_test(test_polish_best),
+        cmocka_unit_test(test_go_fusion_pass),
         cmocka_unit_test(test_go_memory_safe),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_canonical_devices),

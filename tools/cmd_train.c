@@ -853,8 +853,7 @@ static int run(train_args *ta, const char *verb, const char *init) {
         const gopt_graph *g = gopt_trainer_graph(tr, i);
         gopt_decisions d = {0};
         gopt_sim_result res;
-        if (gopt_decisions_init(&d, gopt_graph_num_nodes(g), &err) || gopt_trainer_greedy(tr, i, &d, &res, &err) ||
-            (ta->finetune && gopt_trainer_polish_best(tr, i, &err))) { /* the best actions' variants */
+        if (gopt_decisions_init(&d, gopt_graph_num_nodes(g), &err) || gopt_trainer_greedy(tr, i, &d, &res, &err)) {
             gopt_decisions_destroy(&d);
             if (rt && rctx.err.code) err = rctx.err;
             goto fail;

@@ -237,12 +237,6 @@ gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_
  * Fine-tuning calls it before its first step, so that the best it reports is
  * never worse than the pre-trained policy's best of K. */
 gopt_status gopt_trainer_sample_best(gopt_trainer *t, int i, gopt_rng *rng, double *best_s, gopt_error *err);
-/* The best actions found for graph i (self-imitation's target: options' imitate_best) judged
- * under the other tie order and fusion pass too, as gopt_trainer_greedy judges the greedy
- * actions; updates the best when a variant is faster. Training samples under one pass and tie
- * order; fine-tuning calls this once at its end (3 evaluations at most). A no-op without
- * recorded best actions. */
-gopt_status gopt_trainer_polish_best(gopt_trainer *t, int i, gopt_error *err);
 
 /* ---- state: checkpoint and resume ---------------------------------------------
  * gopt_trainer_save writes the policy (gopt_policy_save) to `path` and the

@@ -886,19 +886,6 @@ gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_
     return tr_judge_variants(t, G, 1, &best, d, res, err);
 }
 
-gopt_status gopt_trainer_polish_best(gopt_trainer *t, int i, gopt_error *err) {
-    if (i < 0 || i >= t->ng) return gopt_error_set(err, GOPT_EINVAL, "trainer: graph index %d out of range", i);
-    tr_graph *G = &t->graphs[i];
-    if (!G->has_best_act || !G->has_best) return GOPT_OK;
-    const size_t n = (size_t)G->fz->n; /* slot 0's action storage holds the largest graph */
-    gopt_policy_actions a = tr_actions(t, 0, 0), p = tr_actions_packed(G->best_act, (int32_t)n);
-    memcpy(a.place, p.place, sizeof(int32_t) * n);
-    memcpy(a.sched, p.sched, sizeof(int32_t) * n);
-    memcpy(a.fuse, p.fuse, sizeof(int32_t) * n);
-    double best = G->best;
-    return tr_judge_variants(t, G, 1, &best, NULL, NULL, err);
-}
-
 gopt_status gopt_trainer_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err) {
     memset(st, 0, sizeof *st);
     if (t->ng == 0) return gopt_error_set(err, GOPT_EINVAL, "trainer: no graphs to train on");
