@@ -541,8 +541,19 @@ static void test_calibrate_cuda(void **state) {
     assert_int_equal(st, GOPT_OK);
     assert_true(gopt_profile_num_devices(p) >= 1);
     assert_int_equal(gopt_profile_device_kind(p, 0), GOPT_DEVICE_GPU);
-    gopt_profile_table tb;
+    gopt_profile_table tb, tc, tg;
     assert_int_equal(gopt_profile_device_table(p, 0, GOPT_TABLE_GEMM, &tb), 1);
+    /* with cuDNN, each convolution is in both tables: by FLOPs and by its implicit GEMM */
+    int conv = gopt_profile_device_table(p, 0, GOPT_TABLE_CONV, &tc);
+    assert_int_equal(gopt_profile_device_table(p, 0, GOPT_TABLE_CONV_GEMM, &tg), conv);
+    if (conv) {
+        assert_int_equal(tc.n, tg.n);
+        assert_int_equal(tg.dim, 3);
+        for (int32_t r = 0; r < tc.n; r++) {
+            const double *c = tc.points + 2 * r, *g = tg.points + 4 * r;
+            assert_true(fabs(2 * g[0] * g[1] * g[2] - c[0]) <= 1e-9 * c[0] && g[3] == c[1]);
+        }
+    }
     gopt_profile_free(p);
 }
 
