@@ -3,7 +3,8 @@
  *
  * Calibrates this CPU (or reads a measured profile with --profile FILE),
  * holds out a random fifth of the measured points of every table (GEMM,
- * elementwise, reduction, copy), rebuilds the cost model from the other
+ * convolution by FLOPs and by implicit-GEMM shape, elementwise, reduction,
+ * copy), rebuilds the cost model from the other
  * four fifths, and prints the median and 90th-percentile relative error
  * |predicted - measured| / measured on the held-out points, per table and
  * overall. Reference measured in the same run: the roofline estimate
@@ -148,6 +149,9 @@ int main(int argc, char **argv) {
             } else if (strcmp(kname, "conv") == 0) {
                 pred = gopt_cost_table_lookup(cm, 0, GOPT_TABLE_CONV, x);
                 roof = x[0] / peak;
+            } else if (strcmp(kname, "conv_gemm") == 0) { /* the same convolutions, by implicit-GEMM shape */
+                pred = gopt_cost_table_lookup(cm, 0, GOPT_TABLE_CONV_GEMM, x);
+                roof = 2 * x[0] * x[1] * x[2] / peak;
             } else if (strcmp(kname, "elementwise") == 0) {
                 pred = gopt_cost_table_lookup(cm, 0, GOPT_TABLE_ELEMENTWISE, x);
                 roof = x[0] / bw;
