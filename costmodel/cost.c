@@ -14,6 +14,7 @@
 typedef struct {
     const double *key; /* the profile's points: identity of the table */
     gopt_table_kind kind;
+    int dim; /* coordinates: 3 (t3) or 1 (t1) */
     gopt_interp1 t1;
     gopt_interp3 t3;
 } compiled;
@@ -45,8 +46,9 @@ static gopt_status compile(gopt_costmodel *cm, const gopt_profile_table *pt, gop
     memset(c, 0, sizeof *c);
     c->key = pt->points;
     c->kind = kind;
-    int three = kind == GOPT_TABLE_GEMM || kind == GOPT_TABLE_CONV_GEMM;
-    gopt_status st = three ? gopt_interp3_init(&c->t3, pt->points, pt->n, err) : gopt_interp1_init(&c->t1, pt->points, pt->n, err);
+    c->dim = pt->dim;
+    gopt_status st = c->dim == 3 ? gopt_interp3_init(&c->t3, pt->points, pt->n, err)
+                                 : gopt_interp1_init(&c->t1, pt->points, pt->n, err);
     if (st) return st;
     *idx = cm->ncomp++;
     return GOPT_OK;
@@ -125,8 +127,7 @@ double gopt_cost_table_lookup(const gopt_costmodel *cm, int d, gopt_table_kind k
     if (d < 0 || d >= cm->ndev || kind < 0 || kind >= GOPT_TABLE_COPY) return -1;
     int32_t i = cm->dev_tab[d * GOPT_TABLE_KIND_COUNT + kind];
     if (i < 0) return -1;
-    return kind == GOPT_TABLE_GEMM || kind == GOPT_TABLE_CONV_GEMM ? gopt_interp3_eval(&cm->comp[i].t3, x)
-                                                                   : gopt_interp1_eval(&cm->comp[i].t1, x[0]);
+    return cm->comp[i].dim == 3 ? gopt_interp3_eval(&cm->comp[i].t3, x) : gopt_interp1_eval(&cm->comp[i].t1, x[0]);
 }
 
 static double peak_for(const gopt_costmodel *cm, int d, gopt_dtype t) {
@@ -217,24 +218,33 @@ int gopt_cost_link_linear(const gopt_costmodel *cm, int src, int dst, double *la
 }
 
 /* ---- per-graph tables -------------------------------------------------------------- */
+/* The next dim of the first shape of a "AxBxC;..." string at *s into *v, *s past it and its 'x':
+ * 1; 0 at that shape's end (';' or the string's); -1 when malformed (not a number >= 1, or not
+ * followed by 'x', ';' or the end). */
+static int next_dim(const char **s, double *v) {
+    if (!**s || **s == ';') return 0;
+    char *end;
+    *v = strtod(*s, &end);
+    if (end == *s || !(*v >= 1) || !isfinite(*v)) return -1;
+    *s = end;
+    if (**s == 'x') ++*s;
+    else if (**s && **s != ';') return -1;
+    return 1;
+}
+
 /* m, n from the first output shape ("AxBxC;..."): m = product of the leading
  * dims, n = the last. 0 when absent or malformed. */
 static int parse_mn(const char *shape, double *m, double *n) {
     *m = *n = 0;
     if (!shape || !*shape) return 0;
-    double prod = 1, last = -1;
+    double prod = 1, last = -1, v;
     const char *s = shape;
-    while (*s && *s != ';') {
-        char *end;
-        double v = strtod(s, &end);
-        if (end == s || !(v >= 1) || !isfinite(v)) return 0;
+    int r;
+    while ((r = next_dim(&s, &v)) > 0) {
         if (last > 0) prod *= last;
         last = v;
-        s = end;
-        if (*s == 'x') s++;
-        else if (*s && *s != ';') return 0;
     }
-    if (last <= 0) return 0;
+    if (r < 0 || last <= 0) return 0;
     *m = prod;
     *n = last;
     return 1;
@@ -250,19 +260,15 @@ int gopt_cost_gemm_dims(const char *shape, double flops, double *m, double *n, d
 
 /* The dims of the first shape in `shape` ("AxBxC;..."), at most 5: their number, 0 when malformed. */
 static int shape_dims(const char *shape, double dim[5]) {
-    int nd = 0;
+    int nd = 0, r;
+    double v;
     const char *s = shape;
     if (!s) return 0;
-    while (*s && *s != ';') {
+    while ((r = next_dim(&s, &v)) > 0) {
         if (nd == 5) return 0;
-        char *end;
-        dim[nd++] = strtod(s, &end);
-        if (end == s || !(dim[nd - 1] >= 1) || !isfinite(dim[nd - 1])) return 0;
-        s = end;
-        if (*s == 'x') s++;
-        else if (*s && *s != ';') return 0;
+        dim[nd++] = v;
     }
-    return nd;
+    return r < 0 ? 0 : nd;
 }
 
 /* The weight a convolution of nd-dim output reads: an nd-dim parameter among its inputs (a forward
@@ -292,7 +298,7 @@ int gopt_cost_node_gemm_dims(const gopt_graph *g, int32_t v, double *m, double *
     if (!conv_weight(g, f, v, a.shape, nd, w)) {
         /* TensorFlow's filter gradients (Conv2DBackpropFilter, ...): the output is the weight */
         if (!a.op || !strstr(a.op, "BackpropFilter")) return gopt_cost_gemm_dims(a.shape, flops, m, n, k);
-        memcpy(w, y, sizeof w);
+        memcpy(w, y, (size_t)nd * sizeof *w);
     }
     /* Channels-first weights (PyTorch's O x I x kernel) go with channels-first activations (N x C x
      * spatial), channels-last ones (TensorFlow's kernel x I x O) with channels-last activations.

@@ -60,7 +60,7 @@ void gopt_table_bounds(gopt_table_kind k, int j, double *lo, double *hi) {
     if (j == gopt_table_kind_dim(k)) {
         *lo = GOPT_PROFILE_MIN_TABLE_TIME;
         *hi = GOPT_PROFILE_MAX_TABLE_TIME;
-    } else if (k == GOPT_TABLE_GEMM || k == GOPT_TABLE_CONV_GEMM) {
+    } else if (gopt_table_kind_dim(k) == 3) {
         *hi = GOPT_PROFILE_MAX_TABLE_DIM;
     } else if (k == GOPT_TABLE_CONV) {
         *hi = GOPT_PROFILE_MAX_TABLE_FLOPS;

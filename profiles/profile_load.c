@@ -97,7 +97,7 @@ static gopt_status read_table(ctx *c, json_t *a, const char *set, gopt_table_kin
         if (!json_is_array(row) || json_array_size(row) != (size_t)w)
             return gopt_error_set(c->err, GOPT_EFORMAT, "%s: tables.%s.%s[%zu]: expected a row of %d numbers (%s)",
                                   c->origin, set, kn, r, w,
-                                  k == GOPT_TABLE_GEMM || k == GOPT_TABLE_CONV_GEMM ? "m, n, k, seconds"
+                                  gopt_table_kind_dim(k) == 3 ? "m, n, k, seconds"
                                   : k == GOPT_TABLE_CONV ? "flops, seconds"
                                                          : "bytes, seconds");
         for (int j = 0; j < w; j++) {

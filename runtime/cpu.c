@@ -561,8 +561,6 @@ gopt_status rt_cpu_create(const gopt_graph *g, const rt_plan *p, int pin, rt_cpu
         goto fail;
     }
     for (int32_t v = 0; v < n; v++) {
-        gopt_node_attrs at;
-        gopt_graph_node(g, v, &at);
         int32_t t = p->task[v], d = p->dev[t];
         double m = 0, nn = 0, k = 0;
         int gd = 0;

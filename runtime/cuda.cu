@@ -803,8 +803,6 @@ extern "C" gopt_status rt_cuda_create(const gopt_graph *g, const rt_plan *p, con
     memcpy(c->order, order, (size_t)p->ntasks * sizeof(int32_t));
     for (int32_t v = 0; v < p->n; v++) c->conv_of[v] = -1;
     for (int32_t v = 0; v < p->n; v++) {
-        gopt_node_attrs at;
-        gopt_graph_node(g, v, &at);
         double m = 0, nn = 0, k = 0;
         int gd = 0;
         int d = p->dev[p->task[v]];
