@@ -225,7 +225,10 @@ float rt_memory_kernel(const rt_span *in, int nin, const rt_span *out, int nout)
             int64_t lim = n > total ? n : total; /* past both its end and the outputs': done */
             if (o >= lim) continue;
             int64_t l = lim - o < len ? lim - o : len;
-            put_cyclic(dst, in[i].p, n, o, l, !first);
+            if (i < RT_TILED && tile[i]) /* a short cycle: its tile, not a run of n floats at a time */
+                put_cyclic(dst, tile[i] + o % n, l, 0, l, !first);
+            else
+                put_cyclic(dst, in[i].p, n, o, l, !first);
             if (first && l < len) memset(dst + l, 0, (size_t)(len - l) * sizeof(float));
             first = 0;
         }

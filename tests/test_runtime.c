@@ -500,7 +500,7 @@ static void test_names(void **state) {
 static void test_memory_kernel_values(void **state) {
     (void)state;
     enum { N = 5003, B = 7, R = 10000 };
-    float *a = malloc(R * sizeof(float)), *b = malloc(B * sizeof(float)), *o = malloc(N * sizeof(float));
+    float *a = malloc(R * sizeof(float)), *b = malloc(B * sizeof(float)), *o = malloc(R * sizeof(float));
     assert_non_null(a);
     assert_non_null(b);
     assert_non_null(o);
@@ -514,6 +514,14 @@ static void test_memory_kernel_values(void **state) {
         for (int i = n; i < B; i++) want += b[i]; /* the broadcast input past a shorter output */
         assert_true(red == want);
         for (int i = 0; i < n; i++) assert_true(o[i] == a[i] + b[i % B]);
+    }
+    /* an input longer than a block wrapping around a longer output (the general path), with the
+     * broadcast input from its tile there too (an embedding gradient's scatter into its table) */
+    {
+        enum { A = 3001 };
+        rt_span in[2] = {{a, A}, {b, B}}, out = {o, R};
+        assert_true(rt_memory_kernel(in, 2, &out, 1) == 0);
+        for (int i = 0; i < R; i++) assert_true(o[i] == a[i % A] + b[i % B]);
     }
     /* a reduction: 10000 floats into 3 */
     rt_span in = {a, R}, out = {o, 3};
