@@ -17,8 +17,8 @@
  * a 256 MiB workspace (profiles/gopt_cudnn.h, the calibrator's convolution), or, with
  * GOPT_RT_CUDA_CONV_IM2COL (and for a shape cuDNN does not take), as im2col + cublasSgemm;
  * memory-bound ops one pass summing the inputs into the output (16-byte loads and the
- * calibrator's grid where every input is the output's length, else a grid-stride kernel that
- * reads shorter inputs cyclically); a node without a shape a stand-in sgemm of its FLOPs.
+ * calibrator's grid where every input is the output's length, else each input read once over
+ * its own length); a node without a shape a stand-in sgemm of its FLOPs.
  * Outside the memory model, as a library's workspace is (cudaMalloc at setup, not the pool, so
  * the measured peak stays the simulator's accounting): the per-GPU scratch `ws` (operands the
  * node's tensors are too small for, the im2col block, and cuDNN's input where the node's largest
@@ -56,36 +56,21 @@ struct mem_args {
     long long nout;
 };
 
-/* The general pass: out[i] = (add ? out[i] : 0) + the inputs at i over the outputs' length, an
- * input shorter than that read cyclically (a broadcast), input floats past the output's end
- * summed into a reduction. A thread carries each input's cyclic index from one of its floats to
- * the next (one 64-bit division per thread and input, where a division per float cost more than
- * the bytes on broadcasts). */
+/* The general pass: out[i] = (add ? out[i] : 0) + the inputs at i, each input read once over its
+ * own length (an input shorter than the output adds into its start, as on the CPU), input floats
+ * past the output's end summed into a reduction. */
 __global__ void k_mem(mem_args a) {
     long long span = a.nout;
 #pragma unroll
     for (int j = 0; j < 4; j++) /* constant indices: `a` stays in parameter space, not copied to the stack */
         if (j < a.nin && a.len[j] > span) span = a.len[j];
     long long i0 = blockIdx.x * (long long)blockDim.x + threadIdx.x, stride = (long long)gridDim.x * blockDim.x;
-    if (i0 >= span) return;
-    long long pos[4], step[4]; /* i mod len[j], stride mod len[j] */
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        long long n = j < a.nin && a.len[j] > 0 ? a.len[j] : 1;
-        pos[j] = i0 < n ? i0 : i0 % n;
-        step[j] = stride < n ? stride : stride % n;
-    }
     float red = 0;
     for (long long i = i0; i < span; i += stride) {
         float acc = 0;
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            if (j >= a.nin) break;
-            long long n = a.len[j], lim = n > a.nout ? n : a.nout;
-            if (n > 0 && i < lim) acc += a.in[j][pos[j]];
-            pos[j] += step[j];
-            if (pos[j] >= n) pos[j] -= n;
-        }
+        for (int j = 0; j < 4; j++)
+            if (j < a.nin && i < a.len[j]) acc += a.in[j][i];
         if (i < a.nout) a.out[i] = a.add ? a.out[i] + acc : acc;
         else red += acc;
     }

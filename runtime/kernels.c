@@ -6,7 +6,7 @@
  * graph carries sizes, not data), so buffers hold small finite floats and the threads flush
  * denormals to zero (cpu.c): no kernel's speed depends on the values.
  * Cost: gemm and conv 2 m n k FLOPs (+ m k floats gathered for conv); the memory kernel one pass
- * over max(outputs, each input) floats in 8 KiB blocks; copy one pass.
+ * over max(outputs, each input) floats in 8 KiB blocks, each input read once; copy one pass.
  */
 #include <cblas.h>
 #include <math.h>
@@ -116,44 +116,18 @@ void rt_conv(int64_t m, int64_t n, int64_t k, rt_span src, const float *b, float
     }
 }
 
-/* dst[0..len) = (add ? dst + : ) in[(o + j) mod n] */
-static void put_cyclic(float *restrict dst, const float *restrict in, int64_t n, int64_t o, int64_t len, int add) {
-    int64_t pos = o % n, j = 0;
-    while (j < len) {
-        int64_t run = n - pos < len - j ? n - pos : len - j;
-        const float *s = in + pos;
-        float *d = dst + j;
-        if (add)
-            for (int64_t i = 0; i < run; i++) d[i] += s[i];
-        else
-            for (int64_t i = 0; i < run; i++) d[i] = s[i];
-        j += run;
-        pos = 0;
-    }
-}
-
 #define RT_BLOCK 2048
 
-/* The usual block: one to three inputs that each cover it without wrapping, summed in one pass
- * (as the calibrator's `c = a + b`); 0 when the block is not of that kind. */
-#define RT_TILED 4 /* small inputs (a broadcast scalar, a bias) repeated into a tile, the first few */
-
-static int fused_block(float *restrict dst, int add, const rt_span *in, int nin, const float *const *tile,
-                       int64_t total, int64_t o, int64_t len) {
+/* The usual block: at most three inputs, each covering the whole block or none of it, summed in
+ * one pass (as the calibrator's `c = a + b`); 0 when the block is not of that kind. */
+static int fused_block(float *restrict dst, int add, const rt_span *in, int nin, int64_t o, int64_t len) {
     const float *p[3];
     int k = 0;
     for (int i = 0; i < nin; i++) {
         int64_t n = in[i].floats;
-        if (n <= 0 || !in[i].p) continue;
-        int64_t lim = n > total ? n : total;
-        if (o >= lim) continue;
-        if (k == 3 || lim - o < len) return 0; /* ends inside the block: the general path */
-        if (i < RT_TILED && tile[i]) {
-            p[k++] = tile[i] + o % n; /* the tile holds RT_BLOCK + n floats of the cycle */
-        } else {
-            if (o + len > n) return 0; /* wraps: the general path */
-            p[k++] = in[i].p + o;
-        }
+        if (n <= o || !in[i].p) continue;
+        if (k == 3 || n - o < len) return 0; /* ends inside the block: the general path */
+        p[k++] = in[i].p + o;
     }
     const float *restrict a = k > 0 ? p[0] : NULL, *restrict b = k > 1 ? p[1] : NULL, *restrict c = k > 2 ? p[2] : NULL;
     if (add) { /* into the reduction */
@@ -179,7 +153,9 @@ static int fused_block(float *restrict dst, int add, const rt_span *in, int nin,
 
 /* Blocks of RT_BLOCK floats: a block inside one output is computed in place (the first input
  * sets it, the others add: one write of the output, as `c = a + b` does); a block across two
- * outputs goes through a buffer; past the outputs' end the inputs add into the reduction. */
+ * outputs goes through a buffer; past the outputs' end the inputs add into the reduction. Each
+ * input is read once, over its own length: a broadcast's re-reads would come from the caches,
+ * and a scatter or a concatenation reads its inputs once while writing a larger output. */
 float rt_memory_kernel(const rt_span *in, int nin, const rt_span *out, int nout) {
     int64_t total = 0, span = 0;
     for (int i = 0; i < nout; i++) total += out[i].floats;
@@ -189,17 +165,6 @@ float rt_memory_kernel(const rt_span *in, int nin, const rt_span *out, int nout)
     /* red: the reduction, by lane (vectorizes); used only when the inputs reach past the outputs */
     float acc[RT_BLOCK], red[RT_BLOCK], sink = 0;
     if (span > total) memset(red, 0, sizeof red);
-    float tiles[RT_TILED][2 * RT_BLOCK];
-    const float *tile[RT_TILED] = {NULL};
-    for (int i = 0; i < nin && i < RT_TILED; i++) {
-        int64_t n = in[i].floats;
-        if (n <= 0 || n > RT_BLOCK || !in[i].p || n >= span) continue;
-        /* the cycle repeated by whole copies (a division per float cost 10-20 us a call, which a
-         * framework's broadcast does not pay), as far as the pass reads it */
-        int64_t need = (span < RT_BLOCK ? span : RT_BLOCK) + n;
-        for (int64_t j = 0; j < need; j += n) memcpy(tiles[i] + j, in[i].p, (size_t)(need - j < n ? need - j : n) * sizeof(float));
-        tile[i] = tiles[i];
-    }
     int oi = 0;
     int64_t opos = 0; /* position in out[oi] */
     for (int64_t o = 0; o < span; o += RT_BLOCK) {
@@ -215,24 +180,24 @@ float rt_memory_kernel(const rt_span *in, int nin, const rt_span *out, int nout)
             dst = direct ? out[oi].p + opos : acc;
         }
         int first = dst != red;
-        if ((direct || dst == red) && fused_block(dst, dst == red, in, nin, tile, total, o, len)) {
+        if ((direct || dst == red) && fused_block(dst, dst == red, in, nin, o, len)) {
             opos += direct ? len : 0;
             continue;
         }
         for (int i = 0; i < nin; i++) {
             int64_t n = in[i].floats;
-            if (n <= 0 || !in[i].p) continue;
-            int64_t lim = n > total ? n : total; /* past both its end and the outputs': done */
-            if (o >= lim) continue;
-            int64_t l = lim - o < len ? lim - o : len;
-            if (i < RT_TILED && tile[i]) /* a short cycle: its tile, not a run of n floats at a time */
-                put_cyclic(dst, tile[i] + o % n, l, 0, l, !first);
-            else
-                put_cyclic(dst, in[i].p, n, o, l, !first);
-            if (first && l < len) memset(dst + l, 0, (size_t)(len - l) * sizeof(float));
+            if (n <= o || !in[i].p) continue;
+            int64_t l = n - o < len ? n - o : len;
+            const float *restrict s = in[i].p + o;
+            if (first) {
+                memcpy(dst, s, (size_t)l * sizeof(float));
+                if (l < len) memset(dst + l, 0, (size_t)(len - l) * sizeof(float));
+            } else {
+                for (int64_t j = 0; j < l; j++) dst[j] += s[j];
+            }
             first = 0;
         }
-        if (first) memset(dst, 0, (size_t)len * sizeof(float)); /* no input: the output is still written */
+        if (first) memset(dst, 0, (size_t)len * sizeof(float)); /* no input here: the output is still written */
         if (direct) {
             opos += len;
             continue;

@@ -131,8 +131,9 @@ typedef struct {
 int rt_conv_shape_of(int64_t m, int64_t n, int64_t k, rt_conv_shape *s);
 /* Memory-bound kernel: reads every input float at least once and writes every output float once
  * (the outputs as one index space; each output float the sum of the inputs at that index, an
- * input shorter than the outputs read cyclically, as a broadcast is; input floats past the
- * outputs' end summed into a reduction). Returns that reduction (so no work is dead). */
+ * input shorter than the outputs read once over its own length, the rest of the outputs zero, as
+ * the CUDA kernel does; input floats past the outputs' end summed into a reduction). Returns
+ * that reduction (so no work is dead). */
 float rt_memory_kernel(const rt_span *in, int nin, const rt_span *out, int nout);
 /* Copy dst.floats floats into dst from src, reading src cyclically when it is shorter (a zero
  * source writes zeros). */

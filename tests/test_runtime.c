@@ -494,9 +494,10 @@ static void test_names(void **state) {
     assert_int_equal(gopt_rt_cuda_conv_resolve(GOPT_RT_CUDA_CONV_IM2COL), GOPT_RT_CUDA_CONV_IM2COL);
 }
 
-/* The memory-bound kernel's values: a short input is read cyclically (a broadcast; its cycle is
- * tiled by whole copies, also when the pass is shorter than one block), input floats past the
- * outputs' end are summed into the returned reduction, and nothing is summed when there are none. */
+/* The memory-bound kernel's values: each input is read once over its own length (an input
+ * shorter than the output adds into its start, the rest of the output is zero, as the CUDA kernel
+ * does), input floats past the outputs' end are summed into the returned reduction, and nothing
+ * is summed when there are none. Outputs shorter than one block, exactly one, across two. */
 static void test_memory_kernel_values(void **state) {
     (void)state;
     enum { N = 5003, B = 7, R = 10000 };
@@ -506,22 +507,39 @@ static void test_memory_kernel_values(void **state) {
     assert_non_null(o);
     for (int i = 0; i < R; i++) a[i] = 0.25f * (float)(i % 4);
     for (int i = 0; i < B; i++) b[i] = (float)(i + 1);
-    int lens[] = {N, 5, 2048, 2049}; /* outputs shorter than one block, exactly one, across two */
+    int lens[] = {N, 5, 2048, 2049};
     for (size_t t = 0; t < sizeof lens / sizeof lens[0]; t++) {
         int n = lens[t];
         rt_span in[2] = {{a, n}, {b, B}}, out = {o, n};
         float red = rt_memory_kernel(in, 2, &out, 1), want = 0;
-        for (int i = n; i < B; i++) want += b[i]; /* the broadcast input past a shorter output */
+        for (int i = n; i < B; i++) want += b[i]; /* the short input past a shorter output */
         assert_true(red == want);
-        for (int i = 0; i < n; i++) assert_true(o[i] == a[i] + b[i % B]);
+        for (int i = 0; i < n; i++) assert_true(o[i] == a[i] + (i < B ? b[i] : 0));
     }
-    /* an input longer than a block wrapping around a longer output (the general path), with the
-     * broadcast input from its tile there too (an embedding gradient's scatter into its table) */
+    /* every input shorter than the output, in any order, the long ones ending inside a block (a
+     * scatter into an embedding table fused with the sums before it; a concatenation) */
     {
-        enum { A = 3001 };
-        rt_span in[2] = {{a, A}, {b, B}}, out = {o, R};
-        assert_true(rt_memory_kernel(in, 2, &out, 1) == 0);
-        for (int i = 0; i < R; i++) assert_true(o[i] == a[i % A] + b[i % B]);
+        enum { NA = 5 };
+        const int64_t len[NA] = {3001, 2500, 2600, 2700, 2800};
+        rt_span in[NA + 1], out = {o, R};
+        for (int j = 0; j < NA; j++) in[j] = (rt_span){a + j, len[j]};
+        in[NA] = (rt_span){b, B};
+        for (int nin = 2; nin <= NA + 1; nin += NA - 1) {
+            in[1] = nin == 2 ? in[NA] : (rt_span){a + 1, len[1]}; /* two inputs: a long one and b */
+            assert_true(rt_memory_kernel(in, nin, &out, 1) == 0);
+            for (int i = 0; i < R; i++) {
+                float want = i < B ? b[i] : 0;
+                for (int j = 0; j < nin - 1; j++) want += i < len[j] ? a[j + i] : 0;
+                assert_true(o[i] == want);
+            }
+        }
+    }
+    /* no input: the output is written, with zeros */
+    {
+        rt_span out = {o, 3000};
+        o[2999] = 1;
+        assert_true(rt_memory_kernel(NULL, 0, &out, 1) == 0);
+        for (int i = 0; i < 3000; i++) assert_true(o[i] == 0);
     }
     /* a reduction: 10000 floats into 3 */
     rt_span in = {a, R}, out = {o, 3};
