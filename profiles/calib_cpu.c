@@ -23,7 +23,7 @@
  * round: contention only adds time, so the minimum is what an unshared core
  * does, and it is reproducible from run to run.
  * Cost: at most about the budget (default 60 s; ~30 s on 2 cores);
- * memory: about 200 MB of buffers.
+ * memory: about 200 MB of buffers, up to 768 MB for a workload's large GEMM operands.
  */
 #include <cblas.h>
 #include <math.h>
@@ -47,6 +47,8 @@ void openblas_set_num_threads(int num_threads); /* declared by OpenBLAS's cblas.
 #define GEMM_MAX_DIM 4096
 #define GEMM_MAX_FLOPS 2e9
 #define GEMM_MAX_POINTS 1500
+#define GEMM_MAX_WORKLOAD_FLOPS 2e10 /* a workload's own shape: at most ~0.2 s a call here */
+#define GEMM_WORKLOAD_MAX_FLOATS (64.0 * 1024 * 1024) /* and operands of at most 256 MB each */
 
 typedef struct calib {
     const gopt_calib_options *o;
@@ -55,9 +57,11 @@ typedef struct calib {
     const char *phase;
     gopt_rng rng;
     float *a, *b, *c; /* scratch, each MAX_ELEM_BYTES / 3 + room */
-    size_t cap;       /* floats per scratch buffer */
+    size_t cap;       /* floats per scratch buffer the tables use */
+    size_t gcap;      /* floats per scratch buffer, >= cap: room for the workload's GEMM operands */
     void (*fn)(struct calib *k, size_t n); /* the kernel batch_1d times */
     int rounds_used;  /* fewest rounds any table got (for the description) */
+    int n_workload;   /* GEMM rows from o->gemm_shapes (for the description) */
     int thread_clock; /* time kernels by thread CPU time (one core per device) */
     size_t rot;       /* floats: where the next 1-D kernel call starts in the buffers (rotate) */
 } calib;
@@ -355,17 +359,33 @@ static int draw_dim(calib *k) {
     return (int)floor(exp(l) + 0.5);
 }
 
+static int gemm_fits(const calib *k, double a, double b, double c, double max_flops) {
+    return 2.0 * a * b * c <= max_flops && a * c <= (double)k->gcap && c * b <= (double)k->gcap && a * b <= (double)k->gcap;
+}
+
+/* The workload's shapes first (o->gemm_shapes), then GEMM_MAX_POINTS random ones. */
 static gopt_status measure_gemm(calib *k, double **rows, int32_t *nrows, double *peak, gopt_error *err) {
-    double *it = gopt_malloc((size_t)GEMM_MAX_POINTS * 3 * sizeof(double), err);
-    double *t = gopt_malloc((size_t)GEMM_MAX_POINTS * sizeof(double), err);
-    double *r = gopt_malloc((size_t)GEMM_MAX_POINTS * 4 * sizeof(double), err);
+    const int32_t nw = k->o->gemm_shapes ? k->o->n_gemm_shapes : 0;
+    const size_t cap = (size_t)GEMM_MAX_POINTS + (size_t)(nw > 0 ? nw : 0);
+    double *it = gopt_malloc(cap * 3 * sizeof(double), err);
+    double *t = gopt_malloc(cap * sizeof(double), err);
+    double *r = gopt_malloc(cap * 4 * sizeof(double), err);
     gopt_status st = GOPT_ENOMEM;
     if (!it || !t || !r) goto out;
-    int m = 0;
-    while (m < GEMM_MAX_POINTS) {
+    int m = 0, skipped = 0;
+    for (int32_t i = 0; i < nw; i++) {
+        const double *w = k->o->gemm_shapes + 3 * (size_t)i;
+        if (!gemm_fits(k, w[0], w[1], w[2], GEMM_MAX_WORKLOAD_FLOPS)) {
+            skipped++;
+            continue;
+        }
+        memcpy(it + 3 * (size_t)m++, w, 3 * sizeof(double));
+    }
+    if (k->o->n_gemm_shapes_skipped) *k->o->n_gemm_shapes_skipped = skipped;
+    k->n_workload = m;
+    while (m < (int)cap - skipped) {
         int a = draw_dim(k), b = draw_dim(k), c = draw_dim(k);
-        if (2.0 * a * b * c > GEMM_MAX_FLOPS) continue; /* rejection keeps the other dims log-uniform */
-        if ((double)a * c > (double)k->cap || (double)c * b > (double)k->cap || (double)a * b > (double)k->cap) continue;
+        if (!gemm_fits(k, a, b, c, GEMM_MAX_FLOPS)) continue; /* rejection keeps the other dims log-uniform */
         it[3 * m] = a;
         it[3 * m + 1] = b;
         it[3 * m + 2] = c;
@@ -577,20 +597,27 @@ gopt_status gopt_calibrate_cpu(const gopt_calib_options *o, gopt_profile **out, 
     gopt_rng_seed(&k.rng, o->seed);
     k.cap = (size_t)(MAX_ELEM_BYTES / 3 / sizeof(float)) + 1024;
     if (k.cap < (size_t)(MAX_RED_BYTES / sizeof(float))) k.cap = (size_t)(MAX_RED_BYTES / sizeof(float));
+    k.gcap = k.cap;
+    for (int32_t i = 0; o->gemm_shapes && i < o->n_gemm_shapes; i++) { /* the workload's operands, up to 256 MB */
+        const double *w = o->gemm_shapes + 3 * (size_t)i;
+        const double need[3] = {w[0] * w[2], w[2] * w[1], w[0] * w[1]};
+        for (int j = 0; j < 3; j++)
+            if (need[j] > (double)k.gcap && need[j] <= GEMM_WORKLOAD_MAX_FLOATS) k.gcap = (size_t)need[j];
+    }
     gopt_profile *p = NULL;
     double *elem = NULL, *red = NULL, *copy = NULL, *gemm = NULL;
     int32_t nelem = 0, nred = 0, ncopy = 0, ngemm = 0;
     gopt_status st = GOPT_ENOMEM;
     int blas_threads = 0; /* the caller's OpenBLAS thread count, restored at the end */
-    k.a = malloc(k.cap * sizeof(float));
-    k.b = malloc(k.cap * sizeof(float));
-    k.c = malloc(k.cap * sizeof(float));
+    k.a = malloc(k.gcap * sizeof(float));
+    k.b = malloc(k.gcap * sizeof(float));
+    k.c = malloc(k.gcap * sizeof(float));
     if (!k.a || !k.b || !k.c) {
         st = gopt_error_set(err, GOPT_ENOMEM, "calibrate: cannot allocate %zu MB of buffers",
-                            3 * k.cap * sizeof(float) >> 20);
+                            3 * k.gcap * sizeof(float) >> 20);
         goto out;
     }
-    for (size_t i = 0; i < k.cap; i++) {
+    for (size_t i = 0; i < k.gcap; i++) {
         k.a[i] = (float)(i % 7) * 0.25f;
         k.b[i] = (float)(i % 5) * 0.5f;
         k.c[i] = 0;
@@ -640,7 +667,7 @@ gopt_status gopt_calibrate_cpu(const gopt_calib_options *o, gopt_profile **out, 
     double link_bw = bigt > latency ? big / (bigt - latency) : bw;
 
     if ((st = gopt_profile_alloc(ndev, 1, &p, err))) goto out;
-    char model[256], machine[512], date[64], desc[512];
+    char model[256], machine[512], date[64], desc[768];
     cpu_model(model, sizeof model);
     struct utsname u;
     if (uname(&u) != 0) memset(&u, 0, sizeof u);
@@ -655,9 +682,9 @@ gopt_status gopt_calibrate_cpu(const gopt_calib_options *o, gopt_profile **out, 
     snprintf(desc, sizeof desc,
              "%d core group(s) of %d core(s) each on %s; MEASURED by the CPU calibrator (OpenBLAS sgemm, "
              "elementwise/reduction kernels, memcpy, thread hand-off; kernels timed by %s, fastest of %d rounds) in "
-             "%.0f s",
+             "%.0f s%s",
              ndev, per, model, k.thread_clock ? "thread CPU time" : "wall time", k.rounds_used,
-             gopt_now_seconds() - k.t0);
+             gopt_now_seconds() - k.t0, k.n_workload ? "; the GEMM table also holds the workload's own shapes" : "");
     p->name = gopt_profile_strdup(o->name ? o->name : "cpu-measured", err);
     p->description = gopt_profile_strdup(desc, err);
     p->source = gopt_profile_strdup("measured", err);

@@ -458,6 +458,13 @@ static void test_calibrate_cpu_short(void **state) {
     o.budget_s = 3;
     o.seed = 5;
     o.command = "test_profiles";
+    /* a workload's shapes: two measured as given, one over the FLOPs limit and one with an
+     * operand over 256 MB skipped */
+    const double shapes[] = {1, 300, 200, 7, 13, 5000, 4096, 4096, 4096, 1, 100000, 1000};
+    int32_t skipped = -1;
+    o.gemm_shapes = shapes;
+    o.n_gemm_shapes = 4;
+    o.n_gemm_shapes_skipped = &skipped;
     gopt_profile *p = NULL;
     gopt_error err = {0};
     double t = gopt_now_seconds();
@@ -507,6 +514,16 @@ static void test_calibrate_cpu_short(void **state) {
         if (fl > 1e8 && s > big) big = s;
     }
     if (big > 0 && small < INFINITY) assert_true(big > 10 * small);
+    assert_int_equal(skipped, 2);
+    int found = 0;
+    for (int i = 0; i < tb.n; i++)
+        for (int w = 0; w < 2; w++)
+            if (!memcmp(tb.points + 4 * i, shapes + 3 * w, 3 * sizeof(double))) {
+                assert_true(tb.points[4 * i + 3] > 0);
+                found |= 1 << w;
+            }
+    assert_int_equal(found, 3);
+    assert_non_null(strstr(gopt_profile_description(p), "workload"));
     char path[] = "/tmp/gopt_test_profileXXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);

@@ -10,6 +10,8 @@
 
 #include "cli.h"
 #include "cli_json.h"
+#include "gopt_cost.h"
+#include "gopt_graph.h"
 #include "gopt_profile.h"
 
 static void profile_usage(FILE *f) {
@@ -17,10 +19,13 @@ static void profile_usage(FILE *f) {
             "Usage: gopt profile SUBCOMMAND ...\n\n"
             "  show FILE [--json]               devices, links, tables and provenance of a profile\n"
             "  calibrate --backend cpu|cuda -o FILE [--devices N] [--budget SECONDS] [--seed S] [--name NAME]\n"
-            "                                   measure this machine and write a profile\n\n"
+            "            [--shapes-from GRAPH]...  measure this machine and write a profile\n\n"
             "calibrate --backend cpu: OpenBLAS sgemm over random shapes, memory bandwidth, elementwise and\n"
             "reduction kernels over sizes, thread hand-off latency; devices are core groups (--devices N,\n"
             "default one per online core). About a minute (--budget, default 60 s).\n"
+            "  --shapes-from GRAPH (cpu; repeatable) also measure the GEMM shapes of GRAPH's matmuls and\n"
+            "                  convolutions (as the runtime runs them: m, n, k), before the random ones: a\n"
+            "                  workload's own layers are then priced from their own measurement\n"
             "calibrate --backend cuda: cuBLAS GEMM, cuDNN convolution, elementwise/reduction kernels, launch\n"
             "overhead, host-device and peer copies on every visible GPU. Exit code 3 with a message when\n"
             "this build has no CUDA or no GPU is present.\n"
@@ -215,8 +220,64 @@ static void progress_bar(void *ctx, double frac, const char *what) {
     s->last_pct = pct;
 }
 
+static int cmp_shape(const void *x, const void *y) {
+    const double *a = x, *b = y;
+    for (int i = 0; i < 3; i++)
+        if (a[i] != b[i]) return a[i] < b[i] ? -1 : 1;
+    return 0;
+}
+
+/* The distinct fp32 GEMM shapes (m, n, k) of the graphs' matmuls and convolutions, as the runtime
+ * runs them (k rounded: gopt_cost_node_gemm_dims); *nshapes of them in *shapes (malloc'd, may be
+ * NULL when none). Exit code 2 on a graph that does not load. */
+static int workload_shapes(const char *const *paths, int npaths, double **shapes, int32_t *nshapes) {
+    double *v = NULL;
+    size_t n = 0, cap = 0;
+    for (int i = 0; i < npaths; i++) {
+        gopt_graph *g = NULL;
+        gopt_error err = {0};
+        if (gopt_graph_load(paths[i], &g, &err) != GOPT_OK) {
+            free(v);
+            return cli_report(&err);
+        }
+        for (int32_t u = 0; u < gopt_graph_num_nodes(g); u++) {
+            gopt_node_attrs a;
+            gopt_graph_node(g, u, &a);
+            int dt = gopt_dtype_parse(a.dtype);
+            double m, nn, k;
+            if ((a.cls != GOPT_OP_CLASS_GEMM && a.cls != GOPT_OP_CLASS_CONV) || a.flops <= 0 ||
+                (dt >= 0 && dt != GOPT_DTYPE_FP32) || !gopt_cost_node_gemm_dims(g, u, &m, &nn, &k))
+                continue;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 256;
+                double *w = realloc(v, cap * 3 * sizeof *w);
+                if (!w) {
+                    free(v);
+                    gopt_graph_free(g);
+                    fprintf(stderr, "gopt: error: out of memory\n");
+                    return 1;
+                }
+                v = w;
+            }
+            v[3 * n] = floor(m);
+            v[3 * n + 1] = floor(nn);
+            v[3 * n + 2] = (double)llround(k) > 1 ? (double)llround(k) : 1;
+            n++;
+        }
+        gopt_graph_free(g);
+    }
+    if (n) qsort(v, n, 3 * sizeof *v, cmp_shape);
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++)
+        if (d == 0 || cmp_shape(v + 3 * i, v + 3 * (d - 1)) != 0) memmove(v + 3 * d++, v + 3 * i, 3 * sizeof *v);
+    *shapes = v;
+    *nshapes = (int32_t)d;
+    return 0;
+}
+
 static int profile_calibrate(int argc, char **argv) {
-    const char *backend = NULL, *out = NULL, *name = NULL;
+    const char *backend = NULL, *out = NULL, *name = NULL, *from[64];
+    int nfrom = 0;
     long ndev = 0, seed = 1;
     double budget = 0;
     cli_args a;
@@ -226,6 +287,12 @@ static int profile_calibrate(int argc, char **argv) {
             cli_opt_long(&a, "--devices", &ndev, 1, 1024) || cli_opt_long(&a, "--seed", &seed, 0, 0x7fffffffL) ||
             cli_opt_double(&a, "--budget", &budget, 5, 3600)) {
             if (a.bad) return 2;
+        } else if (strcmp(a.argv[a.i], "--shapes-from") == 0) {
+            if (a.i + 1 >= a.argc) return cli_usage_error(a.verb, "--shapes-from needs a graph file");
+            if (nfrom == (int)(sizeof from / sizeof from[0]))
+                return cli_usage_error(a.verb, "--shapes-from given more than %d times", nfrom);
+            from[nfrom++] = a.argv[a.i + 1];
+            a.i += 2;
         } else if (a.argv[a.i][0] == '-') {
             return cli_usage_error(a.verb, "unknown option '%s'", a.argv[a.i]);
         } else {
@@ -237,6 +304,8 @@ static int profile_calibrate(int argc, char **argv) {
     if (!cuda && strcmp(backend, "cpu") != 0)
         return cli_usage_error(a.verb, "--backend '%s' is not cpu or cuda", backend);
     if (!out) return cli_usage_error(a.verb, "missing -o FILE");
+    if (nfrom && cuda)
+        return cli_usage_error(a.verb, "--shapes-from is for --backend cpu (the CUDA calibrator measures its own shapes)");
     {
         /* Fail now, not after a minute of measuring, when OUT cannot be written. */
         char dir[4096];
@@ -252,8 +321,21 @@ static int profile_calibrate(int argc, char **argv) {
     gopt_buf_init(&cmd);
     gopt_buf_puts(&cmd, "gopt profile calibrate");
     for (int i = 0; i < argc; i++) gopt_buf_printf(&cmd, " %s", argv[i]);
+    double *shapes = NULL;
+    int32_t nshapes = 0, skipped = 0;
+    if (nfrom) {
+        int rc = workload_shapes(from, nfrom, &shapes, &nshapes);
+        if (rc) {
+            gopt_buf_destroy(&cmd);
+            return rc;
+        }
+        fprintf(stderr, "calibrate: %d distinct GEMM shapes from %d graph(s)\n", (int)nshapes, nfrom);
+    }
     progress_state ps = {cli_stderr_is_tty(), gopt_now_seconds(), -1};
     gopt_calib_options o = {0};
+    o.gemm_shapes = shapes;
+    o.n_gemm_shapes = nshapes;
+    o.n_gemm_shapes_skipped = &skipped;
     o.ndev = (int)ndev;
     o.budget_s = budget;
     o.seed = (uint64_t)seed;
@@ -273,9 +355,13 @@ static int profile_calibrate(int argc, char **argv) {
          * "cannot run here" from a usage or input error (2) */
         if (st == GOPT_EUNSUP && cuda) rc = GOPT_EXIT_NO_DEVICE;
     } else {
+        if (skipped)
+            fprintf(stderr, "calibrate: %d of the graphs' shapes skipped (an operand over 256 MB, or over 2e10 FLOPs)\n",
+                    (int)skipped);
         fprintf(stderr, "calibrate: wrote %s (%d devices) in %.1f s\n", out, gopt_profile_num_devices(p),
                 gopt_now_seconds() - ps.start);
     }
+    free(shapes);
     gopt_profile_free(p);
     gopt_buf_destroy(&cmd);
     return rc;
