@@ -249,10 +249,9 @@ static void run_compute_node(rt_cpu *c, int32_t v, int32_t t, int dv, rt_span *i
         break;
     case RT_K_CONV: {
         gemm_operands(c, v, ins, nin, out, a->ws, &A, &B, &C, &col);
-        rt_span src = {NULL, 0};
-        for (int i = 0; i < nin; i++)
-            if (ins[i].floats > src.floats) src = ins[i];
-        rt_conv(m, n, k, src, B, C, col, rt_conv_block_rows(m, k));
+        int ia, ib;
+        rt_gemm_inputs(c->dims[v], ins, nin, &ia, &ib);
+        rt_conv(m, n, k, ia >= 0 ? ins[ia] : (rt_span){NULL, 0}, B, C, col, rt_conv_block_rows(m, k));
         break;
     }
     case RT_K_STANDIN:

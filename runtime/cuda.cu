@@ -320,14 +320,15 @@ static gopt_status run_node(rt_cuda *c, int32_t v, int32_t t, int d, int fused_m
         break;
     case K_CONV: {
         rt_gemm_operands(c->dims[v], 1, c->ins, nin, out, c->ws[d], &A, &B, &C, &col);
-        rt_span src = {NULL, 0};
-        for (int i = 0; i < nin; i++)
-            if (c->ins[i].floats > src.floats) src = c->ins[i];
+        int ia, ib;
+        rt_gemm_inputs(c->dims[v], c->ins, nin, &ia, &ib);
+        const rt_span src = ia >= 0 ? c->ins[ia] : rt_span{NULL, 0};
 #ifdef GOPT_WITH_CUDNN
         if (c->conv_of[v] >= 0) {
             const conv_plan *cp = &c->convs[c->conv_of[v]];
-            /* the input: the node's largest when it holds the n c h w floats read, else the
-             * scratch from `col` on (ws: outside the memory model, sized for it at setup) */
+            /* the input: the im2col source (rt_gemm_inputs) when it holds the n c h w floats
+             * read, else the scratch from `col` on (ws: outside the memory model, sized for it at
+             * setup) */
             const float *x = src.floats >= cp->s.n * cp->s.c * cp->s.h * cp->s.w ? src.p : col;
             const float one = 1, zero = 0;
             cudnnStatus_t ds = cudnnConvolutionForward(c->dnn[d], &one, cp->x, x, cp->w, B, cp->conv, cp->algo,

@@ -25,29 +25,31 @@ void rt_gemm(const rt_gemm_args *g) {
  * cuBLAS's and cuDNN's vectorized kernels take an operand there as they take a buffer. */
 static int64_t ws_region(int64_t floats) { return (floats + 63) / 64 * 64; }
 
+void rt_gemm_inputs(const int64_t dims[3], const rt_span *ins, int nin, int *ia, int *ib) {
+    const int64_t kn = dims[2] * dims[1];
+    *ia = *ib = -1;
+    for (int i = 0; i < nin; i++) /* B: the tightest input that holds k x n floats (the weight) */
+        if (ins[i].floats >= kn && (*ib < 0 || ins[i].floats < ins[*ib].floats)) *ib = i;
+    for (int i = 0; i < nin; i++) /* A: the largest of the others */
+        if (i != *ib && (*ia < 0 || ins[i].floats > ins[*ia].floats)) *ia = i;
+}
+
 int64_t rt_gemm_operands(const int64_t dims[3], int conv, const rt_span *ins, int nin, rt_span out, float *ws,
                          const float **A, const float **B, float **C, float **col) {
     int64_t m = dims[0], n = dims[1], k = dims[2], off = 0;
-    int i0 = -1, i1 = -1;
-    for (int i = 0; i < nin; i++) {
-        if (i0 < 0 || ins[i].floats > ins[i0].floats) {
-            i1 = i0;
-            i0 = i;
-        } else if (i1 < 0 || ins[i].floats > ins[i1].floats) {
-            i1 = i;
-        }
-    }
+    int ia, ib;
+    rt_gemm_inputs(dims, ins, nin, &ia, &ib);
     *col = NULL;
     if (conv) {
-        *A = i0 >= 0 ? ins[i0].p : NULL; /* the im2col source, whatever its size */
-    } else if (i0 >= 0 && ins[i0].floats >= m * k) {
-        *A = ins[i0].p;
+        *A = ia >= 0 ? ins[ia].p : NULL; /* the im2col source, whatever its size */
+    } else if (ia >= 0 && ins[ia].floats >= m * k) {
+        *A = ins[ia].p;
     } else {
         *A = ws ? ws + off : NULL;
         off += ws_region(m * k);
     }
-    if (i1 >= 0 && ins[i1].floats >= k * n) {
-        *B = ins[i1].p;
+    if (ib >= 0) {
+        *B = ins[ib].p;
     } else {
         *B = ws ? ws + off : NULL;
         off += ws_region(k * n);

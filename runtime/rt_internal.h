@@ -97,12 +97,15 @@ typedef struct {
     float *c;
 } rt_gemm_args;
 void rt_gemm(const rt_gemm_args *g);
-/* Operands of a gemm (or, conv != 0, a convolution) of dims (m, n, k) among a node's inputs: the
- * largest input as A (a convolution's im2col source, whatever its size), the next as B, the
- * node's output as C, each when large enough, else a region of the workspace ws (col: the im2col
- * block), each region starting at a multiple of 64 floats. Returns the workspace floats this
- * needs; ws may be NULL to ask only that. Pure pointer arithmetic: the CUDA backend uses it on
- * device pointers. */
+/* Which of a node's inputs are the operands of its gemm or convolution of dims (m, n, k): *ib the
+ * tightest input that holds k x n floats (the weight, read from its own buffer as a framework
+ * does), *ia the largest of the others (a convolution's im2col source); -1 when none. */
+void rt_gemm_inputs(const int64_t dims[3], const rt_span *ins, int nin, int *ia, int *ib);
+/* Operands of a gemm (or, conv != 0, a convolution) of dims (m, n, k) among a node's inputs
+ * (rt_gemm_inputs): A (a convolution's im2col source, whatever its size), B, and the node's output
+ * as C, each when large enough, else a region of the workspace ws (col: the im2col block), each
+ * region starting at a multiple of 64 floats. Returns the workspace floats this needs; ws may be
+ * NULL to ask only that. Pure pointer arithmetic: the CUDA backend uses it on device pointers. */
 int64_t rt_gemm_operands(const int64_t dims[3], int conv, const rt_span *ins, int nin, rt_span out, float *ws,
                          const float **A, const float **B, float **C, float **col);
 /* The floats node v reads from the producer of its in-edge e: what the edges from that producer

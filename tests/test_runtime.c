@@ -494,6 +494,32 @@ static void test_names(void **state) {
     assert_int_equal(gopt_rt_cuda_conv_resolve(GOPT_RT_CUDA_CONV_IM2COL), GOPT_RT_CUDA_CONV_IM2COL);
 }
 
+/* A gemm's or convolution's weight is its B operand, read from its own buffer: the tightest input
+ * that holds k x n floats, whether it is the larger input (a late convolution, a matmul's
+ * weight) or the smaller (an early convolution); A is the largest of the others. */
+static void test_gemm_inputs(void **state) {
+    (void)state;
+    int ia, ib;
+    const int64_t late[3] = {8, 512, 4608}, early[3] = {2048, 64, 576}, mv[3] = {1, 4096, 2048}, big[3] = {8, 8, 8};
+    rt_span ins[2] = {{NULL, 4096}, {NULL, 4608 * 512}};
+    rt_gemm_inputs(late, ins, 2, &ia, &ib);
+    assert_true(ia == 0 && ib == 1);
+    ins[0].floats = 131072;
+    ins[1].floats = 576 * 64;
+    rt_gemm_inputs(early, ins, 2, &ia, &ib);
+    assert_true(ia == 0 && ib == 1);
+    ins[0].floats = 4096 * 2048;
+    ins[1].floats = 2048;
+    rt_gemm_inputs(mv, ins, 2, &ia, &ib);
+    assert_true(ia == 1 && ib == 0);
+    ins[0].floats = 10;
+    ins[1].floats = 20;
+    rt_gemm_inputs(big, ins, 2, &ia, &ib); /* neither holds B: the workspace does */
+    assert_true(ia == 1 && ib == -1);
+    rt_gemm_inputs(big, ins, 0, &ia, &ib);
+    assert_true(ia == -1 && ib == -1);
+}
+
 /* The memory-bound kernel's values: each input is read once over its own length (an input
  * shorter than the output adds into its start, the rest of the output is zero, as the CUDA kernel
  * does), input floats past the outputs' end are summed into the returned reduction, and nothing
@@ -557,6 +583,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_memory_kernel_values),
+        cmocka_unit_test(test_gemm_inputs),
         cmocka_unit_test(test_mlp_two_devices),
         cmocka_unit_test(test_peak_equals_simulator),
         cmocka_unit_test(test_methods_two_devices),
