@@ -111,7 +111,7 @@ static volatile float sink;
  * than the runtime's kernels on tensors of 0.5-4 MB. */
 static size_t rotate(calib *k, size_t n) {
     size_t at = k->rot;
-    if (at + n > k->cap) at = 0;
+    if (at + n > k->cap) at = 0; /* an n over cap (a workload's GEMM, gcap) starts at 0 */
     k->rot = at + ((n + 15) & ~(size_t)15);
     return at;
 }
@@ -244,12 +244,17 @@ static double batch_1d(calib *k, const double *item, long reps) {
     return (kernel_clock(k) - t) / (double)reps;
 }
 
+/* C(m,n) = A(m,k) B(k,n), row-major, no transposes. B, the weight, is read where the previous
+ * call's ended (rotate), as a step reads a weight last touched in the previous step; A and C, the
+ * activation just produced and the output, stay put. On the same B call after call, a weight
+ * that fits the L3 cache stayed there: a batch-one convolution's sgemm (8 x 512 x 4608, a 9.4 MB
+ * weight) came out 1.5x faster than on the runtime's weight buffer. */
 static double batch_gemm(calib *k, const double *item, long reps) {
     int m = (int)item[0], n = (int)item[1], kk = (int)item[2];
     double t = kernel_clock(k);
-    /* C(m,n) = A(m,k) B(k,n), row-major, no transposes. */
     for (long r = 0; r < reps; r++)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, kk, 1.0f, k->a, kk, k->b, n, 0.0f, k->c, n);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, kk, 1.0f, k->a, kk,
+                    k->b + rotate(k, (size_t)kk * (size_t)n), n, 0.0f, k->c, n);
     return (kernel_clock(k) - t) / (double)reps;
 }
 
