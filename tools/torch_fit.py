@@ -30,7 +30,8 @@ PyTorch's time of the kind before the ratio.
 
 Then, over the models: factor[kind] = the median over models of (PyTorch's time of the kind, less
 the profile's launch overhead per op) / (the profile's time of the kind, less the same), counting
-a model where the kind is at least 2% of its profiled step; op_overhead = the median over models
+a model where the kind is at least 2% of its profiled step (a kind counted in fewer than 2 models, or
+than all of them when fewer are given, keeps factor 1); op_overhead = the median over models
 of the overhead per forward or optimizer op of its graph (what eager PyTorch dispatches from
 Python; the autograd engine runs the backward ops from C++: over the training models the
 overhead per forward or optimizer op spread less than per kernel: docs/profiles.md). (Medians: a ratio of sums let one model decide, e.g. a
@@ -78,6 +79,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 MIN_SHARE = 0.02  # a kind counts in a model's fit when it is at least this share of the profile's step
+MIN_MODELS = 2  # a kind is fitted over at least this many models (all of them when fewer are given),
+# else it keeps factor 1: one model's ratio can be anything (2026-11-28: reduction 0.00, its PyTorch
+# time all fresh-output seconds)
 KINDS = ("gemm", "conv", "depthwise_conv", "elementwise", "reduction", "data_movement", "other", "normalization",
          "optimizer")
 NORMS = ("batchnorm", "layernorm", "groupnorm", "instancenorm", "rmsnorm")  # gopt_cost_is_norm_op's rule
@@ -475,7 +479,7 @@ def main(argv=None):
                 continue  # GPU: the profiler gave the kind's ops no kernel time (not attributed), no evidence
             spent = r["torch_by_kind_s"][k] - (0.0 if gpu else r["ops_by_kind"][k] * r["launch_s"]) - r["fresh_by_kind_s"][k]
             ratios[k].append(max(spent, 0.0) / own)
-        if ratios[k]:
+        if len(ratios[k]) >= min(MIN_MODELS, len(rows)):
             factors[k] = min(max(statistics.median(ratios[k]), 1e-3), 1e3)
     if saved:
         framework = saved["framework"]
