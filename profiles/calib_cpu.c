@@ -365,7 +365,8 @@ static int draw_dim(calib *k) {
 }
 
 static int gemm_fits(const calib *k, double a, double b, double c, double max_flops) {
-    return 2.0 * a * b * c <= max_flops && a * c <= (double)k->gcap && c * b <= (double)k->gcap && a * b <= (double)k->gcap;
+    return a >= 1 && b >= 1 && c >= 1 && 2.0 * a * b * c <= max_flops && a * c <= (double)k->gcap &&
+           c * b <= (double)k->gcap && a * b <= (double)k->gcap;
 }
 
 /* The workload's shapes first (o->gemm_shapes), then GEMM_MAX_POINTS random ones. */

@@ -201,10 +201,10 @@ typedef struct {
     const char *name;       /* profile name (may be NULL: a default) */
     gopt_progress_fn progress; /* may be NULL */
     void *progress_ctx;
-    /* CPU: GEMM shapes (m, n, k triples, each >= 1) measured besides the random ones, first, so
+    /* CPU: GEMM shapes (m, n, k triples) measured besides the random ones, first, so
      * that a short budget cuts random points before them: a workload's own layers (gopt profile
-     * calibrate --shapes-from). Shapes with an operand over 256 MB, or over
-     * 2e10 FLOPs, are skipped (the cost model scales such GEMMs from the table). May be NULL. */
+     * calibrate --shapes-from). Shapes with a dim below 1, an operand over 256 MB or over 2e10
+     * FLOPs are skipped (the cost model scales such GEMMs from the table). May be NULL. */
     const double *gemm_shapes;
     int32_t n_gemm_shapes;
     int32_t *n_gemm_shapes_skipped; /* out, may be NULL: how many of them were skipped */

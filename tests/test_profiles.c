@@ -458,12 +458,12 @@ static void test_calibrate_cpu_short(void **state) {
     o.budget_s = 3;
     o.seed = 5;
     o.command = "test_profiles";
-    /* a workload's shapes: two measured as given, one over the FLOPs limit and one with an
-     * operand over 256 MB skipped */
-    const double shapes[] = {1, 300, 200, 7, 13, 5000, 4096, 4096, 4096, 1, 100000, 1000};
+    /* a workload's shapes: two measured as given; one over the FLOPs limit, one with an operand
+     * over 256 MB and one with a zero dim skipped */
+    const double shapes[] = {1, 300, 200, 7, 13, 5000, 4096, 4096, 4096, 1, 100000, 1000, 0, 64, 64};
     int32_t skipped = -1;
     o.gemm_shapes = shapes;
-    o.n_gemm_shapes = 4;
+    o.n_gemm_shapes = 5;
     o.n_gemm_shapes_skipped = &skipped;
     gopt_profile *p = NULL;
     gopt_error err = {0};
@@ -514,7 +514,7 @@ static void test_calibrate_cpu_short(void **state) {
         if (fl > 1e8 && s > big) big = s;
     }
     if (big > 0 && small < INFINITY) assert_true(big > 10 * small);
-    assert_int_equal(skipped, 2);
+    assert_int_equal(skipped, 3);
     int found = 0;
     for (int i = 0; i < tb.n; i++)
         for (int w = 0; w < 2; w++)
