@@ -11,10 +11,15 @@
  * orderings. Targets (docs/fidelity.md): median |error| <= 10%, rank correlation >= 0.9.
  *
  * Usage: bench_fidelity [--backend cpu|cuda] [--profile P] [--clock wall|cpu|cpu-min] [--reps R]
- *                       [--devices N] [--quick] [--cuda-graph] [--cuda-conv cudnn|im2col]
+ *                       [--devices N] [--quick] [--repeat] [--cuda-graph] [--cuda-conv cudnn|im2col]
  * (default: the CPU backend, the shipped CPU profile, the cpu-min clock, 5 repetitions, all its
  * devices). Run it on a quiet machine, under OPENBLAS_NUM_THREADS=1. Cost: about 30 graph x method
  * pairs, each a method's decision plus 1 + R real steps (10 ms - 1 s each): a few minutes.
+ *
+ * --repeat: every graph's methods are run a second time after the first pass, and the two
+ * passes' measured orderings are correlated too: the rank correlation the hardware gives with
+ * itself, the reference the simulator's is read against (methods within a few percent of each
+ * other swap places from pass to pass). Twice the time.
  *
  * --backend cuda (--profile required: one calibrated on the same GPUs, gopt profile calibrate
  * --backend cuda; the wall clock, from CUDA events): the same windows over graphs sized for a
@@ -73,7 +78,7 @@ static void skip_method(void *graph_name, const char *method, const char *reason
 
 int main(int argc, char **argv) {
     const char *prof_path = NULL, *clock = NULL, *backend = "cpu", *conv = NULL;
-    int reps = 5, ndev = 0, quick = 0, cuda_graph = 0;
+    int reps = 5, ndev = 0, quick = 0, cuda_graph = 0, repeat = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--profile") && i + 1 < argc) prof_path = argv[++i];
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
@@ -81,11 +86,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--devices") && i + 1 < argc) ndev = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--repeat")) repeat = 1;
         else if (!strcmp(argv[i], "--cuda-graph")) cuda_graph = 1;
         else if (!strcmp(argv[i], "--cuda-conv") && i + 1 < argc) conv = argv[++i];
         else {
             fprintf(stderr, "usage: bench_fidelity [--backend cpu|cuda] [--profile P] [--clock wall|cpu|cpu-min] "
-                            "[--reps R] [--devices N] [--quick] [--cuda-graph] [--cuda-conv cudnn|im2col]\n");
+                            "[--reps R] [--devices N] [--quick] [--repeat] [--cuda-graph] [--cuda-conv cudnn|im2col]\n");
             return 2;
         }
     }
@@ -146,7 +152,7 @@ int main(int argc, char **argv) {
     gopt_bl_options bo = {.seed = 1};
     gopt_rt_options ro = {.backend = (gopt_rt_backend)be, .warmup = 1, .reps = reps, .clock = (gopt_rt_clock)ck,
                           .cuda_graph = cuda_graph, .cuda_conv = (gopt_rt_cuda_conv)cc};
-    double abs_err[MAXGRAPHS * MAXMETHODS], rhos[MAXGRAPHS];
+    double abs_err[MAXGRAPHS * MAXMETHODS], rhos[MAXGRAPHS], self_rhos[MAXGRAPHS];
     int nerr = 0, nrho = 0, rc = 0;
     double t0 = gopt_now_seconds();
     for (int gi = 0; gi < ngraphs && rc == 0; gi++) {
@@ -217,7 +223,21 @@ int main(int argc, char **argv) {
                    100 * rows[j].spread, rows[j].oom ? " OOM" : "");
         }
         rhos[nrho] = gopt_rt_spearman(xs, ys, n);
-        printf("%-26s rank correlation %.3f over %d methods\n", gopt_graph_name(g), rhos[nrho], n);
+        if (repeat) { /* the second pass: the measurement against itself */
+            gopt_rt_fidelity_row again[MAXMETHODS];
+            if ((st = gopt_rt_fidelity(rt, ds, n, &ro, again, &err))) {
+                fprintf(stderr, "bench_fidelity: %s: %s\n", gopt_graph_name(g), err.msg);
+                rc = 1;
+                goto next;
+            }
+            double zs[MAXMETHODS];
+            for (int j = 0; j < n; j++) zs[j] = again[j].real_s;
+            self_rhos[nrho] = gopt_rt_spearman(ys, zs, n);
+            printf("%-26s rank correlation %.3f over %d methods (the second pass against the first: %.3f)\n",
+                   gopt_graph_name(g), rhos[nrho], n, self_rhos[nrho]);
+        } else {
+            printf("%-26s rank correlation %.3f over %d methods\n", gopt_graph_name(g), rhos[nrho], n);
+        }
         nrho++;
         fflush(stdout);
     next:
@@ -234,6 +254,12 @@ int main(int argc, char **argv) {
                100 * gopt_rt_quantile(abs_err, nerr, 0.5), 100 * gopt_rt_quantile(abs_err, nerr, 0.9));
         printf("rank correlation: median %.3f over %d graphs, %d of them >= 0.9 (target >= 0.9)\n",
                gopt_rt_quantile(rhos, nrho, 0.5), nrho, ok_rho);
+        if (repeat) {
+            int ok_self = 0;
+            for (int i = 0; i < nrho; i++) ok_self += self_rhos[i] >= 0.9;
+            printf("the measurement against itself (a second pass): median %.3f, %d of %d graphs >= 0.9\n",
+                   gopt_rt_quantile(self_rhos, nrho, 0.5), ok_self, nrho);
+        }
         printf("wall time %.1f s\n", gopt_now_seconds() - t0);
     }
     gopt_cost_free(cm);
