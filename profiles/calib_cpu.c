@@ -364,9 +364,13 @@ static int draw_dim(calib *k) {
     return (int)floor(exp(l) + 0.5);
 }
 
+static int gemm_in_limits(double a, double b, double c, double max_flops) {
+    return a >= 1 && b >= 1 && c >= 1 && 2.0 * a * b * c <= max_flops;
+}
+
 static int gemm_fits(const calib *k, double a, double b, double c, double max_flops) {
-    return a >= 1 && b >= 1 && c >= 1 && 2.0 * a * b * c <= max_flops && a * c <= (double)k->gcap &&
-           c * b <= (double)k->gcap && a * b <= (double)k->gcap;
+    return gemm_in_limits(a, b, c, max_flops) && a * c <= (double)k->gcap && c * b <= (double)k->gcap &&
+           a * b <= (double)k->gcap;
 }
 
 /* The workload's shapes first (o->gemm_shapes), then GEMM_MAX_POINTS random ones. */
@@ -606,6 +610,7 @@ gopt_status gopt_calibrate_cpu(const gopt_calib_options *o, gopt_profile **out, 
     k.gcap = k.cap;
     for (int32_t i = 0; o->gemm_shapes && i < o->n_gemm_shapes; i++) { /* the workload's operands, up to 256 MB */
         const double *w = o->gemm_shapes + 3 * (size_t)i;
+        if (!gemm_in_limits(w[0], w[1], w[2], GEMM_MAX_WORKLOAD_FLOPS)) continue; /* skipped by measure_gemm: no room */
         const double need[3] = {w[0] * w[2], w[2] * w[1], w[0] * w[1]};
         for (int j = 0; j < 3; j++)
             if (need[j] > (double)k.gcap && need[j] <= GEMM_WORKLOAD_MAX_FLOATS) k.gcap = (size_t)need[j];
