@@ -794,6 +794,124 @@ static void test_imitate_best(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* ---- improved imitation targets (gopt_trainer_set_target, gopt_trainer_load_targets) -----
+ * fan4 on two equal devices against the reference `single` (4 x 1 ms on device 0): actions
+ * that split the GEMMs over both devices are faster and become the imitation target; the
+ * reference's own placement is not taken; bad actions, files and resumes are refused. */
+static void fan4_spread(int32_t *v, int n, int spread) { /* nodes: src, mm0..mm3, sink */
+    memset(v, 0, sizeof(int32_t) * 3 * (size_t)n);
+    for (int i = 0; i < 4 && spread; i++) v[1 + i] = i & 1;
+}
+
+static void write_target_state(const char *path, const char *hash, int nodes, int devices, const char *actions) {
+    json_t *g = json_pack("{s:s, s:i, s:s, s:s, s:i}", "name", "fan4", "nodes", nodes, "profile", "test_trainer",
+                          "profile_fnv64", hash, "devices", devices);
+    if (actions) json_object_set_new(g, "best_actions", json_string(actions));
+    json_t *j = json_pack("{s:s, s:i, s:[o]}", "format", "gopt-trainer-state", "version", 1, "graphs", g);
+    assert_int_equal(json_dump_file(j, path, 0), 0);
+    json_decref(j);
+}
+
+static void targets_env(env *e, const gopt_trainer_options *o) {
+    env_init(e, 2, o, 3);
+    add_graph(e, fan_graph("fan4", 4));
+}
+
+static void test_targets(void **state) {
+    (void)state;
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.reference = "single";
+    o.imitate_steps = 2;
+    o.samples = 4;
+    o.epochs = 1;
+    o.sim_threads = 1;
+    env e;
+    targets_env(&e, &o);
+    gopt_error err = {0};
+    const double ref = gopt_trainer_reference(e.tr, 0, NULL);
+    int32_t v[18];
+    int used = -1;
+    double step = 0;
+    /* the reference's own placement: no faster, not taken */
+    fan4_spread(v, 6, 0);
+    assert_int_equal(gopt_trainer_set_target(e.tr, 0, v, &used, &step, &err), GOPT_OK);
+    assert_int_equal(used, 0);
+    assert_true(step >= ref);
+    /* an action out of its space */
+    v[0] = 2;
+    assert_int_equal(gopt_trainer_set_target(e.tr, 0, v, &used, &step, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "graph 'fan4': target action 0 = 2 is not in 0..1"));
+    /* the split: about twice as fast, taken; imitation imitates it */
+    fan4_spread(v, 6, 1);
+    assert_int_equal(gopt_trainer_set_target(e.tr, 0, v, &used, &step, &err), GOPT_OK);
+    assert_int_equal(used, 1);
+    assert_true(step < 0.6 * ref);
+    gopt_trainer_stats st;
+    assert_int_equal(gopt_trainer_step(e.tr, &st, &err), GOPT_OK);
+    assert_int_equal(st.imitation, 1);
+    assert_true(st.target_rel == step / ref);
+    for (int s = 0; s < 60; s++) assert_int_equal(gopt_trainer_step(e.tr, &st, &err), GOPT_OK);
+    /* the state records the target; a resume without it is refused */
+    char dir[] = "/tmp/gopt_test_targets_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char pa[256], sa[300], tf[300], cmd[600];
+    snprintf(pa, sizeof pa, "%s/a.ckpt", dir);
+    snprintf(sa, sizeof sa, "%s.state", pa);
+    snprintf(tf, sizeof tf, "%s/fan4.ckpt.state", dir);
+    assert_int_equal(gopt_trainer_save(e.tr, pa, &err), GOPT_OK);
+    json_t *j = json_load_file(sa, 0, NULL);
+    assert_non_null(j);
+    json_t *g0 = json_array_get(json_object_get(j, "graphs"), 0);
+    assert_true(json_real_value(json_object_get(g0, "target_s")) == step);
+    char hash[24];
+    snprintf(hash, sizeof hash, "%s", json_string_value(json_object_get(g0, "profile_fnv64")));
+    json_decref(j);
+    env_free(&e);
+    targets_env(&e, &o);
+    assert_int_equal(gopt_trainer_load(e.tr, pa, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "graph 'fan4': its improved imitation target was"));
+    assert_non_null(strstr(err.msg, "now none: resume with the same --targets"));
+    /* from a directory of fine-tuning states: the same target, then the resume is accepted */
+    char hex[19] = "000000000000000000"; /* devices, levels, fusion: 3 x 6 */
+    hex[2] = hex[4] = '1';
+    write_target_state(tf, hash, 6, 2, hex);
+    gopt_trainer_targets rep;
+    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, &rep, &err), GOPT_OK);
+    assert_int_equal(rep.files, 1);
+    assert_int_equal(rep.used, 1);
+    assert_true(rep.rel_sum == step / ref);
+    assert_int_equal(gopt_trainer_load(e.tr, pa, &err), GOPT_OK);
+    env_free(&e);
+    /* another cluster: counted, not taken; the reference's placement: counted as no faster */
+    targets_env(&e, &o);
+    write_target_state(tf, hash, 6, 3, hex);
+    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, &rep, &err), GOPT_OK);
+    assert_true(rep.files == 1 && rep.other_cluster == 1 && rep.used == 0);
+    write_target_state(tf, hash, 6, 2, "000000000000000000");
+    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, &rep, &err), GOPT_OK);
+    assert_true(rep.files == 1 && rep.slower == 1 && rep.used == 0);
+    /* refused, naming the file and the field */
+    write_target_state(tf, hash, 7, 2, hex);
+    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, &rep, &err), GOPT_EFORMAT);
+    assert_non_null(strstr(err.msg, "fan4.ckpt.state: graph 'fan4': nodes is 7, the graph has 6"));
+    write_target_state(tf, hash, 6, 2, NULL);
+    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, &rep, &err), GOPT_EFORMAT);
+    assert_non_null(strstr(err.msg, "fan4.ckpt.state: graph 'fan4': no best_actions"));
+    write_target_state(tf, hash, 6, 2, "00000000000000000z");
+    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, &rep, &err), GOPT_EFORMAT);
+    assert_non_null(strstr(err.msg, "fan4.ckpt.state: graph 'fan4': best_actions[17] is not a value in 0..1"));
+    write_target_state(tf, "xyz", 6, 2, hex);
+    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, &rep, &err), GOPT_EFORMAT);
+    assert_non_null(strstr(err.msg, "profile_fnv64 or devices is missing or malformed"));
+    assert_int_equal(gopt_file_write_atomic(tf, "{", 1, 0, NULL), GOPT_OK);
+    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, &rep, &err), GOPT_EFORMAT);
+    assert_non_null(strstr(err.msg, "fan4.ckpt.state: line 1"));
+    env_free(&e);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* A placement temperature (place_temperature): the trainer sets it on the policy; the
  * pre-trained policy's samples (gopt_trainer_sample_best) stay at 1; the run is another run
  * than at 1; the state records it, resume is bit for bit, a state of another temperature is
@@ -2010,7 +2128,7 @@ int main(void) {
         cmocka_unit_test(test_nan_update_skipped),
         cmocka_unit_test(test_imitation_lowers_loss),
         cmocka_unit_test(test_imitate_every),
-        cmocka_unit_test(test_imitate_best), cmocka_unit_test(test_place_temperature), cmocka_unit_test(test_train_heads),
+        cmocka_unit_test(test_imitate_best), cmocka_unit_test(test_targets), cmocka_unit_test(test_place_temperature), cmocka_unit_test(test_train_heads),
         cmocka_unit_test(test_reference_evals),
         cmocka_unit_test(test_actions_to_decisions),
         cmocka_unit_test(test_fusion_groups),

@@ -117,6 +117,10 @@ static void train_usage(FILE *f) {
                "                        (default graphs-per-step + 1, at least 2; 0: all): memory, not results\n"
                "  --skip-unfit          leave out (with a warning) a graph that no reference baseline fits on\n"
                "                        its cluster (all out of memory) instead of stopping; one process only\n"
+               "  --targets DIR         improved imitation targets (expert iteration, docs/trainer.md): a graph\n"
+               "                        NAME with DIR/NAME.ckpt.state (gopt finetune -o DIR/NAME.ckpt on its\n"
+               "                        cluster; tools/expert-targets.sh) imitates the best actions found\n"
+               "                        there instead of its reference's decisions, when they simulate faster\n"
                "A run's state records each graph's profile and devices; --resume refuses others.\n"
                "Data-parallel: mpirun -np N gopt train ... shares each step's graphs (--graphs-per-step) and\n"
                "samples out to N ranks and gives the checkpoint one process would (docs/trainer.md)%s.\n",
@@ -185,6 +189,7 @@ typedef struct {
     long dlo, dhi;                               /* --devices-range (0: none) */
     int cache;                                   /* --graph-cache (-1: the trainer's default) */
     int skip_unfit;                              /* --skip-unfit: leave out graphs nothing fits */
+    const char *targets;                         /* --targets DIR: improved imitation targets */
     long ndev, steps;
     double ckpt_every;
     int resume, quiet;
@@ -742,6 +747,19 @@ static int run(train_args *ta, const char *verb, const char *init) {
         if (gopt_trainer_share_references(tr, &err)) goto fail;
         for (int i = 0; i < ta->nfiles; i++) print_reference(ta, tr, i);
     }
+    if (ta->targets) { /* improved imitation targets, after the references they must beat */
+        gopt_trainer_targets tg;
+        if (gopt_trainer_load_targets(tr, ta->targets, &tg, &err)) goto fail;
+        if (root && !ta->quiet)
+            fprintf(stderr,
+                    "--targets %s: %d of %d graphs have one; %d taken (mean %.4fx their reference), %d no faster "
+                    "than the reference, %d for another cluster\n",
+                    ta->targets, tg.files, gopt_trainer_num_graphs(tr), tg.used, tg.used ? tg.rel_sum / tg.used : NAN,
+                    tg.slower, tg.other_cluster);
+        if (root && !tg.files)
+            fprintf(stderr, "%s: warning: --targets %s: no NAME.ckpt.state there for any of the %d graphs\n", verb,
+                    ta->targets, gopt_trainer_num_graphs(tr));
+    }
     if (ta->runtime) { /* the real runtime judges the samples (finetune: one graph) */
         if (gopt_rt_create(gopt_trainer_graph(tr, 0), cm, &rt, &err)) goto fail;
         rctx.rt = rt;
@@ -1003,6 +1021,8 @@ int cmd_train(int argc, char **argv) {
                  cli_opt_str(&a, "--manifest", &ta.manifest)) {
         } else if (cli_opt_long(&a, "--graph-cache", &l, 0, 1000000L)) ta.cache = (int)l;
         else if (cli_flag(&a, "--skip-unfit")) ta.skip_unfit = 1;
+        else if (cli_opt_str(&a, "--targets", &ta.targets)) {
+        }
         else if (cli_opt_str(&a, "--devices-range", &ta.range_s)) {
             if (parse_range(&ta, a.verb)) {
                 rc = 2;

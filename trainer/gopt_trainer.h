@@ -169,6 +169,29 @@ int gopt_trainer_target_relabel(const gopt_trainer *t, int i, double *relabelled
 /* Best step time found for graph i so far (greedy evaluations and samples), or
  * +inf; and its decisions (NULL before any valid sample). */
 double gopt_trainer_best(const gopt_trainer *t, int i, const gopt_decisions **d);
+/* An improved imitation target for graph i (expert iteration, docs/trainer.md "Improved
+ * targets"): packed actions (3n values: devices, priority levels, fusion levels, as
+ * gopt_trainer_save's best_actions), e.g. what fine-tuning found on the graph. They are turned
+ * into decisions as the policy's samples are and simulated on the graph's cluster; when they fit
+ * and are faster than the graph's reference, imitation steps imitate them instead of the
+ * reference's decisions (*used = 1); otherwise nothing changes (*used = 0). *step_s: their
+ * simulated step (+inf: out of memory or rejected). EINVAL for an action out of its range or a
+ * graph without a reference. */
+gopt_status gopt_trainer_set_target(gopt_trainer *t, int i, const int32_t *packed, int *used, double *step_s,
+                                    gopt_error *err);
+/* What gopt_trainer_load_targets found. */
+typedef struct {
+    int files;         /* DIR/NAME.ckpt.state files found for the trainer's graphs */
+    int used;          /* of them, targets taken (faster than the graph's reference) */
+    int slower;        /* no faster than the reference, or out of memory: not taken */
+    int other_cluster; /* for another profile or device count than the graph's: not taken */
+    double rel_sum;    /* sum over the targets taken of target step / reference */
+} gopt_trainer_targets;
+/* gopt_trainer_set_target for every graph whose DIR/NAME.ckpt.state exists (NAME: the graph's
+ * name), a trainer state as gopt finetune -o DIR/NAME.ckpt writes it: its entry for the graph
+ * must have the graph's node count and best_actions (EFORMAT naming the file and field
+ * otherwise); one on another cluster (profile_fnv64, devices) is counted and skipped. */
+gopt_status gopt_trainer_load_targets(gopt_trainer *t, const char *dir, gopt_trainer_targets *rep, gopt_error *err);
 
 /* What one step did. Step times are in seconds; rel = step / reference. */
 typedef struct {

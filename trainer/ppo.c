@@ -524,7 +524,13 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
          * the reference's decisions turned into actions in the slot's storage */
         const int self = t->o.imitate_best && G->has_best_act && t->step >= t->o.imitate_steps;
         gopt_policy_actions a = self ? tr_actions_packed(G->best_act, n) : tr_actions(t, b, 0);
-        if (!self) imitation_targets(t, G, &a);
+        if (!self && G->has_tgt_act) { /* an improved target (gopt_trainer_set_target) */
+            memcpy(a.place, G->tgt_act, sizeof(int32_t) * (size_t)n);
+            memcpy(a.sched, G->tgt_act + n, sizeof(int32_t) * (size_t)n);
+            memcpy(a.fuse, G->tgt_act + 2 * (size_t)n, sizeof(int32_t) * (size_t)n);
+        } else if (!self) {
+            imitation_targets(t, G, &a);
+        }
         if (G->target_rel == 0 && !self) { /* once per graph: what the targets themselves achieve */
             if ((s = tr_decisions_for(t, n, err))) goto out;
             gopt_bl_problem bp;

@@ -370,6 +370,7 @@ uint64_t gopt_trainer_fingerprint(const gopt_trainer *t) {
         h = tr_fnv64(h, &G->best, sizeof(double));
         h = tr_fnv64(h, &t->profs[G->prof].hash, sizeof(uint64_t)); /* each graph's cluster */
         h = tr_fnv64(h, &G->ndev, sizeof G->ndev);
+        if (G->has_tgt_act) h = tr_fnv64(h, G->tgt_act, sizeof(int32_t) * 3 * (size_t)G->fz->n);
     }
     return h;
 }

@@ -115,33 +115,41 @@ static int hex_value(char c) {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-static gopt_status load_best_actions(const gopt_trainer *t, tr_graph *G, json_t *a, const char *state,
-                                     const char *name, gopt_error *err) {
+/* Parse a graph's field of 3n actions (`field` of graph `name` in `file`) into v (3n):
+ * a string of 3n hex digits, or, as states written before 2026-11-25 hold them, an array
+ * of 3n integers; each in its action space (devices, priority levels, fusion levels). */
+static gopt_status parse_actions(const gopt_trainer *t, const tr_graph *G, json_t *a, const char *file,
+                                 const char *name, const char *field, int32_t *v, gopt_error *err) {
     const gopt_policy_config *c = gopt_policy_get_config(t->pol);
     const int32_t n = G->fz->n;
     const size_t len = 3 * (size_t)n;
-    /* a string of 3n hex digits; or, as states written before 2026-11-25 hold them, an array of 3n
-     * integers */
     const int str = json_is_string(a);
     if (!(str ? json_string_length(a) == len : json_is_array(a) && json_array_size(a) == len))
-        return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': best_actions is not a string of 3 x %d hex digits",
-                              state, name, n);
+        return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': %s is not a string of 3 x %d hex digits", file,
+                              name, field, n);
     const int32_t hi[3] = {G->ndev, c->sched_levels, c->fusion_levels};
     const char *sv = str ? json_string_value(a) : NULL;
-    int32_t *v = malloc(sizeof(int32_t) * (len ? len : 1));
-    if (!v) return gopt_error_set(err, GOPT_ENOMEM, "%s: out of memory", state);
     for (size_t i = 0; i < len; i++) {
         json_t *x = str ? NULL : json_array_get(a, i);
         json_int_t y = str ? hex_value(sv[i]) : json_is_integer(x) ? json_integer_value(x) : -1;
-        if (y < 0 || y >= hi[i / (size_t)n]) {
-            free(v);
-            return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': best_actions[%zu] is not a value in 0..%d",
-                                  state, name, i, hi[i / (size_t)n] - 1);
-        }
+        if (y < 0 || y >= hi[i / (size_t)n])
+            return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': %s[%zu] is not a value in 0..%d", file, name,
+                                  field, i, hi[i / (size_t)n] - 1);
         v[i] = (int32_t)y;
     }
-    gopt_policy_actions act = tr_actions_packed(v, n);
-    gopt_status st = tr_note_best_actions(t, G, &act, err);
+    return GOPT_OK;
+}
+
+static gopt_status load_best_actions(const gopt_trainer *t, tr_graph *G, json_t *a, const char *state,
+                                     const char *name, gopt_error *err) {
+    const size_t len = 3 * (size_t)G->fz->n;
+    int32_t *v = malloc(sizeof(int32_t) * (len ? len : 1));
+    if (!v) return gopt_error_set(err, GOPT_ENOMEM, "%s: out of memory", state);
+    gopt_status st = parse_actions(t, G, a, state, name, "best_actions", v, err);
+    if (!st) {
+        gopt_policy_actions act = tr_actions_packed(v, G->fz->n);
+        st = tr_note_best_actions(t, G, &act, err);
+    }
     free(v);
     return st;
 }
@@ -190,6 +198,8 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
         json_object_set_new(g, "reference_s", json_real(G->ref));
         json_object_set_new(g, "reference_method", json_string(G->ref_method));
         json_object_set_new(g, "best_s", real_or_null(G->best));
+        /* only with an improved target: a resumed run must be given the same (gopt_trainer_load) */
+        if (G->has_tgt_act) json_object_set_new(g, "target_s", json_real(G->tgt_step));
         if (t->o.imitate_best && G->has_best_act) {
             json_t *ba = best_actions_json(G);
             if (!ba) {
@@ -410,6 +420,20 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
             st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': best_s is not a step time > 0 or null", state, name);
             goto out;
         }
+        json_t *tj = json_object_get(g, "target_s");
+        if (tj && !json_is_number(tj)) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': target_s is not a number", state, name);
+            goto out;
+        }
+        if ((tj != NULL) != (G->has_tgt_act != 0) ||
+            (tj && !(fabs(json_number_value(tj) - G->tgt_step) <= 1e-9 * G->tgt_step))) {
+            char was[32] = "none", now[32] = "none";
+            if (tj) snprintf(was, sizeof was, "%.9g s", json_number_value(tj));
+            if (G->has_tgt_act) snprintf(now, sizeof now, "%.9g s", G->tgt_step);
+            st = gopt_error_set(err, GOPT_EINVAL, "%s: graph '%s': its improved imitation target was %s, now %s: "
+                                "resume with the same --targets", state, name, was, now);
+            goto out;
+        }
         G->ref = ref;
         G->best = best;
         json_t *aj = json_object_get(g, "best_actions");
@@ -456,5 +480,88 @@ out:
     json_decref(j);
     free(next);
     free(state);
+    return st;
+}
+
+gopt_status gopt_trainer_load_targets(gopt_trainer *t, const char *dir, gopt_trainer_targets *rep, gopt_error *err) {
+    memset(rep, 0, sizeof *rep);
+    gopt_status st = GOPT_OK;
+    int32_t *v = NULL;
+    size_t cap = 0;
+    for (int i = 0; i < t->ng && !st; i++) {
+        tr_graph *G = &t->graphs[i];
+        const char *name = gopt_graph_name(G->g);
+        size_t pl = strlen(dir) + strlen(name) + 16;
+        char *path = malloc(pl);
+        if (!path) return gopt_error_set(err, GOPT_ENOMEM, "out of memory");
+        snprintf(path, pl, "%s/%s.ckpt.state", dir, name);
+        json_t *j = NULL;
+        if (access(path, F_OK) != 0) {
+            free(path);
+            continue;
+        }
+        rep->files++;
+        if ((st = read_state(path, &j, err))) goto next;
+        json_t *gs = json_object_get(j, "graphs"), *g = NULL;
+        for (size_t k = 0; json_is_array(gs) && k < json_array_size(gs); k++) {
+            const char *nk = json_string_value(json_object_get(json_array_get(gs, k), "name"));
+            if (nk && strcmp(nk, name) == 0) g = json_array_get(gs, k);
+        }
+        if (!g) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: no graph named '%s' in its graphs", path, name);
+            goto next;
+        }
+        json_t *nj = json_object_get(g, "nodes");
+        if (!json_is_integer(nj) || json_integer_value(nj) != G->fz->n) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': nodes is %lld, the graph has %d (another graph "
+                                "of that name?)", path, name, json_is_integer(nj) ? (long long)json_integer_value(nj) : -1LL,
+                                G->fz->n);
+            goto next;
+        }
+        uint64_t ph = 0;
+        json_t *dj = json_object_get(g, "devices");
+        if (!parse_hex64(json_string_value(json_object_get(g, "profile_fnv64")), &ph) || !json_is_integer(dj)) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': profile_fnv64 or devices is missing or malformed",
+                                path, name);
+            goto next;
+        }
+        if (ph != t->profs[G->prof].hash || json_integer_value(dj) != G->ndev) {
+            rep->other_cluster++;
+            goto next;
+        }
+        json_t *aj = json_object_get(g, "best_actions");
+        if (!aj) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': no best_actions (a run without self-imitation, "
+                                "or one that found nothing?)", path, name);
+            goto next;
+        }
+        const size_t len = 3 * (size_t)G->fz->n;
+        if (len > cap) {
+            int32_t *nv = realloc(v, sizeof(int32_t) * len);
+            if (!nv) {
+                st = gopt_error_set(err, GOPT_ENOMEM, "out of memory");
+                goto next;
+            }
+            v = nv;
+            cap = len;
+        }
+        if ((st = parse_actions(t, G, aj, path, name, "best_actions", v, err))) goto next;
+        int used = 0;
+        double step = 0;
+        if ((st = gopt_trainer_set_target(t, i, v, &used, &step, err))) {
+            gopt_error_prefix(err, "%s", path);
+            goto next;
+        }
+        if (used) {
+            rep->used++;
+            rep->rel_sum += step / G->ref;
+        } else {
+            rep->slower++;
+        }
+    next:
+        json_decref(j);
+        free(path);
+    }
+    free(v);
     return st;
 }

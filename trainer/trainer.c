@@ -282,6 +282,7 @@ static void graph_destroy(gopt_trainer *t, tr_graph *G) {
     gopt_decisions_destroy(&G->ref_dec);
     gopt_decisions_destroy(&G->best_dec);
     free(G->best_act);
+    free(G->tgt_act);
     memset(G, 0, sizeof *G);
 }
 
@@ -790,6 +791,51 @@ gopt_status tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decision
     gopt_decisions_copy(&G->best_dec, d);
     G->best = step;
     G->has_best = 1;
+    return GOPT_OK;
+}
+
+gopt_status gopt_trainer_set_target(gopt_trainer *t, int i, const int32_t *packed, int *used, double *step_s,
+                                    gopt_error *err) {
+    *used = 0;
+    *step_s = INFINITY;
+    if (i < 0 || i >= t->ng) return gopt_error_set(err, GOPT_EINVAL, "trainer: graph %d of %d", i, t->ng);
+    tr_graph *G = &t->graphs[i];
+    if (G->ref_pending || !G->has_ref_dec)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: graph '%s' has no reference to improve on",
+                              gopt_graph_name(G->g));
+    const int32_t n = G->fz->n;
+    const gopt_policy_config *c = gopt_policy_get_config(t->pol);
+    const int32_t hi[3] = {G->ndev, c->sched_levels, c->fusion_levels};
+    for (size_t k = 0; k < 3 * (size_t)n; k++)
+        if (packed[k] < 0 || packed[k] >= hi[k / (size_t)n])
+            return gopt_error_set(err, GOPT_EINVAL, "trainer: graph '%s': target action %zu = %d is not in 0..%d",
+                                  gopt_graph_name(G->g), k, packed[k], hi[k / (size_t)n] - 1);
+    gopt_status st = tr_decisions_for(t, n, err);
+    if (st) return st;
+    int32_t *v = malloc(sizeof(int32_t) * 3 * (size_t)(n ? n : 1));
+    if (!v) return gopt_error_set(err, GOPT_ENOMEM, "trainer: out of memory");
+    memcpy(v, packed, sizeof(int32_t) * 3 * (size_t)n);
+    gopt_policy_actions a = tr_actions_packed(v, n);
+    gopt_bl_problem bp;
+    int ok = 1;
+    if ((st = tr_problem(t, i, &bp, err)) ||
+        (st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &t->dec[0], t->group,
+                                                err)) ||
+        (st = tr_simulate(t, G, 1, &ok, err))) {
+        free(v);
+        return st;
+    }
+    if (ok && !t->res[0].oom) *step_s = t->res[0].step_time_s;
+    if (!(*step_s < G->ref)) { /* no better than the reference's decisions: they stay the target */
+        free(v);
+        return GOPT_OK;
+    }
+    free(G->tgt_act);
+    G->tgt_act = v;
+    G->has_tgt_act = 1;
+    G->tgt_step = *step_s;
+    G->target_rel = *step_s / G->ref;
+    *used = 1;
     return GOPT_OK;
 }
 

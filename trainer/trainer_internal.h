@@ -66,6 +66,9 @@ typedef struct {
     int has_best;
     int32_t *best_act;      /* (3, n) the policy's actions behind best_dec, when has_best_act */
     int has_best_act;
+    int32_t *tgt_act;       /* (3, n) an improved imitation target (gopt_trainer_set_target), when has_tgt_act */
+    int has_tgt_act;
+    double tgt_step;        /* its simulated step (s) */
 } tr_graph;
 
 struct gopt_trainer {

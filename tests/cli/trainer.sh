@@ -108,6 +108,22 @@ expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" 
 expect_err "needs imitate every"
 expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --imitate-target best
 expect_err "needs imitate every"
+# improved imitation targets (--targets DIR): a fine-tuning run's state as DIR/NAME.ckpt.state is
+# read and judged against the reference; one on another device count is skipped; a broken one is
+# refused, naming the file
+NETV="--hidden 8 --sage-layers 1 --attn-layers 1 --heads 2 --segment 8 --samples 4 --epochs 1 --threads 2"
+mkdir -p "$TMP/tg" "$TMP/tgbad"
+cp "$TMP/si.ckpt.state" "$TMP/tg/mlp_train.ckpt.state"
+expect_rc 0 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 2 --imitate 2 --targets "$TMP/tg" -o "$TMP/tg.ckpt" $NETV
+expect_err "--targets $TMP/tg: 1 of 1 graphs have one"
+expect_rc 0 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 2 --steps 2 --imitate 2 --targets "$TMP/tg" -o "$TMP/tg2.ckpt" $NETV
+expect_err "1 for another cluster"
+expect_rc 0 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 2 --imitate 2 --targets "$TMP/tgbad" -o "$TMP/tg3.ckpt" $NETV
+expect_err "warning: --targets $TMP/tgbad: no NAME.ckpt.state there"
+printf '{' >"$TMP/tgbad/mlp_train.ckpt.state"
+expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 2 --imitate 2 --targets "$TMP/tgbad" -o "$TMP/tg4.ckpt" $NETV
+expect_err "tgbad/mlp_train.ckpt.state: line 1"
+[ ! -e "$TMP/tg4.ckpt" ] && ok || fail "a refused --targets wrote a checkpoint"
 # a placement temperature: recorded in the state; resuming at another is refused; out of range refused
 expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 2 -o "$TMP/pt.ckpt" --samples 4 --epochs 1 --quiet --place-temperature 2
 grep -q '"place_temperature": 2' "$TMP/pt.ckpt.state" && ok || fail "--place-temperature not in the state"
