@@ -835,18 +835,36 @@ static void test_targets(void **state) {
     double step = 0;
     /* the reference's own placement: no faster, not taken */
     fan4_spread(v, 6, 0);
-    assert_int_equal(gopt_trainer_set_target(e.tr, 0, v, &used, &step, &err), GOPT_OK);
+    assert_int_equal(gopt_trainer_set_target(e.tr, 0, v, GOPT_TARGET_ALL, &used, &step, &err), GOPT_OK);
     assert_int_equal(used, 0);
     assert_true(step >= ref);
     /* an action out of its space */
     v[0] = 2;
-    assert_int_equal(gopt_trainer_set_target(e.tr, 0, v, &used, &step, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_trainer_set_target(e.tr, 0, v, GOPT_TARGET_ALL, &used, &step, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "graph 'fan4': target action 0 = 2 is not in 0..1"));
     /* the split: about twice as fast, taken; imitation imitates it */
     fan4_spread(v, 6, 1);
-    assert_int_equal(gopt_trainer_set_target(e.tr, 0, v, &used, &step, &err), GOPT_OK);
+    assert_int_equal(gopt_trainer_set_target(e.tr, 0, v, GOPT_TARGET_ALL, &used, &step, &err), GOPT_OK);
     assert_int_equal(used, 1);
     assert_true(step < 0.6 * ref);
+    /* the placement alone, with the classical schedule and fusion on it: taken too; a bad mode */
+    double step_p = 0;
+    assert_int_equal(gopt_trainer_set_target(e.tr, 0, v, GOPT_TARGET_PLACE, &used, &step_p, &err), GOPT_OK);
+    assert_int_equal(used, 1);
+    assert_true(step_p < 0.6 * ref);
+    assert_int_equal(gopt_trainer_set_target(e.tr, 0, v, 5, &used, &step_p, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "target keep = 5 is not all or place"));
+    /* the split with the devices swapped: the same target once relabelled (mm0 on device 0) */
+    for (int i = 0; i < 4; i++) v[1 + i] = !(i & 1);
+    v[0] = v[5] = 1;
+    double step_s = 0;
+    assert_int_equal(gopt_trainer_set_target(e.tr, 0, v, GOPT_TARGET_ALL, &used, &step_s, &err), GOPT_OK);
+    assert_int_equal(used, 1);
+    assert_true(step_s == step);
+    const int32_t *ta = e.tr->graphs[0].tgt_act; /* devices numbered in order of first use */
+    assert_true(ta[0] == 0 && ta[1] == 0 && ta[2] == 1 && ta[5] == 0);
+    fan4_spread(v, 6, 1);
+    assert_int_equal(gopt_trainer_set_target(e.tr, 0, v, GOPT_TARGET_ALL, &used, &step, &err), GOPT_OK);
     gopt_trainer_stats st;
     assert_int_equal(gopt_trainer_step(e.tr, &st, &err), GOPT_OK);
     assert_int_equal(st.imitation, 1);
@@ -877,7 +895,7 @@ static void test_targets(void **state) {
     hex[2] = hex[4] = '1';
     write_target_state(tf, hash, 6, 2, hex);
     gopt_trainer_targets rep;
-    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, &rep, &err), GOPT_OK);
+    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, GOPT_TARGET_ALL, &rep, &err), GOPT_OK);
     assert_int_equal(rep.files, 1);
     assert_int_equal(rep.used, 1);
     assert_true(rep.rel_sum == step / ref);
@@ -886,26 +904,26 @@ static void test_targets(void **state) {
     /* another cluster: counted, not taken; the reference's placement: counted as no faster */
     targets_env(&e, &o);
     write_target_state(tf, hash, 6, 3, hex);
-    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, &rep, &err), GOPT_OK);
+    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, GOPT_TARGET_ALL, &rep, &err), GOPT_OK);
     assert_true(rep.files == 1 && rep.other_cluster == 1 && rep.used == 0);
     write_target_state(tf, hash, 6, 2, "000000000000000000");
-    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, &rep, &err), GOPT_OK);
+    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, GOPT_TARGET_ALL, &rep, &err), GOPT_OK);
     assert_true(rep.files == 1 && rep.slower == 1 && rep.used == 0);
     /* refused, naming the file and the field */
     write_target_state(tf, hash, 7, 2, hex);
-    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, &rep, &err), GOPT_EFORMAT);
+    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, GOPT_TARGET_ALL, &rep, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "fan4.ckpt.state: graph 'fan4': nodes is 7, the graph has 6"));
     write_target_state(tf, hash, 6, 2, NULL);
-    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, &rep, &err), GOPT_EFORMAT);
+    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, GOPT_TARGET_ALL, &rep, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "fan4.ckpt.state: graph 'fan4': no best_actions"));
     write_target_state(tf, hash, 6, 2, "00000000000000000z");
-    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, &rep, &err), GOPT_EFORMAT);
+    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, GOPT_TARGET_ALL, &rep, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "fan4.ckpt.state: graph 'fan4': best_actions[17] is not a value in 0..1"));
     write_target_state(tf, "xyz", 6, 2, hex);
-    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, &rep, &err), GOPT_EFORMAT);
+    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, GOPT_TARGET_ALL, &rep, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "profile_fnv64 or devices is missing or malformed"));
     assert_int_equal(gopt_file_write_atomic(tf, "{", 1, 0, NULL), GOPT_OK);
-    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, &rep, &err), GOPT_EFORMAT);
+    assert_int_equal(gopt_trainer_load_targets(e.tr, dir, GOPT_TARGET_ALL, &rep, &err), GOPT_EFORMAT);
     assert_non_null(strstr(err.msg, "fan4.ckpt.state: line 1"));
     env_free(&e);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -121,6 +121,8 @@ static void train_usage(FILE *f) {
                "                        NAME with DIR/NAME.ckpt.state (gopt finetune -o DIR/NAME.ckpt on its\n"
                "                        cluster; tools/expert-targets.sh) imitates the best actions found\n"
                "                        there instead of its reference's decisions, when they simulate faster\n"
+               "  --targets-keep all|place (all) what of a target is kept: all its decisions, or its\n"
+               "                        placement with the best of {cp, fifo} x xla on it\n"
                "A run's state records each graph's profile and devices; --resume refuses others.\n"
                "Data-parallel: mpirun -np N gopt train ... shares each step's graphs (--graphs-per-step) and\n"
                "samples out to N ranks and gives the checkpoint one process would (docs/trainer.md)%s.\n",
@@ -190,6 +192,7 @@ typedef struct {
     int cache;                                   /* --graph-cache (-1: the trainer's default) */
     int skip_unfit;                              /* --skip-unfit: leave out graphs nothing fits */
     const char *targets;                         /* --targets DIR: improved imitation targets */
+    int targets_keep;                            /* --targets-keep: GOPT_TARGET_ALL or _PLACE */
     long ndev, steps;
     double ckpt_every;
     int resume, quiet;
@@ -749,7 +752,7 @@ static int run(train_args *ta, const char *verb, const char *init) {
     }
     if (ta->targets) { /* improved imitation targets, after the references they must beat */
         gopt_trainer_targets tg;
-        if (gopt_trainer_load_targets(tr, ta->targets, &tg, &err)) goto fail;
+        if (gopt_trainer_load_targets(tr, ta->targets, ta->targets_keep, &tg, &err)) goto fail;
         if (root && !ta->quiet)
             fprintf(stderr,
                     "--targets %s: %d of %d graphs have one; %d taken (mean %.4fx their reference), %d no faster "
@@ -985,7 +988,7 @@ int cmd_train(int argc, char **argv) {
     args_init(&ta);
     char **owned = NULL;
     int nowned = 0, rc = 0, in_graphs = 0;
-    const char *fpass = NULL;
+    const char *fpass = NULL, *tkeep = NULL;
     cli_args a;
     cli_init(&a, argc, argv, "train");
     while (a.i < a.argc) {
@@ -1022,6 +1025,12 @@ int cmd_train(int argc, char **argv) {
         } else if (cli_opt_long(&a, "--graph-cache", &l, 0, 1000000L)) ta.cache = (int)l;
         else if (cli_flag(&a, "--skip-unfit")) ta.skip_unfit = 1;
         else if (cli_opt_str(&a, "--targets", &ta.targets)) {
+        } else if (cli_opt_str(&a, "--targets-keep", &tkeep)) {
+            if (strcmp(tkeep, "all") && strcmp(tkeep, "place")) {
+                rc = cli_usage_error(a.verb, "--targets-keep '%s': expected all or place", tkeep);
+                goto out;
+            }
+            ta.targets_keep = strcmp(tkeep, "all") ? GOPT_TARGET_PLACE : GOPT_TARGET_ALL;
         }
         else if (cli_opt_str(&a, "--devices-range", &ta.range_s)) {
             if (parse_range(&ta, a.verb)) {

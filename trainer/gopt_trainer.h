@@ -172,12 +172,16 @@ double gopt_trainer_best(const gopt_trainer *t, int i, const gopt_decisions **d)
 /* An improved imitation target for graph i (expert iteration, docs/trainer.md "Improved
  * targets"): packed actions (3n values: devices, priority levels, fusion levels, as
  * gopt_trainer_save's best_actions), e.g. what fine-tuning found on the graph. They are turned
- * into decisions as the policy's samples are and simulated on the graph's cluster; when they fit
+ * into decisions as the policy's samples are, their devices renumbered canonically (canonical_targets),
+ * their priority levels and groups remade as a reference's are, and simulated on the graph's cluster; when they fit
  * and are faster than the graph's reference, imitation steps imitate them instead of the
  * reference's decisions (*used = 1); otherwise nothing changes (*used = 0). *step_s: their
  * simulated step (+inf: out of memory or rejected). EINVAL for an action out of its range or a
  * graph without a reference. */
-gopt_status gopt_trainer_set_target(gopt_trainer *t, int i, const int32_t *packed, int *used, double *step_s,
+#define GOPT_TARGET_ALL 0   /* keep the actions' placement, schedule and fusion; imitation trains all three */
+#define GOPT_TARGET_PLACE 1 /* keep their placement, judged with the best of {cp, fifo} x xla on it;
+                               imitation trains the placement alone (the rest only conditions the decoder) */
+gopt_status gopt_trainer_set_target(gopt_trainer *t, int i, const int32_t *packed, int keep, int *used, double *step_s,
                                     gopt_error *err);
 /* What gopt_trainer_load_targets found. */
 typedef struct {
@@ -191,7 +195,8 @@ typedef struct {
  * name), a trainer state as gopt finetune -o DIR/NAME.ckpt writes it: its entry for the graph
  * must have the graph's node count and best_actions (EFORMAT naming the file and field
  * otherwise); one on another cluster (profile_fnv64, devices) is counted and skipped. */
-gopt_status gopt_trainer_load_targets(gopt_trainer *t, const char *dir, gopt_trainer_targets *rep, gopt_error *err);
+gopt_status gopt_trainer_load_targets(gopt_trainer *t, const char *dir, int keep, gopt_trainer_targets *rep,
+                                      gopt_error *err);
 
 /* What one step did. Step times are in seconds; rel = step / reference. */
 typedef struct {

@@ -433,15 +433,10 @@ out:
     return s;
 }
 
-/* Imitation target of the reference decisions: device; priority rank cut
- * into the P levels (higher priority, higher level); for a member of a
- * fused group a non-zero fusion level that differs from the levels of the
- * groups feeding it, else 0. */
-static void imitation_targets(gopt_trainer *t, tr_graph *G, gopt_policy_actions *a) {
+void tr_imitation_targets(gopt_trainer *t, const tr_graph *G, const gopt_decisions *d, gopt_policy_actions *a) {
     const gopt_frozen *fz = G->fz;
     const int32_t n = fz->n;
     const int P = gopt_policy_get_config(t->pol)->sched_levels;
-    const gopt_decisions *d = &G->ref_dec;
     /* order nodes by (priority, earlier topological rank last) and cut the
      * order into P equal slices: level = floor(P * position / n) */
     uint64_t *key = malloc(sizeof(uint64_t) * (size_t)(n > 0 ? n : 1));
@@ -529,7 +524,7 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
             memcpy(a.sched, G->tgt_act + n, sizeof(int32_t) * (size_t)n);
             memcpy(a.fuse, G->tgt_act + 2 * (size_t)n, sizeof(int32_t) * (size_t)n);
         } else if (!self) {
-            imitation_targets(t, G, &a);
+            tr_imitation_targets(t, G, &G->ref_dec, &a);
         }
         if (G->target_rel == 0 && !self) { /* once per graph: what the targets themselves achieve */
             if ((s = tr_decisions_for(t, n, err))) goto out;
@@ -558,19 +553,25 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
             }
         }
         if ((s = gopt_policy_logprob(t->pol, &a, t->logp, t->ent, NULL, NULL, err))) goto out;
-        const float w = -1.0f / (float)(G->rows ? G->rows : 1);
+        /* an improved target kept for its placement only (GOPT_TARGET_PLACE) trains the placement
+         * rows alone; its schedule and fusion actions only condition the decoder */
+        const unsigned imit = !self && G->has_tgt_act ? G->tgt_tasks : GOPT_TASKS_ALL;
+        int32_t rows = 0;
+        for (int task = 0; task < GOPT_TASK_COUNT; task++)
+            for (int32_t v = 0; v < n && (imit & GOPT_TASK_BIT(task)); v++) rows += row_learned(t, G, task, v);
+        const float w = -1.0f / (float)(rows ? rows : 1);
         memset(t->rw, 0, sizeof(float) * T3);
         double L = 0, es = 0;
         for (int task = 0; task < GOPT_TASK_COUNT; task++)
             for (int32_t v = 0; v < n; v++)
-                if (row_learned(t, G, task, v)) {
+                if ((imit & GOPT_TASK_BIT(task)) && row_learned(t, G, task, v)) {
                     size_t i = (size_t)task * n + v;
                     t->rw[i] = w;
                     L -= t->logp[i];
                     es += t->ent[i];
                 }
-        rec[5] = L / (G->rows ? G->rows : 1);
-        rec[6] = es / (G->rows ? G->rows : 1);
+        rec[5] = L / (rows ? rows : 1);
+        rec[6] = es / (rows ? rows : 1);
         if (isfinite(rec[5])) {
             if ((s = gopt_policy_backward(t->pol, &a, t->rw, NULL, err))) goto out;
             rec[7] = 1;

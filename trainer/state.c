@@ -483,7 +483,8 @@ out:
     return st;
 }
 
-gopt_status gopt_trainer_load_targets(gopt_trainer *t, const char *dir, gopt_trainer_targets *rep, gopt_error *err) {
+gopt_status gopt_trainer_load_targets(gopt_trainer *t, const char *dir, int keep, gopt_trainer_targets *rep,
+                                      gopt_error *err) {
     memset(rep, 0, sizeof *rep);
     gopt_status st = GOPT_OK;
     int32_t *v = NULL;
@@ -548,7 +549,7 @@ gopt_status gopt_trainer_load_targets(gopt_trainer *t, const char *dir, gopt_tra
         if ((st = parse_actions(t, G, aj, path, name, "best_actions", v, err))) goto next;
         int used = 0;
         double step = 0;
-        if ((st = gopt_trainer_set_target(t, i, v, &used, &step, err))) {
+        if ((st = gopt_trainer_set_target(t, i, v, keep, &used, &step, err))) {
             gopt_error_prefix(err, "%s", path);
             goto next;
         }

@@ -458,35 +458,45 @@ int gopt_trainer_device_symmetries(const gopt_costmodel *cm, const gopt_cost_tab
     return s.found;
 }
 
-/* Relabel G's imitation target canonically; keep it when it simulates no
- * slower than the reference decisions (the links may not be symmetric). */
-static gopt_status relabel_target(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_error *err) {
+/* Relabel decisions dec of graph G canonically (devices in order of first use, over G's device
+ * symmetries) and keep the relabelled ones when they simulate no slower than `limit` (the links
+ * may not be symmetric). *how: 0 already canonical (or no symmetry), 1 relabelled, -1 relabelled
+ * was slower (kept as they were); *rstep: the relabelled step, 0 when not simulated. */
+static gopt_status relabel_canonical(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_decisions *dec, double limit,
+                                     int *how, double *rstep, gopt_error *err) {
     const int32_t n = G->fz->n;
     gopt_decisions d = {0};
     int32_t perm[GOPT_POLICY_MAX_DEVICES];
+    *how = 0;
+    *rstep = 0;
     gopt_status st = gopt_decisions_init(&d, n, err);
     if (st) return st;
-    gopt_decisions_copy(&d, &G->ref_dec);
+    gopt_decisions_copy(&d, dec);
     int np = gopt_trainer_device_symmetries(G->cm, gopt_sim_cost_table(H->sim), t->sym, TR_MAX_SYM);
     if (np < 1) goto out; /* not even the identity: nothing to relabel */
-    if ((st = gopt_trainer_canonical_devices(G->fz, G->ndev, G->ref_dec.device, t->sym, np, d.device, perm, err)))
-        goto out;
+    if ((st = gopt_trainer_canonical_devices(G->fz, G->ndev, dec->device, t->sym, np, d.device, perm, err))) goto out;
     int same = 1;
     for (int32_t k = 0; k < G->ndev; k++) same &= perm[k] == k;
     if (same) goto out; /* already canonical */
     gopt_sim_result res;
     gopt_error e2 = {0};
     int ok = gopt_sim_run(H->sim, &d, &res, H->scratch[0], &e2) == GOPT_OK && !res.oom;
-    G->relabel_step = ok ? res.step_time_s : INFINITY;
-    if (ok && res.step_time_s <= G->ref) {
-        gopt_decisions_copy(&G->ref_dec, &d);
-        G->relabel = 1;
+    *rstep = ok ? res.step_time_s : INFINITY;
+    if (ok && res.step_time_s <= limit) {
+        gopt_decisions_copy(dec, &d);
+        *how = 1;
     } else {
-        G->relabel = -1;
+        *how = -1;
     }
 out:
     gopt_decisions_destroy(&d);
     return st;
+}
+
+/* Relabel G's imitation target canonically; keep it when it simulates no
+ * slower than the reference decisions. */
+static gopt_status relabel_target(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_error *err) {
+    return relabel_canonical(t, G, H, &G->ref_dec, G->ref, &G->relabel, &G->relabel_step, err);
 }
 
 int gopt_trainer_target_relabel(const gopt_trainer *t, int i, double *relabelled_s) {
@@ -794,11 +804,38 @@ gopt_status tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decision
     return GOPT_OK;
 }
 
-gopt_status gopt_trainer_set_target(gopt_trainer *t, int i, const int32_t *packed, int *used, double *step_s,
+/* d's schedule and fusion replaced by the best of {cp, fifo} x xla on its placement, as the
+ * references' combinations make them (gopt_trainer_set_target, GOPT_TARGET_PLACE). */
+static gopt_status classical_on_placement(gopt_trainer *t, tr_graph *G, const gopt_bl_problem *bp, gopt_decisions *d,
+                                          gopt_error *err) {
+    gopt_decisions c = {0};
+    gopt_status st = gopt_decisions_init(&c, G->fz->n, err);
+    double best = INFINITY;
+    for (int k = 0; k < 2 && !st; k++) {
+        gopt_decisions_copy(&c, d);
+        if ((st = (k ? gopt_bl_schedule_fifo : gopt_bl_schedule_cp)(bp, &c, err)) ||
+            (st = gopt_bl_fuse_xla(bp, &c, err)))
+            break;
+        gopt_decisions_copy(&t->dec[0], &c);
+        int ok = 1;
+        if ((st = tr_simulate(t, G, 1, &ok, err))) break;
+        double s = ok && !t->res[0].oom ? t->res[0].step_time_s : INFINITY;
+        if (k == 0 || s < best) {
+            best = s;
+            gopt_decisions_copy(d, &c);
+        }
+    }
+    gopt_decisions_destroy(&c);
+    return st;
+}
+
+gopt_status gopt_trainer_set_target(gopt_trainer *t, int i, const int32_t *packed, int keep, int *used, double *step_s,
                                     gopt_error *err) {
     *used = 0;
     *step_s = INFINITY;
     if (i < 0 || i >= t->ng) return gopt_error_set(err, GOPT_EINVAL, "trainer: graph %d of %d", i, t->ng);
+    if (keep != GOPT_TARGET_ALL && keep != GOPT_TARGET_PLACE)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: target keep = %d is not all or place", keep);
     tr_graph *G = &t->graphs[i];
     if (G->ref_pending || !G->has_ref_dec)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: graph '%s' has no reference to improve on",
@@ -817,9 +854,39 @@ gopt_status gopt_trainer_set_target(gopt_trainer *t, int i, const int32_t *packe
     memcpy(v, packed, sizeof(int32_t) * 3 * (size_t)n);
     gopt_policy_actions a = tr_actions_packed(v, n);
     gopt_bl_problem bp;
+    gopt_decisions d = {0};
     int ok = 1;
-    if ((st = tr_problem(t, i, &bp, err)) ||
-        (st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &t->dec[0], t->group,
+    /* the actions' decisions, then their imitation target as a reference's is made (priority ranks
+     * cut into equal levels, groups coloured): a sampled solution's levels are partly noise that
+     * no policy could predict, and imitating them as they are spoils the schedule and fusion
+     * heads; the target taken is the one imitation will see, so it is what is judged */
+    if ((st = tr_problem(t, i, &bp, err)) || (st = gopt_decisions_init(&d, n, err)) ||
+        (st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &d, t->group, err))) {
+        gopt_decisions_destroy(&d);
+        free(v);
+        return st;
+    }
+    if (keep == GOPT_TARGET_PLACE && (st = classical_on_placement(t, G, &bp, &d, err))) {
+        gopt_decisions_destroy(&d);
+        free(v);
+        return st;
+    }
+    /* devices numbered as the references' targets are (canonical_targets): a sampled solution's
+     * labels are one of its symmetric copies, and imitating another copy than the references'
+     * teaches the first decisions labels the rest of the decoder does not follow */
+    if (t->o.canonical_targets) {
+        tr_hot *H = NULL;
+        int how;
+        double rstep;
+        if ((st = tr_hot_get(t, i, &H, err)) || (st = relabel_canonical(t, G, H, &d, INFINITY, &how, &rstep, err))) {
+            gopt_decisions_destroy(&d);
+            free(v);
+            return st;
+        }
+    }
+    tr_imitation_targets(t, G, &d, &a);
+    gopt_decisions_destroy(&d);
+    if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &t->dec[0], t->group,
                                                 err)) ||
         (st = tr_simulate(t, G, 1, &ok, err))) {
         free(v);
@@ -834,6 +901,7 @@ gopt_status gopt_trainer_set_target(gopt_trainer *t, int i, const int32_t *packe
     G->tgt_act = v;
     G->has_tgt_act = 1;
     G->tgt_step = *step_s;
+    G->tgt_tasks = keep == GOPT_TARGET_PLACE ? GOPT_TASK_BIT(GOPT_TASK_PLACE) : GOPT_TASKS_ALL;
     G->target_rel = *step_s / G->ref;
     *used = 1;
     return GOPT_OK;

@@ -69,6 +69,7 @@ typedef struct {
     int32_t *tgt_act;       /* (3, n) an improved imitation target (gopt_trainer_set_target), when has_tgt_act */
     int has_tgt_act;
     double tgt_step;        /* its simulated step (s) */
+    unsigned tgt_tasks;     /* the tasks it trains (GOPT_TASK_BIT: all, or the placement alone) */
 } tr_graph;
 
 struct gopt_trainer {
@@ -157,6 +158,11 @@ static inline gopt_policy_actions tr_actions_packed(int32_t *buf, int32_t n) {
     return a;
 }
 void tr_actions_pack(int32_t *buf, const gopt_policy_actions *a, int32_t n);
+/* Imitation target of decisions d of graph G (the reference's, or an improved target's) into a:
+ * device; priority rank cut into the P levels (higher priority, higher level); for a member of a
+ * fused group a non-zero fusion level that differs from the levels of the groups feeding it,
+ * else 0. Uses t->group as scratch. */
+void tr_imitation_targets(gopt_trainer *t, const tr_graph *G, const gopt_decisions *d, gopt_policy_actions *a);
 /* Keep a (the actions behind G's new best) in G->best_act when the trainer imitates its bests
  * (GOPT_ENOMEM: G has no best actions). */
 gopt_status tr_note_best_actions(const gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a, gopt_error *err);

@@ -116,6 +116,10 @@ mkdir -p "$TMP/tg" "$TMP/tgbad"
 cp "$TMP/si.ckpt.state" "$TMP/tg/mlp_train.ckpt.state"
 expect_rc 0 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 2 --imitate 2 --targets "$TMP/tg" -o "$TMP/tg.ckpt" $NETV
 expect_err "--targets $TMP/tg: 1 of 1 graphs have one"
+expect_rc 0 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 2 --imitate 2 --targets "$TMP/tg" --targets-keep place -o "$TMP/tgp.ckpt" $NETV
+expect_err "--targets $TMP/tg: 1 of 1 graphs have one"
+expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 2 --targets "$TMP/tg" --targets-keep some -o "$TMP/tgx.ckpt" $NETV
+expect_err "--targets-keep 'some': expected all or place"
 expect_rc 0 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 2 --steps 2 --imitate 2 --targets "$TMP/tg" -o "$TMP/tg2.ckpt" $NETV
 expect_err "1 for another cluster"
 expect_rc 0 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 2 --imitate 2 --targets "$TMP/tgbad" -o "$TMP/tg3.ckpt" $NETV
