@@ -268,6 +268,8 @@ typedef struct {
     const grad_dst *gde;   /* or NULL: the entropy term's gradient goes here, apart from gd's */
     int32_t *fj_write;       /* cfg.fuse_cond: (n, F - 1) by rank, or NULL: record the fusion pass's joins */
     const int32_t *fj_read;  /* or the joins recorded for these very actions: no search, no fusion state */
+    const gopt_policy_actions *label; /* read, not decided: log-probabilities and gradients of these actions
+                                         while a conditions the decoder (NULL: of a itself) */
 } replay_opts;
 
 typedef struct {
@@ -603,17 +605,22 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                         goto out;
                     }
                 }
-                tl[b][GOPT_TASK_PLACE] += lp[x];
+                /* the action scored: a's own, or the label's (a label the context masks scores 0, no gradient) */
+                const int xl = ob->label ? ob->label->place[v] : x;
+                const int lab_ok = !ob->label || ((mask >> xl) & 1u);
+                const float lpx = lab_ok ? lp[xl] : 0.0f;
+                tl[b][GOPT_TASK_PLACE] += lpx;
                 te[b][GOPT_TASK_PLACE] += ent;
-                if (ob->logp) ob->logp[v] = lp[x];
+                if (ob->logp) ob->logp[v] = lpx;
                 if (ob->ent) ob->ent[v] = ent;
-                float wl = ob->wfn ? ob->wfn(ob->wctx, ob->set, GOPT_TASK_PLACE, v, lp[x]) : ob->wl ? ob->wl[v] : 0.0f;
+                float wl = ob->wfn ? ob->wfn(ob->wctx, ob->set, GOPT_TASK_PLACE, v, lpx) : ob->wl ? ob->wl[v] : 0.0f;
+                if (!lab_ok) wl = 0.0f;
                 float we = ob->we ? ob->we[v] : 0.0f;
                 for (int part = 0; ob->grad && part < 2; part++) { /* part 1: the entropy term apart */
                     const grad_dst *g = part ? ob->gde : ob->gd ? ob->gd : &own;
                     const float pwl = part ? 0.0f : wl, pwe = part || !ob->gde ? we : 0.0f;
                     if (!g || (pwl == 0.0f && pwe == 0.0f)) continue;
-                    row_grad(dz, lp, pr, W, mask, x, pwl, pwe, ent);
+                    row_grad(dz, lp, pr, W, mask, xl, pwl, pwe, ent);
                     row_scale(dz, W, itp);
                     float *dp = g->dpooled + (size_t)u * W;
                     for (int d = 0; d < W; d++) dp[d] += dz[d];
@@ -709,11 +716,12 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                 int x = ob->decide ? choose(pr, z, w, mask, ob->rng, ob->inv_t) : act[v];
                 if (!need_lp) lp[x] = 0.0f;
                 if (ob->decide) act[v] = x;
-                tl[b][t] += lp[x];
+                const int xl = ob->label ? action_array(ob->label, t)[v] : x; /* the action scored */
+                tl[b][t] += lp[xl];
                 te[b][t] += ent;
-                if (ob->logp) ob->logp[(size_t)t * n + v] = lp[x];
+                if (ob->logp) ob->logp[(size_t)t * n + v] = lp[xl];
                 if (ob->ent) ob->ent[(size_t)t * n + v] = ent;
-                float wl = ob->wfn  ? ob->wfn(ob->wctx, ob->set, t, v, lp[x])
+                float wl = ob->wfn  ? ob->wfn(ob->wctx, ob->set, t, v, lp[xl])
                            : ob->wl ? ob->wl[(size_t)t * n + v]
                                     : 0.0f;
                 float we = ob->we ? ob->we[(size_t)t * n + v] : 0.0f;
@@ -721,7 +729,7 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                     const grad_dst *g = part ? ob->gde : ob->gd ? ob->gd : &own;
                     const float pwl = part ? 0.0f : wl, pwe = part || !ob->gde ? we : 0.0f;
                     if (!g || (pwl == 0.0f && pwe == 0.0f)) continue;
-                    row_grad(dz, lp, pr, w, mask, x, pwl, pwe, ent);
+                    row_grad(dz, lp, pr, w, mask, xl, pwl, pwe, ent);
                     row_scale(dz, w, itt);
                     float *dl = g->dlogits[t] + (size_t)i * w;
                     for (int j = 0; j < w; j++) dl[j] += dz[j];
@@ -1148,6 +1156,29 @@ gopt_status gopt_policy_backward_batch_fn(gopt_policy *p, int k, const gopt_poli
     if (st) return st;
     if ((st = gopt_policy_reserve(p, p->n, p->fz->m, 1, err))) return st;
     if ((st = decode_backward_k(p, k, a, NULL, wfn, ctx, w_ent, ent0, err))) return st;
+    return policy_network_backward(p, err);
+}
+
+gopt_status gopt_policy_backward_labels(gopt_policy *p, const gopt_policy_actions *ctx,
+                                        const gopt_policy_actions *label, const float *w_logp, float *logp,
+                                        gopt_error *err) {
+    gopt_status st = need_forward(p, ctx, "backward labels", err);
+    if (st) return st;
+    if ((st = policy_check_actions(p, ctx, err)) || (st = policy_check_actions(p, label, err))) return st;
+    if ((st = gopt_policy_reserve(p, p->n, p->fz->m, 1, err))) return st;
+    const int n = p->n, W = p->width[GOPT_TASK_PLACE], Hc = p->cfg.cond_hidden;
+    policy_bwd *B = &p->B;
+    for (int t = 0; t < GOPT_TASK_COUNT; t++) memset(B->dlogits[t], 0, sizeof(float) * (size_t)n * p->width[t]);
+    memset(B->dpooled, 0, sizeof(float) * (size_t)p->n_units * W);
+    memset(B->dvh_unit, 0, sizeof(float) * (size_t)p->n_units * Hc);
+    replay_opts o = {0};
+    o.a = (gopt_policy_actions *)ctx; /* read only: decide = 0 */
+    o.label = label;
+    o.logp = logp;
+    o.wl = w_logp;
+    o.grad = 1;
+    if ((st = replay(p, &o, err))) return st;
+    unpool_grads(p);
     return policy_network_backward(p, err);
 }
 

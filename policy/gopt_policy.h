@@ -281,6 +281,14 @@ gopt_status gopt_policy_logprob(gopt_policy *p, const gopt_policy_actions *a, fl
  * negated weights. */
 gopt_status gopt_policy_backward(gopt_policy *p, const gopt_policy_actions *a, const float *w_logp,
                                  const float *w_ent, gopt_error *err);
+/* Imitation on the decoder's own decisions: the gradient of J = sum_t sum_v w_logp[t*n+v] *
+ * log p_t(label_v | ctx), where the decoder's conditioned terms and memory masks follow the
+ * context actions ctx (e.g. its own greedy decisions) while the rows score the label's actions
+ * (teacher forcing is ctx = label, gopt_policy_backward). logp (3n) or NULL receives the labels'
+ * log-probabilities; a label device that ctx's memory mask excludes scores 0 and gets no gradient. */
+gopt_status gopt_policy_backward_labels(gopt_policy *p, const gopt_policy_actions *ctx,
+                                        const gopt_policy_actions *label, const float *w_logp, float *logp,
+                                        gopt_error *err);
 /* The same for k action sets at once: J = sum_s sum_t sum_v w_logp[s*3n + t*n + v] * logp_t(v | a[s])
  * + sum_t sum_v w_ent[t*n+v] * ent_t(v | a[0]); the decoder's conditioned terms are replayed per
  * action set (O(n ndev Hc) each), then ONE network backward (it is linear in the logit gradients

@@ -654,6 +654,117 @@ static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_
     gopt_graph_free(g);
 }
 
+/* gopt_policy_backward_labels: with the labels as the context it is teacher forcing (the same
+ * log-probabilities and gradients as logprob and backward); with another context its gradient
+ * is the finite-difference gradient of sum w . logp(label | ctx), on the conditioned decoder
+ * with hints, fusion conditioning and binding memory masks (labels the context masks score 0). */
+typedef struct {
+    gopt_policy *p;
+    const gopt_frozen *fz;
+    const float *feat;
+    const uint16_t *mask;
+    gopt_policy_actions *ctx, *label;
+    float *wl, *lp;
+} lab_ctx;
+
+static double lab_loss(void *c) {
+    lab_ctx *C = c;
+    assert_int_equal(gopt_policy_forward(C->p, C->fz, C->feat, 3, C->mask, NULL), GOPT_OK);
+    assert_int_equal(gopt_policy_backward_labels(C->p, C->ctx, C->label, C->wl, C->lp, NULL), GOPT_OK);
+    return dot_d(C->lp, C->wl, (size_t)3 * C->fz->n);
+}
+
+static void test_backward_labels(void **state) {
+    (void)state;
+    enum { N = 23 };
+    gopt_graph *g = test_random_graph(N, 11, 5);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    gopt_error err;
+    gopt_policy_config c = tiny_config();
+    c.hints = 2;
+    c.hint_quality = 1;
+    c.fuse_cond = c.sched_cond = c.fuse_hint = c.fuse_hint_level = 1;
+    c.memory_grad = 1; /* the full derivative, which finite differences see */
+    gopt_policy *p = NULL;
+    assert_int_equal(gopt_policy_create(&p, &c, 42, &err), GOPT_OK);
+    float feat[N * GOPT_POLICY_NFEAT], t[N];
+    for (int i = 0; i < N; i++) t[i] = 1e-4f * (1 + i % 7);
+    assert_int_equal(gopt_policy_features(fz, 3, t, feat, &err), GOPT_OK);
+    uint16_t mask[N];
+    for (int i = 0; i < N; i++) mask[i] = i % 4 == 2 ? 0x6 : 0xffff;
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 99);
+    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
+        const char *nm;
+        float *w;
+        size_t cnt;
+        gopt_policy_tensor(p, i, &nm, &w, NULL, &cnt);
+        if (strstr(nm, ".b") || strstr(nm, "head_") || strncmp(nm, "cond.", 5) == 0) fill_rand(w, cnt, &rng, 0.3f);
+    }
+    dec_inputs di;
+    dec_inputs_make(&di, fz, 3, 1.05, 17);
+    assert_int_equal(gopt_policy_set_decoder_inputs(p, N, 3, di.time, di.mem, di.cap, &err), GOPT_OK);
+    int32_t hdev[2 * N];
+    float hfeat[N * GOPT_POLICY_NHINT];
+    for (int i = 0; i < 2 * N; i++) hdev[i] = (i * 7) % 3;
+    for (int i = 0; i < N * GOPT_POLICY_NHINT; i++) hfeat[i] = (float)((i * 5) % 11) / 10.0f;
+    const float hq[2] = {0.6f, 1.0f};
+    static int32_t hgrp[N];
+    for (int i = 0; i < N; i++) hgrp[i] = i % 5 == 0 ? -1 : i / 4 * 4;
+    assert_int_equal(gopt_policy_set_hints(p, N, 3, 2, hdev, hfeat, hgrp, hq, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_forward(p, fz, feat, 3, mask, &err), GOPT_OK);
+    actions_buf ctx, label;
+    actions_alloc(&ctx, N);
+    actions_alloc(&label, N);
+    assert_int_equal(gopt_policy_greedy(p, &ctx.a, &err), GOPT_OK);
+    gopt_rng_seed(&rng, 6);
+    assert_int_equal(gopt_policy_sample_tempered(p, &rng, 3.0f, &label.a, &err), GOPT_OK);
+    int differ = 0;
+    for (int i = 0; i < 3 * N; i++) differ += ctx.buf[i] != label.buf[i];
+    assert_true(differ > 5);
+    float wl[3 * N], lp[3 * N], lp2[3 * N];
+    fill_rand(wl, 3 * N, &rng, 1.0f);
+    const size_t np = gopt_policy_num_params(p);
+    float *g0, *saved = malloc(sizeof(float) * np);
+    gopt_policy_tensor(p, 0, NULL, NULL, &g0, NULL);
+    /* teacher forcing: the labels as their own context */
+    gopt_policy_zero_grad(p);
+    assert_int_equal(gopt_policy_logprob(p, &label.a, lp2, NULL, NULL, NULL, &err), GOPT_OK);
+    assert_int_equal(gopt_policy_backward(p, &label.a, wl, NULL, &err), GOPT_OK);
+    memcpy(saved, g0, sizeof(float) * np);
+    gopt_policy_zero_grad(p);
+    assert_int_equal(gopt_policy_backward_labels(p, &label.a, &label.a, wl, lp, &err), GOPT_OK);
+    assert_memory_equal(lp, lp2, sizeof lp);
+    for (size_t i = 0; i < np; i++) assert_true(fabsf(g0[i] - saved[i]) <= 1e-6f * (1.0f + fabsf(saved[i])));
+    /* another context: other log-probabilities, and the gradient of their weighted sum */
+    lab_ctx C = {p, fz, feat, mask, &ctx.a, &label.a, wl, lp};
+    lab_loss(&C);
+    int changed = 0;
+    for (int i = 0; i < 3 * N; i++) changed += lp[i] != lp2[i];
+    assert_true(changed > 0);
+    gopt_policy_zero_grad(p);
+    lab_loss(&C);
+    memcpy(saved, g0, sizeof(float) * np);
+    size_t off = 0;
+    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
+        const char *nm;
+        float *w;
+        size_t cnt;
+        gopt_policy_tensor(p, i, &nm, &w, NULL, &cnt);
+        fd_check(nm, lab_loss, &C, w, saved + off, cnt, 4e-3, 2e-2);
+        off += cnt;
+    }
+    /* a label out of range is refused */
+    label.a.place[0] = 7;
+    assert_int_equal(gopt_policy_backward_labels(p, &ctx.a, &label.a, wl, lp, &err), GOPT_EINVAL);
+    free(saved);
+    free(ctx.buf);
+    free(label.buf);
+    dec_inputs_free(&di);
+    gopt_policy_free(p);
+    gopt_graph_free(g);
+}
+
 /* One forward and backward of p on fz: its logits (place, sched, fuse) into out and its
  * parameter gradients (weights wl on the actions ab, decided greedily first when greedy) into
  * gout. */
@@ -2572,7 +2683,8 @@ int main(void) {
         cmocka_unit_test(test_grad_sage),       cmocka_unit_test(test_grad_segattn),
         cmocka_unit_test(test_segattn_tiles),   cmocka_unit_test(test_forward_chunks),
         cmocka_unit_test(test_grad_network_full), cmocka_unit_test(test_grad_network_stopgrad),
-        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_grad_network_tempered), cmocka_unit_test(test_task_temperature), cmocka_unit_test(test_train_heads), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality), cmocka_unit_test(test_fuse_cond), cmocka_unit_test(test_fuse_hint_level), cmocka_unit_test(test_place_succ), cmocka_unit_test(test_sched_cond),    cmocka_unit_test(test_decode), cmocka_unit_test(test_sample_tempered),
+        cmocka_unit_test(test_grad_network_hints), cmocka_unit_test(test_grad_network_hint_quality), cmocka_unit_test(test_grad_network_tempered), cmocka_unit_test(test_task_temperature), cmocka_unit_test(test_train_heads), cmocka_unit_test(test_hints), cmocka_unit_test(test_hint_quality), cmocka_unit_test(test_fuse_cond), cmocka_unit_test(test_fuse_hint_level), cmocka_unit_test(test_place_succ), cmocka_unit_test(test_sched_cond),    cmocka_unit_test(test_decode),
+        cmocka_unit_test(test_backward_labels), cmocka_unit_test(test_sample_tempered),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_fusion),
         cmocka_unit_test(test_fusion_merge),          cmocka_unit_test(test_example_graph),

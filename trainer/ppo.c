@@ -539,8 +539,12 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
         }
         rec[0] = 1;
         rec[1] = self ? G->best / G->ref : G->target_rel;
+        /* an improved target is imitated on the policy's own greedy decisions (they condition the
+         * decoder, the target's actions are scored): teacher forcing on a target that departs from
+         * every hint teaches the decoder to follow its predecessors, and greedy decoding derails */
+        const int onpol = !self && G->has_tgt_act;
+        gopt_policy_actions gr = tr_actions(t, b, 1 < t->o.samples ? 1 : 0);
         { /* greedy accuracy against the targets, per task */
-            gopt_policy_actions gr = tr_actions(t, b, 1 < t->o.samples ? 1 : 0);
             if ((s = gopt_policy_greedy(t->pol, &gr, err))) goto out;
             for (int task = 0; task < GOPT_TASK_COUNT; task++) {
                 int32_t hit = 0, rows = 0;
@@ -552,7 +556,7 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
                 rec[2 + task] = rows ? (double)hit / rows : 0;
             }
         }
-        if ((s = gopt_policy_logprob(t->pol, &a, t->logp, t->ent, NULL, NULL, err))) goto out;
+        if (!onpol && (s = gopt_policy_logprob(t->pol, &a, t->logp, t->ent, NULL, NULL, err))) goto out;
         /* an improved target kept for its placement only (GOPT_TARGET_PLACE) trains the placement
          * rows alone; its schedule and fusion actions only condition the decoder */
         const unsigned imit = !self && G->has_tgt_act ? G->tgt_tasks : GOPT_TASKS_ALL;
@@ -564,15 +568,19 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
         double L = 0, es = 0;
         for (int task = 0; task < GOPT_TASK_COUNT; task++)
             for (int32_t v = 0; v < n; v++)
-                if ((imit & GOPT_TASK_BIT(task)) && row_learned(t, G, task, v)) {
-                    size_t i = (size_t)task * n + v;
-                    t->rw[i] = w;
-                    L -= t->logp[i];
-                    es += t->ent[i];
-                }
+                if ((imit & GOPT_TASK_BIT(task)) && row_learned(t, G, task, v)) t->rw[(size_t)task * n + v] = w;
+        if (onpol) { /* the labels' log-probabilities come with the gradient */
+            if ((s = gopt_policy_backward_labels(t->pol, &gr, &a, t->rw, t->logp, err))) goto out;
+            rec[7] = 1;
+        }
+        for (size_t i = 0; i < T3; i++)
+            if (t->rw[i] != 0.0f) {
+                L -= t->logp[i];
+                es += onpol ? 0.0 : t->ent[i];
+            }
         rec[5] = L / (rows ? rows : 1);
         rec[6] = es / (rows ? rows : 1);
-        if (isfinite(rec[5])) {
+        if (!onpol && isfinite(rec[5])) {
             if ((s = gopt_policy_backward(t->pol, &a, t->rw, NULL, err))) goto out;
             rec[7] = 1;
         }
