@@ -175,7 +175,9 @@ double gopt_trainer_best(const gopt_trainer *t, int i, const gopt_decisions **d)
  * into decisions as the policy's samples are, their devices renumbered canonically (canonical_targets),
  * their priority levels and groups remade as a reference's are, and simulated on the graph's cluster; when they fit
  * and are faster than the graph's reference, imitation steps imitate them instead of the
- * reference's decisions (*used = 1); otherwise nothing changes (*used = 0). *step_s: their
+ * reference's decisions (*used = 1), on the policy's own greedy decisions
+ * (gopt_policy_backward_labels: teacher forcing on a target no hint predicts derails greedy
+ * decoding, docs/trainer.md); otherwise nothing changes (*used = 0). *step_s: their
  * simulated step (+inf: out of memory or rejected). EINVAL for an action out of its range or a
  * graph without a reference. */
 #define GOPT_TARGET_ALL 0   /* keep the actions' placement, schedule and fusion; imitation trains all three */
