@@ -900,6 +900,24 @@ static void test_targets(void **state) {
     assert_int_equal(rep.used, 1);
     assert_true(rep.rel_sum == step / ref);
     assert_int_equal(gopt_trainer_load(e.tr, pa, &err), GOPT_OK);
+    /* the same target kept for its placement alone: recorded, and a resume keeping all is refused */
+    int used2 = 0;
+    double step2 = 0;
+    assert_int_equal(gopt_trainer_set_target(e.tr, 0, v, GOPT_TARGET_PLACE, &used2, &step2, &err), GOPT_OK);
+    assert_int_equal(used2, 1);
+    char pb[256], sb[300];
+    snprintf(pb, sizeof pb, "%s/b.ckpt", dir);
+    snprintf(sb, sizeof sb, "%s.state", pb);
+    assert_int_equal(gopt_trainer_save(e.tr, pb, &err), GOPT_OK);
+    char *text = read_file(sb, &(size_t){0});
+    assert_non_null(strstr(text, "\"target_keep\": \"place\""));
+    free(text);
+    const double step_place = step2;
+    assert_int_equal(gopt_trainer_set_target(e.tr, 0, v, GOPT_TARGET_ALL, &used2, &step2, &err), GOPT_OK);
+    assert_int_equal(gopt_trainer_load(e.tr, pb, &err), GOPT_EINVAL);
+    /* the same step either way here (fan4's split is its best schedule too): the mode is named */
+    assert_true(step2 == step_place);
+    assert_non_null(strstr(err.msg, "kept for place, now for all: resume with the same --targets-keep"));
     env_free(&e);
     /* another cluster: counted, not taken; the reference's placement: counted as no faster */
     targets_env(&e, &o);

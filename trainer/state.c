@@ -200,6 +200,7 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
         json_object_set_new(g, "best_s", real_or_null(G->best));
         /* only with an improved target: a resumed run must be given the same (gopt_trainer_load) */
         if (G->has_tgt_act) json_object_set_new(g, "target_s", json_real(G->tgt_step));
+        if (G->has_tgt_act && G->tgt_tasks != GOPT_TASKS_ALL) json_object_set_new(g, "target_keep", json_string("place"));
         if (t->o.imitate_best && G->has_best_act) {
             json_t *ba = best_actions_json(G);
             if (!ba) {
@@ -432,6 +433,14 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
             if (G->has_tgt_act) snprintf(now, sizeof now, "%.9g s", G->tgt_step);
             st = gopt_error_set(err, GOPT_EINVAL, "%s: graph '%s': its improved imitation target was %s, now %s: "
                                 "resume with the same --targets", state, name, was, now);
+            goto out;
+        }
+        json_t *kj = json_object_get(g, "target_keep");
+        const int kept_place = json_is_string(kj) && strcmp(json_string_value(kj), "place") == 0;
+        if ((kj && !kept_place) || (G->has_tgt_act && kept_place != (G->tgt_tasks != GOPT_TASKS_ALL))) {
+            st = gopt_error_set(err, GOPT_EINVAL, "%s: graph '%s': its improved target was kept for %s, now for %s: "
+                                "resume with the same --targets-keep", state, name, kept_place ? "place" : "all",
+                                G->tgt_tasks != GOPT_TASKS_ALL ? "place" : "all");
             goto out;
         }
         G->ref = ref;
