@@ -1084,17 +1084,24 @@ static void unpool_grads(gopt_policy *p) {
 
 /* Accumulate the logit (and scorer) gradients of k action sets (weights
  * (k, 3n) in w_logp; entropy weights w_ent ride on set 0's replay). */
+/* Zero the decoder's hand-offs to the network (the logit, pooled and scorer-input gradients)
+ * before a replay adds to them. */
+static void handoffs_zero(gopt_policy *p) {
+    const int n = p->n, W = p->width[GOPT_TASK_PLACE], Hc = p->cfg.cond_hidden;
+    policy_bwd *B = &p->B;
+    for (int t = 0; t < GOPT_TASK_COUNT; t++) memset(B->dlogits[t], 0, sizeof(float) * (size_t)n * p->width[t]);
+    memset(B->dpooled, 0, sizeof(float) * (size_t)p->n_units * W);
+    memset(B->dvh_unit, 0, sizeof(float) * (size_t)p->n_units * Hc);
+}
+
 static gopt_status decode_backward_k(gopt_policy *p, int k, const gopt_policy_actions *a, const float *w_logp,
                                      gopt_policy_weight_fn wfn, void *wctx, const float *w_ent, float *ent0,
                                      gopt_error *err) {
     gopt_status st;
     for (int s = 0; s < k; s++)
         if ((st = policy_check_actions(p, &a[s], err))) return st;
-    const int n = p->n, W = p->width[GOPT_TASK_PLACE], Hc = p->cfg.cond_hidden;
-    policy_bwd *B = &p->B;
-    for (int t = 0; t < GOPT_TASK_COUNT; t++) memset(B->dlogits[t], 0, sizeof(float) * (size_t)n * p->width[t]);
-    memset(B->dpooled, 0, sizeof(float) * (size_t)p->n_units * W);
-    memset(B->dvh_unit, 0, sizeof(float) * (size_t)p->n_units * Hc);
+    const int n = p->n, Hc = p->cfg.cond_hidden;
+    handoffs_zero(p);
     /* part 0 adds to the policy's gradients, part j > 0 to block j - 1 of p->part_grad, added
      * to the policy's in part order at the end */
     const int np = k > 1 ? REPLAY_PARTS : 1;
@@ -1166,11 +1173,7 @@ gopt_status gopt_policy_backward_labels(gopt_policy *p, const gopt_policy_action
     if (st) return st;
     if ((st = policy_check_actions(p, ctx, err)) || (st = policy_check_actions(p, label, err))) return st;
     if ((st = gopt_policy_reserve(p, p->n, p->fz->m, 1, err))) return st;
-    const int n = p->n, W = p->width[GOPT_TASK_PLACE], Hc = p->cfg.cond_hidden;
-    policy_bwd *B = &p->B;
-    for (int t = 0; t < GOPT_TASK_COUNT; t++) memset(B->dlogits[t], 0, sizeof(float) * (size_t)n * p->width[t]);
-    memset(B->dpooled, 0, sizeof(float) * (size_t)p->n_units * W);
-    memset(B->dvh_unit, 0, sizeof(float) * (size_t)p->n_units * Hc);
+    handoffs_zero(p);
     replay_opts o = {0};
     o.a = (gopt_policy_actions *)ctx; /* read only: decide = 0 */
     o.label = label;

@@ -518,14 +518,11 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
         /* the target: the actions behind the best found (self-imitation, after the warm start), or
          * the reference's decisions turned into actions in the slot's storage */
         const int self = t->o.imitate_best && G->has_best_act && t->step >= t->o.imitate_steps;
-        gopt_policy_actions a = self ? tr_actions_packed(G->best_act, n) : tr_actions(t, b, 0);
-        if (!self && G->has_tgt_act) { /* an improved target (gopt_trainer_set_target) */
-            memcpy(a.place, G->tgt_act, sizeof(int32_t) * (size_t)n);
-            memcpy(a.sched, G->tgt_act + n, sizeof(int32_t) * (size_t)n);
-            memcpy(a.fuse, G->tgt_act + 2 * (size_t)n, sizeof(int32_t) * (size_t)n);
-        } else if (!self) {
-            tr_imitation_targets(t, G, &G->ref_dec, &a);
-        }
+        const int onpol = !self && G->has_tgt_act; /* an improved target (gopt_trainer_set_target) */
+        gopt_policy_actions a = self    ? tr_actions_packed(G->best_act, n)
+                                : onpol ? tr_actions_packed(G->tgt_act, n)
+                                        : tr_actions(t, b, 0);
+        if (!self && !onpol) tr_imitation_targets(t, G, &G->ref_dec, &a);
         if (G->target_rel == 0 && !self) { /* once per graph: what the targets themselves achieve */
             if ((s = tr_decisions_for(t, n, err))) goto out;
             gopt_bl_problem bp;
@@ -542,7 +539,6 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
         /* an improved target is imitated on the policy's own greedy decisions (they condition the
          * decoder, the target's actions are scored): teacher forcing on a target that departs from
          * every hint teaches the decoder to follow its predecessors, and greedy decoding derails */
-        const int onpol = !self && G->has_tgt_act;
         gopt_policy_actions gr = tr_actions(t, b, 1 < t->o.samples ? 1 : 0);
         { /* greedy accuracy against the targets, per task */
             if ((s = gopt_policy_greedy(t->pol, &gr, err))) goto out;
@@ -559,7 +555,7 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
         if (!onpol && (s = gopt_policy_logprob(t->pol, &a, t->logp, t->ent, NULL, NULL, err))) goto out;
         /* an improved target kept for its placement only (GOPT_TARGET_PLACE) trains the placement
          * rows alone; its schedule and fusion actions only condition the decoder */
-        const unsigned imit = !self && G->has_tgt_act ? G->tgt_tasks : GOPT_TASKS_ALL;
+        const unsigned imit = onpol ? G->tgt_tasks : GOPT_TASKS_ALL;
         int32_t rows = 0;
         for (int task = 0; task < GOPT_TASK_COUNT; task++)
             for (int32_t v = 0; v < n && (imit & GOPT_TASK_BIT(task)); v++) rows += row_learned(t, G, task, v);

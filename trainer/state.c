@@ -120,23 +120,23 @@ static int hex_value(char c) {
  * of 3n integers; each in its action space (devices, priority levels, fusion levels). */
 static gopt_status parse_actions(const gopt_trainer *t, const tr_graph *G, json_t *a, const char *file,
                                  const char *name, const char *field, int32_t *v, gopt_error *err) {
-    const gopt_policy_config *c = gopt_policy_get_config(t->pol);
     const int32_t n = G->fz->n;
     const size_t len = 3 * (size_t)n;
     const int str = json_is_string(a);
     if (!(str ? json_string_length(a) == len : json_is_array(a) && json_array_size(a) == len))
         return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': %s is not a string of 3 x %d hex digits", file,
                               name, field, n);
-    const int32_t hi[3] = {G->ndev, c->sched_levels, c->fusion_levels};
     const char *sv = str ? json_string_value(a) : NULL;
-    for (size_t i = 0; i < len; i++) {
+    for (size_t i = 0; i < len; i++) { /* anything that is not a value: -1, out of range below */
         json_t *x = str ? NULL : json_array_get(a, i);
         json_int_t y = str ? hex_value(sv[i]) : json_is_integer(x) ? json_integer_value(x) : -1;
-        if (y < 0 || y >= hi[i / (size_t)n])
-            return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': %s[%zu] is not a value in 0..%d", file, name,
-                                  field, i, hi[i / (size_t)n] - 1);
-        v[i] = (int32_t)y;
+        v[i] = y < 0 || y > INT32_MAX ? -1 : (int32_t)y;
     }
+    int32_t hi;
+    int64_t bad = tr_actions_out_of_range(t, G, v, &hi);
+    if (bad >= 0)
+        return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': %s[%lld] is not a value in 0..%d", file, name,
+                              field, (long long)bad, hi - 1);
     return GOPT_OK;
 }
 

@@ -774,6 +774,17 @@ void tr_actions_pack(int32_t *buf, const gopt_policy_actions *a, int32_t n) {
     memcpy(buf + 2 * (size_t)n, a->fuse, sizeof(int32_t) * (size_t)n);
 }
 
+int64_t tr_actions_out_of_range(const gopt_trainer *t, const tr_graph *G, const int32_t *v, int32_t *hi) {
+    const gopt_policy_config *c = gopt_policy_get_config(t->pol);
+    const int32_t n = G->fz->n, lim[3] = {G->ndev, c->sched_levels, c->fusion_levels};
+    for (size_t k = 0; k < 3 * (size_t)n; k++)
+        if (v[k] < 0 || v[k] >= lim[k / (size_t)n]) {
+            *hi = lim[k / (size_t)n];
+            return (int64_t)k;
+        }
+    return -1;
+}
+
 gopt_status tr_note_best_actions(const gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a, gopt_error *err) {
     if (!t->o.imitate_best) return GOPT_OK;
     const size_t n = (size_t)G->fz->n;
@@ -841,12 +852,11 @@ gopt_status gopt_trainer_set_target(gopt_trainer *t, int i, const int32_t *packe
         return gopt_error_set(err, GOPT_EINVAL, "trainer: graph '%s' has no reference to improve on",
                               gopt_graph_name(G->g));
     const int32_t n = G->fz->n;
-    const gopt_policy_config *c = gopt_policy_get_config(t->pol);
-    const int32_t hi[3] = {G->ndev, c->sched_levels, c->fusion_levels};
-    for (size_t k = 0; k < 3 * (size_t)n; k++)
-        if (packed[k] < 0 || packed[k] >= hi[k / (size_t)n])
-            return gopt_error_set(err, GOPT_EINVAL, "trainer: graph '%s': target action %zu = %d is not in 0..%d",
-                                  gopt_graph_name(G->g), k, packed[k], hi[k / (size_t)n] - 1);
+    int32_t hi;
+    const int64_t bad = tr_actions_out_of_range(t, G, packed, &hi);
+    if (bad >= 0)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: graph '%s': target action %lld = %d is not in 0..%d",
+                              gopt_graph_name(G->g), (long long)bad, packed[bad], hi - 1);
     gopt_status st = tr_decisions_for(t, n, err);
     if (st) return st;
     int32_t *v = malloc(sizeof(int32_t) * 3 * (size_t)(n ? n : 1));
@@ -855,56 +865,42 @@ gopt_status gopt_trainer_set_target(gopt_trainer *t, int i, const int32_t *packe
     gopt_policy_actions a = tr_actions_packed(v, n);
     gopt_bl_problem bp;
     gopt_decisions d = {0};
-    int ok = 1;
+    tr_hot *H = NULL;
+    int ok = 1, how;
+    double rstep;
     /* the actions' decisions, then their imitation target as a reference's is made (priority ranks
      * cut into equal levels, groups coloured): a sampled solution's levels are partly noise that
      * no policy could predict, and imitating them as they are spoils the schedule and fusion
      * heads; the target taken is the one imitation will see, so it is what is judged */
     if ((st = tr_problem(t, i, &bp, err)) || (st = gopt_decisions_init(&d, n, err)) ||
-        (st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &d, t->group, err))) {
-        gopt_decisions_destroy(&d);
-        free(v);
-        return st;
-    }
-    if (keep == GOPT_TARGET_PLACE && (st = classical_on_placement(t, G, &bp, &d, err))) {
-        gopt_decisions_destroy(&d);
-        free(v);
-        return st;
-    }
+        (st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &d, t->group, err)))
+        goto out;
+    if (keep == GOPT_TARGET_PLACE && (st = classical_on_placement(t, G, &bp, &d, err))) goto out;
     /* devices numbered as the references' targets are (canonical_targets): a sampled solution's
      * labels are one of its symmetric copies, and imitating another copy than the references'
      * teaches the first decisions labels the rest of the decoder does not follow */
-    if (t->o.canonical_targets) {
-        tr_hot *H = NULL;
-        int how;
-        double rstep;
-        if ((st = tr_hot_get(t, i, &H, err)) || (st = relabel_canonical(t, G, H, &d, INFINITY, &how, &rstep, err))) {
-            gopt_decisions_destroy(&d);
-            free(v);
-            return st;
-        }
-    }
+    if (t->o.canonical_targets &&
+        ((st = tr_hot_get(t, i, &H, err)) || (st = relabel_canonical(t, G, H, &d, INFINITY, &how, &rstep, err))))
+        goto out;
     tr_imitation_targets(t, G, &d, &a);
-    gopt_decisions_destroy(&d);
     if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &t->dec[0], t->group,
                                                 err)) ||
-        (st = tr_simulate(t, G, 1, &ok, err))) {
-        free(v);
-        return st;
-    }
+        (st = tr_simulate(t, G, 1, &ok, err)))
+        goto out;
     if (ok && !t->res[0].oom) *step_s = t->res[0].step_time_s;
-    if (!(*step_s < G->ref)) { /* no better than the reference's decisions: they stay the target */
-        free(v);
-        return GOPT_OK;
-    }
+    if (!(*step_s < G->ref)) goto out; /* no better than the reference's decisions: they stay the target */
     free(G->tgt_act);
     G->tgt_act = v;
+    v = NULL;
     G->has_tgt_act = 1;
     G->tgt_step = *step_s;
     G->tgt_tasks = keep == GOPT_TARGET_PLACE ? GOPT_TASK_BIT(GOPT_TASK_PLACE) : GOPT_TASKS_ALL;
     G->target_rel = *step_s / G->ref;
     *used = 1;
-    return GOPT_OK;
+out:
+    gopt_decisions_destroy(&d);
+    free(v);
+    return st;
 }
 
 void gopt_trainer_set_evaluator(gopt_trainer *t, gopt_bl_evaluate_fn fn, void *ctx) {

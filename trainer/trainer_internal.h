@@ -158,6 +158,9 @@ static inline gopt_policy_actions tr_actions_packed(int32_t *buf, int32_t n) {
     return a;
 }
 void tr_actions_pack(int32_t *buf, const gopt_policy_actions *a, int32_t n);
+/* The index of the first of G's 3n packed actions outside its action space (devices, priority
+ * levels, fusion levels), *hi that space's size; -1 when all are in range. */
+int64_t tr_actions_out_of_range(const gopt_trainer *t, const tr_graph *G, const int32_t *v, int32_t *hi);
 /* Imitation target of decisions d of graph G (the reference's, or an improved target's) into a:
  * device; priority rank cut into the P levels (higher priority, higher level); for a member of a
  * fused group a non-zero fusion level that differs from the levels of the groups feeding it,
