@@ -28,7 +28,8 @@
  * all its members, looks for a member. Ranks alone cannot prune it: a
  * contracted group can lead from a late member back to an early one. A
  * search that would visit more than POLICY_FUSE_SEARCH nodes refuses the
- * merge (conservative and deterministic). The contraction of the groups
+ * merge (conservative and deterministic); legal_union reaches the same
+ * verdict breadth first, mostly without that search. The contraction of the groups
  * stays acyclic (gopt_decisions_validate). Before searching, a sufficient
  * condition is checked: when no edge enters the union from outside it, the
  * union is legal (no_entries); merges the search would refuse only for its
@@ -107,10 +108,12 @@ static int fits_forward(const policy_fuse_state *s, int32_t v, int32_t g) {
 }
 
 /* merge = 1: every member of U (marked cu: v and the groups chosen so far, and the candidate
- * group, marked by the caller) as one group: is the contraction still acyclic? A forward search
- * from the members' decided successors (ranked before v: later nodes are not decided and cannot
- * lead back), every fused group reached expanded to all its members, looks for a member. */
-static int legal_union(const policy_fuse_state *s, const int32_t *members_of, int nm, int32_t rv, uint32_t cu) {
+ * group, marked by the caller) as one group: is the contraction still acyclic? The rule: a
+ * depth-first search from the members' decided successors (ranked before v: later nodes are not
+ * decided and cannot lead back), every fused group reached expanded to all its members, looks for
+ * a member; it refuses once it has counted more than POLICY_FUSE_SEARCH expansions (a group popped
+ * twice counts twice). legal_union below gives the same verdict, mostly without running it. */
+static int legal_union_dfs(const policy_fuse_state *s, const int32_t *members_of, int nm, int32_t rv, uint32_t cu) {
     const gopt_frozen *fz = s->fz;
     policy_fuse_scratch *w = s->w;
     const uint32_t cv = tick(w); /* visited */
@@ -139,6 +142,53 @@ static int legal_union(const policy_fuse_state *s, const int32_t *members_of, in
         }
     }
     return 1;
+}
+
+/* The verdict of legal_union_dfs, found breadth-first. Where a path leads back into U the
+ * depth-first search often wanders through thousands of decided nodes before it finds it (on a
+ * BiLSTM's backward pass most of its searches ran out of budget, nearly all of them with a path
+ * there to find); breadth first finds the short ones early. The closure the searches explore
+ * (every node reached, every group reached whole) does not depend on the order, so:
+ * - a path found: illegal (the depth-first search finds one too, or runs out of budget);
+ * - more than POLICY_FUSE_SEARCH nodes in the closure: illegal (the depth-first search counts
+ *   each of them at least once, unless it finds a path first);
+ * - the closure explored, no path: legal when even the depth-first search's worst count (a
+ *   group of k members popped once per member: k * k) stays within the budget; otherwise (rare)
+ *   the depth-first search itself decides. */
+static int legal_union(const policy_fuse_state *s, const int32_t *members_of, int nm, int32_t rv, uint32_t cu) {
+    const gopt_frozen *fz = s->fz;
+    policy_fuse_scratch *w = s->w;
+    const uint32_t cv = tick(w); /* queued */
+    const uint32_t ce = tick(w); /* expanded */
+    int32_t head = 0, tail = 0, closure = 0;
+    int64_t worst = 0; /* the depth-first search's count, at most */
+    for (int k = 0; k < nm; k++)
+        for (int32_t m = members_of[k]; m >= 0; m = s->next[m])
+            for (int32_t e = fz->out_ptr[m]; e < fz->out_ptr[m + 1]; e++) {
+                const int32_t x = fz->out_dst[e];
+                if (w->mark[x] == cu || w->mark[x] == cv || fz->rank[x] >= rv) continue;
+                w->mark[x] = cv;
+                w->stack[tail++] = x;
+            }
+    while (head < tail) {
+        const int32_t y = w->stack[head++];
+        if (w->mark[y] == ce) continue; /* expanded with its group */
+        const int32_t g = s->gid[y];
+        const int32_t k = s->size[g];
+        worst += k > 1 ? (int64_t)k * k : 1;
+        for (int32_t z = k > 1 ? g : y; z >= 0; z = k > 1 ? s->next[z] : -1) {
+            if (++closure > POLICY_FUSE_SEARCH) return 0;
+            w->mark[z] = ce;
+            for (int32_t e = fz->out_ptr[z]; e < fz->out_ptr[z + 1]; e++) {
+                const int32_t x = fz->out_dst[e];
+                if (w->mark[x] == cu) return 0;
+                if (w->mark[x] == cv || w->mark[x] == ce || fz->rank[x] >= rv) continue;
+                w->mark[x] = cv;
+                w->stack[tail++] = x;
+            }
+        }
+    }
+    return worst <= POLICY_FUSE_SEARCH ? 1 : legal_union_dfs(s, members_of, nm, rv, cu);
 }
 
 /* merge = 1: a sufficient condition for legal_union that needs no search: no edge enters the

@@ -1657,6 +1657,37 @@ static void test_fusion_merge(void **state) {
     free(big_fuse);
     free(big_place);
     free(big_grp);
+
+    /* the budget counts a fused group once per member the search reaches it by: s -> p -> v at
+     * level 1; s -> t_1 -> ... -> t_70 -> v, the t_i unfused (so an edge enters the union and
+     * the search runs, and v comes after every other node in topological order); p -> chain_1
+     * .. chain_K, each chain 64 adds fused into one group at level 2. No path leads back to v.
+     * The depth-first rule reaches each chain's group 64 times (once per member) at 64
+     * expansions each: 4,096 for one chain (legal: v joins p), 8,192 for two (refused) */
+    for (int chains = 1; chains <= 2; chains++) {
+        enum { L = 64, T = 70 };
+        const int T0 = 2 + chains * L, V = T0 + T, NC = V + 1;
+        int32_t cf[2 + 2 * L + T + 1] = {0}, cp[2 + 2 * L + T + 1] = {0}, cg[2 + 2 * L + T + 1];
+        ch = input_and_adds("chains", NC); /* 0: s, 1: p, the chains, the t_i, v */
+        assert_int_equal(gopt_graph_add_edge(ch, 0, 1, 1, NULL), GOPT_OK);
+        for (int j = 0; j < chains; j++)
+            for (int i = 0; i < L; i++) {
+                const int u = 2 + j * L + i;
+                assert_int_equal(gopt_graph_add_edge(ch, i ? u - 1 : 1, u, 1, NULL), GOPT_OK);
+                cf[u] = 2;
+            }
+        for (int i = 0; i <= T; i++) assert_int_equal(gopt_graph_add_edge(ch, i ? T0 + i - 1 : 0, T0 + i, 1, NULL), GOPT_OK);
+        assert_int_equal(gopt_graph_add_edge(ch, 1, V, 1, NULL), GOPT_OK);
+        assert_int_equal(gopt_graph_finalize(ch, NULL), GOPT_OK);
+        fz = gopt_graph_frozen(ch);
+        for (int u = 2; u < T0; u++) assert_true(fz->rank[u] < fz->rank[V]);
+        cf[1] = cf[V] = 1;
+        assert_int_equal(gopt_policy_fusion_groups(fz, cp, cf, 1, cg, &ng, &err), GOPT_OK);
+        for (int j = 0; j < chains; j++) assert_int_equal(cg[2 + j * L + L - 1], cg[2 + j * L]);
+        if (chains == 1) assert_int_equal(cg[V], cg[1]);
+        else assert_int_not_equal(cg[V], cg[1]);
+        gopt_graph_free(ch);
+    }
 }
 
 /* ---- the example graph of the repository, default sizes, every device count ---- */
