@@ -1059,6 +1059,10 @@ int cmd_train(int argc, char **argv) {
         goto out;
     }
     if ((rc = check_common(&ta, a.verb))) goto out;
+    if (tkeep && !ta.targets) {
+        rc = cli_usage_error(a.verb, "--targets-keep %s needs --targets DIR (the targets whose decisions it keeps)", tkeep);
+        goto out;
+    }
     if (ta.shrink < 1 && !ta.init) {
         rc = cli_usage_error(a.verb, "--shrink needs a trained policy to shrink (--init CKPT)");
         goto out;

@@ -120,6 +120,9 @@ expect_rc 0 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 2
 expect_err "--targets $TMP/tg: 1 of 1 graphs have one"
 expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 2 --targets "$TMP/tg" --targets-keep some -o "$TMP/tgx.ckpt" $NETV
 expect_err "--targets-keep 'some': expected all or place"
+expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 2 --targets-keep place -o "$TMP/tgy.ckpt" $NETV
+expect_err "--targets-keep place needs --targets DIR"
+[ ! -e "$TMP/tgy.ckpt" ] && ok || fail "--targets-keep without --targets wrote a checkpoint"
 expect_rc 0 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 2 --steps 2 --imitate 2 --targets "$TMP/tg" -o "$TMP/tg2.ckpt" $NETV
 expect_err "1 for another cluster"
 expect_rc 0 "$GOPT" train --graphs "$EX" --profile "$PROF" --devices 4 --steps 2 --imitate 2 --targets "$TMP/tgbad" -o "$TMP/tg3.ckpt" $NETV
