@@ -107,6 +107,24 @@ static int fits_forward(const policy_fuse_state *s, int32_t v, int32_t g) {
     return 1;
 }
 
+/* Both searches start from the members' decided successors outside U: marked cv and put on the
+ * scratch stack, in the members' order. Returns how many. */
+static int32_t seed(const policy_fuse_state *s, const int32_t *members_of, int nm, int32_t rv, uint32_t cu,
+                    uint32_t cv) {
+    const gopt_frozen *fz = s->fz;
+    policy_fuse_scratch *w = s->w;
+    int32_t sp = 0;
+    for (int k = 0; k < nm; k++)
+        for (int32_t m = members_of[k]; m >= 0; m = s->next[m])
+            for (int32_t e = fz->out_ptr[m]; e < fz->out_ptr[m + 1]; e++) {
+                const int32_t x = fz->out_dst[e];
+                if (w->mark[x] == cu || w->mark[x] == cv || fz->rank[x] >= rv) continue;
+                w->mark[x] = cv;
+                w->stack[sp++] = x;
+            }
+    return sp;
+}
+
 /* merge = 1: every member of U (marked cu: v and the groups chosen so far, and the candidate
  * group, marked by the caller) as one group: is the contraction still acyclic? The rule: a
  * depth-first search from the members' decided successors (ranked before v: later nodes are not
@@ -117,15 +135,7 @@ static int legal_union_dfs(const policy_fuse_state *s, const int32_t *members_of
     const gopt_frozen *fz = s->fz;
     policy_fuse_scratch *w = s->w;
     const uint32_t cv = tick(w); /* visited */
-    int32_t sp = 0, visits = 0;
-    for (int k = 0; k < nm; k++)
-        for (int32_t m = members_of[k]; m >= 0; m = s->next[m])
-            for (int32_t e = fz->out_ptr[m]; e < fz->out_ptr[m + 1]; e++) {
-                const int32_t x = fz->out_dst[e];
-                if (w->mark[x] == cu || w->mark[x] == cv || fz->rank[x] >= rv) continue;
-                w->mark[x] = cv;
-                w->stack[sp++] = x;
-            }
+    int32_t sp = seed(s, members_of, nm, rv, cu, cv), visits = 0;
     while (sp > 0) {
         const int32_t y = w->stack[--sp];
         const int32_t g = s->gid[y];
@@ -160,16 +170,8 @@ static int legal_union(const policy_fuse_state *s, const int32_t *members_of, in
     policy_fuse_scratch *w = s->w;
     const uint32_t cv = tick(w); /* queued */
     const uint32_t ce = tick(w); /* expanded */
-    int32_t head = 0, tail = 0, closure = 0;
+    int32_t head = 0, tail = seed(s, members_of, nm, rv, cu, cv), closure = 0;
     int64_t worst = 0; /* the depth-first search's count, at most */
-    for (int k = 0; k < nm; k++)
-        for (int32_t m = members_of[k]; m >= 0; m = s->next[m])
-            for (int32_t e = fz->out_ptr[m]; e < fz->out_ptr[m + 1]; e++) {
-                const int32_t x = fz->out_dst[e];
-                if (w->mark[x] == cu || w->mark[x] == cv || fz->rank[x] >= rv) continue;
-                w->mark[x] = cv;
-                w->stack[tail++] = x;
-            }
     while (head < tail) {
         const int32_t y = w->stack[head++];
         if (w->mark[y] == ce) continue; /* expanded with its group */
