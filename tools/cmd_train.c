@@ -43,6 +43,8 @@ static void on_signal(int sig) {
  * so a minute buys 2-3x the steps (docs/results.md, "Fine-tuning the heads"); with --shrink < 1
  * the whole network (the warm start + shrink recipe retrains the shrunk trunk) */
 #define FT_TRAIN_HEADS 1
+/* --steps when only --seconds bounds the run (above --steps' own maximum) */
+#define STEPS_UNBOUNDED 1000000000L
 
 static void common_options_help(FILE *f) {
     fprintf(f,
@@ -50,12 +52,17 @@ static void common_options_help(FILE *f) {
             "  --tasks LIST          learned tasks, any of place,sched,fuse (default all three; finetune: the\n"
             "                        checkpoint's); tasks not learned use device 0 / topological order / no fusion\n"
             "  --steps S             training steps (a step = K samples of graphs-per-step graphs)\n"
+            "  --seconds T           stop after T seconds of wall time from the start (loading, references\n"
+            "                        and the zero-shot evaluation included), or at --steps S if sooner;\n"
+            "                        with --seconds, --steps may be left out (the step count then depends\n"
+            "                        on the machine's speed, the run on the seed and that count)\n"
             "  -o CKPT               checkpoint to write (policy; CKPT.state holds the trainer state)\n"
             "  --resume              continue the run saved in CKPT (same options and graphs)\n"
             "  --metrics FILE        JSON lines, one per step (default CKPT.metrics.jsonl)\n"
             "  --checkpoint-every S  seconds between checkpoints (default 300); also written at the end\n"
             "  --decisions FILE      write the best decisions found for the first graph\n"
-            "  --quiet               no progress line\n"
+            "  --quiet               no progress line\n");
+    fprintf(f,
             "PPO (defaults in parentheses):\n"
             "  --samples K (16)  --epochs E (4; finetune: %d)  --clip EPS (0.2)  --entropy BETA (0.01)\n"
             "  --lr LR (1e-3)\n"
@@ -98,7 +105,7 @@ static void common_options_help(FILE *f) {
 
 static void train_usage(FILE *f) {
     fprintf(f, "Usage: gopt train --graphs DIR|FILE... --profile P [--devices N] [--tasks place,sched,fuse]\n"
-               "                  --steps S -o CKPT [--resume] [options]\n"
+               "                  --steps S|--seconds T -o CKPT [--resume] [options]\n"
                "       gopt train [--graphs DIR|FILE...] [--manifest LIST] [--profiles P1,P2,...]\n"
                "                  [--devices-range LO-HI] --steps S -o CKPT [--resume] [options]\n\n"
                "Train the GO policy with PPO on the simulator over many graphs (reward -sqrt(step/reference),\n"
@@ -154,7 +161,8 @@ static void train_usage(FILE *f) {
 }
 
 static void finetune_usage(FILE *f) {
-    fprintf(f, "Usage: gopt finetune [--checkpoint C] GRAPH --profile P [--devices N] --steps S -o CKPT [options]\n\n"
+    fprintf(f, "Usage: gopt finetune [--checkpoint C] GRAPH --profile P [--devices N] --steps S|--seconds T -o CKPT\n"
+               "                     [options]\n\n"
                "Fine-tune a trained policy on one graph with PPO, then compare against every reference baseline:\n"
                "their simulated steps, GO zero-shot (greedy, before fine-tuning) and the best GO solution found.\n"
                "Without --checkpoint the shipped pre-trained checkpoint is used. --steps 0 only evaluates\n"
@@ -194,6 +202,7 @@ typedef struct {
     const char *targets;                         /* --targets DIR: improved imitation targets */
     int targets_keep;                            /* --targets-keep: GOPT_TARGET_ALL or _PLACE */
     long ndev, steps;
+    double seconds; /* --seconds: wall-time limit of the run (0: none) */
     double ckpt_every;
     int resume, quiet;
     int fresh_optimizer; /* zero the loaded policy's Adam moments: -1 unset (finetune: on, train --init: off) */
@@ -508,6 +517,7 @@ static int parse_common(cli_args *a, train_args *ta) {
         cli_opt_str(a, "--decisions", &ta->decisions) || cli_opt_str(a, "--tasks", &ta->tasks_s) ||
         cli_opt_long(a, "--devices", &ta->ndev, 1, GOPT_POLICY_MAX_DEVICES) ||
         cli_opt_long(a, "--steps", &ta->steps, 0, 100000000L) ||
+        cli_opt_double(a, "--seconds", &ta->seconds, 1e-3, 1e9) ||
         cli_opt_double(a, "--checkpoint-every", &ta->ckpt_every, 0.0, 1e9))
         return a->bad ? 2 : -1;
     if (cli_opt_long(a, "--samples", &l, 2, GOPT_TRAINER_MAX_SAMPLES)) ta->o.samples = (int)l;
@@ -644,14 +654,16 @@ static gopt_status trim_metrics(const char *path, int64_t step, gopt_error *err)
 }
 
 static void progress(const gopt_trainer_stats *st, long steps, double gps, int tty) {
+    char of[32] = ""; /* "/S" unless the run is bounded by --seconds alone */
+    if (steps < STEPS_UNBOUNDED) snprintf(of, sizeof of, "/%ld", steps);
     if (st->imitation)
-        fprintf(stderr, "%sstep %lld/%ld imitation  %.2f graphs/s  loss %.4f  entropy %.3f  targets %.3fx ref%s",
-                tty ? "\r" : "", (long long)st->step + 1, steps, gps, st->loss, st->entropy, st->target_rel,
+        fprintf(stderr, "%sstep %lld%s imitation  %.2f graphs/s  loss %.4f  entropy %.3f  targets %.3fx ref%s",
+                tty ? "\r" : "", (long long)st->step + 1, of, gps, st->loss, st->entropy, st->target_rel,
                 tty ? "   " : "\n");
     else
         fprintf(stderr,
-                "%sstep %lld/%ld  %.2f graphs/s  mean %.4g ms  best %.4g ms (%.3fx ref, so far %.3fx)  entropy %.3f%s%s",
-                tty ? "\r" : "", (long long)st->step + 1, steps, gps, st->mean_step_s * 1e3, st->best_step_s * 1e3,
+                "%sstep %lld%s  %.2f graphs/s  mean %.4g ms  best %.4g ms (%.3fx ref, so far %.3fx)  entropy %.3f%s%s",
+                tty ? "\r" : "", (long long)st->step + 1, of, gps, st->mean_step_s * 1e3, st->best_step_s * 1e3,
                 st->best_rel, st->best_so_far_rel, st->entropy, st->skipped ? "  SKIPPED (non-finite)" : "",
                 tty ? "   " : "\n");
 }
@@ -674,6 +686,7 @@ static void print_reference(const train_args *ta, const gopt_trainer *tr, int i)
 
 static int run(train_args *ta, const char *verb, const char *init) {
     gopt_error err = {0};
+    const double start = gopt_now_seconds(); /* --seconds counts from here */
     const gopt_costmodel *cm = NULL; /* graph 0's */
     gopt_policy *pol = NULL;
     gopt_trainer *tr = NULL;
@@ -841,6 +854,11 @@ static int run(train_args *ta, const char *verb, const char *init) {
             g_stop = 1;
             break;
         }
+        if (ta->seconds > 0) { /* the time limit: a normal end, decided by any rank for all */
+            int late = gopt_now_seconds() - start >= ta->seconds;
+            if (ranks > 1 && gopt_dist_any(dist, late, &late, &err)) goto fail;
+            if (late) break;
+        }
         gopt_trainer_stats st;
         if (gopt_trainer_step(tr, &st, &err)) goto fail;
         graphs_done += st.graphs;
@@ -925,8 +943,10 @@ static int run(train_args *ta, const char *verb, const char *init) {
         if (ta->steps > 0) {
             const gopt_decisions *bd;
             double best = gopt_trainer_best(tr, 0, &bd);
-            printf("%-26s %12.6g %10.4f  (%ld steps)\n", "go fine-tuned (best found)", best * 1e3, best / ref,
-                   ta->steps);
+            printf("%-26s %12.6g %10.4f  (%lld steps", "go fine-tuned (best found)", best * 1e3, best / ref,
+                   (long long)gopt_trainer_steps_done(tr));
+            if (ta->seconds > 0) printf(" in %.1f s", gopt_now_seconds() - start);
+            printf(")\n");
         }
     }
     goto out;
@@ -967,7 +987,8 @@ static int check_common(train_args *ta, const char *verb) {
         return cli_usage_error(verb, "missing --profile P%s", ta->finetune ? "" : " (or --profiles P1,P2,...)");
     if (ta->prof && ta->profiles_s) return cli_usage_error(verb, "--profile and --profiles: give one of them");
     if (ta->ndev && ta->range_s) return cli_usage_error(verb, "--devices and --devices-range: give one of them");
-    if (ta->steps < 0) return cli_usage_error(verb, "missing --steps S");
+    if (ta->steps < 0 && ta->seconds > 0) ta->steps = STEPS_UNBOUNDED; /* --seconds alone bounds the run */
+    if (ta->steps < 0) return cli_usage_error(verb, "missing --steps S (or --seconds T)");
     if (!ta->outp && !(ta->finetune && ta->steps == 0)) return cli_usage_error(verb, "missing -o CKPT");
     if (!ta->outp && ta->resume) return cli_usage_error(verb, "--resume needs -o CKPT");
     if (ta->tasks_s) {

@@ -72,6 +72,15 @@ expect_err "missing -o"
 expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 2 -o "$TMP/f.ckpt" --samples 4 --epochs 1 --quiet --decisions "$TMP/f.dec"
 expect_out "mlp_train"
 head -1 "$TMP/f.dec" | grep -q "gopt-decisions" && ok || fail "finetune decisions file"
+# a time limit: --seconds alone bounds the run (the steps are counted in the summary); a
+# limit already spent before the first step gives none; --steps stays the bound when sooner
+"$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --seconds 0.001 -o "$TMP/t0.ckpt" --samples 4 --epochs 1 --quiet > "$TMP/t0.out" && ok || fail "finetune --seconds"
+grep -q "(0 steps in " "$TMP/t0.out" && [ -s "$TMP/t0.ckpt" ] && ok || fail "finetune --seconds 0.001: no step, a checkpoint"
+"$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --seconds 600 --steps 2 -o "$TMP/t1.ckpt" --samples 4 --epochs 1 --quiet > "$TMP/t1.out" && ok || fail "finetune --seconds --steps"
+grep -q "(2 steps in " "$TMP/t1.out" && ok || fail "finetune --seconds 600 --steps 2: 2 steps"
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 -o "$TMP/t2.ckpt"
+expect_err "missing --steps S (or --seconds T)"
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --seconds 0 -o "$TMP/t2.ckpt"
 # finetune with a warm start: 2 imitation steps of the graph's reference, then PPO
 expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --imitate 2 --steps 3 -o "$TMP/w.ckpt" --samples 4 --epochs 1 --quiet
 [ "$(grep -c '"phase":"imitation"' "$TMP/w.ckpt.metrics.jsonl")" -eq 2 ] && [ "$(grep -c '"phase":"ppo"' "$TMP/w.ckpt.metrics.jsonl")" -eq 1 ] && ok || fail "warm-start finetune phases"
