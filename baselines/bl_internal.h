@@ -109,6 +109,7 @@ typedef struct {
     int32_t *stamp;   /* (n) scratch marks */
     int32_t clock;
     int32_t *tmp;     /* (n) scratch member list */
+    int exact;        /* bl_fuse_can_merge: when the sufficient conditions fail, search (xlamo) */
 } bl_fuse;
 
 /* Take d->group as it is (renumbered so each id is a member's node id). */
@@ -118,7 +119,9 @@ void bl_fuse_destroy(bl_fuse *s);
 static inline int32_t bl_fuse_gid(const bl_fuse *s, int32_t v) { return s->group[v] >= 0 ? s->group[v] : v; }
 /* Whether merging the groups of u and v (joined by an edge) is safe: both
  * on one device (dev), neither closed, and every edge leaving one of them
- * goes into the other, or every edge entering the other comes from the one. */
+ * goes into the other, or every edge entering the other comes from the one;
+ * with s->exact set, also when neither holds but no path leaves the union and
+ * comes back (a search of at most BL_FUSE_SEARCH expansions; past it: no). */
 int bl_fuse_can_merge(bl_fuse *s, const int32_t *device, int32_t gu, int32_t gv);
 /* (gu is the producer side: a closed gu takes nothing after it.) */
 /* Merge; returns the new group id. */

@@ -1,6 +1,7 @@
 /* fusion.c: fusion groups. none; xla (greedy producer-into-consumer fusion
- * judged by the cost model); tvm (rule-based chains); and the fusion state
- * the annealer shares.
+ * judged by the cost model); xlamo (the same with multi-output producers:
+ * exact legality); tvm (rule-based chains); and the fusion state the
+ * annealer shares.
  *
  * Legality without a reachability search: merging group A into group B
  * (an edge A -> B exists) cannot create a cycle when every edge leaving A
@@ -20,6 +21,7 @@
 #include "bl_internal.h"
 
 #define BL_FUSE_MAX 64
+#define BL_FUSE_SEARCH 4096 /* xlamo: nodes one legality search may expand */
 
 gopt_status bl_fuse_init(bl_fuse *s, const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     memset(s, 0, sizeof *s);
@@ -73,6 +75,44 @@ static void mark(bl_fuse *s, int32_t g) {
     for (int32_t v = s->head[g]; v >= 0; v = s->next[v]) s->stamp[v] = s->clock;
 }
 
+/* Exact legality, where the sufficient conditions of bl_fuse_can_merge fail: merging creates a
+ * cycle iff a path leaves U = ga + gb and comes back, in the graph with every group contracted. A
+ * forward search from U's outside successors, every group reached expanded whole, looks for a
+ * member of U; past BL_FUSE_SEARCH expansions it refuses (conservative, deterministic). */
+static int union_acyclic(bl_fuse *s, int32_t ga, int32_t gb) {
+    const gopt_frozen *f = s->f;
+    const int32_t in_u = ++s->clock;
+    mark(s, ga);
+    mark(s, gb);
+    const int32_t seen = ++s->clock;
+    int32_t sp = 0, visits = 0;
+    const int32_t gs[2] = {ga, gb};
+    for (int k = 0; k < 2; k++)
+        for (int32_t v = s->head[gs[k]]; v >= 0; v = s->next[v])
+            for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++) {
+                const int32_t w = f->out_dst[e];
+                if (s->stamp[w] == in_u || s->stamp[w] == seen) continue;
+                s->stamp[w] = seen;
+                s->tmp[sp++] = w;
+            }
+    while (sp > 0) {
+        const int32_t y = s->tmp[--sp];
+        const int grouped = s->group[y] >= 0;
+        for (int32_t z = grouped ? s->head[s->group[y]] : y; z >= 0; z = grouped ? s->next[z] : -1) {
+            if (++visits > BL_FUSE_SEARCH) return 0;
+            s->stamp[z] = seen;
+            for (int32_t e = f->out_ptr[z]; e < f->out_ptr[z + 1]; e++) {
+                const int32_t x = f->out_dst[e];
+                if (s->stamp[x] == in_u) return 0;
+                if (s->stamp[x] == seen) continue;
+                s->stamp[x] = seen;
+                s->tmp[sp++] = x;
+            }
+        }
+    }
+    return 1;
+}
+
 int bl_fuse_can_merge(bl_fuse *s, const int32_t *device, int32_t ga, int32_t gb) {
     if (ga == gb || s->closed[ga]) return 0;
     if (device[s->head[ga]] != device[s->head[gb]]) return 0;
@@ -100,7 +140,7 @@ int bl_fuse_can_merge(bl_fuse *s, const int32_t *device, int32_t ga, int32_t gb)
                 break;
             }
         }
-    return ok;
+    return ok || (s->exact && union_acyclic(s, ga, gb));
 }
 
 int32_t bl_fuse_merge(bl_fuse *s, int32_t ga, int32_t gb) {
@@ -158,10 +198,11 @@ gopt_status gopt_bl_fuse_none(const gopt_bl_problem *p, gopt_decisions *d, gopt_
     return GOPT_OK;
 }
 
-gopt_status gopt_bl_fuse_xla(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+static gopt_status fuse_xla(const gopt_bl_problem *p, gopt_decisions *d, int exact, gopt_error *err) {
     bl_fuse s;
     gopt_status st = bl_fuse_init(&s, p, d, err);
     if (st) return st;
+    s.exact = exact;
     const gopt_frozen *f = s.f;
     for (int pass = 0; pass < 3; pass++) {
         int changed = 0;
@@ -187,6 +228,18 @@ gopt_status gopt_bl_fuse_xla(const gopt_bl_problem *p, gopt_decisions *d, gopt_e
     }
     bl_fuse_destroy(&s);
     return GOPT_OK;
+}
+
+gopt_status gopt_bl_fuse_xla(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    return fuse_xla(p, d, 0, err);
+}
+
+/* xlamo: the same pass with multi-output producers: a producer whose result also leaves the group
+ * (a forward convolution feeding its batch norm and that norm's backward) joins when no path
+ * comes back, as XLA's multi-output fusion does. Fuses more than xla, which is not always faster:
+ * a group waits for all its inputs (docs/baselines.md). */
+gopt_status gopt_bl_fuse_xlamo(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
+    return fuse_xla(p, d, 1, err);
 }
 
 gopt_status gopt_bl_fuse_tvm(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {

@@ -156,6 +156,7 @@ gopt_status gopt_bl_schedule_fifo(const gopt_bl_problem *p, gopt_decisions *d, g
 gopt_status gopt_bl_schedule_cp(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err);
 gopt_status gopt_bl_fuse_none(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err);
 gopt_status gopt_bl_fuse_xla(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err);
+gopt_status gopt_bl_fuse_xlamo(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err);
 gopt_status gopt_bl_fuse_tvm(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err);
 gopt_status gopt_bl_anneal(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err);
 

@@ -38,6 +38,8 @@ static const gopt_bl_method BUILTIN[] = {
     {"none", GOPT_BL_FUSION, gopt_bl_fuse_none, "no fusion"},
     {"xla", GOPT_BL_FUSION, gopt_bl_fuse_xla,
      "XLA-like greedy producer-into-consumer fusion when the cost model says it saves time"},
+    {"xlamo", GOPT_BL_FUSION, gopt_bl_fuse_xlamo,
+     "xla with multi-output producers: one whose result also leaves the group joins when no path comes back"},
     {"tvm", GOPT_BL_FUSION, gopt_bl_fuse_tvm,
      "TVM-like rules: elementwise/injective chains into their producer, reductions last"},
     {"sa", GOPT_BL_JOINT, gopt_bl_anneal,

@@ -12,7 +12,7 @@
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
  * rows whose split is --set: validation (the default), train, test or holdout):
- *  - every placement method x {fifo, cp} x {none, xla, tvm} through the
+ *  - every placement method x {fifo, cp} x {none, xla, xlamo, tvm} through the
  *    optimizer registry (gopt_bl_optimize, the simulator as evaluator); the
  *    best of them that fits in memory is the reference of the ratios ("best
  *    classical"), and the table names the combination;
@@ -51,7 +51,7 @@
  * <= 0.90x, GO out of memory never. Graphs where no classical combination
  * fits are listed and left out of the means.
  *
- * Cost: per graph and setting 42 combinations (about a second on 5k nodes),
+ * Cost: per graph and setting 56 combinations (about a second on 5k nodes),
  * sa's budget, K + 1 simulations and one network forward, plus 2T with
  * fine-tuning. GO's network on 2 threads (gopt_go_options.threads), the baselines and sa
  * on one; sa's result
@@ -68,7 +68,8 @@
 #include "gopt_trainer.h"
 
 #define MAX_ITEMS 64
-#define NCOMBO 42
+#define NFUSERS 4
+#define NCOMBO (7 * 2 * NFUSERS)
 
 /* the splits of graphs/real/splits.tsv */
 static int is_split(const char *s) {
@@ -77,7 +78,7 @@ static int is_split(const char *s) {
 
 static const char *const PLACERS[] = {"single", "expert", "metis", "heft", "mtopo", "metf", "msct"};
 static const char *const SCHEDS[] = {"fifo", "cp"};
-static const char *const FUSERS[] = {"none", "xla", "tvm"};
+static const char *const FUSERS[NFUSERS] = {"none", "xla", "xlamo", "tvm"};
 
 static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, GOPT_GO_THREADS, GOPT_GO_PASS_BEST};
 
@@ -387,7 +388,7 @@ int main(int argc, char **argv) {
     int nc = 0;
     for (int p = 0; p < 7; p++)
         for (int s = 0; s < 2; s++)
-            for (int f = 0; f < 3; f++) snprintf(combos[nc++], 48, "%s+%s+%s", PLACERS[p], SCHEDS[s], FUSERS[f]);
+            for (int f = 0; f < NFUSERS; f++) snprintf(combos[nc++], 48, "%s+%s+%s", PLACERS[p], SCHEDS[s], FUSERS[f]);
     /* load every graph first: a bad file stops the run before any measurement */
     gopt_graph *graphs[MAX_ITEMS] = {0};
     char files[MAX_ITEMS][1024];
@@ -457,7 +458,7 @@ int main(int argc, char **argv) {
                 return 2;
             }
             printf("\n== %s, %ld devices: step times in ms; ratios to the best classical combination (placement x "
-                   "{fifo,cp} x {none,xla,tvm})\n",
+                   "{fifo,cp} x {none,xla,xlamo,tvm})\n",
                    gopt_profile_name(prof), ndev);
             printf("%-22s %6s %10s %-20s %9s %20s %20s", "graph", "nodes", "best_ms", "best combination", "sa_ms",
                    "go_greedy", "go_best_of_k");

@@ -525,15 +525,59 @@ static void test_fusion_rules(void **state) {
     gopt_graph_free(g);
 }
 
+/* xlamo: a producer whose result also leaves the group (a convolution feeding its batch norm and
+ * the norm's backward) joins its consumer's group when no path comes back; xla leaves it out. With
+ * a path back through another kernel (conv -> k -> norm, k a GEMM that cannot join), neither joins
+ * it. */
+static void test_fusion_multi_output(void **state) {
+    (void)state;
+    for (int back = 0; back < 2; back++) {
+        gopt_graph *g = NULL;
+        assert_int_equal(gopt_graph_create(&g, "mo", "test", NULL), GOPT_OK);
+        double B = 4e6;
+        int32_t in = add(g, "in", GOPT_OP_CLASS_INPUT, 0, B, 0, GOPT_PHASE_FWD, -1, NULL);
+        int32_t w = add(g, "w", GOPT_OP_CLASS_PARAM, 0, 512, 512, GOPT_PHASE_NONE, -1, NULL);
+        int32_t conv = add(g, "conv", GOPT_OP_CLASS_CONV, 1e9, B, 0, GOPT_PHASE_FWD, -1, NULL);
+        int32_t norm = add(g, "norm", GOPT_OP_CLASS_ELEMENTWISE, 1e6, B, 0, GOPT_PHASE_FWD, -1, NULL);
+        int32_t act = add(g, "act", GOPT_OP_CLASS_ELEMENTWISE, 1e6, B, 0, GOPT_PHASE_FWD, -1, NULL);
+        int32_t nb = add(g, "norm_backward", GOPT_OP_CLASS_GEMM, 1e9, B, 0, GOPT_PHASE_BWD, -1, NULL);
+        edge(g, in, conv, B);
+        edge(g, conv, norm, B);
+        edge(g, w, norm, 512);
+        edge(g, norm, act, B);
+        edge(g, conv, nb, B);
+        if (back) edge(g, nb, norm, B); /* conv -> nb -> norm: conv cannot join norm's group */
+        else edge(g, w, nb, 512);
+        assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
+        fixture x;
+        fx_init(&x, g, 1, 1e12);
+        gopt_decisions d;
+        double t_xla = run_method(&x, "xla", &d, GOPT_OK);
+        assert_true(d.group[norm] >= 0 && d.group[norm] == d.group[act]); /* the epilogue chain */
+        assert_true(d.group[conv] != d.group[norm]);
+        gopt_decisions_destroy(&d);
+        double t_mo = run_method(&x, "xlamo", &d, GOPT_OK);
+        if (!back) {
+            assert_true(d.group[conv] >= 0 && d.group[conv] == d.group[norm] && d.group[norm] == d.group[act]);
+            assert_true(t_mo < t_xla); /* the norm reads the convolution's result in its epilogue */
+        } else {
+            assert_true(d.group[conv] != d.group[norm]);
+        }
+        gopt_decisions_destroy(&d);
+        fx_destroy(&x);
+        gopt_graph_free(g);
+    }
+}
+
 /* ---- validity and determinism ------------------------------------------------------ */
 static void check_all_methods(gopt_graph *g, int ndev, double mem) {
     fixture x;
     fx_init(&x, g, ndev, mem);
     x.pb.opt.max_evals = 60;
-    static const char *SCHED[] = {"fifo", "cp"}, *FUSE[] = {"none", "xla", "tvm"};
+    static const char *SCHED[] = {"fifo", "cp"}, *FUSE[] = {"none", "xla", "xlamo", "tvm"};
     for (int i = 0; PLACERS[i]; i++)
         for (int s = 0; s < 2; s++)
-            for (int u = 0; u < 3; u++) {
+            for (int u = 0; u < 4; u++) {
                 char spec[64];
                 snprintf(spec, sizeof spec, "%s+%s+%s", PLACERS[i], SCHED[s], FUSE[u]);
                 gopt_decisions d;
@@ -976,6 +1020,7 @@ int main(void) {
         cmocka_unit_test(test_estimate_group_is_cost_model),
         cmocka_unit_test(test_critical_path),
         cmocka_unit_test(test_fusion_rules),
+        cmocka_unit_test(test_fusion_multi_output),
         cmocka_unit_test(test_validity_generated),
         cmocka_unit_test(test_expert_rules),
         cmocka_unit_test(test_expert_tables),

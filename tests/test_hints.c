@@ -151,8 +151,8 @@ static void test_hints_quality(void **state) {
     for (int h = 0; h < NH; h++) {
         memset(&d[h], 0, sizeof d[h]);
         step[h] = INFINITY;
-        for (int k = 0; k < 3; k++) {
-            static const char *const combos[] = {"+cp+xla", "+fifo+xla", "+cp+tvm"};
+        for (int k = 0; k < 5; k++) {
+            static const char *const combos[] = {"+cp+xla", "+fifo+xla", "+cp+tvm", "+cp+xlamo", "+fifo+xlamo"};
             char spec[64];
             snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[h], combos[k]);
             assert_string_equal(gopt_go_hint_combos[k], combos[k]);
@@ -173,7 +173,7 @@ static void test_hints_quality(void **state) {
         }
         if (step[h] < best) best = step[h], ibest = h;
     }
-    assert_null(gopt_go_hint_combos[3]);
+    assert_null(gopt_go_hint_combos[5]);
     int ones = 0;
     for (int h = 0; h < NH; h++) {
         assert_float_equal(q[h], best / step[h], 1e-6);

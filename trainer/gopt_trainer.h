@@ -377,7 +377,8 @@ void gopt_go_decoder_inputs(const gopt_bl_problem *p, double *node_time, double 
  * (1: the best; 0: found nothing that fits) and feat comes from the best
  * hint's combination (policy cfg.hint_quality). */
 #define GOPT_GO_HINT_METHOD "heft+cp+xla"
-extern const char *const gopt_go_hint_combos[]; /* "+cp+xla", "+fifo+xla", "+cp+tvm", then NULL */
+extern const char *const gopt_go_hint_combos[]; /* "+cp+xla", "+fifo+xla", "+cp+tvm", "+cp+xlamo",
+                                                   "+fifo+xlamo", then NULL */
 extern const char *const gopt_go_hint_placers[GOPT_POLICY_MAX_HINTS]; /* heft, metf, metis, expert, msct,
                                                                           mtopo, single, then NULL */
 gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float *feat, int32_t *group,

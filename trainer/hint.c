@@ -15,7 +15,9 @@
  * placer + gopt_go_hint_combos (critical-path or topological priorities with
  * XLA-style fusion, critical-path with TVM-style rule-based chains: on some
  * settings TVM's smaller groups are the best classical fusion, and a policy
- * that only saw XLA's groups as hints fused too much there), each judged by
+ * that only saw XLA's groups as hints fused too much there; and, since
+ * 2026-11-28, either order with XLA-style multi-output fusion, xlamo, the
+ * best classical fusion on most CNNs), each judged by
  * the problem's evaluator; hint h is the
  * placer's fastest that fits, its quality T_best / T_h (1 for the best hint,
  * 0 when none fits); the per-node schedule and fusion features then come from
@@ -42,7 +44,7 @@ static int cmp_key(const void *a, const void *b) {
     return x->v < y->v ? -1 : x->v > y->v;
 }
 
-const char *const gopt_go_hint_combos[] = {"+cp+xla", "+fifo+xla", "+cp+tvm", NULL};
+const char *const gopt_go_hint_combos[] = {"+cp+xla", "+fifo+xla", "+cp+tvm", "+cp+xlamo", "+fifo+xlamo", NULL};
 
 const char *const gopt_go_hint_placers[GOPT_POLICY_MAX_HINTS] = {"heft",   "metf",  "metis", "expert",
                                                                    "msct",   "mtopo", "single", NULL};

@@ -4,7 +4,7 @@ G="$SRC/graphs/examples/mlp_train.graphml"
 P="$SRC/profiles/v100-dgx1-x8.json"
 
 expect_rc 0 "$GOPT" optimize --list
-for m in single expert metis heft mtopo metf msct fifo cp none xla tvm sa; do expect_out "^  $m "; done
+for m in single expert metis heft mtopo metf msct fifo cp none xla xlamo tvm sa; do expect_out "^  $m "; done
 
 # every placement, and a full combination, writes a decisions file the simulator accepts
 for m in single expert metis heft mtopo metf msct heft+cp+xla metis+fifo+tvm; do
