@@ -68,8 +68,6 @@
 #include "gopt_trainer.h"
 
 #define MAX_ITEMS 64
-#define NFUSERS 4
-#define NCOMBO (7 * 2 * NFUSERS)
 
 /* the splits of graphs/real/splits.tsv */
 static int is_split(const char *s) {
@@ -78,7 +76,9 @@ static int is_split(const char *s) {
 
 static const char *const PLACERS[] = {"single", "expert", "metis", "heft", "mtopo", "metf", "msct"};
 static const char *const SCHEDS[] = {"fifo", "cp"};
-static const char *const FUSERS[NFUSERS] = {"none", "xla", "xlamo", "tvm"};
+static const char *const FUSERS[] = {"none", "xla", "xlamo", "tvm"};
+#define NOF(a) (int)(sizeof(a) / sizeof *(a))
+#define NCOMBO (NOF(PLACERS) * NOF(SCHEDS) * NOF(FUSERS))
 
 static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, GOPT_GO_THREADS, GOPT_GO_PASS_BEST};
 
@@ -386,9 +386,9 @@ int main(int argc, char **argv) {
     }
     char combos[NCOMBO][48];
     int nc = 0;
-    for (int p = 0; p < 7; p++)
-        for (int s = 0; s < 2; s++)
-            for (int f = 0; f < NFUSERS; f++) snprintf(combos[nc++], 48, "%s+%s+%s", PLACERS[p], SCHEDS[s], FUSERS[f]);
+    for (int p = 0; p < NOF(PLACERS); p++)
+        for (int s = 0; s < NOF(SCHEDS); s++)
+            for (int f = 0; f < NOF(FUSERS); f++) snprintf(combos[nc++], 48, "%s+%s+%s", PLACERS[p], SCHEDS[s], FUSERS[f]);
     /* load every graph first: a bad file stops the run before any measurement */
     gopt_graph *graphs[MAX_ITEMS] = {0};
     char files[MAX_ITEMS][1024];

@@ -107,7 +107,7 @@ static void train_usage(FILE *f) {
     fprintf(f, "Usage: gopt train --graphs DIR|FILE... --profile P [--devices N] [--tasks place,sched,fuse]\n"
                "                  --steps S|--seconds T -o CKPT [--resume] [options]\n"
                "       gopt train [--graphs DIR|FILE...] [--manifest LIST] [--profiles P1,P2,...]\n"
-               "                  [--devices-range LO-HI] --steps S -o CKPT [--resume] [options]\n\n"
+               "                  [--devices-range LO-HI] --steps S|--seconds T -o CKPT [--resume] [options]\n\n"
                "Train the GO policy with PPO on the simulator over many graphs (reward -sqrt(step/reference),\n"
                "reference = best baseline per graph). Every argument after --graphs that is not an option is a\n"
                "graph file or a directory of *.graphml[.gz] files (sorted by name).\n"
