@@ -508,16 +508,71 @@ static int check_memory_rule(const gopt_frozen *fz, const gopt_policy_actions *a
     return bound;
 }
 
+/* The setup the network's gradient checks share: a 23-node random graph with colocation
+ * groups, a policy of config c (seed 42) whose biases, heads and conditioned-decoder weights
+ * (with fill_relpos also the relative-position biases) are drawn non-trivial, features, a mask
+ * that leaves two devices to every fourth node, decoder inputs whose memory masks bind (every
+ * device holds 1.05-1.16x its share of the charges) and, when c->hints, two hints that agree
+ * with the masks on some nodes and not others (with hint_holes the second, the best, has
+ * holes), their fusion groups four consecutive ids, some unfused. */
+enum { NET_N = 23 };
+typedef struct {
+    gopt_graph *g;
+    const gopt_frozen *fz;
+    gopt_policy *p;
+    float feat[NET_N * GOPT_POLICY_NFEAT];
+    uint16_t mask[NET_N];
+    dec_inputs di;
+    int32_t hdev[2 * NET_N], hgrp[NET_N];
+    float hfeat[NET_N * GOPT_POLICY_NHINT];
+} net_fixture;
+
+static void net_fixture_make(net_fixture *f, const gopt_policy_config *c, int fill_relpos, int hint_holes) {
+    enum { N = NET_N };
+    gopt_error err;
+    f->g = test_random_graph(N, 11, 5);
+    f->fz = gopt_graph_frozen(f->g);
+    assert_true(f->fz->n_coloc > 0);
+    f->p = NULL;
+    assert_int_equal(gopt_policy_create(&f->p, c, 42, &err), GOPT_OK);
+    float t[N];
+    for (int i = 0; i < N; i++) t[i] = 1e-4f * (1 + i % 7);
+    assert_int_equal(gopt_policy_features(f->fz, 3, t, f->feat, &err), GOPT_OK);
+    for (int i = 0; i < N; i++) f->mask[i] = i % 4 == 2 ? 0x6 : 0xffff;
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 99);
+    for (int i = 0; i < gopt_policy_num_tensors(f->p); i++) {
+        const char *nm;
+        float *w;
+        size_t cnt;
+        gopt_policy_tensor(f->p, i, &nm, &w, NULL, &cnt);
+        if ((fill_relpos && strstr(nm, "relpos")) || strstr(nm, ".b") || strstr(nm, "head_")) fill_rand(w, cnt, &rng, 0.3f);
+        if (strncmp(nm, "cond.", 5) == 0) fill_rand(w, cnt, &rng, 0.3f); /* the scorer matters */
+    }
+    dec_inputs_make(&f->di, f->fz, 3, 1.05, 17);
+    assert_int_equal(gopt_policy_set_decoder_inputs(f->p, N, 3, f->di.time, f->di.mem, f->di.cap, &err), GOPT_OK);
+    if (c->hints) {
+        for (int i = 0; i < 2 * N; i++) f->hdev[i] = hint_holes && i >= N && i % 5 == 0 ? -1 : (i * 7) % 3;
+        for (int i = 0; i < N * GOPT_POLICY_NHINT; i++) f->hfeat[i] = (float)((i * 5) % 11) / 10.0f;
+        const float hq[2] = {0.6f, 1.0f}; /* hint 1 is the best */
+        for (int i = 0; i < N; i++) f->hgrp[i] = i % 5 == 0 ? -1 : i / 4 * 4;
+        assert_int_equal(gopt_policy_set_hints(f->p, N, 3, c->hints, f->hdev, f->hfeat, f->hgrp, hq, &err), GOPT_OK);
+    }
+}
+
+static void net_fixture_free(net_fixture *f) {
+    dec_inputs_free(&f->di);
+    gopt_policy_free(f->p);
+    gopt_graph_free(f->g);
+}
+
 /* memory_grad = 1: the exact gradient of the forward. memory_grad = 0
  * (stop-gradient): the exact gradient of the forward whose memory states are
  * frozen at the point of linearisation (gopt_policy_debug_freeze_memory). */
 /* fuse_cond = 1 also sets sched_cond and place_succ; tempered = 1 sets the tasks' own
  * temperatures (gopt_policy_set_task_temperature) to 1.5, 0.7 and 2 */
 static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_cond, int tempered) {
-    enum { N = 23 };
-    gopt_graph *g = test_random_graph(N, 11, 5);
-    const gopt_frozen *fz = gopt_graph_frozen(g);
-    assert_true(fz->n_coloc > 0);
+    enum { N = NET_N };
     gopt_error err;
     gopt_policy_config c = tiny_config();
     c.memory_grad = memory_grad;
@@ -525,48 +580,23 @@ static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_
     c.hint_quality = hint_quality;
     c.fuse_cond = fuse_cond;
     c.sched_cond = fuse_cond;
-    c.fuse_hint = fuse_cond && hints; /* the third cond.fgrp row, with the hint groups set below */
+    c.fuse_hint = fuse_cond && hints; /* the third cond.fgrp row, with the fixture's hint groups */
     c.fuse_hint_level = fuse_cond && hints; /* and the fourth: the level of the node's hint group */
     c.place_succ = fuse_cond;               /* the scorer's two consumer rows */
-    gopt_policy *p = NULL;
-    assert_int_equal(gopt_policy_create(&p, &c, 42, &err), GOPT_OK);
+    net_fixture F;
+    net_fixture_make(&F, &c, 1, 1);
+    gopt_policy *p = F.p;
+    const gopt_frozen *fz = F.fz;
+    float *feat = F.feat;
+    uint16_t *mask = F.mask;
+    dec_inputs di = F.di;
     gopt_policy_debug_chunk(p, memory_grad ? 1 : 2); /* the forward's chunk boundaries inside the graph */
     if (tempered) {
         const float tt[GOPT_TASK_COUNT] = {1.5f, 0.7f, 2.0f};
         for (int k = 0; k < GOPT_TASK_COUNT; k++)
             assert_int_equal(gopt_policy_set_task_temperature(p, k, tt[k], &err), GOPT_OK);
     }
-    float feat[N * GOPT_POLICY_NFEAT], t[N];
-    for (int i = 0; i < N; i++) t[i] = 1e-4f * (1 + i % 7);
-    assert_int_equal(gopt_policy_features(fz, 3, t, feat, &err), GOPT_OK);
-    uint16_t mask[N];
-    for (int i = 0; i < N; i++) mask[i] = i % 4 == 2 ? 0x6 : 0xffff;
-    /* make the relative-position biases and modulation non-trivial */
     gopt_rng rng;
-    gopt_rng_seed(&rng, 99);
-    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
-        const char *nm;
-        float *w;
-        size_t cnt;
-        gopt_policy_tensor(p, i, &nm, &w, NULL, &cnt);
-        if (strstr(nm, "relpos") || strstr(nm, ".b") || strstr(nm, "head_")) fill_rand(w, cnt, &rng, 0.3f);
-        if (strncmp(nm, "cond.", 5) == 0) fill_rand(w, cnt, &rng, 0.3f); /* the scorer matters */
-    }
-    /* the conditioned decoder with memory masks that bind (every device
-     * holds 1.05-1.16x its share of the charges) */
-    dec_inputs di;
-    dec_inputs_make(&di, fz, 3, 1.05, 17);
-    assert_int_equal(gopt_policy_set_decoder_inputs(p, N, 3, di.time, di.mem, di.cap, &err), GOPT_OK);
-    int32_t hdev[2 * N];
-    float hfeat[N * GOPT_POLICY_NHINT];
-    if (hints) { /* two hints that agree with the masks on some nodes and not others; one has holes */
-        for (int i = 0; i < 2 * N; i++) hdev[i] = i >= N && i % 5 == 0 ? -1 : (i * 7) % 3;
-        for (int i = 0; i < N * GOPT_POLICY_NHINT; i++) hfeat[i] = (float)((i * 5) % 11) / 10.0f;
-        const float hq[2] = {0.6f, 1.0f}; /* hint 1 (with holes) is the best */
-        static int32_t hgrp[N]; /* hint fusion groups of four consecutive ids, some unfused */
-        for (int i = 0; i < N; i++) hgrp[i] = i % 5 == 0 ? -1 : i / 4 * 4;
-        assert_int_equal(gopt_policy_set_hints(p, N, 3, hints, hdev, hfeat, hgrp, hq, &err), GOPT_OK);
-    }
     assert_int_equal(gopt_policy_forward(p, fz, feat, 3, mask, &err), GOPT_OK);
     actions_buf ab;
     actions_alloc(&ab, N);
@@ -649,9 +679,7 @@ static void grad_network(int memory_grad, int hints, int hint_quality, int fuse_
         gopt_policy_free(q);
     }
     free(ab.buf);
-    dec_inputs_free(&di);
-    gopt_policy_free(p);
-    gopt_graph_free(g);
+    net_fixture_free(&F);
 }
 
 /* gopt_policy_backward_labels: with the labels as the context it is teacher forcing (the same
@@ -676,42 +704,20 @@ static double lab_loss(void *c) {
 
 static void test_backward_labels(void **state) {
     (void)state;
-    enum { N = 23 };
-    gopt_graph *g = test_random_graph(N, 11, 5);
-    const gopt_frozen *fz = gopt_graph_frozen(g);
+    enum { N = NET_N };
     gopt_error err;
     gopt_policy_config c = tiny_config();
     c.hints = 2;
     c.hint_quality = 1;
     c.fuse_cond = c.sched_cond = c.fuse_hint = c.fuse_hint_level = 1;
     c.memory_grad = 1; /* the full derivative, which finite differences see */
-    gopt_policy *p = NULL;
-    assert_int_equal(gopt_policy_create(&p, &c, 42, &err), GOPT_OK);
-    float feat[N * GOPT_POLICY_NFEAT], t[N];
-    for (int i = 0; i < N; i++) t[i] = 1e-4f * (1 + i % 7);
-    assert_int_equal(gopt_policy_features(fz, 3, t, feat, &err), GOPT_OK);
-    uint16_t mask[N];
-    for (int i = 0; i < N; i++) mask[i] = i % 4 == 2 ? 0x6 : 0xffff;
+    net_fixture F;
+    net_fixture_make(&F, &c, 0, 0);
+    gopt_policy *p = F.p;
+    const gopt_frozen *fz = F.fz;
+    const float *feat = F.feat;
+    const uint16_t *mask = F.mask;
     gopt_rng rng;
-    gopt_rng_seed(&rng, 99);
-    for (int i = 0; i < gopt_policy_num_tensors(p); i++) {
-        const char *nm;
-        float *w;
-        size_t cnt;
-        gopt_policy_tensor(p, i, &nm, &w, NULL, &cnt);
-        if (strstr(nm, ".b") || strstr(nm, "head_") || strncmp(nm, "cond.", 5) == 0) fill_rand(w, cnt, &rng, 0.3f);
-    }
-    dec_inputs di;
-    dec_inputs_make(&di, fz, 3, 1.05, 17);
-    assert_int_equal(gopt_policy_set_decoder_inputs(p, N, 3, di.time, di.mem, di.cap, &err), GOPT_OK);
-    int32_t hdev[2 * N];
-    float hfeat[N * GOPT_POLICY_NHINT];
-    for (int i = 0; i < 2 * N; i++) hdev[i] = (i * 7) % 3;
-    for (int i = 0; i < N * GOPT_POLICY_NHINT; i++) hfeat[i] = (float)((i * 5) % 11) / 10.0f;
-    const float hq[2] = {0.6f, 1.0f};
-    static int32_t hgrp[N];
-    for (int i = 0; i < N; i++) hgrp[i] = i % 5 == 0 ? -1 : i / 4 * 4;
-    assert_int_equal(gopt_policy_set_hints(p, N, 3, 2, hdev, hfeat, hgrp, hq, &err), GOPT_OK);
     assert_int_equal(gopt_policy_forward(p, fz, feat, 3, mask, &err), GOPT_OK);
     actions_buf ctx, label;
     actions_alloc(&ctx, N);
@@ -760,9 +766,7 @@ static void test_backward_labels(void **state) {
     free(saved);
     free(ctx.buf);
     free(label.buf);
-    dec_inputs_free(&di);
-    gopt_policy_free(p);
-    gopt_graph_free(g);
+    net_fixture_free(&F);
 }
 
 /* One forward and backward of p on fz: its logits (place, sched, fuse) into out and its
