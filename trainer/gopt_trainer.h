@@ -299,6 +299,18 @@ gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned ta
                                               const gopt_bl_problem *ties, const gopt_policy_actions *a,
                                               gopt_decisions *d, int32_t *group_scratch, gopt_error *err);
 
+/* Fusion levels that remake groups: level[v] = 0 for an unfused node (group[v] < 0), else its
+ * group's level in 1..levels-1 (levels: the policy's fusion_levels, 2..32). Imitation targets
+ * (a reference's groups as the fusion head's levels) are made by it. The fusion pass joins a
+ * node to the same-level groups of its predecessors on its device, so each group gets a level
+ * that no group touching it (an edge either way between members on one device) already took:
+ * greedy colouring in the topological order of the groups' first members; when every level is
+ * taken, the one with the fewest edges to touching groups. With enough levels
+ * gopt_trainer_actions_to_decisions(fuse_merge = 1) on these levels gives back the groups the
+ * merging pass formed. group: ids in 0..n-1 or -1; device: (n) ids. */
+gopt_status gopt_trainer_group_levels(const gopt_frozen *fz, const int32_t *group, const int32_t *device, int levels,
+                                      int32_t *level, gopt_error *err);
+
 /* Canonical device labels. Device ids of a placement are arbitrary up to
  * the cluster's symmetries (a permutation of devices that preserves every
  * op's time and every link's transfer time gives the same simulated step),

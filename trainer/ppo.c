@@ -433,7 +433,8 @@ out:
     return s;
 }
 
-void tr_imitation_targets(gopt_trainer *t, const tr_graph *G, const gopt_decisions *d, gopt_policy_actions *a) {
+gopt_status tr_imitation_targets(gopt_trainer *t, const tr_graph *G, const gopt_decisions *d, gopt_policy_actions *a,
+                                 gopt_error *err) {
     const gopt_frozen *fz = G->fz;
     const int32_t n = fz->n;
     const int P = gopt_policy_get_config(t->pol)->sched_levels;
@@ -466,31 +467,60 @@ void tr_imitation_targets(gopt_trainer *t, const tr_graph *G, const gopt_decisio
     free(key);
     free(order);
     for (int32_t v = 0; v < n; v++) a->place[v] = d->device[v];
-    /* fusion: each reference group gets a level in 1..F-1 that differs from
-     * the levels of the groups feeding its first member, so that adjacent
-     * groups are not merged by the fusion pass (greedy colouring in
-     * topological order); unfused nodes get 0 */
-    const int F = gopt_policy_get_config(t->pol)->fusion_levels;
-    int32_t *color = t->group; /* scratch (n): level of each reference group id, 0 = not yet */
-    for (int32_t v = 0; v < n; v++) color[v] = 0;
+    return gopt_trainer_group_levels(fz, d->group, d->device, gopt_policy_get_config(t->pol)->fusion_levels, a->fuse,
+                                     err);
+}
+
+gopt_status gopt_trainer_group_levels(const gopt_frozen *fz, const int32_t *group, const int32_t *device, int levels,
+                                      int32_t *level, gopt_error *err) {
+    const int32_t n = fz->n;
+    if (levels < 2 || levels > 32)
+        return gopt_error_set(err, GOPT_EINVAL, "group levels: fusion levels must be 2..32 (got %d)", levels);
+    int32_t *color = malloc(sizeof(int32_t) * 3 * (size_t)(n > 0 ? n : 1));
+    if (!color) return gopt_error_set(err, GOPT_ENOMEM, "group levels: out of memory");
+    int32_t *headm = color + n, *nextm = color + 2 * (size_t)n; /* members of each group id, topological order */
+    for (int32_t v = 0; v < n; v++) {
+        color[v] = 0;
+        headm[v] = -1;
+    }
+    for (int32_t i = n - 1; i >= 0; i--) {
+        const int32_t v = fz->topo[i], g = group[v];
+        if (g < 0) continue;
+        if (g >= n) {
+            free(color);
+            return gopt_error_set(err, GOPT_EINVAL, "group levels: node %d has group id %d (ids are 0..%d)", v, g,
+                                  n - 1);
+        }
+        nextm[v] = headm[g];
+        headm[g] = v;
+    }
     for (int32_t i = 0; i < n; i++) {
-        int32_t v = fz->topo[i], g = d->group[v];
+        const int32_t v = fz->topo[i], g = group[v];
         if (g < 0) {
-            a->fuse[v] = 0;
+            level[v] = 0;
             continue;
         }
         if (!color[g]) {
-            uint32_t used = 0;
-            for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1]; e++) {
-                int32_t gu = d->group[fz->in_src[e]];
-                if (gu >= 0 && gu != g && color[gu] > 0 && color[gu] < 32) used |= 1u << color[gu];
+            int hits[32] = {0}; /* edges from the group's members to groups of each level, same device */
+            for (int32_t m = headm[g]; m >= 0; m = nextm[m]) {
+                for (int32_t e = fz->in_ptr[m]; e < fz->in_ptr[m + 1]; e++) {
+                    const int32_t u = fz->in_src[e], gu = group[u];
+                    if (gu >= 0 && gu != g && color[gu] && device[u] == device[m]) hits[color[gu]]++;
+                }
+                for (int32_t e = fz->out_ptr[m]; e < fz->out_ptr[m + 1]; e++) {
+                    const int32_t w = fz->out_dst[e], gw = group[w];
+                    if (gw >= 0 && gw != g && color[gw] && device[w] == device[m]) hits[color[gw]]++;
+                }
             }
             int c = 1;
-            while (c < F - 1 && ((used >> c) & 1u)) c++;
+            for (int k = 2; k < levels; k++)
+                if (hits[k] < hits[c]) c = k;
             color[g] = c;
         }
-        a->fuse[v] = color[g] < F ? color[g] : F - 1;
+        level[v] = color[g];
     }
+    free(color);
+    return GOPT_OK;
 }
 
 #define IMIT_REC 8 /* per slot: used, target_rel, accuracy (3), loss / M, entropy / M, backward calls */
@@ -522,7 +552,7 @@ gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error 
         gopt_policy_actions a = self    ? tr_actions_packed(G->best_act, n)
                                 : onpol ? tr_actions_packed(G->tgt_act, n)
                                         : tr_actions(t, b, 0);
-        if (!self && !onpol) tr_imitation_targets(t, G, &G->ref_dec, &a);
+        if (!self && !onpol && (s = tr_imitation_targets(t, G, &G->ref_dec, &a, err))) goto out;
         if (G->target_rel == 0 && !self) { /* once per graph: what the targets themselves achieve */
             if ((s = tr_decisions_for(t, n, err))) goto out;
             gopt_bl_problem bp;

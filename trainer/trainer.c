@@ -882,8 +882,8 @@ gopt_status gopt_trainer_set_target(gopt_trainer *t, int i, const int32_t *packe
     if (t->o.canonical_targets &&
         ((st = tr_hot_get(t, i, &H, err)) || (st = relabel_canonical(t, G, H, &d, INFINITY, &how, &rstep, err))))
         goto out;
-    tr_imitation_targets(t, G, &d, &a);
-    if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &t->dec[0], t->group,
+    if ((st = tr_imitation_targets(t, G, &d, &a, err)) ||
+        (st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &t->dec[0], t->group,
                                                 err)) ||
         (st = tr_simulate(t, G, 1, &ok, err)))
         goto out;

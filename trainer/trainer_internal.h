@@ -165,7 +165,8 @@ int64_t tr_actions_out_of_range(const gopt_trainer *t, const tr_graph *G, const 
  * device; priority rank cut into the P levels (higher priority, higher level); for a member of a
  * fused group a non-zero fusion level that differs from the levels of the groups feeding it,
  * else 0. Uses t->group as scratch. */
-void tr_imitation_targets(gopt_trainer *t, const tr_graph *G, const gopt_decisions *d, gopt_policy_actions *a);
+gopt_status tr_imitation_targets(gopt_trainer *t, const tr_graph *G, const gopt_decisions *d, gopt_policy_actions *a,
+                                 gopt_error *err);
 /* Keep a (the actions behind G's new best) in G->best_act when the trainer imitates its bests
  * (GOPT_ENOMEM: G has no best actions). */
 gopt_status tr_note_best_actions(const gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a, gopt_error *err);
