@@ -163,8 +163,8 @@ void tr_actions_pack(int32_t *buf, const gopt_policy_actions *a, int32_t n);
 int64_t tr_actions_out_of_range(const gopt_trainer *t, const tr_graph *G, const int32_t *v, int32_t *hi);
 /* Imitation target of decisions d of graph G (the reference's, or an improved target's) into a:
  * device; priority rank cut into the P levels (higher priority, higher level); for a member of a
- * fused group a non-zero fusion level that differs from the levels of the groups feeding it,
- * else 0. Uses t->group as scratch. */
+ * fused group its group's level from gopt_trainer_group_levels (differing from every group
+ * touching it on its device), else 0. */
 gopt_status tr_imitation_targets(gopt_trainer *t, const tr_graph *G, const gopt_decisions *d, gopt_policy_actions *a,
                                  gopt_error *err);
 /* Keep a (the actions behind G's new best) in G->best_act when the trainer imitates its bests
