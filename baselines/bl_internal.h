@@ -110,18 +110,24 @@ typedef struct {
     int32_t clock;
     int32_t *tmp;     /* (n) scratch member list */
     int exact;        /* bl_fuse_can_merge: when the sufficient conditions fail, search (xlamo) */
+    int32_t *ord;     /* (n) exact: position of group g in a topological order of the contracted graph */
+    int64_t *lst;     /* (2n + 4) exact: scratch (ord << 32 | group) keys, the merge's reordering */
 } bl_fuse;
 
 /* Take d->group as it is (renumbered so each id is a member's node id). */
 gopt_status bl_fuse_init(bl_fuse *s, const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err);
 void bl_fuse_destroy(bl_fuse *s);
+/* Exact legality (xlamo): keeps a topological order of the contracted graph through every merge,
+ * so that a legality search only walks the groups ordered between the two. */
+gopt_status bl_fuse_exact(bl_fuse *s, gopt_error *err);
 /* Group of v (a singleton's group is v itself). */
 static inline int32_t bl_fuse_gid(const bl_fuse *s, int32_t v) { return s->group[v] >= 0 ? s->group[v] : v; }
 /* Whether merging the groups of u and v (joined by an edge) is safe: both
  * on one device (dev), neither closed, and every edge leaving one of them
  * goes into the other, or every edge entering the other comes from the one;
  * with s->exact set, also when neither holds but no path leaves the union and
- * comes back (a search of at most BL_FUSE_SEARCH expansions; past it: no). */
+ * comes back (a search of the groups ordered between the two, at most
+ * BL_FUSE_SEARCH expansions; past it: no). */
 int bl_fuse_can_merge(bl_fuse *s, const int32_t *device, int32_t gu, int32_t gv);
 /* (gu is the producer side: a closed gu takes nothing after it.) */
 /* Merge; returns the new group id. */

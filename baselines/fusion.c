@@ -21,7 +21,7 @@
 #include "bl_internal.h"
 
 #define BL_FUSE_MAX 64
-#define BL_FUSE_SEARCH 4096 /* xlamo: nodes one legality search may expand */
+#define BL_FUSE_SEARCH 4096 /* xlamo: members one legality search may expand */
 
 gopt_status bl_fuse_init(bl_fuse *s, const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     memset(s, 0, sizeof *s);
@@ -68,6 +68,8 @@ void bl_fuse_destroy(bl_fuse *s) {
     free(s->closed);
     free(s->stamp);
     free(s->tmp);
+    free(s->ord);
+    free(s->lst);
     memset(s, 0, sizeof *s);
 }
 
@@ -75,42 +77,121 @@ static void mark(bl_fuse *s, int32_t g) {
     for (int32_t v = s->head[g]; v >= 0; v = s->next[v]) s->stamp[v] = s->clock;
 }
 
-/* Exact legality, where the sufficient conditions of bl_fuse_can_merge fail: merging creates a
- * cycle iff a path leaves U = ga + gb and comes back, in the graph with every group contracted. A
- * forward search from U's outside successors, every group reached expanded whole, looks for a
- * member of U; past BL_FUSE_SEARCH expansions it refuses (conservative, deterministic). */
-static int union_acyclic(bl_fuse *s, int32_t ga, int32_t gb) {
+/* ---- exact legality (xlamo) ----------------------------------------------------------------
+ * The contracted graph (every group one vertex) stays acyclic, so it has a topological order;
+ * s->ord keeps one through every merge. With lo -> hi an edge between two groups, ord[lo] <
+ * ord[hi], and a path that leaves lo + hi and comes back must run lo -> x1 -> ... -> xk -> hi
+ * through groups ordered strictly between the two: a path from hi never comes back to an earlier
+ * group, and one ending in lo would be a cycle already. So the legality search walks that window
+ * only. After the merge the order is repaired as in Pearce and Kelly's dynamic topological sort:
+ * F, the window's groups reachable from lo, and B, those reaching hi, are disjoint (the merge is
+ * legal); their positions and the pair's, sorted, go to B first, then the union, then F, each set
+ * in its old relative order. Every edge keeps its direction: an edge into F from the window or
+ * out of B into it would put its other end in F or B. */
+
+static int64_t key_of(const bl_fuse *s, int32_t g) { return (int64_t)s->ord[g] << 32 | (uint32_t)g; }
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Groups of the window between lo and hi reached from `from` (lo forward along out-edges, or hi
+ * backward along in-edges), appended to out as keys. Returns 1 when the other end of the pair is
+ * not reached (beside the direct edges between the two), 0 when it is, -1 past cap member
+ * expansions. */
+static int window_search(bl_fuse *s, int32_t lo, int32_t hi, int fwd, int32_t cap, int64_t *out, int32_t *nout) {
     const gopt_frozen *f = s->f;
-    const int32_t in_u = ++s->clock;
-    mark(s, ga);
-    mark(s, gb);
+    const int32_t from = fwd ? lo : hi, target = fwd ? hi : lo;
     const int32_t seen = ++s->clock;
-    int32_t sp = 0, visits = 0;
-    const int32_t gs[2] = {ga, gb};
-    for (int k = 0; k < 2; k++)
-        for (int32_t v = s->head[gs[k]]; v >= 0; v = s->next[v])
-            for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++) {
-                const int32_t w = f->out_dst[e];
-                if (s->stamp[w] == in_u || s->stamp[w] == seen) continue;
-                s->stamp[w] = seen;
-                s->tmp[sp++] = w;
-            }
+    int32_t sp = 0, visits = 0, n = 0;
+    s->tmp[sp++] = from;
+    s->stamp[from] = seen;
     while (sp > 0) {
-        const int32_t y = s->tmp[--sp];
-        const int grouped = s->group[y] >= 0;
-        for (int32_t z = grouped ? s->head[s->group[y]] : y; z >= 0; z = grouped ? s->next[z] : -1) {
-            if (++visits > BL_FUSE_SEARCH) return 0;
-            s->stamp[z] = seen;
-            for (int32_t e = f->out_ptr[z]; e < f->out_ptr[z + 1]; e++) {
-                const int32_t x = f->out_dst[e];
-                if (s->stamp[x] == in_u) return 0;
-                if (s->stamp[x] == seen) continue;
-                s->stamp[x] = seen;
-                s->tmp[sp++] = x;
+        const int32_t g = s->tmp[--sp];
+        for (int32_t v = s->head[g]; v >= 0; v = s->next[v]) {
+            if (++visits > cap) return -1;
+            const int32_t e0 = fwd ? f->out_ptr[v] : f->in_ptr[v], e1 = fwd ? f->out_ptr[v + 1] : f->in_ptr[v + 1];
+            for (int32_t e = e0; e < e1; e++) {
+                const int32_t h = bl_fuse_gid(s, fwd ? f->out_dst[e] : f->in_src[e]);
+                if (h == target) {
+                    if (g == from) continue; /* the pair's own edge */
+                    return 0;
+                }
+                if (s->stamp[h] == seen || (fwd ? s->ord[h] >= s->ord[hi] : s->ord[h] <= s->ord[lo])) continue;
+                s->stamp[h] = seen;
+                s->tmp[sp++] = h;
+                out[n++] = key_of(s, h);
             }
         }
     }
+    *nout = n;
     return 1;
+}
+
+/* Positions for a legal merge of ga and gb: the union's position, the window's groups moved. */
+static int32_t order_merge(bl_fuse *s, int32_t ga, int32_t gb) {
+    const int32_t lo = s->ord[ga] < s->ord[gb] ? ga : gb, hi = lo == ga ? gb : ga;
+    int32_t nf = 0, nb = 0;
+    int64_t *F = s->lst;
+    window_search(s, lo, hi, 1, INT32_MAX, F, &nf);
+    if (nf == 0) return s->ord[hi]; /* nothing after lo in the window: the union takes hi's place */
+    int64_t *B = F + nf;
+    window_search(s, lo, hi, 0, INT32_MAX, B, &nb);
+    if (nb == 0) return s->ord[lo];
+    int64_t *slot = B + nb;
+    const int32_t m = nf + nb + 2;
+    for (int32_t i = 0; i < nf + nb; i++) slot[i] = F[i] >> 32;
+    slot[nf + nb] = s->ord[lo];
+    slot[nf + nb + 1] = s->ord[hi];
+    qsort(F, (size_t)nf, sizeof *F, cmp_i64);
+    qsort(B, (size_t)nb, sizeof *B, cmp_i64);
+    qsort(slot, (size_t)m, sizeof *slot, cmp_i64);
+    for (int32_t i = 0; i < nb; i++) s->ord[(int32_t)(uint32_t)B[i]] = (int32_t)slot[i];
+    for (int32_t i = 0; i < nf; i++) s->ord[(int32_t)(uint32_t)F[i]] = (int32_t)slot[nb + 2 + i];
+    return (int32_t)slot[nb];
+}
+
+/* s->ord from scratch: Kahn's algorithm over the contracted graph. */
+static void order_all(bl_fuse *s) {
+    const gopt_frozen *f = s->f;
+    int64_t *indeg = s->lst;
+    int32_t qh = 0, qt = 0, pos = 0;
+    for (int32_t v = 0; v < f->n; v++) indeg[v] = 0;
+    for (int32_t v = 0; v < f->n; v++)
+        for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++) {
+            int32_t h = bl_fuse_gid(s, f->out_dst[e]);
+            if (h != bl_fuse_gid(s, v)) indeg[h]++;
+        }
+    for (int32_t v = 0; v < f->n; v++)
+        if (bl_fuse_gid(s, v) == v && indeg[v] == 0) s->tmp[qt++] = v;
+    while (qh < qt) {
+        const int32_t g = s->tmp[qh++];
+        s->ord[g] = pos++;
+        for (int32_t v = s->head[g]; v >= 0; v = s->next[v])
+            for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++) {
+                int32_t h = bl_fuse_gid(s, f->out_dst[e]);
+                if (h != g && --indeg[h] == 0) s->tmp[qt++] = h;
+            }
+    }
+    for (int32_t v = 0; v < f->n; v++) /* groups on a cycle (not legal decisions): placed last */
+        if (bl_fuse_gid(s, v) == v && indeg[v] > 0) s->ord[v] = pos++;
+}
+
+gopt_status bl_fuse_exact(bl_fuse *s, gopt_error *err) {
+    const int32_t n = s->f->n;
+    s->ord = gopt_malloc(((size_t)n + 1) * sizeof *s->ord, err);
+    s->lst = gopt_malloc((2 * (size_t)n + 4) * sizeof *s->lst, err);
+    if (!s->ord || !s->lst) return GOPT_ENOMEM;
+    s->exact = 1;
+    order_all(s);
+    return GOPT_OK;
+}
+
+static int union_acyclic(bl_fuse *s, int32_t ga, int32_t gb) {
+    const int32_t lo = s->ord[ga] < s->ord[gb] ? ga : gb, hi = lo == ga ? gb : ga;
+    int32_t n = 0;
+    return window_search(s, lo, hi, 1, BL_FUSE_SEARCH, s->lst, &n) == 1;
 }
 
 int bl_fuse_can_merge(bl_fuse *s, const int32_t *device, int32_t ga, int32_t gb) {
@@ -144,6 +225,7 @@ int bl_fuse_can_merge(bl_fuse *s, const int32_t *device, int32_t ga, int32_t gb)
 }
 
 int32_t bl_fuse_merge(bl_fuse *s, int32_t ga, int32_t gb) {
+    if (s->exact) s->ord[ga] = order_merge(s, ga, gb);
     int32_t last = -1;
     for (int32_t v = s->head[ga]; v >= 0; v = s->next[v]) {
         s->group[v] = ga;
@@ -170,6 +252,7 @@ void bl_fuse_dissolve(bl_fuse *s, int32_t g) {
         s->closed[v] = 0;
         v = nx;
     }
+    if (s->exact) order_all(s);
 }
 
 double bl_fuse_time(bl_fuse *s, int32_t ga, int32_t gb, int dev) {
@@ -202,7 +285,10 @@ static gopt_status fuse_xla(const gopt_bl_problem *p, gopt_decisions *d, int exa
     bl_fuse s;
     gopt_status st = bl_fuse_init(&s, p, d, err);
     if (st) return st;
-    s.exact = exact;
+    if (exact && (st = bl_fuse_exact(&s, err))) {
+        bl_fuse_destroy(&s);
+        return st;
+    }
     const gopt_frozen *f = s.f;
     for (int pass = 0; pass < 3; pass++) {
         int changed = 0;

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bl_internal.h" /* bl_fuse: the exact legality search and its order */
 #include "gopt_baselines.h"
 #include "gopt_zoo.h"
 
@@ -569,6 +570,101 @@ static void test_fusion_multi_output(void **state) {
     }
 }
 
+
+/* The exact legality of xlamo (bl_fuse_exact): on random DAGs, merging the groups at the ends of a
+ * random edge is allowed iff the contracted graph stays acyclic (checked by brute force: Kahn's
+ * algorithm over the groups), and after every merge s.ord is a topological order of the groups.
+ * Graphs of 60 nodes keep every search under BL_FUSE_SEARCH, so no refusal is conservative. */
+static int contracted_acyclic(const gopt_frozen *f, const int32_t *gid_of, int32_t n) {
+    int32_t *indeg = calloc((size_t)n, sizeof *indeg), *q = malloc((size_t)n * sizeof *q);
+    int32_t groups = 0, qh = 0, qt = 0;
+    for (int32_t v = 0; v < n; v++) {
+        groups += gid_of[v] == v;
+        for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++)
+            if (gid_of[f->out_dst[e]] != gid_of[v]) indeg[gid_of[f->out_dst[e]]]++;
+    }
+    for (int32_t v = 0; v < n; v++)
+        if (gid_of[v] == v && indeg[v] == 0) q[qt++] = v;
+    while (qh < qt) {
+        int32_t g = q[qh++];
+        for (int32_t v = 0; v < n; v++)
+            if (gid_of[v] == g)
+                for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1]; e++) {
+                    int32_t h = gid_of[f->out_dst[e]];
+                    if (h != g && --indeg[h] == 0) q[qt++] = h;
+                }
+    }
+    free(indeg);
+    free(q);
+    return qt == groups;
+}
+
+static void test_fusion_exact_order(void **state) {
+    (void)state;
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 7);
+    int legal = 0, illegal = 0;
+    for (int trial = 0; trial < 40; trial++) {
+        gopt_graph *g = NULL;
+        assert_int_equal(gopt_graph_create(&g, "dag", "test", NULL), GOPT_OK);
+        const int32_t n = 60;
+        for (int32_t i = 0; i < n; i++) {
+            char nm[16];
+            snprintf(nm, sizeof nm, "v%d", i);
+            add(g, nm, GOPT_OP_CLASS_ELEMENTWISE, 1e6, 1e4, 0, GOPT_PHASE_FWD, -1, NULL);
+        }
+        for (int32_t j = 1; j < n; j++) /* each node 1-3 inputs from the last 12 */
+            for (int k = 0, m = 1 + (int)gopt_rng_below(&rng, 3); k < m; k++) {
+                int32_t i = j - 1 - (int32_t)gopt_rng_below(&rng, (uint32_t)(j < 12 ? j : 12));
+                gopt_graph_add_edge(g, i, j, 1e4, NULL); /* a repeated edge is refused: fine */
+            }
+        assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
+        fixture x;
+        fx_init(&x, g, 1, 1e12);
+        gopt_decisions d;
+        assert_int_equal(gopt_decisions_init(&d, n, NULL), GOPT_OK);
+        for (int32_t v = 0; v < n; v++) {
+            d.device[v] = 0;
+            d.group[v] = -1;
+        }
+        bl_fuse s;
+        assert_int_equal(bl_fuse_init(&s, &x.pb, &d, NULL), GOPT_OK);
+        assert_int_equal(bl_fuse_exact(&s, NULL), GOPT_OK);
+        const gopt_frozen *f = s.f;
+        int32_t *gid = malloc((size_t)n * sizeof *gid), *trial_gid = malloc((size_t)n * sizeof *trial_gid);
+        for (int step = 0; step < 80; step++) {
+            int32_t u = (int32_t)gopt_rng_below(&rng, (uint32_t)n);
+            if (f->out_ptr[u] == f->out_ptr[u + 1]) continue;
+            int32_t v = f->out_dst[f->out_ptr[u] + (int32_t)gopt_rng_below(&rng, (uint32_t)(f->out_ptr[u + 1] - f->out_ptr[u]))];
+            int32_t gu = bl_fuse_gid(&s, u), gv = bl_fuse_gid(&s, v);
+            if (gu == gv) continue;
+            for (int32_t w = 0; w < n; w++) {
+                gid[w] = bl_fuse_gid(&s, w);
+                trial_gid[w] = gid[w] == gv ? gu : gid[w];
+            }
+            const int expect = contracted_acyclic(f, trial_gid, n);
+            assert_int_equal(bl_fuse_can_merge(&s, d.device, gu, gv), expect);
+            legal += expect;
+            illegal += !expect;
+            if (!expect) continue;
+            int32_t m = bl_fuse_merge(&s, gu, gv);
+            for (int32_t w = 0; w < n; w++) /* the order: every edge between groups goes forward */
+                for (int32_t e = f->out_ptr[w]; e < f->out_ptr[w + 1]; e++) {
+                    int32_t a = bl_fuse_gid(&s, w), b = bl_fuse_gid(&s, f->out_dst[e]);
+                    if (a != b) assert_true(s.ord[a] < s.ord[b]);
+                }
+            assert_int_equal(bl_fuse_gid(&s, u), m);
+        }
+        free(gid);
+        free(trial_gid);
+        bl_fuse_destroy(&s);
+        gopt_decisions_destroy(&d);
+        fx_destroy(&x);
+        gopt_graph_free(g);
+    }
+    assert_true(legal > 200 && illegal > 200); /* both answers exercised */
+}
+
 /* ---- validity and determinism ------------------------------------------------------ */
 static void check_all_methods(gopt_graph *g, int ndev, double mem) {
     fixture x;
@@ -1021,6 +1117,7 @@ int main(void) {
         cmocka_unit_test(test_critical_path),
         cmocka_unit_test(test_fusion_rules),
         cmocka_unit_test(test_fusion_multi_output),
+        cmocka_unit_test(test_fusion_exact_order),
         cmocka_unit_test(test_validity_generated),
         cmocka_unit_test(test_expert_rules),
         cmocka_unit_test(test_expert_tables),
