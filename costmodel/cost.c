@@ -390,7 +390,7 @@ gopt_status gopt_cost_table_build(const gopt_costmodel *cm, const gopt_graph *g,
         op.cls = (gopt_op_class)f->op_class[v];
         op.flops = f->flops[v];
         op.bytes = op.out_bytes = f->out_bytes[v];
-        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) op.bytes += f->edge_bytes[f->in_eid[e]];
+        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) op.bytes += gopt_cost_read_bytes(f, v, e);
         int dt = gopt_dtype_parse(a.dtype);
         op.dtype = dt < 0 ? GOPT_DTYPE_FP32 : (gopt_dtype)dt;
         op.phase = (gopt_phase)f->phase[v];
@@ -425,6 +425,11 @@ void gopt_cost_table_destroy(gopt_cost_table *t) {
     memset(t, 0, sizeof *t);
 }
 
+double gopt_cost_read_bytes(const gopt_frozen *f, int32_t v, int32_t slot) {
+    double b = f->edge_bytes[f->in_eid[slot]];
+    return f->op_class[v] == GOPT_OP_CLASS_DATA_MOVEMENT && f->out_bytes[v] < b ? f->out_bytes[v] : b;
+}
+
 int gopt_cost_keeps_kernel(gopt_op_class cls) {
     return cls == GOPT_OP_CLASS_GEMM || cls == GOPT_OP_CLASS_CONV || cls == GOPT_OP_CLASS_OTHER;
 }
@@ -449,7 +454,7 @@ double gopt_cost_group_pass_bytes(const gopt_cost_table *t, const gopt_frozen *f
         int32_t v = members[i];
         if (t->heavy[v]) continue;
         for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++)
-            if (owner[f->in_src[e]] != tag) ext += f->edge_bytes[f->in_eid[e]];
+            if (owner[f->in_src[e]] != tag) ext += gopt_cost_read_bytes(f, v, e);
         int leaves = f->out_ptr[v] == f->out_ptr[v + 1];
         for (int32_t e = f->out_ptr[v]; e < f->out_ptr[v + 1] && !leaves; e++)
             if (owner[f->out_dst[e]] != tag) leaves = 1;

@@ -137,6 +137,14 @@ void gopt_cost_table_destroy(gopt_cost_table *t);
  * library calls) rather than joining the group's memory pass. */
 int gopt_cost_keeps_kernel(gopt_op_class cls);
 
+/* Bytes node v reads through its in-edge slot `slot` (f->in_ptr[v] <= slot < f->in_ptr[v + 1]):
+ * the edge's bytes, except that a data-movement op reads at most its own output's bytes from one
+ * input: a slice, a narrow or one part of a split reads its part, while the edge carries the
+ * producer's whole tensor (what crosses devices if the edge is cut; docs/graph-format.md). The
+ * one rule of what an op reads, for the cost table, the fused groups, the simulator and the
+ * runtime. */
+double gopt_cost_read_bytes(const gopt_frozen *f, int32_t v, int32_t slot);
+
 /* Fused group time on device d: the members' compute parts, one launch per member that keeps
  * its kernel plus one for the memory pass (when the group has memory-bound members, or nothing
  * else), and external_bytes / mem_bw. external_bytes: what the memory pass moves, the bytes the

@@ -203,8 +203,9 @@ static rt_span tensor_on(const rt_cpu *c, int32_t u, int32_t t, int dv) {
 }
 
 /* The external inputs of node v (in task t) into ins (each producer once); their number. With
- * `clip`, each is cut to the bytes its edges into v carry (what the cost model says v reads: an
- * optimizer update reads the parameter's edge, not every slot the parameter holds). */
+ * `clip`, each is cut to the bytes its edges into v carry (what the cost model says v reads,
+ * gopt_cost_read_bytes: an optimizer update reads the parameter's edge, not every slot the
+ * parameter holds; a slice reads its part). */
 static int node_inputs(const rt_cpu *c, int32_t v, int32_t t, int dv, rt_span *ins, int32_t *from, int nin,
                        int clip) {
     const gopt_frozen *f = c->f;

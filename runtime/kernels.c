@@ -70,7 +70,7 @@ int64_t rt_gemm_operands(const int64_t dims[3], int conv, const rt_span *ins, in
 int64_t rt_edge_floats(const gopt_frozen *f, int32_t v, int32_t e) {
     double b = 0;
     for (int32_t e2 = e; e2 < f->in_ptr[v + 1]; e2++)
-        if (f->in_src[e2] == f->in_src[e]) b += f->edge_bytes[f->in_eid[e2]];
+        if (f->in_src[e2] == f->in_src[e]) b += gopt_cost_read_bytes(f, v, e2);
     return (int64_t)(b / 4);
 }
 

@@ -97,8 +97,9 @@ gopt_status gopt_sim_create(const gopt_graph *g, const gopt_costmodel *cm, gopt_
         sim->oslot[k].bytes = f->edge_bytes[f->out_eid[k]];
         sim->oslot[k].dst = f->out_dst[k];
         sim->oslot[k].islot = islot[f->out_eid[k]];
-        sim->in_slot_bytes[k] = f->edge_bytes[f->in_eid[k]];
     }
+    for (int32_t v = 0; v < f->n; v++)
+        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) sim->in_slot_bytes[e] = gopt_cost_read_bytes(f, v, e);
     free(islot);
     for (int d = 0; d < nd; d++) sim->capacity[d] = gopt_cost_device_memory(cm, d);
     /* a shared memory bus: each device's bandwidth alone as a fraction of the bus's (at most 1:

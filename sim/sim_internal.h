@@ -41,7 +41,7 @@ struct gopt_sim {
     int64_t *psize;        /* (n) ceil(param_bytes) */
     int32_t *nin;          /* (n) distinct producers of each node (multi-edges count once) */
     sim_oslot *oslot;       /* (m) consumer and edge bytes by out-edge slot (CSR order: read sequentially) */
-    double *in_slot_bytes;  /* (m) edge bytes by in-edge slot */
+    double *in_slot_bytes;  /* (m) bytes read by in-edge slot (gopt_cost_read_bytes) */
     double capacity[GOPT_SIM_MAX_DEVICES];
     /* links without a measured copy table: latency + bytes / bandwidth, with the parameters the
      * cost model gives (gopt_cost_link_linear), inlined in the hot loop */

@@ -310,6 +310,67 @@ static void test_table_build_and_groups(void **state) {
     gopt_profile_free(p);
 }
 
+/* A slice reads its part: x -> relu -> {slice0, slice1} -> add, the edges into the slices carry
+ * relu's whole 4 MB (what crosses devices if cut) while each slice writes 1 MB. The cost table,
+ * the fused group's pass and the simulator all count 1 MB read per slice. */
+static void test_slice_reads_its_part(void **state) {
+    (void)state;
+    char *txt = synthetic_profile();
+    gopt_profile *p = NULL;
+    gopt_costmodel *cm = NULL;
+    assert_int_equal(gopt_profile_parse(txt, strlen(txt), "synthetic", &p, NULL), GOPT_OK);
+    free(txt);
+    assert_int_equal(gopt_cost_create(p, 0, &cm, NULL), GOPT_OK);
+    gopt_graph *g = NULL;
+    assert_int_equal(gopt_graph_create(&g, "slices", "test", NULL), GOPT_OK);
+    const double MB = 1 << 20;
+    const gopt_node_attrs nodes[] = {
+        {"x", "Placeholder", GOPT_OP_CLASS_INPUT, 0, 4 * MB, 0, "", "float32", GOPT_PHASE_FWD, -1, ""},
+        {"relu", "relu", GOPT_OP_CLASS_ELEMENTWISE, MB, 4 * MB, 0, "", "float32", GOPT_PHASE_FWD, 0, ""},
+        {"slice0", "slice", GOPT_OP_CLASS_DATA_MOVEMENT, 0, MB, 0, "", "float32", GOPT_PHASE_FWD, 0, ""},
+        {"slice1", "slice", GOPT_OP_CLASS_DATA_MOVEMENT, 0, MB, 0, "", "float32", GOPT_PHASE_FWD, 0, ""},
+        {"add", "add", GOPT_OP_CLASS_ELEMENTWISE, MB / 4, MB, 0, "", "float32", GOPT_PHASE_FWD, 0, ""},
+    };
+    for (size_t i = 0; i < sizeof nodes / sizeof *nodes; i++) assert_int_equal(gopt_graph_add_node(g, &nodes[i], NULL, NULL), GOPT_OK);
+    const int32_t edges[][2] = {{0, 1}, {1, 2}, {1, 3}, {2, 4}, {3, 4}};
+    const double eb[] = {4 * MB, 4 * MB, 4 * MB, MB, MB};
+    for (size_t i = 0; i < sizeof edges / sizeof *edges; i++)
+        assert_int_equal(gopt_graph_add_edge(g, edges[i][0], edges[i][1], eb[i], NULL), GOPT_OK);
+    assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
+    const gopt_frozen *f = gopt_graph_frozen(g);
+    /* node ids are insertion order here: x 0, relu 1, slice0 2, slice1 3, add 4 */
+    assert_true(gopt_cost_read_bytes(f, 1, f->in_ptr[1]) == 4 * MB); /* an elementwise op reads its edge */
+    assert_true(gopt_cost_read_bytes(f, 2, f->in_ptr[2]) == MB);     /* a slice its part */
+    assert_true(gopt_cost_read_bytes(f, 4, f->in_ptr[4]) == MB);
+    gopt_cost_table t;
+    assert_int_equal(gopt_cost_table_build(cm, g, &t, NULL), GOPT_OK);
+    double bytes = 2 * MB; /* read 1 MB, write 1 MB */
+    assert_true(close_rel(t.time[2 * 2 + 0], 1e-7 + gopt_cost_table_lookup(cm, 0, GOPT_TABLE_ELEMENTWISE, &bytes), 1e-12));
+    /* {slice0, slice1, add} fused: 1 MB + 1 MB read from relu, add's 1 MB written */
+    int32_t mem[3] = {2, 3, 4}, owner[5] = {0, 0, 7, 7, 7};
+    assert_true(gopt_cost_group_pass_bytes(&t, f, mem, 3, owner, 7) == 3 * MB);
+    /* the simulator prices the group the same: everything on device 0, the group after relu */
+    gopt_decisions d;
+    assert_int_equal(gopt_decisions_init(&d, 5, NULL), GOPT_OK);
+    gopt_decisions_set_default(&d, f);
+    for (int v = 2; v < 5; v++) d.group[v] = 2;
+    gopt_sim *sim = NULL;
+    gopt_sim_scratch *s = NULL;
+    assert_int_equal(gopt_sim_create(g, cm, &sim, NULL), GOPT_OK);
+    assert_int_equal(gopt_sim_scratch_create(sim, &s, NULL), GOPT_OK);
+    gopt_sim_result r;
+    assert_int_equal(gopt_sim_run(sim, &d, &r, s, NULL), GOPT_OK);
+    double want = t.time[1 * 2 + 0] + gopt_cost_group_time(&t, 0, mem, 3, 3 * MB);
+    assert_true(close_rel(r.step_time_s, want, 1e-12));
+    gopt_sim_scratch_free(s);
+    gopt_sim_free(sim);
+    gopt_decisions_destroy(&d);
+    gopt_cost_table_destroy(&t);
+    gopt_graph_free(g);
+    gopt_cost_free(cm);
+    gopt_profile_free(p);
+}
+
 /* x -> dw (depthwise: weight 64x1x3x3) and x -> full (weight 64x32x3x3), x -> relu (backward). */
 static gopt_graph *conv_graph(void) {
     gopt_graph *g = NULL;
@@ -659,7 +720,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create_devices),         cmocka_unit_test(test_roofline_ops),
         cmocka_unit_test(test_transfers),              cmocka_unit_test(test_table_interpolation),
-        cmocka_unit_test(test_table_build_and_groups), cmocka_unit_test(test_example_graph_on_shipped),
+        cmocka_unit_test(test_table_build_and_groups), cmocka_unit_test(test_slice_reads_its_part), cmocka_unit_test(test_example_graph_on_shipped),
         cmocka_unit_test(test_cli_cost),               cmocka_unit_test(test_efficiency_factors), cmocka_unit_test(test_fresh_output),
         cmocka_unit_test(test_overlapped_dispatch),        cmocka_unit_test(test_conv_gemm_dims),
     };

@@ -607,7 +607,11 @@ static void ref_simulate(const gopt_graph *g, const gopt_costmodel *cm, const go
             if (d->priority[v] > R.prio[c]) R.prio[c] = d->priority[v];
             int pass = !tab.heavy[v]; /* the memory pass moves the memory-bound members' bytes */
             for (int e = 0; e < f->m; e++) {
-                if (pass && f->edge_dst[e] == v && R.rep[f->edge_src[e]] != c) extb += f->edge_bytes[e];
+                if (pass && f->edge_dst[e] == v && R.rep[f->edge_src[e]] != c) {
+                    /* a data-movement op reads at most its output from one input (a slice) */
+                    double b = f->edge_bytes[e];
+                    extb += f->op_class[v] == GOPT_OP_CLASS_DATA_MOVEMENT && f->out_bytes[v] < b ? f->out_bytes[v] : b;
+                }
                 if (f->edge_src[e] == v) {
                     outdeg++;
                     if (R.rep[f->edge_dst[e]] != c) leaves = 1;
@@ -671,7 +675,7 @@ static void ref_simulate(const gopt_graph *g, const gopt_costmodel *cm, const go
 static gopt_graph *random_graph(gopt_rng *rng, int n) {
     static const gopt_op_class CL[] = {GOPT_OP_CLASS_INPUT,       GOPT_OP_CLASS_PARAM,     GOPT_OP_CLASS_OTHER,
                                        GOPT_OP_CLASS_ELEMENTWISE, GOPT_OP_CLASS_REDUCTION, GOPT_OP_CLASS_GEMM,
-                                       GOPT_OP_CLASS_OTHER};
+                                       GOPT_OP_CLASS_DATA_MOVEMENT}; /* a slice: reads at most its output */
     node_spec nodes[64];
     edge_spec edges[512];
     char names[64][16];

@@ -131,7 +131,7 @@ int cmd_cost(int argc, char **argv) {
     for (int i = 0; i < shown; i++) {
         int v = rk[i].v;
         double bytes = f->out_bytes[v];
-        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) bytes += f->edge_bytes[f->in_eid[e]];
+        for (int32_t e = f->in_ptr[v]; e < f->in_ptr[v + 1]; e++) bytes += gopt_cost_read_bytes(f, v, e);
         printf("  %-32.32s %-13s %12.4g %12.4g %12.4g %12.4g\n", gopt_graph_node_name(g, v),
                gopt_op_class_name((gopt_op_class)f->op_class[v]), f->flops[v] / 1e9, bytes, rk[i].t * 1e6,
                t.compute[(size_t)v * nd + d] * 1e6);
