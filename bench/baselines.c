@@ -7,7 +7,7 @@
  * For each graph it prints the time of one simulator run (the reference,
  * measured in the same run), then per method its wall time, that time as a
  * ratio to one simulation, and the simulated step of its decisions. The
- * placement-only methods run with fifo and no fusion; cp, xla and tvm run
+ * placement-only methods run with fifo and no fusion; cp, xla, xlamo and tvm run
  * after heft; sa is capped at 20 evaluations (its time is budget-bound, the
  * figure shows the cost per evaluation). One thread, seed 1.
  */
@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
         {.family = "rnnlm", .layers = quick ? 4 : 8, .seq = quick ? 60 : 200},
     };
     const char *methods[] = {"single", "expert", "metis", "heft", "mtopo", "metf", "msct",
-                             "heft+cp", "heft+fifo+xla", "heft+fifo+tvm", "sa", NULL};
+                             "heft+cp", "heft+fifo+xla", "heft+fifo+xlamo", "heft+fifo+tvm", "sa", NULL};
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);
     printf("bench_baselines: profile %s, %d devices, one thread\n", gopt_profile_name(prof), gopt_cost_num_devices(cm));

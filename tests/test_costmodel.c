@@ -253,14 +253,20 @@ static gopt_graph *small_graph(void) {
     return g;
 }
 
+/* The synthetic profile and its cost model over all its devices (free both). */
+static gopt_costmodel *synthetic_costmodel(gopt_profile **p) {
+    char *txt = synthetic_profile();
+    gopt_costmodel *cm = NULL;
+    assert_int_equal(gopt_profile_parse(txt, strlen(txt), "synthetic", p, NULL), GOPT_OK);
+    free(txt);
+    assert_int_equal(gopt_cost_create(*p, 0, &cm, NULL), GOPT_OK);
+    return cm;
+}
+
 static void test_table_build_and_groups(void **state) {
     (void)state;
-    char *txt = synthetic_profile();
     gopt_profile *p = NULL;
-    gopt_costmodel *cm = NULL;
-    assert_int_equal(gopt_profile_parse(txt, strlen(txt), "synthetic", &p, NULL), GOPT_OK);
-    free(txt);
-    assert_int_equal(gopt_cost_create(p, 0, &cm, NULL), GOPT_OK);
+    gopt_costmodel *cm = synthetic_costmodel(&p);
     gopt_graph *g = small_graph();
     gopt_cost_table t;
     gopt_error err = {0};
@@ -315,12 +321,8 @@ static void test_table_build_and_groups(void **state) {
  * the fused group's pass and the simulator all count 1 MB read per slice. */
 static void test_slice_reads_its_part(void **state) {
     (void)state;
-    char *txt = synthetic_profile();
     gopt_profile *p = NULL;
-    gopt_costmodel *cm = NULL;
-    assert_int_equal(gopt_profile_parse(txt, strlen(txt), "synthetic", &p, NULL), GOPT_OK);
-    free(txt);
-    assert_int_equal(gopt_cost_create(p, 0, &cm, NULL), GOPT_OK);
+    gopt_costmodel *cm = synthetic_costmodel(&p);
     gopt_graph *g = NULL;
     assert_int_equal(gopt_graph_create(&g, "slices", "test", NULL), GOPT_OK);
     const double MB = 1 << 20;
