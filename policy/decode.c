@@ -636,8 +636,10 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                                 g->cond_b[c] += dpre[c];
                                 dvh[c] += dpre[c];
                             }
-                            for (int j = 0; j < nphi; j++)
+                            for (int j = 0; j < nphi; j++) {
+                                if (f[j] == 0.0f) continue; /* most features are 0: the term adds nothing */
                                 for (int c = 0; c < Hc; c++) g->cond_u[j * Hc + c] += dpre[c] * f[j];
+                            }
                         }
                     }
                 }
@@ -699,14 +701,18 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                 const float *base = A->head[t].logits + (size_t)i * w;
                 const float *wc = t == GOPT_TASK_SCHED ? p->P.cond_sched : p->P.cond_fuse;
                 const int fg = fcond && t == GOPT_TASK_FUSE, sg = hlev >= 0 && t == GOPT_TASK_SCHED;
+                /* z = base + psi W_t, row by row of W_t (vectorizes over the w actions; each z[j]
+                 * adds its terms in the same order as a per-action dot product would) */
+                for (int j = 0; j < w; j++) z[j] = base[j];
+                if (Hc > 0)
+                    for (int m = 0; m < npsi; m++) {
+                        const float pm = psi[m], *wm = wc + (size_t)m * w;
+                        for (int j = 0; j < w; j++) z[j] += pm * wm[j];
+                    }
                 for (int j = 0; j < w; j++) {
-                    float zz = base[j];
-                    if (Hc > 0)
-                        for (int m = 0; m < npsi; m++) zz += psi[m] * wc[m * w + j];
-                    if (fg && j > 0) zz += fs[fkind[j]];
-                    if (fg && j == hlv) zz += fs[lrow];
-                    if (sg && j == hlev) zz += sh;
-                    z[j] = zz;
+                    if (fg && j > 0) z[j] += fs[fkind[j]];
+                    if (fg && j == hlv) z[j] += fs[lrow];
+                    if (sg && j == hlev) z[j] += sh;
                 }
                 const uint32_t mask = full_mask(w);
                 const float itt = p->task_inv_t[t];
@@ -735,8 +741,10 @@ static gopt_status replay_block(gopt_policy *p, int k, const replay_opts *o, gop
                     for (int j = 0; j < w; j++) dl[j] += dz[j];
                     if (Hc > 0) {
                         float *gc = t == GOPT_TASK_SCHED ? g->cond_sched : g->cond_fuse;
-                        for (int m = 0; m < npsi; m++)
+                        for (int m = 0; m < npsi; m++) {
+                            if (psi[m] == 0.0f) continue; /* as for cond_u */
                             for (int j = 0; j < w; j++) gc[m * w + j] += psi[m] * dz[j];
+                        }
                     }
                     if (sg)
                         for (int m = 0; m < npsi; m++) g->cond_shint[m] += psi[m] * dz[hlev];
