@@ -9,7 +9,8 @@
  * combination judged by the evaluator (T_best / T_h, exactly 1 for the best)
  * and the schedule features are the best combination's. A trainer with a
  * hinted policy builds the hints and imitation then copies the hint's
- * placement where it is the target.
+ * placement where it is the target. gopt_go_hint_refs_missing names the hint
+ * combinations a reference list lacks.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -256,6 +257,36 @@ static void trainer_uses_hints(int hq) {
     gopt_cost_free(cm);
     gopt_profile_free(prof);
 }
+/* gopt_go_hint_refs_missing: the hint combinations a reference list lacks, compared as parsed
+ * combinations (parts in any order; names that do not parse are absent). */
+static void test_hint_refs_missing(void **state) {
+    (void)state;
+    char all[2048] = "", first[64];
+    for (int h = 0; gopt_go_hint_placers[h]; h++)
+        for (int c = 0; gopt_go_hint_combos[c]; c++) {
+            if (all[0]) strcat(all, ",");
+            strcat(all, gopt_go_hint_placers[h]);
+            strcat(all, gopt_go_hint_combos[c]);
+        }
+    assert_int_equal(gopt_go_hint_refs_missing(all, 7, first, sizeof first), 0);
+    assert_string_equal(first, "");
+    /* the XLA-only references of go-hintlevel's recipe: TVM and xlamo missing for every placer */
+    const char *xla = "heft+cp+xla,heft+fifo+xla,metf+cp+xla,metf+fifo+xla,metis+cp+xla,metis+fifo+xla,"
+                      "expert+cp+xla,expert+fifo+xla,msct+cp+xla,msct+fifo+xla,mtopo+cp+xla,mtopo+fifo+xla,"
+                      "single+cp+xla,single+fifo+xla";
+    assert_int_equal(gopt_go_hint_refs_missing(xla, 7, first, sizeof first), 21);
+    assert_string_equal(first, "heft+cp+tvm");
+    assert_int_equal(gopt_go_hint_refs_missing(xla, 1, NULL, 0), 3); /* HEFT's hint only */
+    /* the parts in another order are the same combination; a bad name is no combination */
+    assert_int_equal(gopt_go_hint_refs_missing("xla+heft+cp,heft+fifo+xla,tvm+cp+heft,heft+cp+xlamo,"
+                                               "heft+nosuch,heft+xlamo+fifo",
+                                               1, first, sizeof first),
+                     0);
+    assert_int_equal(gopt_go_hint_refs_missing("heft+nosuch", 1, first, sizeof first), 5);
+    assert_string_equal(first, "heft+cp+xla");
+    assert_int_equal(gopt_go_hint_refs_missing("", 2, first, sizeof first), 10);
+}
+
 static void test_trainer_uses_hints(void **state) {
     (void)state;
     trainer_uses_hints(0);
@@ -269,6 +300,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hints_from),
         cmocka_unit_test(test_hints_quality),
+        cmocka_unit_test(test_hint_refs_missing),
         cmocka_unit_test(test_trainer_uses_hints),
         cmocka_unit_test(test_trainer_uses_hint_quality),
     };

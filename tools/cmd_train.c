@@ -729,6 +729,18 @@ static int run(train_args *ta, const char *verb, const char *init) {
     }
     if (gopt_trainer_create(&tr, pol, mixing(ta) ? NULL : cm, &ta->o, &err)) goto fail;
     gopt_trainer_set_dist(tr, dist);
+    const gopt_policy_config *pcfg = gopt_policy_get_config(pol);
+    if (root && !ta->finetune && (ta->o.imitate_steps > 0 || ta->o.imitate_every > 0) && pcfg->hints > 0 &&
+        pcfg->hint_quality && (ta->o.tasks & GOPT_TASK_BIT(GOPT_TASK_PLACE))) { /* imitation of the references */
+        char miss[64];
+        const int nm = gopt_go_hint_refs_missing(ta->o.reference, pcfg->hints, miss, sizeof miss);
+        if (nm > 0)
+            fprintf(stderr,
+                    "%s: warning: --reference lacks %d of the combinations the hints are drawn from (e.g. %s): "
+                    "where one of them is the best hint, imitation teaches the policy to leave it "
+                    "(docs/trainer.md, \"References and hints\")\n",
+                    verb, nm, miss);
+    }
     if (ta->cache >= 0) gopt_trainer_set_cache(tr, ta->cache);
     if (root && ranks > 1 && !ta->quiet)
         fprintf(stderr, "%s: %d ranks, %d graph(s) per step\n", verb, ranks, ta->o.graphs_per_step);

@@ -395,6 +395,14 @@ extern const char *const gopt_go_hint_placers[GOPT_POLICY_MAX_HINTS]; /* heft, m
                                                                           mtopo, single, then NULL */
 gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float *feat, int32_t *group,
                           float *quality, int *have, gopt_error *err);
+/* How many of the combinations the hints with quality are drawn from (the first nh placers of
+ * gopt_go_hint_placers x gopt_go_hint_combos) the comma-separated reference list refs lacks
+ * (combinations compared as parsed, so the order of the parts does not matter; names that do
+ * not parse count as absent); the first missing one into first (cap bytes), "" when none.
+ * Imitation targets are the best reference; where a missing combination is the best hint,
+ * the target follows another placement than the best hint's and the policy learns to leave
+ * it (docs/trainer.md, "References and hints"). */
+int gopt_go_hint_refs_missing(const char *refs, int nh, char *first, size_t cap);
 gopt_status gopt_go_hints_from(const gopt_frozen *fz, const gopt_costmodel *cm, const gopt_cost_table *ct, int ndev,
                                int nh, const gopt_decisions *const *hd, const gopt_decisions *sd, int32_t *dev,
                                float *feat, int32_t *group, gopt_error *err);

@@ -188,6 +188,37 @@ out:
     return st;
 }
 
+int gopt_go_hint_refs_missing(const char *refs, int nh, char *first, size_t cap) {
+    gopt_bl_registry reg;
+    gopt_bl_registry_init(&reg);
+    gopt_bl_combo have[64];
+    int nhave = 0, missing = 0;
+    if (first && cap) first[0] = 0;
+    for (const char *p = refs; p && *p && nhave < 64;) { /* the references as parsed combinations */
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char spec[128];
+        if (len < sizeof spec) {
+            memcpy(spec, p, len);
+            spec[len] = 0;
+            if (gopt_bl_combo_parse(&reg, spec, &have[nhave], NULL) == GOPT_OK) nhave++;
+        }
+        p = e ? e + 1 : NULL;
+    }
+    for (int h = 0; h < nh && h < GOPT_POLICY_MAX_HINTS && gopt_go_hint_placers[h]; h++)
+        for (int c = 0; gopt_go_hint_combos[c]; c++) {
+            char spec[64];
+            gopt_bl_combo want;
+            snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[h], gopt_go_hint_combos[c]);
+            if (gopt_bl_combo_parse(&reg, spec, &want, NULL)) continue;
+            int found = 0;
+            for (int k = 0; k < nhave && !found; k++) found = !memcmp(&have[k], &want, sizeof want);
+            if (found) continue;
+            if (!missing++ && first && cap) snprintf(first, cap, "%s", spec);
+        }
+    return missing;
+}
+
 gopt_status tr_build_hints(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_error *err) {
     const int32_t n = G->fz->n;
     const int nh = gopt_policy_get_config(t->pol)->hints;
