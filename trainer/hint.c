@@ -191,10 +191,10 @@ out:
 int gopt_go_hint_refs_missing(const char *refs, int nh, char *first, size_t cap) {
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);
-    gopt_bl_combo have[64];
+    gopt_bl_combo have[344]; /* the trainer's 1,023-character list names at most 341 ("sa,sa,...") */
     int nhave = 0, missing = 0;
     if (first && cap) first[0] = 0;
-    for (const char *p = refs; p && *p && nhave < 64;) { /* the references as parsed combinations */
+    for (const char *p = refs; p && *p && nhave < 344;) { /* the references as parsed combinations */
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
         char spec[128];
