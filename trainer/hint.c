@@ -188,32 +188,34 @@ out:
     return st;
 }
 
-int gopt_go_hint_refs_missing(const char *refs, int nh, char *first, size_t cap) {
-    gopt_bl_registry reg;
-    gopt_bl_registry_init(&reg);
-    gopt_bl_combo have[344]; /* the trainer's 1,023-character list names at most 341 ("sa,sa,...") */
-    int nhave = 0, missing = 0;
-    if (first && cap) first[0] = 0;
-    for (const char *p = refs; p && *p && nhave < 344;) { /* the references as parsed combinations */
+/* Whether the comma-separated list refs names combination want (parts in any order). */
+static int refs_name(const gopt_bl_registry *reg, const char *refs, const gopt_bl_combo *want) {
+    for (const char *p = refs; p && *p;) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
         char spec[128];
+        gopt_bl_combo c;
         if (len < sizeof spec) {
             memcpy(spec, p, len);
             spec[len] = 0;
-            if (gopt_bl_combo_parse(&reg, spec, &have[nhave], NULL) == GOPT_OK) nhave++;
+            if (gopt_bl_combo_parse(reg, spec, &c, NULL) == GOPT_OK && !memcmp(&c, want, sizeof c)) return 1;
         }
         p = e ? e + 1 : NULL;
     }
+    return 0;
+}
+
+int gopt_go_hint_refs_missing(const char *refs, int nh, char *first, size_t cap) {
+    gopt_bl_registry reg;
+    gopt_bl_registry_init(&reg);
+    int missing = 0;
+    if (first && cap) first[0] = 0;
     for (int h = 0; h < nh && h < GOPT_POLICY_MAX_HINTS && gopt_go_hint_placers[h]; h++)
         for (int c = 0; gopt_go_hint_combos[c]; c++) {
             char spec[64];
             gopt_bl_combo want;
             snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[h], gopt_go_hint_combos[c]);
-            if (gopt_bl_combo_parse(&reg, spec, &want, NULL)) continue;
-            int found = 0;
-            for (int k = 0; k < nhave && !found; k++) found = !memcmp(&have[k], &want, sizeof want);
-            if (found) continue;
+            if (gopt_bl_combo_parse(&reg, spec, &want, NULL) || refs_name(&reg, refs, &want)) continue;
             if (!missing++ && first && cap) snprintf(first, cap, "%s", spec);
         }
     return missing;
