@@ -29,7 +29,9 @@
  *    recipe of docs/trainer.md) the parameters x 0.3, imitation of the graph's
  *    reference for up to 500 steps or half the budget, then PPO until T. The
  *    answer is the best valid solution simulated on the way, the zero-shot
- *    ones included; and, at equal time, sa with a budget of T. --finetune-epochs E
+ *    ones included; and, at equal time, sa with a budget of T. The header then
+ *    prints the machine's memory copy rate (memcpy_gbps): how many steps T buys
+ *    depends on it. --finetune-epochs E
  *    sets the PPO epochs per step (default 2, gopt finetune's; 0: the trainer's default, 4); --finetune-threads N
  *    the trainer's threads (default 2, gopt finetune's --threads; sa runs on one,
  *    so at equal wall time GO has two cores to sa's one); --finetune-lr LR the PPO
@@ -145,6 +147,29 @@ typedef struct {
 
 /* Fine-tune from the checkpoint on graph file `path` for `seconds` of wall time (the recipe above).
  * *best: the best valid step found (s); +inf when none. */
+/* This machine's memory copy rate right now (GB/s: bytes read + written per second, the best of
+ * 3 copies of 256 MB; 0 when the buffers cannot be had). Fine-tuning for T seconds buys as many
+ * steps as the machine allows, and its decoder and simulator are memory-bound: the figure tells
+ * two runs' machines apart (2026-11-28: 29.8 GB/s; 2026-11-29: 9.3 GB/s, a third of the steps). */
+static double memcpy_gbps(void) {
+    const size_t n = (size_t)256 << 20;
+    char *x = malloc(n), *y = malloc(n);
+    double best = INFINITY;
+    if (x && y) {
+        memset(x, 1, n);
+        memset(y, 2, n);
+        for (int r = 0; r < 3; r++) {
+            double t0 = gopt_now_seconds();
+            memcpy(y, x, n);
+            double t = gopt_now_seconds() - t0;
+            if (t < best) best = t;
+        }
+    }
+    free(x);
+    free(y);
+    return best > 0 && isfinite(best) ? 2.0 * (double)n / best / 1e9 : 0.0;
+}
+
 static gopt_status finetune(const char *ckpt, const char *path, const gopt_costmodel *cm, const bench_args *a, row *r,
                             gopt_error *err) {
     const double seconds = a->ft_seconds;
@@ -437,6 +462,7 @@ int main(int argc, char **argv) {
                !strcmp(a.recipe, "warm") ? "reference baselines, 500 imitation steps or half the time after shrink 0.3, then PPO"
                       : "PPO from the pre-trained policy, fresh Adam",
                a.ft_threads, every, a.ft_seconds);
+        printf("machine: memory copy %.1f GB/s (what a minute of fine-tuning buys depends on it)\n", memcpy_gbps());
     }
     means all = {0};
     int rc = 0;
