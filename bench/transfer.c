@@ -150,7 +150,8 @@ typedef struct {
 /* This machine's memory copy rate right now (GB/s: bytes read + written per second, the best of
  * 3 copies of 256 MB; 0 when the buffers cannot be had). Fine-tuning for T seconds buys as many
  * steps as the machine allows, and its decoder and simulator are memory-bound: the figure tells
- * two runs' machines apart (2026-11-28: 29.8 GB/s; 2026-11-29: 9.3 GB/s, a third of the steps). */
+ * two runs' machines apart (2026-11-29: 9.3 GB/s, on a day the CPU calibrator's memory bandwidth
+ * was a third of the day before's, and a minute bought a third of the steps). */
 static double memcpy_gbps(void) {
     const size_t n = (size_t)256 << 20;
     char *x = malloc(n), *y = malloc(n);
