@@ -9,7 +9,7 @@
 
 #define TR_MAX_WIDTH 16 /* widest action space (devices, levels) */
 #define TR_MAX_THREADS 64
-#define TR_MAX_BASE 16
+#define TR_MAX_BASE 64
 #define TR_MAX_SYM 40320 /* device symmetries considered (8!) */
 
 /* What a step needs of a graph beyond its cold record: its simulator (cost

@@ -72,6 +72,15 @@ expect_err "missing -o"
 expect_rc 0 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 2 -o "$TMP/f.ckpt" --samples 4 --epochs 1 --quiet --decisions "$TMP/f.dec"
 expect_out "mlp_train"
 head -1 "$TMP/f.dec" | grep -q "gopt-decisions" && ok || fail "finetune decisions file"
+# finetune's reference: by default the 35 combinations the hints are drawn from, shown as each
+# placer's fastest (7 rows, one of them the best baseline, a whole combination); a short
+# --reference list is shown whole
+"$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 0 > "$TMP/r35.out" && ok || fail "finetune --steps 0"
+grep -q "each placer's fastest of the 35 reference combinations" "$TMP/r35.out" && ok || fail "finetune: default reference is not the 35 combinations"
+[ "$(grep -c '^[a-z]*+[a-z]*+[a-z]* ' "$TMP/r35.out")" -eq 7 ] && ok || fail "finetune: not one row per placer"
+grep -q '^[a-z]*+[a-z]*+[a-z]* .*(best baseline)' "$TMP/r35.out" && ok || fail "finetune: the best baseline is not a combination"
+"$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 0 --reference heft,heft+cp+xla > "$TMP/r2.out" && ok || fail "finetune --reference"
+! grep -q "each placer's fastest" "$TMP/r2.out" && grep -q '^heft ' "$TMP/r2.out" && grep -q '^heft+cp+xla ' "$TMP/r2.out" && ok || fail "finetune --reference heft,heft+cp+xla: both rows"
 # a time limit: --seconds alone bounds the run (the steps are counted in the summary); a
 # limit already spent before the first step gives none; --steps stays the bound when sooner
 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --seconds 0.001 -o "$TMP/t0.ckpt" --samples 4 --epochs 1 --quiet > "$TMP/t0.out" && ok || fail "finetune --seconds"
