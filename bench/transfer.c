@@ -145,8 +145,6 @@ typedef struct {
     char best_name[48];
 } row;
 
-/* Fine-tune from the checkpoint on graph file `path` for `seconds` of wall time (the recipe above).
- * *best: the best valid step found (s); +inf when none. */
 /* This machine's memory copy rate right now (GB/s: bytes read + written per second, the best of
  * 3 copies of 256 MB; 0 when the buffers cannot be had). Fine-tuning for T seconds buys as many
  * steps as the machine allows, and its decoder and simulator are memory-bound: the figure tells
@@ -171,6 +169,8 @@ static double memcpy_gbps(void) {
     return best > 0 && isfinite(best) ? 2.0 * (double)n / best / 1e9 : 0.0;
 }
 
+/* Fine-tune from the checkpoint on graph file `path` for `seconds` of wall time (the recipe above).
+ * *best: the best valid step found (s); +inf when none. */
 static gopt_status finetune(const char *ckpt, const char *path, const gopt_costmodel *cm, const bench_args *a, row *r,
                             gopt_error *err) {
     const double seconds = a->ft_seconds;

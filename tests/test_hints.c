@@ -285,6 +285,19 @@ static void test_hint_refs_missing(void **state) {
     assert_int_equal(gopt_go_hint_refs_missing("heft+nosuch", 1, first, sizeof first), 5);
     assert_string_equal(first, "heft+cp+xla");
     assert_int_equal(gopt_go_hint_refs_missing("", 2, first, sizeof first), 10);
+    /* gopt_go_hint_references: the list that lacks none of them (gopt finetune's default) */
+    char list[1024];
+    const size_t len = gopt_go_hint_references(7, list, sizeof list);
+    assert_int_equal(len, strlen(list));
+    assert_int_equal(gopt_go_hint_refs_missing(list, 7, first, sizeof first), 0);
+    int names = 1;
+    for (const char *q = list; *q; q++) names += *q == ',';
+    assert_int_equal(names, 35);
+    assert_memory_equal(list, "heft+cp+xla,metf+cp+xla,", 24);
+    assert_int_equal(gopt_go_hint_references(1, list, sizeof list), strlen("heft+cp+xla,heft+fifo+xla,heft+cp+tvm,"
+                                                                            "heft+cp+xlamo,heft+fifo+xlamo"));
+    assert_int_equal(gopt_go_hint_references(7, list, 100), 0); /* does not fit */
+    assert_string_equal(list, "");
 }
 
 static void test_trainer_uses_hints(void **state) {

@@ -1147,12 +1147,7 @@ out:
  * without fusion. */
 static const char *ft_default_reference(void) {
     static char list[1024];
-    if (list[0]) return list;
-    size_t len = 0;
-    for (int c = 0; gopt_go_hint_combos[c]; c++)
-        for (int h = 0; h < GOPT_POLICY_MAX_HINTS && gopt_go_hint_placers[h]; h++)
-            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s%s", len ? "," : "", gopt_go_hint_placers[h],
-                                    gopt_go_hint_combos[c]);
+    if (!list[0]) (void)gopt_go_hint_references(GOPT_POLICY_MAX_HINTS, list, sizeof list);
     return list;
 }
 

@@ -403,6 +403,10 @@ gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float 
  * the target follows another placement than the best hint's and the policy learns to leave
  * it (docs/trainer.md, "References and hints"). */
 int gopt_go_hint_refs_missing(const char *refs, int nh, char *first, size_t cap);
+/* The reference list that names every combination the hints of the first nh placers are drawn
+ * from (each of gopt_go_hint_combos, in order, with each placer): written into buf as
+ * "heft+cp+xla,metf+cp+xla,...", its length returned; 0 (and "") when it does not fit in cap. */
+size_t gopt_go_hint_references(int nh, char *buf, size_t cap);
 gopt_status gopt_go_hints_from(const gopt_frozen *fz, const gopt_costmodel *cm, const gopt_cost_table *ct, int ndev,
                                int nh, const gopt_decisions *const *hd, const gopt_decisions *sd, int32_t *dev,
                                float *feat, int32_t *group, gopt_error *err);

@@ -188,6 +188,22 @@ out:
     return st;
 }
 
+size_t gopt_go_hint_references(int nh, char *buf, size_t cap) {
+    size_t len = 0;
+    if (cap) buf[0] = 0;
+    for (int c = 0; gopt_go_hint_combos[c]; c++)
+        for (int h = 0; h < nh && h < GOPT_POLICY_MAX_HINTS && gopt_go_hint_placers[h]; h++) {
+            const int w = snprintf(buf + (len < cap ? len : cap), len < cap ? cap - len : 0, "%s%s%s", len ? "," : "",
+                                   gopt_go_hint_placers[h], gopt_go_hint_combos[c]);
+            len += (size_t)w;
+        }
+    if (len >= cap) {
+        if (cap) buf[0] = 0;
+        return 0;
+    }
+    return len;
+}
+
 /* Whether the comma-separated list refs names combination want (parts in any order). */
 static int refs_name(const gopt_bl_registry *reg, const char *refs, const gopt_bl_combo *want) {
     for (const char *p = refs; p && *p;) {
