@@ -9,6 +9,7 @@
  *                       [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]
  *                       [--finetune-imitate-target reference|best] [--finetune-place-temperature T]
  *                       [--finetune-train all|heads] [--go-fusion-pass best|merge|first]
+ *                       [--go-styles best|own]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
  * rows whose split is --set: validation (the default), train, test or holdout):
@@ -47,7 +48,9 @@
  *    shrink retrains the trunk). --go-ties: GO's
  *    order within a priority level (gopt_go_options.ties; default best);
  *    --go-fusion-pass: the pass from GO's fusion levels to groups
- *    (gopt_go_options.fusion_pass; default best: merging and first-fit, the faster).
+ *    (gopt_go_options.fusion_pass; default best: merging and first-fit, the faster);
+ *    --go-styles best|own: whether GO also decodes under the best hint placer's other
+ *    schedules and fusions (gopt_go_options.styles; default best).
  * Then the geometric means over graphs (per setting and over all) against
  * the targets of issue 14: greedy <= 1.00x, best of K <= 0.97x, fine-tuned
  * <= 0.90x, GO out of memory never. Graphs where no classical combination
@@ -82,14 +85,14 @@ static const char *const FUSERS[] = {"none", "xla", "xlamo", "tvm"};
 #define NOF(a) (int)(sizeof(a) / sizeof *(a))
 #define NCOMBO (NOF(PLACERS) * NOF(SCHEDS) * NOF(FUSERS))
 
-static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, GOPT_GO_THREADS, GOPT_GO_PASS_BEST};
+static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, GOPT_GO_THREADS, GOPT_GO_PASS_BEST, 0};
 
 static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     return gopt_go_decide(&g_go, p, d, err);
 }
 
 typedef struct {
-    const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe, *ties, *fpass, *ft_imitate_target;
+    const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe, *ties, *fpass, *styles, *ft_imitate_target;
     long samples, max_nodes, seed, ft_epochs, ft_threads, ft_imitate_every;
     double sa_budget, ft_seconds, temperature, ft_lr, ft_place_t;
     const char *ft_train; /* all|heads */
@@ -194,6 +197,7 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     o.imitate_best = o.imitate_every > 0 && !strcmp(a->ft_imitate_target, "best");
     o.place_temperature = (float)a->ft_place_t;
     o.train_heads = !strcmp(a->ft_train, "heads");
+    o.greedy_styles = 1; /* as gopt finetune */
     if (o.train_heads) { /* gopt finetune --train heads' learning rates */
         o.adam.lr = a->ft_lr > 0 ? (float)a->ft_lr : GOPT_TRAINER_HEADS_LR;
         o.imitate_lr = GOPT_TRAINER_HEADS_IMITATE_LR;
@@ -291,7 +295,7 @@ static void print_means(const char *label, const means *m, int ft) {
 static int parse_args(int argc, char **argv, bench_args *a) {
     *a = (bench_args){.split = "graphs/real/splits.tsv", .set = "validation", .graphs = NULL,
                       .profiles = "profiles/h100-nvswitch-x8.json,profiles/v100-dgx1-x8.json", .devices = "4,8",
-                      .checkpoint = NULL, .recipe = "ppo", .ties = "best", .fpass = "best", .samples = 16, .max_nodes = 0, .seed = 1,
+                      .checkpoint = NULL, .recipe = "ppo", .ties = "best", .fpass = "best", .styles = "best", .samples = 16, .max_nodes = 0, .seed = 1,
                       .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 2, .ft_threads = 2,
                       .ft_imitate_every = 4, .ft_imitate_target = "best", .ft_place_t = 1.0,
                       .ft_train = NULL};
@@ -320,6 +324,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--finetune-recipe")) a->recipe = v;
         else if (!strcmp(o, "--go-ties")) a->ties = v;
         else if (!strcmp(o, "--go-fusion-pass")) a->fpass = v;
+        else if (!strcmp(o, "--go-styles")) a->styles = v;
         else if (!strcmp(o, "--finetune-epochs")) a->ft_epochs = strtol(v, &end, 10);
         else if (!strcmp(o, "--finetune-threads")) a->ft_threads = strtol(v, &end, 10);
         else if (!strcmp(o, "--finetune-lr")) a->ft_lr = strtod(v, &end);
@@ -340,14 +345,14 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         a->seed < 0 || !(a->temperature >= 0.05 && a->temperature <= 100.0) || !is_split(a->set) ||
         (strcmp(a->recipe, "ppo") && strcmp(a->recipe, "warm")) || a->ft_epochs < 0 || a->ft_epochs > 64 ||
         a->ft_threads < 1 || a->ft_threads > 64 || !(a->ft_lr >= 0 && a->ft_lr < 1) || gopt_go_ties_parse(a->ties) < 0 ||
-        gopt_go_pass_parse(a->fpass) < 0 ||
+        gopt_go_pass_parse(a->fpass) < 0 || gopt_go_styles_parse(a->styles) < 0 ||
         a->ft_imitate_every < 0 || a->ft_imitate_every == 1 || a->ft_imitate_every > 1000000 ||
         (strcmp(a->ft_imitate_target, "reference") && strcmp(a->ft_imitate_target, "best")) ||
         !(a->ft_place_t >= 0.05 && a->ft_place_t <= 100.0) ||
         (a->ft_train && strcmp(a->ft_train, "all") && strcmp(a->ft_train, "heads"))) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
                         ">= 0, --temperature 0.05..100, --set validation|train|test|holdout, --finetune-recipe ppo|warm, "
-                        "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, --go-fusion-pass best|merge|first, "
+                        "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, --go-fusion-pass best|merge|first, --go-styles best|own, "
                         "--finetune-imitate-every 0 or >= 2, --finetune-imitate-target reference|best, "
                         "--finetune-place-temperature 0.05..100, --finetune-train all|heads\n");
         return 2;
@@ -367,7 +372,8 @@ int main(int argc, char **argv) {
                 "                      [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]\n"
                 "                      [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]\n"
                 "                      [--finetune-imitate-target reference|best] [--finetune-place-temperature T]\n"
-                "                      [--finetune-train all|heads] [--go-fusion-pass best|merge|first]\n");
+                "                      [--finetune-train all|heads] [--go-fusion-pass best|merge|first]\n"
+                "                      [--go-styles best|own]\n");
         return pr == 1 ? 0 : 2;
     }
     g_go.checkpoint = a.checkpoint ? a.checkpoint : gopt_trainer_default_checkpoint();
@@ -375,6 +381,7 @@ int main(int argc, char **argv) {
     g_go.temperature = (float)a.temperature;
     g_go.ties = gopt_go_ties_parse(a.ties);
     g_go.fusion_pass = gopt_go_pass_parse(a.fpass);
+    g_go.styles = gopt_go_styles_parse(a.styles);
     char path[1024], profs[1024], devs[256], sel[1024];
     static char names[MAX_ITEMS][64];
     source_path(a.split, path, sizeof path);

@@ -7,7 +7,9 @@
  * joins a group; singletons and ungrouped nodes 0). gopt_go_hints runs the
  * hint method on a problem; with quality, each hint is its placer's
  * combination judged by the evaluator (T_best / T_h, exactly 1 for the best)
- * and the schedule features are the best combination's. A trainer with a
+ * and the schedule features are the best combination's. The hint table
+ * (gopt_go_hints_pick) gives the same hints, or hints conditioned on another
+ * combination (go's styles, gopt_go_hint_styles). A trainer with a
  * hinted policy builds the hints and imitation then copies the hint's
  * placement where it is the target. gopt_go_hint_refs_missing names the hint
  * combinations a reference list lacks.
@@ -116,6 +118,35 @@ static void test_hints_from(void **state) {
     gopt_graph_free(g);
 }
 
+/* A problem on graph g over ndev uniform devices, judged by the simulator (seed 1). */
+typedef struct {
+    gopt_profile *prof;
+    gopt_costmodel *cm;
+    gopt_sim *sim;
+    gopt_sim_scratch *scr;
+    gopt_bl_sim_ctx ctx;
+    gopt_bl_problem p;
+} hint_env;
+
+static void hint_env_init(hint_env *e, gopt_graph *g, int ndev) {
+    gopt_error err = {0};
+    memset(e, 0, sizeof *e);
+    e->prof = test_profile_uniform(ndev, 1e12, 1e9, "test_hints");
+    assert_int_equal(gopt_cost_create(e->prof, ndev, &e->cm, NULL), GOPT_OK);
+    assert_int_equal(gopt_sim_create(g, e->cm, &e->sim, &err), GOPT_OK);
+    assert_int_equal(gopt_sim_scratch_create(e->sim, &e->scr, &err), GOPT_OK);
+    gopt_bl_options opt = {0};
+    opt.seed = 1;
+    gopt_bl_problem_on_sim(&e->p, &e->ctx, e->sim, e->scr, e->cm, &opt);
+}
+
+static void hint_env_free(hint_env *e) {
+    gopt_sim_scratch_free(e->scr);
+    gopt_sim_free(e->sim);
+    gopt_cost_free(e->cm);
+    gopt_profile_free(e->prof);
+}
+
 /* Quality: every hint is the faster of placer+cp+xla and placer+fifo+xla judged by the simulator;
  * quality[h] = T_best / T_h, the best exactly 1; the per-node features are those of the best
  * hint's combination. */
@@ -125,19 +156,11 @@ static void test_hints_quality(void **state) {
     gopt_graph *g = small_graph();
     const gopt_frozen *fz = gopt_graph_frozen(g);
     const int n = fz->n;
-    gopt_profile *prof = test_profile_uniform(NDEV, 1e12, 1e9, "test_hints");
-    gopt_costmodel *cm = NULL;
+    hint_env he;
+    hint_env_init(&he, g, NDEV);
+    gopt_costmodel *cm = he.cm;
+    gopt_bl_problem p = he.p;
     gopt_error err = {0};
-    assert_int_equal(gopt_cost_create(prof, NDEV, &cm, NULL), GOPT_OK);
-    gopt_sim *sim = NULL;
-    assert_int_equal(gopt_sim_create(g, cm, &sim, &err), GOPT_OK);
-    gopt_sim_scratch *scr = NULL;
-    assert_int_equal(gopt_sim_scratch_create(sim, &scr, &err), GOPT_OK);
-    gopt_bl_problem p;
-    gopt_bl_sim_ctx ctx;
-    gopt_bl_options opt = {0};
-    opt.seed = 1;
-    gopt_bl_problem_on_sim(&p, &ctx, sim, scr, cm, &opt);
     int32_t dev[NH * 8];
     float feat[8 * GOPT_POLICY_NHINT], q[NH];
     int have = 0;
@@ -194,10 +217,105 @@ static void test_hints_quality(void **state) {
     assert_memory_equal(feat, want, sizeof want);
     assert_memory_equal(dev, wdev, sizeof(int32_t) * (size_t)NH * (size_t)n);
     for (int h = 0; h < NH; h++) gopt_decisions_destroy(&d[h]);
-    gopt_sim_scratch_free(scr);
-    gopt_sim_free(sim);
-    gopt_cost_free(cm);
-    gopt_profile_free(prof);
+    hint_env_free(&he);
+    gopt_graph_free(g);
+}
+
+/* The hint table: every combination run and judged once; pick -1 gives gopt_go_hints' hints with
+ * quality; a conditioned pick reads as the only best hint (quality exactly 1 there, below 1
+ * elsewhere) with its own placement, schedule and fusion as features; the styles are the best
+ * hint placer's other entries that fit, fastest first, at most cap; bad picks are refused. */
+static void test_hint_table(void **state) {
+    (void)state;
+    enum { NDEV = 3, NH = 7 };
+    gopt_graph *g = small_graph();
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    const int n = fz->n;
+    hint_env he;
+    hint_env_init(&he, g, NDEV);
+    gopt_costmodel *cm = he.cm;
+    gopt_bl_problem p = he.p;
+    gopt_error err = {0};
+    gopt_go_hint_table t;
+    assert_int_equal(gopt_go_hint_table_build(&p, 0, &t, &err), GOPT_EINVAL);
+    assert_null(t.d);
+    assert_int_equal(gopt_go_hint_table_build(&p, NH, &t, &err), GOPT_OK);
+    assert_int_equal(t.nh, NH);
+    assert_int_equal(t.nc, 5);
+    /* each entry is its combination, judged by the evaluator */
+    gopt_bl_registry reg;
+    gopt_bl_registry_init(&reg);
+    for (int i = 0; i < NH * 5; i++) {
+        char spec[64];
+        snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[i / 5], gopt_go_hint_combos[i % 5]);
+        gopt_bl_combo c;
+        gopt_decisions e = {0};
+        assert_int_equal(gopt_bl_combo_parse(&reg, spec, &c, &err), GOPT_OK);
+        assert_int_equal(gopt_bl_combo_decide(&reg, &c, &p, &e, &err), GOPT_OK);
+        int oom = 0;
+        const double s = gopt_bl_evaluate(&p, &e, &oom);
+        assert_int_equal(t.found[i], 1);
+        assert_true(t.step[i] == s);
+        assert_memory_equal(t.d[i].device, e.device, sizeof(int32_t) * (size_t)n);
+        assert_memory_equal(t.d[i].group, e.group, sizeof(int32_t) * (size_t)n);
+        gopt_decisions_destroy(&e);
+    }
+    /* pick -1: the hints of gopt_go_hints */
+    int32_t dev[NH * 8], dev2[NH * 8];
+    float feat[8 * GOPT_POLICY_NHINT], feat2[8 * GOPT_POLICY_NHINT], q[NH], q2[NH];
+    int have = 0, have2 = 0;
+    assert_int_equal(gopt_go_hints(&p, NH, dev, feat, NULL, q, &have, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hints_pick(&p, &t, -1, dev2, feat2, NULL, q2, &have2, &err), GOPT_OK);
+    assert_int_equal(have2, have);
+    assert_memory_equal(dev, dev2, sizeof dev);
+    assert_memory_equal(feat, feat2, sizeof feat);
+    assert_memory_equal(q, q2, sizeof q);
+    /* the styles: the best hint placer's other entries, fastest first */
+    int sty[8], bi = -1;
+    for (int i = 0; i < NH * 5; i++)
+        if (bi < 0 || t.step[i] < t.step[bi]) bi = i; /* the best hint: the first of the fastest */
+    const int m = gopt_go_hint_styles(&t, sty, 8);
+    assert_int_equal(m, 4);
+    for (int j = 0; j < m; j++) {
+        assert_int_equal(sty[j] / 5, bi / 5);
+        assert_int_not_equal(sty[j], bi);
+        assert_true(t.step[sty[j]] >= t.step[bi]);
+        if (j) assert_true(t.step[sty[j - 1]] < t.step[sty[j]] || (t.step[sty[j - 1]] == t.step[sty[j]] && sty[j - 1] < sty[j]));
+        for (int k = 0; k < j; k++) assert_int_not_equal(sty[k], sty[j]);
+    }
+    int few[2];
+    assert_int_equal(gopt_go_hint_styles(&t, few, 2), 2);
+    assert_memory_equal(few, sty, sizeof few);
+    assert_int_equal(gopt_go_hint_styles(&t, few, 0), 0);
+    /* a conditioned pick, here another placer's slowest entry: it reads as the only best hint,
+     * its features its own */
+    int pick = -1;
+    for (int i = 0; i < NH * 5; i++)
+        if (i / 5 != bi / 5 && (pick < 0 || t.step[i] >= t.step[pick])) pick = i;
+    const int ph = pick / 5;
+    assert_int_equal(gopt_go_hints_pick(&p, &t, pick, dev2, feat2, NULL, q2, &have2, &err), GOPT_OK);
+    assert_int_equal(have2, 1);
+    for (int h = 0; h < NH; h++) {
+        if (h == ph) assert_true(q2[h] == 1.0f);
+        else assert_true(q2[h] > 0.0f && q2[h] < 1.0f);
+    }
+    const gopt_decisions *hp[NH];
+    for (int h = 0; h < NH; h++) {
+        int k = -1; /* placer h's fastest, the first on ties (gopt_go_hints' choice) */
+        for (int c = 0; c < 5; c++)
+            if (k < 0 || t.step[h * 5 + c] < t.step[k]) k = h * 5 + c;
+        hp[h] = h == ph ? &t.d[pick] : &t.d[k];
+    }
+    int32_t wdev[NH * 8];
+    float want[8 * GOPT_POLICY_NHINT];
+    assert_int_equal(gopt_go_hints_from(fz, cm, p.cost, NDEV, NH, hp, &t.d[pick], wdev, want, NULL, &err), GOPT_OK);
+    assert_memory_equal(feat2, want, sizeof want);
+    assert_memory_equal(dev2, wdev, sizeof(int32_t) * (size_t)NH * (size_t)n);
+    assert_int_equal(gopt_go_hints_pick(&p, &t, NH * 5, dev2, feat2, NULL, q2, &have2, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "combination 35 of 35"));
+    gopt_go_hint_table_free(&t);
+    gopt_go_hint_table_free(&t); /* twice is harmless */
+    hint_env_free(&he);
     gopt_graph_free(g);
 }
 
@@ -257,6 +375,61 @@ static void trainer_uses_hints(int hq) {
     gopt_cost_free(cm);
     gopt_profile_free(prof);
 }
+/* gopt_trainer_greedy with greedy_styles (gopt finetune's): the graph keeps its hint table, the
+ * answer is never slower than without the styles, and the graph's own hints are set again after
+ * (the same answer twice). */
+static void test_trainer_greedy_styles(void **state) {
+    (void)state;
+    enum { NDEV = 3 };
+    gopt_profile *prof = test_profile_uniform(NDEV, 1e12, 1e9, "test_hints");
+    gopt_costmodel *cm = NULL;
+    gopt_error err = {0};
+    assert_int_equal(gopt_cost_create(prof, NDEV, &cm, NULL), GOPT_OK);
+    gopt_policy_config c;
+    gopt_policy_config_default(&c);
+    c.hidden = 8, c.sage_layers = 1, c.attn_layers = 1, c.heads = 2, c.segment = 4, c.ffn_mult = 1;
+    c.max_devices = NDEV, c.sched_levels = 3, c.fusion_levels = 3, c.cond_hidden = 4, c.hints = 7;
+    c.hint_quality = 1;
+    double step[2];
+    for (int on = 0; on < 2; on++) {
+        gopt_policy *pol = NULL;
+        assert_int_equal(gopt_policy_create(&pol, &c, 3, &err), GOPT_OK);
+        gopt_trainer_options o;
+        gopt_trainer_options_default(&o);
+        o.reference = GOPT_GO_HINT_METHOD;
+        o.sim_threads = 1;
+        o.greedy_styles = on;
+        gopt_trainer *t = NULL;
+        assert_int_equal(gopt_trainer_create(&t, pol, cm, &o, &err), GOPT_OK);
+        assert_int_equal(gopt_trainer_add_graph(t, small_graph(), 0, &err), GOPT_OK);
+        gopt_decisions d1 = {0}, d2 = {0};
+        gopt_sim_result r1, r2;
+        assert_int_equal(gopt_decisions_init(&d1, 8, &err), GOPT_OK);
+        assert_int_equal(gopt_decisions_init(&d2, 8, &err), GOPT_OK);
+        assert_int_equal(gopt_trainer_greedy(t, 0, &d1, &r1, &err), GOPT_OK);
+        const tr_graph *G = &t->graphs[0];
+        if (on) {
+            assert_non_null(G->hint_table);
+            assert_int_equal(G->hint_table->nh * G->hint_table->nc, 35);
+        } else {
+            assert_null(G->hint_table);
+        }
+        assert_int_equal(gopt_trainer_greedy(t, 0, &d2, &r2, &err), GOPT_OK);
+        assert_memory_equal(d1.device, d2.device, sizeof(int32_t) * 8);
+        assert_memory_equal(d1.group, d2.group, sizeof(int32_t) * 8);
+        assert_true(r1.step_time_s == r2.step_time_s);
+        assert_false(r1.oom);
+        step[on] = r1.step_time_s;
+        gopt_decisions_destroy(&d1);
+        gopt_decisions_destroy(&d2);
+        gopt_trainer_free(t);
+        gopt_policy_free(pol);
+    }
+    assert_true(step[1] <= step[0]);
+    gopt_cost_free(cm);
+    gopt_profile_free(prof);
+}
+
 /* gopt_go_hint_refs_missing: the hint combinations a reference list lacks, compared as parsed
  * combinations (parts in any order; names that do not parse are absent). */
 static void test_hint_refs_missing(void **state) {
@@ -313,9 +486,11 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hints_from),
         cmocka_unit_test(test_hints_quality),
+        cmocka_unit_test(test_hint_table),
         cmocka_unit_test(test_hint_refs_missing),
         cmocka_unit_test(test_trainer_uses_hints),
         cmocka_unit_test(test_trainer_uses_hint_quality),
+        cmocka_unit_test(test_trainer_greedy_styles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

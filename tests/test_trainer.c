@@ -1474,7 +1474,7 @@ static void test_go_decide(void **state) {
     gopt_bl_problem p = q.p;
     gopt_bl_sim_ctx ctx = q.ctx;
     p.eval_ctx = &ctx;
-    gopt_go_options go = {path, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, 0, GOPT_GO_PASS_BEST};
+    gopt_go_options go = {path, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, 0, GOPT_GO_PASS_BEST, 0};
     gopt_decisions d1 = {0}, d2 = {0};
     assert_int_equal(gopt_decisions_init(&d1, gopt_graph_num_nodes(g), NULL), GOPT_OK);
     assert_int_equal(gopt_decisions_init(&d2, gopt_graph_num_nodes(g), NULL), GOPT_OK);
@@ -1561,7 +1561,7 @@ static void test_go_fusion_pass(void **state) {
     go_problem q;
     go_problem_init(&q, &e, g, 1);
     q.p.eval_ctx = &q.ctx;
-    gopt_go_options go = {path, 4, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, 0, GOPT_GO_PASS_BEST};
+    gopt_go_options go = {path, 4, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, 0, GOPT_GO_PASS_BEST, 0};
     gopt_decisions d = {0};
     assert_int_equal(gopt_decisions_init(&d, gopt_graph_num_nodes(g), NULL), GOPT_OK);
     double step[3];
@@ -1705,7 +1705,7 @@ static void test_go_memory_safe(void **state) {
     gopt_bl_sim_evaluate(&ctx, &du, &oom);
     assert_int_equal(oom, 1);
     /* go: masked by the memory model, fits */
-    gopt_go_options go = {path, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, 0, GOPT_GO_PASS_BEST};
+    gopt_go_options go = {path, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, 0, GOPT_GO_PASS_BEST, 0};
     gopt_decisions d = {0};
     assert_int_equal(gopt_decisions_init(&d, n, NULL), GOPT_OK);
     for (int k = 0; k <= 8; k += 8) {

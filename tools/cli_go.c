@@ -3,7 +3,7 @@
 
 #include "gopt_trainer.h"
 
-static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, GOPT_GO_THREADS, GOPT_GO_PASS_BEST};
+static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, GOPT_GO_THREADS, GOPT_GO_PASS_BEST, 0};
 
 static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     return gopt_go_decide(&g_go, p, d, err);
@@ -13,6 +13,21 @@ gopt_status cli_go_register(gopt_bl_registry *r, gopt_error *err) {
     static const gopt_bl_method m = {"go", GOPT_BL_JOINT, go_decide,
                                      "GO policy: trained network, greedy or best of --samples K (--checkpoint C)"};
     return gopt_bl_registry_add(r, &m, err);
+}
+
+/* Option name with a value that parse maps to an enum (-1: refused, naming the choices). */
+static int enum_opt(cli_args *a, const char *name, int (*parse)(const char *), const char *choices, int *out) {
+    const char *v = NULL;
+    if (!cli_opt_str(a, name, &v)) return 0;
+    if (a->bad) return 1;
+    const int e = parse(v);
+    if (e < 0) {
+        cli_usage_error(a->verb, "option %s: '%s' is not %s", name, v, choices);
+        a->bad = 1;
+    } else {
+        *out = e;
+    }
+    return 1;
 }
 
 int cli_go_option(cli_args *a) {
@@ -27,30 +42,10 @@ int cli_go_option(cli_args *a) {
         if (!a->bad) g_go.temperature = (float)t;
         return 1;
     }
-    const char *ties = NULL;
-    if (cli_opt_str(a, "--go-ties", &ties)) {
-        if (a->bad) return 1;
-        const int tv = gopt_go_ties_parse(ties);
-        if (tv < 0) {
-            cli_usage_error(a->verb, "option --go-ties: '%s' is not best, cp or topo", ties);
-            a->bad = 1;
-        } else {
-            g_go.ties = tv;
-        }
+    if (enum_opt(a, "--go-ties", gopt_go_ties_parse, "best, cp or topo", &g_go.ties) ||
+        enum_opt(a, "--go-fusion-pass", gopt_go_pass_parse, "best, merge or first", &g_go.fusion_pass) ||
+        enum_opt(a, "--go-styles", gopt_go_styles_parse, "best or own", &g_go.styles))
         return 1;
-    }
-    const char *fp = NULL;
-    if (cli_opt_str(a, "--go-fusion-pass", &fp)) {
-        if (a->bad) return 1;
-        const int pv = gopt_go_pass_parse(fp);
-        if (pv < 0) {
-            cli_usage_error(a->verb, "option --go-fusion-pass: '%s' is not best, merge or first", fp);
-            a->bad = 1;
-        } else {
-            g_go.fusion_pass = pv;
-        }
-        return 1;
-    }
     if (cli_opt_long(a, "--go-seed", &s, 0, 0x7fffffffL)) {
         if (!a->bad) g_go.seed = (uint64_t)s;
         return 1;
@@ -74,6 +69,10 @@ void cli_go_usage(FILE *f) {
                "  --go-fusion-pass best|merge|first  method go: the pass that turns fusion levels into groups:\n"
                "                    merging (merge, as in training), first-fit (first), or each candidate\n"
                "                    judged under both and the faster kept (best, the default)\n"
+               "  --go-styles best|own  method go: with a checkpoint that reads hint quality, also decode\n"
+               "                    under the best hint placer's other schedules and fusions (its other\n"
+               "                    classical combinations) and keep the fastest (best, the default), or\n"
+               "                    under the best hint alone (own)\n"
                "  --go-threads N    method go: threads of the network on the CPU (default %d; the decisions\n"
                "                    are the same on any count)\n"
                "  --device cpu|cuda method go: where the network runs (default cpu; cuda: the first GPU)\n",

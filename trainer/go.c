@@ -30,9 +30,19 @@
  * conditions on the groups of its own pass while it decodes.
  * Hints: a checkpoint whose network has cfg.hints = H reads H classical
  * placements and a classical schedule and fusion as features (hint.c);
- * every decision is still the decoder's.
- * Cost: one forward plus (K + 1) decodes and 4 (K + 1) evaluations per round
- * (one per fusion pass and tie order; and the greedy trajectory's rounds when
+ * every decision is still the decoder's. Styles (o->styles, checkpoints with
+ * hint quality): the best hint is its placer's fastest of gopt_go_hint_combos;
+ * by default GO also decodes greedily with the hints conditioned on each other
+ * combination of that placer that fits (gopt_go_hint_styles, gopt_go_hints_pick:
+ * that combination reads as the best hint, its schedule and fusion are the
+ * features), and those candidates are judged beside the greedy one and the
+ * samples: GO's own groups and priorities after the XLA-, xlamo- and TVM-style
+ * hints of one placement, not only after the fastest one's. The trunk is the
+ * same under every conditioning, so a new forward runs the heads alone
+ * (gopt_policy_set_train_heads).
+ * Cost: one forward plus (K + 1 + S) decodes and 4 (K + 1 + S) evaluations per
+ * round (S <= 4 styles, each with a heads-only forward; one evaluation per fusion
+ * pass and tie order; and the greedy trajectory's rounds, with its styles, when
  * K > 0).
  */
 #include <math.h>
@@ -95,6 +105,17 @@ int gopt_go_pass_parse(const char *s) {
                    : !strcmp(s, "first") ? GOPT_GO_PASS_FIRST : -1;
 }
 
+int gopt_go_styles_parse(const char *s) {
+    return !s ? -1 : !strcmp(s, "best") ? GOPT_GO_STYLES_BEST : !strcmp(s, "own") ? GOPT_GO_STYLES_OWN : -1;
+}
+
+static gopt_status set_hints(gopt_policy *pol, const gopt_bl_problem *p, int nh, int have, const int32_t *hdev,
+                             const float *hfeat, const int32_t *hgroup, const float *q, gopt_error *err) {
+    const int32_t n = gopt_graph_frozen(p->graph)->n;
+    return gopt_policy_set_hints(pol, n, p->ndev, nh, have ? hdev : NULL, have ? hfeat : NULL, have ? hgroup : NULL, q,
+                                 err);
+}
+
 gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     const char *path = o && o->checkpoint ? o->checkpoint : gopt_trainer_default_checkpoint();
     const gopt_frozen *fz = gopt_graph_frozen(p->graph);
@@ -104,6 +125,10 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     double *ntime = NULL, *nmem = NULL, *cap = NULL, *cap0 = NULL;
     int32_t *buf = NULL, *group = NULL, *hdev = NULL, *hgroup = NULL;
     float *hfeat = NULL;
+    float q[GOPT_POLICY_MAX_HINTS] = {0};
+    gopt_go_hint_table tab = {0};
+    int style[GOPT_GO_MAX_STYLES], nstyle = 0, cond = -1; /* cond: the table entry the hints read as the best
+                                                              (-1: the true hints) */
     gopt_decisions cand = {0}, rbest = {0};
     unsigned tasks = GOPT_TASKS_ALL;
     gopt_status st;
@@ -146,12 +171,17 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
             st = GOPT_ENOMEM;
             goto out;
         }
-        float q[GOPT_POLICY_MAX_HINTS] = {0};
         const int hq = gopt_policy_get_config(pol)->hint_quality;
-        if ((st = gopt_go_hints(p, nh, hdev, hfeat, hgroup, hq ? q : NULL, &have, err))) goto out;
-        if ((st = gopt_policy_set_hints(pol, n, p->ndev, nh, have ? hdev : NULL, have ? hfeat : NULL,
-                                        have ? hgroup : NULL, q, err)))
-            goto out;
+        if (hq && (!o || o->styles == GOPT_GO_STYLES_BEST)) { /* the best placer's other styles, judged too */
+            if ((st = gopt_go_hint_table_build(p, nh, &tab, err))) goto out;
+            nstyle = gopt_go_hint_styles(&tab, style, GOPT_GO_MAX_STYLES);
+            /* the trunk is the same under every conditioning: a new forward runs the heads alone */
+            if (nstyle && (st = gopt_policy_set_train_heads(pol, 1, err))) goto out;
+            st = gopt_go_hints_pick(p, &tab, -1, hdev, hfeat, hgroup, q, &have, err);
+        } else {
+            st = gopt_go_hints(p, nh, hdev, hfeat, hgroup, hq ? q : NULL, &have, err);
+        }
+        if (st || (st = set_hints(pol, p, nh, have, hdev, hfeat, hgroup, q, err))) goto out;
     }
     if ((st = gopt_policy_forward(pol, fz, feat, p->ndev, NULL, err))) goto out;
     if ((st = gopt_decisions_init(&cand, n, err)) || (st = gopt_decisions_init(&rbest, n, err))) goto out;
@@ -165,14 +195,24 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     double best = INFINITY;
     int best_oom = 1, have = 0;
     for (int pass = K > 0 ? 0 : 1; pass < 2; pass++) { /* 0: the greedy trajectory alone; 1: with K samples */
-        const int Kp = pass ? K : 0;
+        const int Kp = (pass ? K : 0) + nstyle; /* candidates 1..nstyle: greedy under the styles */
         memcpy(cap, cap0, sizeof(double) * (size_t)p->ndev);
         for (int round = 0; round <= GOPT_GO_REPAIRS; round++) {
             /* the caps live in `cap`, which the policy reads at every decode */
             double rb = INFINITY;
             int rb_oom = 1, rb_flag = 0, have_round = 0;
             for (int k = 0; k <= Kp; k++) {
-                st = k == 0 ? gopt_policy_greedy(pol, &a, err) : gopt_policy_sample_tempered(pol, &rng, temp, &a, err);
+                const int want = k >= 1 && k <= nstyle ? style[k - 1] : -1; /* candidate k's conditioning */
+                if (want != cond) {
+                    int hv = 0;
+                    if ((st = gopt_go_hints_pick(p, &tab, want, hdev, hfeat, hgroup, q, &hv, err)) ||
+                        (st = set_hints(pol, p, nh, hv, hdev, hfeat, hgroup, q, err)) ||
+                        (st = gopt_policy_forward(pol, fz, feat, p->ndev, NULL, err)))
+                        goto out;
+                    cond = want;
+                }
+                st = k == 0 || want >= 0 ? gopt_policy_greedy(pol, &a, err)
+                                         : gopt_policy_sample_tempered(pol, &rng, temp, &a, err);
                 if (st) goto out;
                 /* candidate k under each fusion pass (the checkpoint's own first) and tie order (cp first) */
                 for (int v = 0; v < 4; v++) {
@@ -213,6 +253,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
         }
     }
 out:
+    gopt_go_hint_table_free(&tab);
     gopt_decisions_destroy(&cand);
     gopt_decisions_destroy(&rbest);
     gopt_policy_free(pol);

@@ -84,6 +84,11 @@ typedef struct {
                               (gopt_policy_set_train_heads, which gopt_trainer_create sets): on one
                               graph a step skips the network's forward and backward; 0: every
                               parameter (0); its learning rates: GOPT_TRAINER_HEADS_LR below */
+    int greedy_styles;     /* 1: with hint quality, gopt_trainer_greedy also decodes under the styles
+                              of each graph's hints (gopt_go_hint_styles), as gopt_go_decide does by
+                              default, so a fine-tuned answer is never slower than `go`'s greedy one;
+                              every combination the hints are drawn from is then kept per graph
+                              (finetune: 1; 0) */
     int graphs_per_step;   /* graphs per PPO step (1) */
     int switch_every;      /* steps before moving on to the next graphs (1) */
     uint64_t seed;         /* trainer RNG (1) */
@@ -345,6 +350,8 @@ typedef struct {
     int threads;            /* the network's threads (gopt_policy_set_threads); 0: GOPT_GO_THREADS.
                                Results do not depend on it. */
     int fusion_pass;        /* the pass from fusion levels to groups (gopt_go_pass): GOPT_GO_PASS_BEST (0) */
+    int styles;             /* with hint quality, GOPT_GO_STYLES_BEST (0): the greedy decisions are also
+                               decoded under the best hint placer's other combinations (gopt_go_styles) */
 } gopt_go_options;
 #define GOPT_GO_THREADS 2
 
@@ -361,6 +368,14 @@ int gopt_go_ties_parse(const char *s);
 enum { GOPT_GO_PASS_BEST = 0, GOPT_GO_PASS_MERGE = 1, GOPT_GO_PASS_FIRST = 2 };
 /* "best", "merge" or "first" -> the enum, -1 for anything else */
 int gopt_go_pass_parse(const char *s);
+
+/* Styles: with hint quality the best hint is its placer's fastest combination; BEST: GO also
+ * decodes greedily with the hints conditioned on each other combination of that placer that fits
+ * (gopt_go_hint_styles: its other schedules and fusions, at most 4 now) and each such candidate
+ * is judged like the others; OWN: the best hint's alone. */
+enum { GOPT_GO_STYLES_BEST = 0, GOPT_GO_STYLES_OWN = 1 };
+/* "best" or "own" -> the enum, -1 for anything else */
+int gopt_go_styles_parse(const char *s);
 
 #define GOPT_GO_REPAIRS 6
 
@@ -410,6 +425,29 @@ size_t gopt_go_hint_references(int nh, char *buf, size_t cap);
 gopt_status gopt_go_hints_from(const gopt_frozen *fz, const gopt_costmodel *cm, const gopt_cost_table *ct, int ndev,
                                int nh, const gopt_decisions *const *hd, const gopt_decisions *sd, int32_t *dev,
                                float *feat, int32_t *group, gopt_error *err);
+
+/* The combinations the hints with quality are drawn from, each run and judged once: entry
+ * h * nc + c is gopt_go_hint_placers[h] + gopt_go_hint_combos[c] on the problem (found[i] 0:
+ * it found nothing; step[i] its simulated step, INFINITY when it does not fit). */
+typedef struct {
+    int nh, nc;
+    gopt_decisions *d;     /* (nh * nc) */
+    double *step;          /* (nh * nc) */
+    unsigned char *found;  /* (nh * nc) */
+} gopt_go_hint_table;
+gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, gopt_go_hint_table *t, gopt_error *err);
+void gopt_go_hint_table_free(gopt_go_hint_table *t);
+/* The hints with quality from table t (what gopt_go_hints gives for pick -1), or conditioned on
+ * entry pick (one that fits): row pick / nc is that combination's placement, it reads as the best
+ * hint (quality 1; the others T_pick / T_h, below 1) and the schedule and fusion features are
+ * its own: one of `go`'s styles (gopt_go_options.styles). */
+gopt_status gopt_go_hints_pick(const gopt_bl_problem *p, const gopt_go_hint_table *t, int pick, int32_t *dev,
+                               float *feat, int32_t *group, float *quality, int *have, gopt_error *err);
+/* The styles of t: the entries of the best hint's placer other than the best hint that fit (its
+ * other schedules and fusions), fastest first (ties by index): at most cap of them into idx;
+ * returns how many (0 when no hint fits). */
+int gopt_go_hint_styles(const gopt_go_hint_table *t, int *idx, int cap);
+#define GOPT_GO_MAX_STYLES 8
 
 /* Decide everything for problem p with the policy in o->checkpoint (the
  * tasks it was not trained for get defaults); candidates are judged by

@@ -128,60 +128,154 @@ static gopt_status run_method(const gopt_bl_registry *reg, const char *spec, con
     return st;
 }
 
+void gopt_go_hint_table_free(gopt_go_hint_table *t) {
+    for (int i = 0; t->d && i < t->nh * t->nc; i++) gopt_decisions_destroy(&t->d[i]);
+    free(t->d);
+    free(t->step);
+    free(t->found);
+    memset(t, 0, sizeof *t);
+}
+
+gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, gopt_go_hint_table *t, gopt_error *err) {
+    memset(t, 0, sizeof *t);
+    if (nh < 1 || nh > GOPT_POLICY_MAX_HINTS || !gopt_go_hint_placers[nh - 1])
+        return gopt_error_set(err, GOPT_EINVAL, "hints: %d placements asked for, there are 1..7", nh);
+    int nc = 0;
+    while (gopt_go_hint_combos[nc]) nc++;
+    gopt_bl_registry reg;
+    gopt_bl_registry_init(&reg);
+    t->nh = nh;
+    t->nc = nc;
+    t->d = gopt_calloc((size_t)(nh * nc), sizeof *t->d, err);
+    t->step = gopt_malloc(sizeof(double) * (size_t)(nh * nc), err);
+    t->found = gopt_calloc((size_t)(nh * nc), 1, err);
+    if (!t->d || !t->step || !t->found) {
+        gopt_go_hint_table_free(t);
+        return GOPT_ENOMEM;
+    }
+    for (int h = 0; h < nh; h++)
+        for (int c = 0; c < nc; c++) {
+            const int i = h * nc + c;
+            char spec[64];
+            int found = 0;
+            snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[h], gopt_go_hint_combos[c]);
+            gopt_status st = run_method(&reg, spec, p, &t->d[i], &found, err);
+            if (st) {
+                gopt_go_hint_table_free(t);
+                return st;
+            }
+            int oom = 0;
+            double s = found ? gopt_bl_evaluate(p, &t->d[i], &oom) : INFINITY;
+            if (oom || !(s > 0) || !isfinite(s)) s = INFINITY;
+            t->found[i] = (unsigned char)found;
+            t->step[i] = s;
+            if (!found) gopt_decisions_destroy(&t->d[i]);
+        }
+    return GOPT_OK;
+}
+
+/* Placer h's hint in table t: its fastest combination that fits, else the first it found; -1: none. */
+static int placer_pick(const gopt_go_hint_table *t, int h) {
+    int k = -1;
+    for (int c = 0; c < t->nc; c++) {
+        const int i = h * t->nc + c;
+        if (t->found[i] && (k < 0 || t->step[i] < t->step[k])) k = i;
+    }
+    return k;
+}
+
+int gopt_go_hint_styles(const gopt_go_hint_table *t, int *idx, int cap) {
+    int best = -1, m = 0;
+    for (int h = 0; h < t->nh; h++) { /* the best hint: gopt_go_hints_pick's choice for pick -1 */
+        const int k = placer_pick(t, h);
+        if (k >= 0 && t->step[k] < INFINITY && (best < 0 || t->step[k] < t->step[best])) best = k;
+    }
+    if (best < 0) return 0;
+    const int h = best / t->nc;
+    for (int c = 0; c < t->nc; c++) { /* insertion into the cap fastest; ties by index */
+        const int i = h * t->nc + c;
+        if (i == best || !t->found[i] || !(t->step[i] < INFINITY)) continue;
+        int j = m;
+        if (m < cap) {
+            m++;
+        } else if (cap > 0 && t->step[i] < t->step[idx[cap - 1]]) {
+            j = cap - 1;
+        } else {
+            continue;
+        }
+        idx[j] = i;
+        for (; j > 0 && t->step[idx[j]] < t->step[idx[j - 1]]; j--) {
+            const int x = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = x;
+        }
+    }
+    return m;
+}
+
+gopt_status gopt_go_hints_pick(const gopt_bl_problem *p, const gopt_go_hint_table *t, int pick, int32_t *dev,
+                               float *feat, int32_t *group, float *quality, int *have, gopt_error *err) {
+    const gopt_frozen *fz = gopt_graph_frozen(p->graph);
+    const gopt_decisions *hp[GOPT_POLICY_MAX_HINTS];
+    double step[GOPT_POLICY_MAX_HINTS];
+    *have = 0;
+    if (pick >= t->nh * t->nc || (pick >= 0 && !(t->step[pick] < INFINITY)))
+        return gopt_error_set(err, GOPT_EINVAL, "hints: combination %d of %d is not one that fits", pick,
+                              t->nh * t->nc);
+    int any = 0, best = -1;
+    for (int h = 0; h < t->nh; h++) {
+        int k = pick >= 0 && pick / t->nc == h ? pick : placer_pick(t, h);
+        hp[h] = k >= 0 ? &t->d[k] : NULL;
+        step[h] = k >= 0 ? t->step[k] : INFINITY;
+        any |= hp[h] != NULL;
+        if (step[h] < INFINITY && (best < 0 || step[h] < step[best])) best = h;
+    }
+    if (pick >= 0) best = pick / t->nc; /* the conditioning: this combination reads as the best hint */
+    for (int h = 0; h < t->nh; h++) {
+        double q = best >= 0 && step[h] < INFINITY ? step[best] / step[h] : 0.0;
+        if (pick >= 0 && h != best && q > 0.99999) q = 0.99999; /* only the conditioned hint reads 1 */
+        quality[h] = (float)q;
+    }
+    if (best >= 0) quality[best] = 1.0f; /* exactly 1 (the policy's "best hint") */
+    const gopt_decisions *sched = best >= 0 ? hp[best] : NULL;
+    gopt_status st = GOPT_OK;
+    if (any && !(st = gopt_go_hints_from(fz, p->cm, p->cost, p->ndev, t->nh, hp, sched, dev, feat, group, err)))
+        *have = 1;
+    return st;
+}
+
 gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float *feat, int32_t *group,
                           float *quality, int *have, gopt_error *err) {
     const gopt_frozen *fz = gopt_graph_frozen(p->graph);
+    *have = 0;
+    if (nh < 1 || nh > GOPT_POLICY_MAX_HINTS || !gopt_go_hint_placers[nh - 1])
+        return gopt_error_set(err, GOPT_EINVAL, "hints: %d placements asked for, there are 1..7", nh);
+    gopt_status st;
+    if (quality) { /* each placer's best whole combination, judged by p's evaluator */
+        gopt_go_hint_table t;
+        if ((st = gopt_go_hint_table_build(p, nh, &t, err))) return st;
+        st = gopt_go_hints_pick(p, &t, -1, dev, feat, group, quality, have, err);
+        gopt_go_hint_table_free(&t);
+        return st;
+    }
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);
     gopt_decisions hd[GOPT_POLICY_MAX_HINTS], sd = {0};
     const gopt_decisions *hp[GOPT_POLICY_MAX_HINTS];
-    double step[GOPT_POLICY_MAX_HINTS];
     memset(hd, 0, sizeof hd);
-    *have = 0;
-    gopt_status st = GOPT_OK;
-    if (nh < 1 || nh > GOPT_POLICY_MAX_HINTS || !gopt_go_hint_placers[nh - 1])
-        return gopt_error_set(err, GOPT_EINVAL, "hints: %d placements asked for, there are 1..7", nh);
-    int found = 0, any = 0, best = -1;
+    int found = 0, any = 0;
     for (int h = 0; h < nh; h++) {
-        step[h] = INFINITY;
         hp[h] = NULL;
-        if (!quality) {
-            if ((st = run_method(&reg, gopt_go_hint_placers[h], p, &hd[h], &found, err))) goto out;
-            hp[h] = found ? &hd[h] : NULL;
-            any |= found;
-            continue;
-        }
-        /* with quality: the placer's best whole combination, judged by p's evaluator */
-        for (int c = 0; gopt_go_hint_combos[c]; c++) {
-            char spec[64];
-            snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[h], gopt_go_hint_combos[c]);
-            if ((st = run_method(&reg, spec, p, &sd, &found, err))) goto out;
-            int oom = 0;
-            double s = found ? gopt_bl_evaluate(p, &sd, &oom) : INFINITY;
-            if (oom || !(s > 0) || !isfinite(s)) s = INFINITY;
-            if (found && (!hp[h] || s < step[h])) { /* the first that is found, then the fastest that fits */
-                gopt_decisions t = hd[h];
-                hd[h] = sd;
-                sd = t;
-                hp[h] = &hd[h];
-                step[h] = s;
-            }
-            gopt_decisions_destroy(&sd);
-            memset(&sd, 0, sizeof sd);
-        }
-        any |= hp[h] != NULL;
-        if (step[h] < INFINITY && (best < 0 || step[h] < step[best])) best = h;
+        if ((st = run_method(&reg, gopt_go_hint_placers[h], p, &hd[h], &found, err))) goto out;
+        hp[h] = found ? &hd[h] : NULL;
+        any |= found;
     }
-    if (quality) {
-        for (int h = 0; h < nh; h++) quality[h] = best >= 0 && step[h] < INFINITY ? (float)(step[best] / step[h]) : 0.0f;
-        if (best >= 0) quality[best] = 1.0f; /* exactly 1 (the policy's "best hint") */
-    } else if ((st = run_method(&reg, GOPT_GO_HINT_METHOD, p, &sd, &found, err))) {
-        goto out;
-    }
-    /* the schedule and fusion: the best hint's combination with quality, else GOPT_GO_HINT_METHOD */
-    const gopt_decisions *sched = quality ? (best >= 0 ? &hd[best] : NULL) : (found ? &sd : NULL);
-    any |= sched != NULL;
-    if (any && !(st = gopt_go_hints_from(fz, p->cm, p->cost, p->ndev, nh, hp, sched, dev, feat, group, err))) *have = 1;
+    /* the schedule and fusion: GOPT_GO_HINT_METHOD */
+    if ((st = run_method(&reg, GOPT_GO_HINT_METHOD, p, &sd, &found, err))) goto out;
+    any |= found;
+    if (any && !(st = gopt_go_hints_from(fz, p->cm, p->cost, p->ndev, nh, hp, found ? &sd : NULL, dev, feat, group,
+                                         err)))
+        *have = 1;
 out:
     for (int h = 0; h < nh; h++) gopt_decisions_destroy(&hd[h]);
     gopt_decisions_destroy(&sd);
@@ -251,8 +345,16 @@ gopt_status tr_build_hints(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_error *
     gopt_bl_problem_on_sim(&bp, &ctx, H->sim, H->scratch[0], G->cm, &opt);
     int have = 0;
     const int hq = gopt_policy_get_config(t->pol)->hint_quality;
-    gopt_status st = gopt_go_hints(&bp, nh, G->hint_dev, G->hint_feat, G->hint_group, hq ? G->hint_q : NULL, &have,
-                                   err);
+    gopt_status st;
+    if (hq && t->o.greedy_styles) { /* keep every combination: gopt_trainer_greedy's styles */
+        G->hint_table = gopt_calloc(1, sizeof *G->hint_table, err);
+        if (!G->hint_table) return GOPT_ENOMEM;
+        st = gopt_go_hint_table_build(&bp, nh, G->hint_table, err);
+        if (!st) st = gopt_go_hints_pick(&bp, G->hint_table, -1, G->hint_dev, G->hint_feat, G->hint_group, G->hint_q,
+                                         &have, err);
+    } else {
+        st = gopt_go_hints(&bp, nh, G->hint_dev, G->hint_feat, G->hint_group, hq ? G->hint_q : NULL, &have, err);
+    }
     if (st) {
         gopt_error_prefix(err, "graph '%s': hints", gopt_graph_name(G->g));
         return st;

@@ -42,6 +42,7 @@ void gopt_trainer_options_default(gopt_trainer_options *o) {
     o->imitate_lr = 3e-3f;
     o->place_temperature = 1.0f;
     o->train_heads = 0;
+    o->greedy_styles = 0;
     o->graphs_per_step = 1;
     o->switch_every = 1;
     o->seed = 1;
@@ -279,6 +280,8 @@ static void graph_destroy(gopt_trainer *t, tr_graph *G) {
     free(G->hint_dev);
     free(G->hint_feat);
     free(G->hint_group);
+    if (G->hint_table) gopt_go_hint_table_free(G->hint_table);
+    free(G->hint_table);
     gopt_decisions_destroy(&G->ref_dec);
     gopt_decisions_destroy(&G->best_dec);
     free(G->best_act);
@@ -971,6 +974,65 @@ gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, double *best_
     return GOPT_OK;
 }
 
+/* gopt_trainer_greedy's styles: the greedy decisions under each style of G's hints (the best hint
+ * placer's other combinations, gopt_go_hint_styles), judged like the greedy ones; the graph's own
+ * hints are set again after. */
+static gopt_status greedy_styles(gopt_trainer *t, int i, tr_graph *G, double *best, gopt_decisions *d,
+                                 gopt_sim_result *res, gopt_error *err) {
+    int sty[GOPT_GO_MAX_STYLES];
+    const int ns = gopt_go_hint_styles(G->hint_table, sty, GOPT_GO_MAX_STYLES);
+    if (!ns) return GOPT_OK;
+    const int32_t n = G->fz->n;
+    const int nh = gopt_policy_get_config(t->pol)->hints;
+    int32_t *hdev = gopt_malloc(sizeof(int32_t) * (size_t)nh * (size_t)n, err);
+    int32_t *hgroup = gopt_malloc(sizeof(int32_t) * (size_t)n, err);
+    float *hfeat = gopt_malloc(sizeof(float) * (size_t)n * GOPT_POLICY_NHINT, err);
+    float q[GOPT_POLICY_MAX_HINTS] = {0};
+    gopt_status st = !hdev || !hgroup || !hfeat ? GOPT_ENOMEM : GOPT_OK;
+    gopt_bl_problem bp;
+    tr_hot *H = NULL;
+    if (st || (st = tr_problem(t, i, &bp, err)) || (st = tr_hot_get(t, i, &H, err)) ||
+        (st = tr_decisions_for(t, n, err)))
+        goto out;
+    for (int s = 0; s < ns; s++) {
+        int have = 0, ok = 0;
+        gopt_policy_actions a = tr_actions(t, 0, 0);
+        if ((st = gopt_go_hints_pick(&bp, G->hint_table, sty[s], hdev, hfeat, hgroup, q, &have, err)) ||
+            (st = gopt_policy_set_hints(t->pol, n, G->ndev, nh, have ? hdev : NULL, have ? hfeat : NULL,
+                                        have ? hgroup : NULL, q, err)) ||
+            (st = gopt_policy_forward(t->pol, G->fz, H->feat, G->ndev, NULL, err)) ||
+            (st = gopt_policy_greedy(t->pol, &a, err)) ||
+            (st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &t->dec[0],
+                                                    t->group, err)) ||
+            (st = tr_simulate(t, G, 1, &ok, err)))
+            goto out;
+        const double step = t->res[0].step_time_s;
+        if (ok && !t->res[0].oom && step > 0 && isfinite(step)) {
+            if (step < *best) {
+                *best = step;
+                gopt_decisions_copy(d, &t->dec[0]);
+                *res = t->res[0];
+            }
+            if ((st = tr_note_best(t, G, &t->dec[0], &a, step, err))) goto out;
+        }
+        if ((st = tr_judge_variants(t, G, 1, best, d, res, err))) goto out;
+    }
+out:
+    free(hdev);
+    free(hgroup);
+    free(hfeat);
+    { /* the graph's own hints again, whatever happened */
+        gopt_error e2 = {0};
+        gopt_status s2 = gopt_policy_set_hints(t->pol, n, G->ndev, nh, G->hint_dev, G->hint_feat, G->hint_group,
+                                               G->hint_q, &e2);
+        if (!st && s2) {
+            if (err) *err = e2;
+            st = s2;
+        }
+    }
+    return st;
+}
+
 gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_sim_result *res, gopt_error *err) {
     if (i < 0 || i >= t->ng) return gopt_error_set(err, GOPT_EINVAL, "trainer: graph index %d out of range", i);
     tr_graph *G = &t->graphs[i];
@@ -993,7 +1055,9 @@ gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_
     /* the same levels with the other tie order and fusion pass (gopt_go_decide's defaults judge
      * all four): the fastest is the answer; a variant the evaluator rejects is dropped */
     double best = res->oom ? INFINITY : res->step_time_s;
-    return tr_judge_variants(t, G, 1, &best, d, res, err);
+    if ((st = tr_judge_variants(t, G, 1, &best, d, res, err))) return st;
+    /* the greedy decisions under the hints' other styles too (gopt_go_decide's default) */
+    return G->hint_table ? greedy_styles(t, i, G, &best, d, res, err) : GOPT_OK;
 }
 
 gopt_status gopt_trainer_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err) {

@@ -49,6 +49,8 @@ typedef struct {
     int32_t *hint_group;    /* (n) the hint fusion's group of each node (its first member), -1 unfused */
     float hint_q[GOPT_POLICY_MAX_HINTS]; /* the hints' quality (policy cfg.hint_quality) */
     int hint_state;         /* 0 not built, 1 built, -1 no hint method found anything that fits */
+    gopt_go_hint_table *hint_table; /* with greedy_styles and hint quality: every combination the
+                                       hints were drawn from, for gopt_trainer_greedy's styles; NULL */
     int32_t rows;           /* learned decision rows: units (place) + n per other learned task */
     double ref;             /* reference step time (s) */
     char ref_method[64];
