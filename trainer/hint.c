@@ -184,12 +184,19 @@ static int placer_pick(const gopt_go_hint_table *t, int h) {
     return k;
 }
 
-int gopt_go_hint_styles(const gopt_go_hint_table *t, int *idx, int cap) {
-    int best = -1, m = 0;
-    for (int h = 0; h < t->nh; h++) { /* the best hint: gopt_go_hints_pick's choice for pick -1 */
+/* The best hint's entry in t: the placers' picks' fastest that fits, the first placer on ties; -1: none fits. */
+static int best_entry(const gopt_go_hint_table *t) {
+    int best = -1;
+    for (int h = 0; h < t->nh; h++) {
         const int k = placer_pick(t, h);
         if (k >= 0 && t->step[k] < INFINITY && (best < 0 || t->step[k] < t->step[best])) best = k;
     }
+    return best;
+}
+
+int gopt_go_hint_styles(const gopt_go_hint_table *t, int *idx, int cap) {
+    const int best = best_entry(t);
+    int m = 0;
     if (best < 0) return 0;
     const int h = best / t->nc;
     for (int c = 0; c < t->nc; c++) { /* insertion into the cap fastest; ties by index */
@@ -222,15 +229,15 @@ gopt_status gopt_go_hints_pick(const gopt_bl_problem *p, const gopt_go_hint_tabl
     if (pick >= t->nh * t->nc || (pick >= 0 && !(t->step[pick] < INFINITY)))
         return gopt_error_set(err, GOPT_EINVAL, "hints: combination %d of %d is not one that fits", pick,
                               t->nh * t->nc);
-    int any = 0, best = -1;
+    int any = 0;
     for (int h = 0; h < t->nh; h++) {
         int k = pick >= 0 && pick / t->nc == h ? pick : placer_pick(t, h);
         hp[h] = k >= 0 ? &t->d[k] : NULL;
         step[h] = k >= 0 ? t->step[k] : INFINITY;
         any |= hp[h] != NULL;
-        if (step[h] < INFINITY && (best < 0 || step[h] < step[best])) best = h;
     }
-    if (pick >= 0) best = pick / t->nc; /* the conditioning: this combination reads as the best hint */
+    /* the best hint's placer; with a pick, the conditioning: that combination reads as the best */
+    const int be = pick >= 0 ? pick : best_entry(t), best = be >= 0 ? be / t->nc : -1;
     for (int h = 0; h < t->nh; h++) {
         double q = best >= 0 && step[h] < INFINITY ? step[best] / step[h] : 0.0;
         if (pick >= 0 && h != best && q > 0.99999) q = 0.99999; /* only the conditioned hint reads 1 */
