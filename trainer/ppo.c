@@ -169,7 +169,7 @@ gopt_status gopt_trainer_sample_best(gopt_trainer *t, int i, gopt_rng *rng, doub
     }
     /* the same samples with the other tie order and fusion pass (gopt_go_decide's defaults judge
      * all four) */
-    return tr_judge_variants(t, G, t->o.samples, best_s, NULL, NULL, err);
+    return tr_judge_variants(t, G, t->o.samples, 1, best_s, NULL, NULL, err);
 }
 
 /* Every slot's rewards, advantages (normalised over its K samples),

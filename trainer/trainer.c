@@ -940,7 +940,7 @@ gopt_status tr_simulate(gopt_trainer *t, tr_graph *G, int k, int *ok, gopt_error
     return GOPT_OK;
 }
 
-gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, double *best_s, gopt_decisions *best_d,
+gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, double *best_s, gopt_decisions *best_d,
                               gopt_sim_result *best_res, gopt_error *err) {
     const unsigned tasks = t->o.tasks;
     const int sched = (tasks & GOPT_TASK_BIT(GOPT_TASK_SCHED)) != 0, fuse = (tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE)) != 0;
@@ -948,7 +948,7 @@ gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, double *best_
     gopt_bl_problem bp;
     gopt_status st = tr_problem(t, (int)(G - t->graphs), &bp, err);
     if (st || (st = tr_decisions_for(t, G->fz->n, err))) return st;
-    for (int v = 1; v < 4; v++) { /* v / 2: the other fusion pass; v % 2: the topological tie order */
+    for (int v = first; v < 4; v++) { /* v / 2: the other fusion pass; v % 2: the topological tie order */
         const int other = v / 2, topo = v % 2;
         if ((other && !fuse) || (topo && !sched)) continue;
         for (int i = 0; i < k; i++) {
@@ -995,27 +995,14 @@ static gopt_status greedy_styles(gopt_trainer *t, int i, tr_graph *G, double *be
         (st = tr_decisions_for(t, n, err)))
         goto out;
     for (int s = 0; s < ns; s++) {
-        int have = 0, ok = 0;
+        int have = 0;
         gopt_policy_actions a = tr_actions(t, 0, 0);
         if ((st = gopt_go_hints_pick(&bp, G->hint_table, sty[s], hdev, hfeat, hgroup, q, &have, err)) ||
             (st = gopt_policy_set_hints(t->pol, n, G->ndev, nh, have ? hdev : NULL, have ? hfeat : NULL,
                                         have ? hgroup : NULL, q, err)) ||
             (st = gopt_policy_forward(t->pol, G->fz, H->feat, G->ndev, NULL, err)) ||
-            (st = gopt_policy_greedy(t->pol, &a, err)) ||
-            (st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &t->dec[0],
-                                                    t->group, err)) ||
-            (st = tr_simulate(t, G, 1, &ok, err)))
+            (st = gopt_policy_greedy(t->pol, &a, err)) || (st = tr_judge_variants(t, G, 1, 0, best, d, res, err)))
             goto out;
-        const double step = t->res[0].step_time_s;
-        if (ok && !t->res[0].oom && step > 0 && isfinite(step)) {
-            if (step < *best) {
-                *best = step;
-                gopt_decisions_copy(d, &t->dec[0]);
-                *res = t->res[0];
-            }
-            if ((st = tr_note_best(t, G, &t->dec[0], &a, step, err))) goto out;
-        }
-        if ((st = tr_judge_variants(t, G, 1, best, d, res, err))) goto out;
     }
 out:
     free(hdev);
@@ -1055,7 +1042,7 @@ gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_
     /* the same levels with the other tie order and fusion pass (gopt_go_decide's defaults judge
      * all four): the fastest is the answer; a variant the evaluator rejects is dropped */
     double best = res->oom ? INFINITY : res->step_time_s;
-    if ((st = tr_judge_variants(t, G, 1, &best, d, res, err))) return st;
+    if ((st = tr_judge_variants(t, G, 1, 1, &best, d, res, err))) return st;
     /* the greedy decisions under the hints' other styles too (gopt_go_decide's default) */
     return G->hint_table ? greedy_styles(t, i, G, &best, d, res, err) : GOPT_OK;
 }
