@@ -9,7 +9,7 @@
  *                       [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]
  *                       [--finetune-imitate-target reference|best] [--finetune-place-temperature T]
  *                       [--finetune-train all|heads] [--go-fusion-pass best|merge|first]
- *                       [--go-styles best|own]
+ *                       [--go-styles all|best|own]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
  * rows whose split is --set: validation (the default), train, test or holdout):
@@ -49,8 +49,10 @@
  *    order within a priority level (gopt_go_options.ties; default best);
  *    --go-fusion-pass: the pass from GO's fusion levels to groups
  *    (gopt_go_options.fusion_pass; default best: merging and first-fit, the faster);
- *    --go-styles best|own: whether GO also decodes under the best hint placer's other
- *    schedules and fusions (gopt_go_options.styles; default best).
+ *    --go-styles all|best|own: whether GO also decodes under the best hint placer's other
+ *    schedules and fusions and the 8 fastest of the other placers' combinations (all, the
+ *    default), the best hint placer's alone (best) or the best hint alone (own)
+ *    (gopt_go_options.styles).
  * Then the geometric means over graphs (per setting and over all) against
  * the targets of issue 14: greedy <= 1.00x, best of K <= 0.97x, fine-tuned
  * <= 0.90x, GO out of memory never. Graphs where no classical combination
@@ -197,7 +199,7 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     o.imitate_best = o.imitate_every > 0 && !strcmp(a->ft_imitate_target, "best");
     o.place_temperature = (float)a->ft_place_t;
     o.train_heads = !strcmp(a->ft_train, "heads");
-    o.greedy_styles = 1; /* as gopt finetune */
+    o.greedy_styles = g_go.styles; /* as gopt finetune: the styles of the GO column */
     if (o.train_heads) { /* gopt finetune --train heads' learning rates */
         o.adam.lr = a->ft_lr > 0 ? (float)a->ft_lr : GOPT_TRAINER_HEADS_LR;
         o.imitate_lr = GOPT_TRAINER_HEADS_IMITATE_LR;
@@ -295,7 +297,7 @@ static void print_means(const char *label, const means *m, int ft) {
 static int parse_args(int argc, char **argv, bench_args *a) {
     *a = (bench_args){.split = "graphs/real/splits.tsv", .set = "validation", .graphs = NULL,
                       .profiles = "profiles/h100-nvswitch-x8.json,profiles/v100-dgx1-x8.json", .devices = "4,8",
-                      .checkpoint = NULL, .recipe = "ppo", .ties = "best", .fpass = "best", .styles = "best", .samples = 16, .max_nodes = 0, .seed = 1,
+                      .checkpoint = NULL, .recipe = "ppo", .ties = "best", .fpass = "best", .styles = "all", .samples = 16, .max_nodes = 0, .seed = 1,
                       .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 2, .ft_threads = 2,
                       .ft_imitate_every = 4, .ft_imitate_target = "best", .ft_place_t = 1.0,
                       .ft_train = NULL};
@@ -352,7 +354,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         (a->ft_train && strcmp(a->ft_train, "all") && strcmp(a->ft_train, "heads"))) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
                         ">= 0, --temperature 0.05..100, --set validation|train|test|holdout, --finetune-recipe ppo|warm, "
-                        "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, --go-fusion-pass best|merge|first, --go-styles best|own, "
+                        "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, --go-fusion-pass best|merge|first, --go-styles all|best|own, "
                         "--finetune-imitate-every 0 or >= 2, --finetune-imitate-target reference|best, "
                         "--finetune-place-temperature 0.05..100, --finetune-train all|heads\n");
         return 2;
@@ -373,7 +375,7 @@ int main(int argc, char **argv) {
                 "                      [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]\n"
                 "                      [--finetune-imitate-target reference|best] [--finetune-place-temperature T]\n"
                 "                      [--finetune-train all|heads] [--go-fusion-pass best|merge|first]\n"
-                "                      [--go-styles best|own]\n");
+                "                      [--go-styles all|best|own]\n");
         return pr == 1 ? 0 : 2;
     }
     g_go.checkpoint = a.checkpoint ? a.checkpoint : gopt_trainer_default_checkpoint();

@@ -224,7 +224,8 @@ static void test_hints_quality(void **state) {
 /* The hint table: every combination run and judged once; pick -1 gives gopt_go_hints' hints with
  * quality; a conditioned pick reads as the only best hint (quality exactly 1 there, below 1
  * elsewhere) with its own placement, schedule and fusion as features; the styles are the best
- * hint placer's other entries that fit, fastest first, at most cap; bad picks are refused. */
+ * hint placer's other entries that fit, fastest first, at most cap, and with all = 1 then the 8
+ * fastest of the other placers'; bad picks are refused. */
 static void test_hint_table(void **state) {
     (void)state;
     enum { NDEV = 3, NH = 7 };
@@ -274,7 +275,7 @@ static void test_hint_table(void **state) {
     int sty[8], bi = -1;
     for (int i = 0; i < NH * 5; i++)
         if (bi < 0 || t.step[i] < t.step[bi]) bi = i; /* the best hint: the first of the fastest */
-    const int m = gopt_go_hint_styles(&t, sty, 8);
+    const int m = gopt_go_hint_styles(&t, 0, sty, 8);
     assert_int_equal(m, 4);
     for (int j = 0; j < m; j++) {
         assert_int_equal(sty[j] / 5, bi / 5);
@@ -284,9 +285,29 @@ static void test_hint_table(void **state) {
         for (int k = 0; k < j; k++) assert_int_not_equal(sty[k], sty[j]);
     }
     int few[2];
-    assert_int_equal(gopt_go_hint_styles(&t, few, 2), 2);
+    assert_int_equal(gopt_go_hint_styles(&t, 0, few, 2), 2);
     assert_memory_equal(few, sty, sizeof few);
-    assert_int_equal(gopt_go_hint_styles(&t, few, 0), 0);
+    assert_int_equal(gopt_go_hint_styles(&t, 0, few, 0), 0);
+    /* all = 1: those, then the 8 fastest entries of the other placers: every entry faster than
+     * the slowest of them is a style */
+    int wide[GOPT_GO_MAX_STYLES];
+    const int mw = gopt_go_hint_styles(&t, 1, wide, GOPT_GO_MAX_STYLES);
+    assert_int_equal(mw, 4 + GOPT_GO_WIDE_STYLES);
+    assert_memory_equal(wide, sty, sizeof(int) * 4);
+    for (int j = 4; j < mw; j++) {
+        assert_int_not_equal(wide[j] / 5, bi / 5);
+        if (j > 4) assert_true(t.step[wide[j - 1]] < t.step[wide[j]] || (t.step[wide[j - 1]] == t.step[wide[j]] && wide[j - 1] < wide[j]));
+    }
+    for (int i = 0; i < NH * 5; i++) {
+        int in = i == bi;
+        for (int j = 0; j < mw; j++) in |= wide[j] == i;
+        if (!in) assert_true(t.step[i] >= t.step[wide[mw - 1]]);
+    }
+    assert_int_equal(gopt_go_hint_styles(&t, 1, few, 2), 2); /* the cap keeps the best placer's first */
+    assert_memory_equal(few, sty, sizeof few);
+    int six[6];
+    assert_int_equal(gopt_go_hint_styles(&t, 1, six, 6), 6);
+    assert_memory_equal(six, wide, sizeof six);
     /* a conditioned pick, here another placer's slowest entry: it reads as the only best hint,
      * its features its own */
     int pick = -1;
@@ -375,9 +396,9 @@ static void trainer_uses_hints(int hq) {
     gopt_cost_free(cm);
     gopt_profile_free(prof);
 }
-/* gopt_trainer_greedy with greedy_styles (gopt finetune's): the graph keeps its hint table, the
- * answer is never slower than without the styles, and the graph's own hints are set again after
- * (the same answer twice). */
+/* gopt_trainer_greedy with greedy_styles (gopt finetune's: all): the graph keeps its hint table,
+ * the answer is never slower than without the styles (own), all never slower than best, and the
+ * graph's own hints are set again after (the same answer twice). */
 static void test_trainer_greedy_styles(void **state) {
     (void)state;
     enum { NDEV = 3 };
@@ -390,15 +411,16 @@ static void test_trainer_greedy_styles(void **state) {
     c.hidden = 8, c.sage_layers = 1, c.attn_layers = 1, c.heads = 2, c.segment = 4, c.ffn_mult = 1;
     c.max_devices = NDEV, c.sched_levels = 3, c.fusion_levels = 3, c.cond_hidden = 4, c.hints = 7;
     c.hint_quality = 1;
-    double step[2];
-    for (int on = 0; on < 2; on++) {
+    double step[3];
+    const int mode[3] = {GOPT_GO_STYLES_OWN, GOPT_GO_STYLES_BEST, GOPT_GO_STYLES_ALL};
+    for (int on = 0; on < 3; on++) {
         gopt_policy *pol = NULL;
         assert_int_equal(gopt_policy_create(&pol, &c, 3, &err), GOPT_OK);
         gopt_trainer_options o;
         gopt_trainer_options_default(&o);
         o.reference = GOPT_GO_HINT_METHOD;
         o.sim_threads = 1;
-        o.greedy_styles = on;
+        o.greedy_styles = mode[on];
         gopt_trainer *t = NULL;
         assert_int_equal(gopt_trainer_create(&t, pol, cm, &o, &err), GOPT_OK);
         assert_int_equal(gopt_trainer_add_graph(t, small_graph(), 0, &err), GOPT_OK);
@@ -426,6 +448,7 @@ static void test_trainer_greedy_styles(void **state) {
         gopt_policy_free(pol);
     }
     assert_true(step[1] <= step[0]);
+    assert_true(step[2] <= step[1]);
     gopt_cost_free(cm);
     gopt_profile_free(prof);
 }

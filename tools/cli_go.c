@@ -44,7 +44,7 @@ int cli_go_option(cli_args *a) {
     }
     if (enum_opt(a, "--go-ties", gopt_go_ties_parse, "best, cp or topo", &g_go.ties) ||
         enum_opt(a, "--go-fusion-pass", gopt_go_pass_parse, "best, merge or first", &g_go.fusion_pass) ||
-        enum_opt(a, "--go-styles", gopt_go_styles_parse, "best or own", &g_go.styles))
+        enum_opt(a, "--go-styles", gopt_go_styles_parse, "all, best or own", &g_go.styles))
         return 1;
     if (cli_opt_long(a, "--go-seed", &s, 0, 0x7fffffffL)) {
         if (!a->bad) g_go.seed = (uint64_t)s;
@@ -69,10 +69,12 @@ void cli_go_usage(FILE *f) {
                "  --go-fusion-pass best|merge|first  method go: the pass that turns fusion levels into groups:\n"
                "                    merging (merge, as in training), first-fit (first), or each candidate\n"
                "                    judged under both and the faster kept (best, the default)\n"
-               "  --go-styles best|own  method go: with a checkpoint that reads hint quality, also decode\n"
-               "                    under the best hint placer's other schedules and fusions (its other\n"
-               "                    classical combinations) and keep the fastest (best, the default), or\n"
-               "                    under the best hint alone (own)\n"
+               "  --go-styles all|best|own  method go: with a checkpoint that reads hint quality, also\n"
+               "                    decode with other classical combinations (placement x schedule x\n"
+               "                    fusion) read as the best hint and keep the fastest: the best hint\n"
+               "                    placer's other schedules and fusions and the 8 fastest of the other\n"
+               "                    placers' (all, the default), the best hint placer's alone (best), or\n"
+               "                    none: the best hint alone (own)\n"
                "  --go-threads N    method go: threads of the network on the CPU (default %d; the decisions\n"
                "                    are the same on any count)\n"
                "  --device cpu|cuda method go: where the network runs (default cpu; cuda: the first GPU)\n",

@@ -1025,7 +1025,7 @@ static void args_init(train_args *ta) {
 
 static int check_common(train_args *ta, const char *verb) {
     if (ta->finetune && !ta->train_set) ta->o.train_heads = FT_TRAIN_HEADS && ta->shrink == 1;
-    if (ta->finetune) ta->o.greedy_styles = 1; /* its zero-shot greedy answer is `optimize --method go`'s */
+    if (ta->finetune) ta->o.greedy_styles = GOPT_GO_STYLES_ALL; /* its zero-shot greedy answer is `optimize --method go`'s */
     if (ta->o.train_heads && !ta->lr_set) ta->o.adam.lr = GOPT_TRAINER_HEADS_LR;
     if (ta->o.train_heads && !ta->imitate_lr_set) ta->o.imitate_lr = GOPT_TRAINER_HEADS_IMITATE_LR;
     if (!ta->finetune && ta->zs_samples >= 0)

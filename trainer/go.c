@@ -33,15 +33,17 @@
  * every decision is still the decoder's. Styles (o->styles, checkpoints with
  * hint quality): the best hint is its placer's fastest of gopt_go_hint_combos;
  * by default GO also decodes greedily with the hints conditioned on each other
- * combination of that placer that fits (gopt_go_hint_styles, gopt_go_hints_pick:
- * that combination reads as the best hint, its schedule and fusion are the
- * features), and those candidates are judged beside the greedy one and the
- * samples: GO's own groups and priorities after the XLA-, xlamo- and TVM-style
- * hints of one placement, not only after the fastest one's. The trunk is the
+ * combination of that placer and on the GOPT_GO_WIDE_STYLES fastest of the other
+ * placers' that fit (ALL; BEST: that placer's alone; gopt_go_hint_styles,
+ * gopt_go_hints_pick: that combination reads as the best hint, its placement
+ * first and its schedule and fusion the features), and those candidates are
+ * judged beside the greedy one and the samples: GO's own groups and priorities
+ * after the XLA-, xlamo- and TVM-style hints of the fastest placements, not
+ * only after the fastest one's. The trunk is the
  * same under every conditioning, so a new forward runs the heads alone
  * (gopt_policy_set_train_heads).
  * Cost: one forward plus (K + 1 + S) decodes and 4 (K + 1 + S) evaluations per
- * round (S <= 4 styles, each with a heads-only forward; one evaluation per fusion
+ * round (S <= GOPT_GO_MAX_STYLES styles, each with a heads-only forward; one evaluation per fusion
  * pass and tie order; and the greedy trajectory's rounds, with its styles, when
  * K > 0).
  */
@@ -106,7 +108,8 @@ int gopt_go_pass_parse(const char *s) {
 }
 
 int gopt_go_styles_parse(const char *s) {
-    return !s ? -1 : !strcmp(s, "best") ? GOPT_GO_STYLES_BEST : !strcmp(s, "own") ? GOPT_GO_STYLES_OWN : -1;
+    return !s ? -1 : !strcmp(s, "all") ? GOPT_GO_STYLES_ALL : !strcmp(s, "best") ? GOPT_GO_STYLES_BEST
+                   : !strcmp(s, "own") ? GOPT_GO_STYLES_OWN : -1;
 }
 
 static gopt_status set_hints(gopt_policy *pol, const gopt_bl_problem *p, int nh, int have, const int32_t *hdev,
@@ -172,9 +175,10 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
             goto out;
         }
         const int hq = gopt_policy_get_config(pol)->hint_quality;
-        if (hq && (!o || o->styles == GOPT_GO_STYLES_BEST)) { /* the best placer's other styles, judged too */
+        const int sty = o ? o->styles : GOPT_GO_STYLES_ALL;
+        if (hq && sty != GOPT_GO_STYLES_OWN) { /* the other styles, judged too */
             if ((st = gopt_go_hint_table_build(p, nh, &tab, err))) goto out;
-            nstyle = gopt_go_hint_styles(&tab, style, GOPT_GO_MAX_STYLES);
+            nstyle = gopt_go_hint_styles(&tab, sty == GOPT_GO_STYLES_ALL, style, GOPT_GO_MAX_STYLES);
             /* the trunk is the same under every conditioning: a new forward runs the heads alone */
             if (nstyle && (st = gopt_policy_set_train_heads(pol, 1, err))) goto out;
             st = gopt_go_hints_pick(p, &tab, -1, hdev, hfeat, hgroup, q, &have, err);

@@ -84,11 +84,12 @@ typedef struct {
                               (gopt_policy_set_train_heads, which gopt_trainer_create sets): on one
                               graph a step skips the network's forward and backward; 0: every
                               parameter (0); its learning rates: GOPT_TRAINER_HEADS_LR below */
-    int greedy_styles;     /* 1: with hint quality, gopt_trainer_greedy also decodes under the styles
-                              of each graph's hints (gopt_go_hint_styles), as gopt_go_decide does by
-                              default, so a fine-tuned answer is never slower than `go`'s greedy one;
-                              every combination the hints are drawn from is then kept per graph
-                              (finetune: 1; 0) */
+    int greedy_styles;     /* with hint quality, a GOPT_GO_STYLES_* value other than OWN:
+                              gopt_trainer_greedy also decodes under those styles of each graph's
+                              hints (gopt_go_hint_styles), as gopt_go_decide does, so a fine-tuned
+                              answer is never slower than `go`'s greedy one; every combination the
+                              hints are drawn from is then kept per graph (finetune: ALL, `go`'s
+                              default; GOPT_GO_STYLES_OWN: none) */
     int graphs_per_step;   /* graphs per PPO step (1) */
     int switch_every;      /* steps before moving on to the next graphs (1) */
     uint64_t seed;         /* trainer RNG (1) */
@@ -350,8 +351,8 @@ typedef struct {
     int threads;            /* the network's threads (gopt_policy_set_threads); 0: GOPT_GO_THREADS.
                                Results do not depend on it. */
     int fusion_pass;        /* the pass from fusion levels to groups (gopt_go_pass): GOPT_GO_PASS_BEST (0) */
-    int styles;             /* with hint quality, GOPT_GO_STYLES_BEST (0): the greedy decisions are also
-                               decoded under the best hint placer's other combinations (gopt_go_styles) */
+    int styles;             /* with hint quality, GOPT_GO_STYLES_ALL (0): the greedy decisions are also
+                               decoded under the fastest other hint combinations (gopt_go_styles) */
 } gopt_go_options;
 #define GOPT_GO_THREADS 2
 
@@ -369,12 +370,14 @@ enum { GOPT_GO_PASS_BEST = 0, GOPT_GO_PASS_MERGE = 1, GOPT_GO_PASS_FIRST = 2 };
 /* "best", "merge" or "first" -> the enum, -1 for anything else */
 int gopt_go_pass_parse(const char *s);
 
-/* Styles: with hint quality the best hint is its placer's fastest combination; BEST: GO also
- * decodes greedily with the hints conditioned on each other combination of that placer that fits
- * (gopt_go_hint_styles: its other schedules and fusions, at most 4 now) and each such candidate
- * is judged like the others; OWN: the best hint's alone. */
-enum { GOPT_GO_STYLES_BEST = 0, GOPT_GO_STYLES_OWN = 1 };
-/* "best" or "own" -> the enum, -1 for anything else */
+/* Styles: with hint quality the best hint is its placer's fastest combination. GO also decodes
+ * greedily with the hints conditioned on other combinations that fit (gopt_go_hint_styles), each
+ * read as the best hint, and each such candidate is judged like the others. BEST: the best hint
+ * placer's other combinations (its other schedules and fusions, at most 4 now); ALL (the
+ * default): those and the GOPT_GO_WIDE_STYLES fastest combinations of the other placers (at most
+ * 12; never slower than BEST); OWN: the best hint's alone. */
+enum { GOPT_GO_STYLES_ALL = 0, GOPT_GO_STYLES_BEST = 1, GOPT_GO_STYLES_OWN = 2 };
+/* "all", "best" or "own" -> the enum, -1 for anything else */
 int gopt_go_styles_parse(const char *s);
 
 #define GOPT_GO_REPAIRS 6
@@ -443,11 +446,14 @@ void gopt_go_hint_table_free(gopt_go_hint_table *t);
  * its own: one of `go`'s styles (gopt_go_options.styles). */
 gopt_status gopt_go_hints_pick(const gopt_bl_problem *p, const gopt_go_hint_table *t, int pick, int32_t *dev,
                                float *feat, int32_t *group, float *quality, int *have, gopt_error *err);
-/* The styles of t: the entries of the best hint's placer other than the best hint that fit (its
- * other schedules and fusions), fastest first (ties by index): at most cap of them into idx;
- * returns how many (0 when no hint fits). */
-int gopt_go_hint_styles(const gopt_go_hint_table *t, int *idx, int cap);
-#define GOPT_GO_MAX_STYLES 8
+/* The styles of t, at most cap of them into idx; returns how many (0 when no hint fits). First
+ * the entries of the best hint's placer other than the best hint that fit (its other schedules
+ * and fusions), fastest first (ties by index); with all = 1 then the GOPT_GO_WIDE_STYLES fastest
+ * entries of the other placers that fit, fastest first. So the styles of all = 1 hold those of
+ * all = 0 and the GOPT_GO_WIDE_STYLES fastest combinations other than the best hint. */
+int gopt_go_hint_styles(const gopt_go_hint_table *t, int all, int *idx, int cap);
+#define GOPT_GO_WIDE_STYLES 8
+#define GOPT_GO_MAX_STYLES 12
 
 /* Decide everything for problem p with the policy in o->checkpoint (the
  * tasks it was not trained for get defaults); candidates are judged by

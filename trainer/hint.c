@@ -194,14 +194,13 @@ static int best_entry(const gopt_go_hint_table *t) {
     return best;
 }
 
-int gopt_go_hint_styles(const gopt_go_hint_table *t, int *idx, int cap) {
-    const int best = best_entry(t);
+/* The entries other than best that fit, of row `row` (row >= 0) or of every other row than best's
+ * (row < 0), the cap fastest into idx, fastest first (ties by index); returns how many. */
+static int fastest_entries(const gopt_go_hint_table *t, int best, int row, int *idx, int cap) {
     int m = 0;
-    if (best < 0) return 0;
-    const int h = best / t->nc;
-    for (int c = 0; c < t->nc; c++) { /* insertion into the cap fastest; ties by index */
-        const int i = h * t->nc + c;
+    for (int i = 0; i < t->nh * t->nc; i++) { /* insertion into the cap fastest */
         if (i == best || !t->found[i] || !(t->step[i] < INFINITY)) continue;
+        if (row >= 0 ? i / t->nc != row : i / t->nc == best / t->nc) continue;
         int j = m;
         if (m < cap) {
             m++;
@@ -218,6 +217,15 @@ int gopt_go_hint_styles(const gopt_go_hint_table *t, int *idx, int cap) {
         }
     }
     return m;
+}
+
+int gopt_go_hint_styles(const gopt_go_hint_table *t, int all, int *idx, int cap) {
+    const int best = best_entry(t);
+    if (best < 0 || cap <= 0) return 0;
+    const int m = fastest_entries(t, best, best / t->nc, idx, cap);
+    if (!all) return m;
+    const int wide = cap - m < GOPT_GO_WIDE_STYLES ? cap - m : GOPT_GO_WIDE_STYLES;
+    return m + fastest_entries(t, best, -1, idx + m, wide);
 }
 
 gopt_status gopt_go_hints_pick(const gopt_bl_problem *p, const gopt_go_hint_table *t, int pick, int32_t *dev,
@@ -353,7 +361,7 @@ gopt_status tr_build_hints(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_error *
     int have = 0;
     const int hq = gopt_policy_get_config(t->pol)->hint_quality;
     gopt_status st;
-    if (hq && t->o.greedy_styles) { /* keep every combination: gopt_trainer_greedy's styles */
+    if (hq && t->o.greedy_styles != GOPT_GO_STYLES_OWN) { /* keep every combination: gopt_trainer_greedy's styles */
         G->hint_table = gopt_calloc(1, sizeof *G->hint_table, err);
         if (!G->hint_table) return GOPT_ENOMEM;
         st = gopt_go_hint_table_build(&bp, nh, G->hint_table, err);

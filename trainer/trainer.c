@@ -42,7 +42,7 @@ void gopt_trainer_options_default(gopt_trainer_options *o) {
     o->imitate_lr = 3e-3f;
     o->place_temperature = 1.0f;
     o->train_heads = 0;
-    o->greedy_styles = 0;
+    o->greedy_styles = GOPT_GO_STYLES_OWN;
     o->graphs_per_step = 1;
     o->switch_every = 1;
     o->seed = 1;
@@ -980,7 +980,7 @@ gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, do
 static gopt_status greedy_styles(gopt_trainer *t, int i, tr_graph *G, double *best, gopt_decisions *d,
                                  gopt_sim_result *res, gopt_error *err) {
     int sty[GOPT_GO_MAX_STYLES];
-    const int ns = gopt_go_hint_styles(G->hint_table, sty, GOPT_GO_MAX_STYLES);
+    const int ns = gopt_go_hint_styles(G->hint_table, t->o.greedy_styles == GOPT_GO_STYLES_ALL, sty, GOPT_GO_MAX_STYLES);
     if (!ns) return GOPT_OK;
     const int32_t n = G->fz->n;
     const int nh = gopt_policy_get_config(t->pol)->hints;
