@@ -44,8 +44,9 @@
  * (gopt_policy_set_train_heads).
  * Cost: one forward plus (K + 1 + S) decodes and 4 (K + 1 + S) evaluations per
  * round (S <= GOPT_GO_MAX_STYLES styles, each with a heads-only forward; one evaluation per fusion
- * pass and tie order; and the greedy trajectory's rounds, with its styles, when
- * K > 0).
+ * pass and tie order); with K > 0 the greedy trajectory's rounds, with its styles, come first,
+ * and the first round with the samples reuses its first round's 1 + S candidates (the same caps,
+ * so the same decisions) instead of decoding them again.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -132,7 +133,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     gopt_go_hint_table tab = {0};
     int style[GOPT_GO_MAX_STYLES], nstyle = 0, cond = -1; /* cond: the table entry the hints read as the best
                                                               (-1: the true hints) */
-    gopt_decisions cand = {0}, rbest = {0};
+    gopt_decisions cand = {0}, rbest = {0}, first = {0}; /* first: pass 0's first round's best */
     unsigned tasks = GOPT_TASKS_ALL;
     gopt_status st;
     if ((st = gopt_policy_load(&pol, path, err)) || (st = gopt_trainer_checkpoint_tasks(path, &tasks, err))) {
@@ -193,19 +194,26 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     gopt_rng rng;
     gopt_rng_seed(&rng, o ? o->seed : 1);
     const int K = o ? o->samples : 0;
+    if (K > 0 && (st = gopt_decisions_init(&first, n, err))) goto out;
     const float temp = o && o->temperature > 0.0f ? o->temperature : 1.0f;
     const int ties = o ? o->ties : GOPT_GO_TIES_BEST, fpass = o ? o->fusion_pass : GOPT_GO_PASS_BEST;
     const int own = gopt_policy_get_config(pol)->fuse_merge != 0; /* the checkpoint's own fusion pass */
-    double best = INFINITY;
-    int best_oom = 1, have = 0;
+    double best = INFINITY, first_s = INFINITY;
+    int best_oom = 1, have = 0, have_first = 0, first_oom = 1;
     for (int pass = K > 0 ? 0 : 1; pass < 2; pass++) { /* 0: the greedy trajectory alone; 1: with K samples */
         const int Kp = (pass ? K : 0) + nstyle; /* candidates 1..nstyle: greedy under the styles */
         memcpy(cap, cap0, sizeof(double) * (size_t)p->ndev);
         for (int round = 0; round <= GOPT_GO_REPAIRS; round++) {
             /* the caps live in `cap`, which the policy reads at every decode */
             double rb = INFINITY;
-            int rb_oom = 1, rb_flag = 0, have_round = 0;
-            for (int k = 0; k <= Kp; k++) {
+            int rb_oom = 1, rb_flag = 0, have_round = 0, k0 = 0;
+            if (pass == 1 && round == 0 && have_first) {
+                /* under the same caps the greedy candidates 0..nstyle decode and judge as in pass
+                 * 0's first round: start from its best, then the samples */
+                rb = first_s, rb_oom = first_oom, have_round = 1, k0 = nstyle + 1;
+                gopt_decisions_copy(&rbest, &first);
+            }
+            for (int k = k0; k <= Kp; k++) {
                 const int want = k >= 1 && k <= nstyle ? style[k - 1] : -1; /* candidate k's conditioning */
                 if (want != cond) {
                     int hv = 0;
@@ -243,6 +251,10 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
                 }
             }
             if (!have_round) break;
+            if (pass == 0 && round == 0) {
+                first_s = rb, first_oom = rb_oom, have_first = 1;
+                gopt_decisions_copy(&first, &rbest);
+            }
             if (!have || (best_oom && !rb_oom) || (rb_oom == best_oom && rb < best)) {
                 best = rb;
                 best_oom = rb_oom;
@@ -260,6 +272,7 @@ out:
     gopt_go_hint_table_free(&tab);
     gopt_decisions_destroy(&cand);
     gopt_decisions_destroy(&rbest);
+    gopt_decisions_destroy(&first);
     gopt_policy_free(pol);
     free(feat);
     free(pred);
