@@ -8,7 +8,7 @@
  *                       [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]
  *                       [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]
  *                       [--finetune-imitate-target reference|best] [--finetune-place-temperature T]
- *                       [--finetune-train all|heads] [--go-fusion-pass best|merge|first]
+ *                       [--finetune-train all|heads] [--go-fusion-pass best|free|merge|first|hint]
  *                       [--go-styles all|best|own]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
@@ -48,7 +48,8 @@
  *    shrink retrains the trunk). --go-ties: GO's
  *    order within a priority level (gopt_go_options.ties; default best);
  *    --go-fusion-pass: the pass from GO's fusion levels to groups
- *    (gopt_go_options.fusion_pass; default best: merging and first-fit, the faster);
+ *    (gopt_go_options.fusion_pass; default best: merging, first-fit and merging within the hint's
+ *    groups, the fastest; free: the first two);
  *    --go-styles all|best|own: whether GO also decodes under the best hint placer's other
  *    schedules and fusions and the 8 fastest of the other placers' combinations (all, the
  *    default), the best hint placer's alone (best) or the best hint alone (own)
@@ -354,7 +355,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         (a->ft_train && strcmp(a->ft_train, "all") && strcmp(a->ft_train, "heads"))) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
                         ">= 0, --temperature 0.05..100, --set validation|train|test|holdout, --finetune-recipe ppo|warm, "
-                        "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, --go-fusion-pass best|merge|first, --go-styles all|best|own, "
+                        "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, --go-fusion-pass best|free|merge|first|hint, --go-styles all|best|own, "
                         "--finetune-imitate-every 0 or >= 2, --finetune-imitate-target reference|best, "
                         "--finetune-place-temperature 0.05..100, --finetune-train all|heads\n");
         return 2;
@@ -374,7 +375,7 @@ int main(int argc, char **argv) {
                 "                      [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]\n"
                 "                      [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]\n"
                 "                      [--finetune-imitate-target reference|best] [--finetune-place-temperature T]\n"
-                "                      [--finetune-train all|heads] [--go-fusion-pass best|merge|first]\n"
+                "                      [--finetune-train all|heads] [--go-fusion-pass best|free|merge|first|hint]\n"
                 "                      [--go-styles all|best|own]\n");
         return pr == 1 ? 0 : 2;
     }

@@ -57,6 +57,7 @@ void policy_fuse_init(policy_fuse_state *s, const gopt_frozen *fz, int merge, in
     const size_t n = (size_t)fz->n;
     s->fz = fz;
     s->merge = merge;
+    s->within = NULL;
     s->gid = buf;
     s->next = buf + n;
     s->tail = buf + 2 * n;
@@ -226,7 +227,8 @@ static int candidates(const policy_fuse_state *s, const int32_t *place, const in
         const int32_t q = fz->in_src[e];
         if (resident(fz, q)) continue;
         const int32_t g = s->gid[q];
-        if (place[g] != place[v] || fuse[g] != l) continue;
+        if (place[g] != place[v]) continue;
+        if (s->within ? fuse[g] <= 0 || s->within[v] < 0 || s->within[q] != s->within[v] : fuse[g] != l) continue;
         int dup = 0;
         for (int k = 0; k < nc && !dup; k++) dup = out[k] == g;
         if (!dup) out[nc++] = g;
@@ -330,8 +332,8 @@ void policy_fuse_commit(policy_fuse_state *s, const int32_t *place, const int32_
     s->size[g0]++;
 }
 
-gopt_status gopt_policy_fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse, int merge,
-                                      int32_t *group, int32_t *n_groups, gopt_error *err) {
+static gopt_status fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse, int merge,
+                                 const int32_t *within, int32_t *group, int32_t *n_groups, gopt_error *err) {
     if (!fz || !place || !fuse || !group) return gopt_error_set(err, GOPT_EINVAL, "fusion groups: a NULL argument");
     const int32_t n = fz->n;
     for (int32_t v = 0; v < n; v++)
@@ -347,7 +349,8 @@ gopt_status gopt_policy_fusion_groups(const gopt_frozen *fz, const int32_t *plac
         return st;
     }
     policy_fuse_state s;
-    policy_fuse_init(&s, fz, merge, buf, &w);
+    policy_fuse_init(&s, fz, within ? 1 : merge, buf, &w);
+    s.within = within;
     for (int32_t i = 0; i < n; i++) policy_fuse_commit(&s, place, fuse, fz->topo[i], POLICY_FUSE_UNKNOWN);
     /* number the groups 0.. by their first member in topological order */
     int32_t G = 0;
@@ -360,4 +363,16 @@ gopt_status gopt_policy_fusion_groups(const gopt_frozen *fz, const int32_t *plac
     policy_fuse_scratch_free(&w);
     if (n_groups) *n_groups = G;
     return GOPT_OK;
+}
+
+gopt_status gopt_policy_fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse, int merge,
+                                      int32_t *group, int32_t *n_groups, gopt_error *err) {
+    return fusion_groups(fz, place, fuse, merge, NULL, group, n_groups, err);
+}
+
+gopt_status gopt_policy_fusion_groups_within(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse,
+                                             const int32_t *within, int32_t *group, int32_t *n_groups,
+                                             gopt_error *err) {
+    if (!within) return gopt_error_set(err, GOPT_EINVAL, "fusion groups within: a NULL argument");
+    return fusion_groups(fz, place, fuse, 1, within, group, n_groups, err);
 }

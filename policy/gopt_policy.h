@@ -364,5 +364,13 @@ double gopt_policy_backward_flops(const gopt_policy *p);
  * order. */
 gopt_status gopt_policy_fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse, int merge,
                                       int32_t *group, int32_t *n_groups, gopt_error *err);
+/* The merging pass (merge = 1) bounded by other groups: within (n) gives each node a group id
+ * (-1: none), and a node v with a level > 0 joins a predecessor's group only when that
+ * predecessor has a level > 0 and within[v]'s id (>= 0), whatever the two levels are. The
+ * groups are then parts of within's groups: the levels decide which of within's fusions to
+ * take (gopt_go_decide's `hint` pass, within = the hint's groups). */
+gopt_status gopt_policy_fusion_groups_within(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse,
+                                             const int32_t *within, int32_t *group, int32_t *n_groups,
+                                             gopt_error *err);
 
 #endif /* GOPT_POLICY_H */

@@ -45,6 +45,7 @@ typedef struct {
 typedef struct {
     const gopt_frozen *fz;
     int merge;   /* cfg.fuse_merge */
+    const int32_t *within; /* NULL, or (n) ids (-1: none): v joins only groups of its own id (fusion.c) */
     int32_t *gid;  /* (n) group of each decided node */
     int32_t *next; /* (n) next member of the same group, -1 at the end (a list from the group's id) */
     int32_t *tail, *size; /* per group id: last member in the list, members */

@@ -1400,6 +1400,27 @@ static void test_checkpoint(void **state) {
 }
 
 /* ---- fusion pass ----------------------------------------------------------------------- */
+/* convexity: the quotient graph of groups gr (ids 0..ng-1) is acyclic (Kahn over groups) */
+static void assert_groups_acyclic(const gopt_frozen *fz, const int32_t *gr, int32_t ng) {
+    int *indeg = calloc((size_t)ng, sizeof *indeg), *stack = malloc(sizeof *stack * (size_t)ng), sp = 0, seen = 0;
+    assert_non_null(indeg);
+    assert_non_null(stack);
+    for (int e = 0; e < fz->m; e++)
+        if (gr[fz->edge_src[e]] != gr[fz->edge_dst[e]]) indeg[gr[fz->edge_dst[e]]]++;
+    for (int k = 0; k < ng; k++)
+        if (!indeg[k]) stack[sp++] = k;
+    while (sp) {
+        int k = stack[--sp];
+        seen++;
+        for (int e = 0; e < fz->m; e++)
+            if (gr[fz->edge_src[e]] == k && gr[fz->edge_dst[e]] != k && --indeg[gr[fz->edge_dst[e]]] == 0)
+                stack[sp++] = gr[fz->edge_dst[e]];
+    }
+    assert_int_equal(seen, ng);
+    free(indeg);
+    free(stack);
+}
+
 static void test_fusion(void **state) {
     (void)state;
     gopt_error err;
@@ -1464,20 +1485,7 @@ static void test_fusion(void **state) {
             }
         }
         assert_true(fused > 0); /* the random levels do fuse something */
-        /* convexity: the quotient graph is acyclic (Kahn over groups) */
-        int indeg[N] = {0}, stack[N], sp = 0, seen = 0;
-        for (int e = 0; e < fz->m; e++)
-            if (gr[fz->edge_src[e]] != gr[fz->edge_dst[e]]) indeg[gr[fz->edge_dst[e]]]++;
-        for (int k = 0; k < ng; k++)
-            if (!indeg[k]) stack[sp++] = k;
-        while (sp) {
-            int k = stack[--sp];
-            seen++;
-            for (int e = 0; e < fz->m; e++)
-                if (gr[fz->edge_src[e]] == k && gr[fz->edge_dst[e]] != k && --indeg[gr[fz->edge_dst[e]]] == 0)
-                    stack[sp++] = gr[fz->edge_dst[e]];
-        }
-        assert_int_equal(seen, ng);
+        assert_groups_acyclic(fz, gr, ng);
         gopt_graph_free(g);
     }
 }
@@ -1523,6 +1531,65 @@ static gopt_graph *input_and_adds(const char *name, int n) {
         assert_int_equal(gopt_graph_add_node(g, &at, NULL, NULL), GOPT_OK);
     }
     return g;
+}
+
+/* The merging pass bounded by other groups (gopt_policy_fusion_groups_within, the go method's
+ * hint pass): a node joins only its predecessors' groups of its own bound id, whatever the two
+ * levels (above 0) are. */
+static void test_fusion_within(void **state) {
+    (void)state;
+    gopt_error err;
+    int32_t place[8] = {0}, fuse[8], grp[8], within[8], ng;
+    const char *e1[] = {"sa", "sb", "ac", "bc", "cd"};
+    gopt_graph *g = letters_graph("#sabcd", e1, 5);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    const int32_t a = gopt_graph_find(g, "a"), b = gopt_graph_find(g, "b"), c = gopt_graph_find(g, "c"),
+                  d = gopt_graph_find(g, "d");
+    for (int v = 0; v < 5; v++) within[v] = 7, fuse[v] = 1 + v % 3; /* one bound group, mixed levels */
+    assert_int_equal(gopt_policy_fusion_groups_within(fz, place, fuse, within, grp, &ng, &err), GOPT_OK);
+    assert_true(grp[a] == grp[b] && grp[b] == grp[c] && grp[c] == grp[d]); /* levels do not matter */
+    fuse[b] = 0; /* b stays alone; a, c, d are still one group */
+    assert_int_equal(gopt_policy_fusion_groups_within(fz, place, fuse, within, grp, &ng, &err), GOPT_OK);
+    assert_true(grp[a] == grp[c] && grp[c] == grp[d] && grp[b] != grp[a]);
+    fuse[b] = 1;
+    within[b] = 3, within[d] = -1; /* b in another bound group, d in none */
+    assert_int_equal(gopt_policy_fusion_groups_within(fz, place, fuse, within, grp, &ng, &err), GOPT_OK);
+    assert_true(grp[a] == grp[c] && grp[b] != grp[a] && grp[d] != grp[c]);
+    place[c] = 1; /* the device still splits */
+    assert_int_equal(gopt_policy_fusion_groups_within(fz, place, fuse, within, grp, &ng, &err), GOPT_OK);
+    assert_true(grp[a] != grp[c]);
+    assert_int_equal(gopt_policy_fusion_groups_within(fz, place, fuse, NULL, grp, &ng, &err), GOPT_EINVAL);
+    gopt_graph_free(g);
+
+    /* random graphs: bound by the groups of the merging pass on other levels, every group is
+     * part of one bound group, on one device, and the groups stay acyclic */
+    for (int trial = 0; trial < 20; trial++) {
+        enum { N = 60 };
+        g = test_random_graph(N, 300 + trial, 0);
+        fz = gopt_graph_frozen(g);
+        gopt_rng rng;
+        gopt_rng_seed(&rng, 77 + trial);
+        int32_t pl[N] = {0}, fu[N], bound[N], gr[N];
+        for (int v = 0; v < N; v++) fu[v] = 1 + (int32_t)gopt_rng_below(&rng, 2);
+        assert_int_equal(gopt_policy_fusion_groups(fz, pl, fu, 1, bound, &ng, &err), GOPT_OK);
+        for (int v = 0; v < N; v++) {
+            pl[v] = (int32_t)gopt_rng_below(&rng, 2);
+            fu[v] = (int32_t)gopt_rng_below(&rng, 3);
+        }
+        assert_int_equal(gopt_policy_fusion_groups_within(fz, pl, fu, bound, gr, &ng, &err), GOPT_OK);
+        int fused = 0;
+        for (int x = 0; x < N; x++)
+            for (int y = x + 1; y < N; y++)
+                if (gr[x] == gr[y]) {
+                    assert_int_equal(bound[x], bound[y]);
+                    assert_int_equal(pl[x], pl[y]);
+                    assert_true(fu[x] > 0 && fu[y] > 0);
+                    fused++;
+                }
+        assert_true(fused > 0);
+        assert_groups_acyclic(fz, gr, ng);
+        gopt_graph_free(g);
+    }
 }
 
 static void test_fusion_merge(void **state) {
@@ -2722,7 +2789,7 @@ int main(void) {
         cmocka_unit_test(test_backward_labels), cmocka_unit_test(test_sample_tempered),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_fusion),
-        cmocka_unit_test(test_fusion_merge),          cmocka_unit_test(test_example_graph),
+        cmocka_unit_test(test_fusion_merge),          cmocka_unit_test(test_fusion_within),          cmocka_unit_test(test_example_graph),
         cmocka_unit_test(test_small_sizes),     cmocka_unit_test(test_zoo_and_real_graphs), cmocka_unit_test(test_backward_batch),
         cmocka_unit_test(test_conditioned_decoder),
     };

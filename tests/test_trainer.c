@@ -1581,6 +1581,18 @@ static void test_go_fusion_pass(void **state) {
     assert_int_equal(gopt_go_pass_parse("best"), GOPT_GO_PASS_BEST);
     assert_int_equal(gopt_go_pass_parse("merge"), GOPT_GO_PASS_MERGE);
     assert_int_equal(gopt_go_pass_parse("first"), GOPT_GO_PASS_FIRST);
+    assert_int_equal(gopt_go_pass_parse("hint"), GOPT_GO_PASS_HINT);
+    assert_int_equal(gopt_go_pass_parse("free"), GOPT_GO_PASS_FREE);
+    /* a checkpoint without hints: free is best, hint the checkpoint's own pass (merge) */
+    double fr, hi;
+    go.fusion_pass = GOPT_GO_PASS_FREE;
+    assert_int_equal(gopt_go_decide(&go, &q.p, &d, &err), GOPT_OK);
+    fr = gopt_bl_sim_evaluate(&q.ctx, &d, &oom);
+    go.fusion_pass = GOPT_GO_PASS_HINT;
+    assert_int_equal(gopt_go_decide(&go, &q.p, &d, &err), GOPT_OK);
+    hi = gopt_bl_sim_evaluate(&q.ctx, &d, &oom);
+    assert_true(fr == step[GOPT_GO_PASS_BEST]);
+    assert_true(hi == step[GOPT_GO_PASS_MERGE]);
     assert_int_equal(gopt_go_pass_parse("xla"), -1);
     assert_int_equal(gopt_go_pass_parse(NULL), -1);
     gopt_decisions_destroy(&d);

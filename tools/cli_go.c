@@ -43,7 +43,7 @@ int cli_go_option(cli_args *a) {
         return 1;
     }
     if (enum_opt(a, "--go-ties", gopt_go_ties_parse, "best, cp or topo", &g_go.ties) ||
-        enum_opt(a, "--go-fusion-pass", gopt_go_pass_parse, "best, merge or first", &g_go.fusion_pass) ||
+        enum_opt(a, "--go-fusion-pass", gopt_go_pass_parse, "best, free, merge, first or hint", &g_go.fusion_pass) ||
         enum_opt(a, "--go-styles", gopt_go_styles_parse, "all, best or own", &g_go.styles))
         return 1;
     if (cli_opt_long(a, "--go-seed", &s, 0, 0x7fffffffL)) {
@@ -66,9 +66,11 @@ void cli_go_usage(FILE *f) {
                "  --go-ties best|cp|topo  method go: order within a priority level: the critical path (cp, as\n"
                "                    in training), topological (topo), or each candidate judged under both and\n"
                "                    the faster kept (best, the default)\n"
-               "  --go-fusion-pass best|merge|first  method go: the pass that turns fusion levels into groups:\n"
-               "                    merging (merge, as in training), first-fit (first), or each candidate\n"
-               "                    judged under both and the faster kept (best, the default)\n"
+               "  --go-fusion-pass best|free|merge|first|hint  method go: the pass that turns fusion levels\n"
+               "                    into groups: merging (merge, as in training), first-fit (first), merging\n"
+               "                    within the hint combination's groups (hint: the levels choose which of\n"
+               "                    its fusions to take), each candidate judged under merge and first (free)\n"
+               "                    or under all three (best, the default), the fastest kept\n"
                "  --go-styles all|best|own  method go: with a checkpoint that reads hint quality, also\n"
                "                    decode with other classical combinations (placement x schedule x\n"
                "                    fusion) read as the best hint and keep the fastest: the best hint\n"

@@ -24,10 +24,13 @@
  * earlier one in topological order (topo, fifo's order); by default every
  * candidate is judged under both and the faster kept (o->ties).
  * Fusion pass: GO decides a fusion level per node; the pass that turns levels
- * into groups is the checkpoint's own (merging, cfg.fuse_merge) or the
- * first-fit one (gopt_policy_fusion_groups); by default every candidate is
- * judged under both and the faster kept (o->fusion_pass). The decoder still
- * conditions on the groups of its own pass while it decodes.
+ * into groups is the checkpoint's own (merging, cfg.fuse_merge), the
+ * first-fit one (gopt_policy_fusion_groups) or, with hints, the merging pass
+ * within the groups of the hint the candidate was decoded under
+ * (gopt_policy_fusion_groups_within: the levels choose which of the hint's
+ * fusions to take); by default every candidate is judged under the three and
+ * the fastest kept (o->fusion_pass). The decoder still conditions on the
+ * groups of its own pass while it decodes.
  * Hints: a checkpoint whose network has cfg.hints = H reads H classical
  * placements and a classical schedule and fusion as features (hint.c);
  * every decision is still the decoder's. Styles (o->styles, checkpoints with
@@ -42,7 +45,7 @@
  * only after the fastest one's. The trunk is the
  * same under every conditioning, so a new forward runs the heads alone
  * (gopt_policy_set_train_heads).
- * Cost: one forward plus (K + 1 + S) decodes and 4 (K + 1 + S) evaluations per
+ * Cost: one forward plus (K + 1 + S) decodes and 6 (K + 1 + S) evaluations per
  * round (S <= GOPT_GO_MAX_STYLES styles, each with a heads-only forward; one evaluation per fusion
  * pass and tie order); with K > 0 the greedy trajectory's rounds, with its styles, come first,
  * and the first round with the samples reuses its first round's 1 + S candidates (the same caps,
@@ -105,12 +108,24 @@ int gopt_go_ties_parse(const char *s) {
 
 int gopt_go_pass_parse(const char *s) {
     return !s ? -1 : !strcmp(s, "best") ? GOPT_GO_PASS_BEST : !strcmp(s, "merge") ? GOPT_GO_PASS_MERGE
-                   : !strcmp(s, "first") ? GOPT_GO_PASS_FIRST : -1;
+                   : !strcmp(s, "first") ? GOPT_GO_PASS_FIRST : !strcmp(s, "hint") ? GOPT_GO_PASS_HINT
+                   : !strcmp(s, "free") ? GOPT_GO_PASS_FREE : -1;
 }
 
 int gopt_go_styles_parse(const char *s) {
     return !s ? -1 : !strcmp(s, "all") ? GOPT_GO_STYLES_ALL : !strcmp(s, "best") ? GOPT_GO_STYLES_BEST
                    : !strcmp(s, "own") ? GOPT_GO_STYLES_OWN : -1;
+}
+
+/* Is fusion pass pi (0: the checkpoint's own, 1: the other, 2: bounded by the hint's groups;
+ * merge: what pass pi merges by) judged under option fpass? */
+static int pass_wanted(int fpass, int pi, int merge, int hints) {
+    switch (fpass) {
+    case GOPT_GO_PASS_BEST: return pi < 2 || hints;
+    case GOPT_GO_PASS_FREE: return pi < 2;
+    case GOPT_GO_PASS_HINT: return hints ? pi == 2 : pi == 0;
+    default: return pi < 2 && merge == (fpass == GOPT_GO_PASS_MERGE);
+    }
 }
 
 static gopt_status set_hints(gopt_policy *pol, const gopt_bl_problem *p, int nh, int have, const int32_t *hdev,
@@ -226,14 +241,17 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
                 st = k == 0 || want >= 0 ? gopt_policy_greedy(pol, &a, err)
                                          : gopt_policy_sample_tempered(pol, &rng, temp, &a, err);
                 if (st) goto out;
-                /* candidate k under each fusion pass (the checkpoint's own first) and tie order (cp first) */
-                for (int v = 0; v < 4; v++) {
-                    const int merge = v / 2 ? !own : own, topo = v % 2;
+                /* candidate k under each fusion pass (the checkpoint's own first, the other, the
+                 * hint-bounded one) and tie order (cp first) */
+                for (int v = 0; v < 6; v++) {
+                    const int pi = v / 2, merge = pi == 1 ? !own : pi == 2 ? 1 : own, topo = v % 2;
                     if (ties != GOPT_GO_TIES_BEST && topo != (ties == GOPT_GO_TIES_TOPO)) continue;
-                    if (fpass != GOPT_GO_PASS_BEST && merge != (fpass == GOPT_GO_PASS_MERGE)) continue;
-                    if (v / 2 && fpass == GOPT_GO_PASS_BEST && !(tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE)))
-                        continue; /* no fusion learned: the other pass gives the same decisions */
-                    if ((st = gopt_trainer_actions_to_decisions(fz, tasks, merge, topo ? NULL : p, &a, &cand, group, err)))
+                    if (!(tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE)) ? pi > 0 : !pass_wanted(fpass, pi, merge, nh > 0))
+                        continue; /* no fusion learned: every pass gives the same decisions */
+                    if ((st = pi == 2 ? gopt_trainer_actions_to_decisions_within(fz, tasks, hgroup, topo ? NULL : p, &a,
+                                                                                 &cand, group, err)
+                                      : gopt_trainer_actions_to_decisions(fz, tasks, merge, topo ? NULL : p, &a, &cand,
+                                                                          group, err)))
                         goto out;
                     if (!have && round == 0 && k == 0) gopt_decisions_copy(d, &cand); /* the answer if nothing is valid */
                     if (gopt_decisions_validate(&cand, p->graph, p->ndev, NULL)) continue;

@@ -304,6 +304,10 @@ gopt_status gopt_trainer_checkpoint_tasks(const char *path, unsigned *tasks, gop
 gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned tasks, int fuse_merge,
                                               const gopt_bl_problem *ties, const gopt_policy_actions *a,
                                               gopt_decisions *d, int32_t *group_scratch, gopt_error *err);
+/* The same with the fusion pass bounded by `within`'s groups (gopt_policy_fusion_groups_within). */
+gopt_status gopt_trainer_actions_to_decisions_within(const gopt_frozen *fz, unsigned tasks, const int32_t *within,
+                                                     const gopt_bl_problem *ties, const gopt_policy_actions *a,
+                                                     gopt_decisions *d, int32_t *group_scratch, gopt_error *err);
 
 /* Fusion levels that remake groups: level[v] = 0 for an unfused node (group[v] < 0), else its
  * group's level in 1..levels-1 (levels: the policy's fusion_levels, 2..32). Imitation targets
@@ -364,10 +368,14 @@ enum { GOPT_GO_TIES_BEST = 0, GOPT_GO_TIES_CP = 1, GOPT_GO_TIES_TOPO = 2 };
 int gopt_go_ties_parse(const char *s);
 /* The fusion pass that turns GO's fusion levels into groups (gopt_policy_fusion_groups): the
  * merging pass (merge = 1, what checkpoints since version 5 train with), the first-fit pass
- * (merge = 0), or BEST: each candidate judged under both and the faster kept (with ties BEST,
- * four evaluations per candidate). Both passes keep one GEMM or convolution per group. */
-enum { GOPT_GO_PASS_BEST = 0, GOPT_GO_PASS_MERGE = 1, GOPT_GO_PASS_FIRST = 2 };
-/* "best", "merge" or "first" -> the enum, -1 for anything else */
+ * (merge = 0), the merging pass bounded by the hint's groups (HINT: a node joins its
+ * predecessors' groups that are in its hint group, whatever their levels, when both levels are
+ * above 0: the levels choose which of the hint combination's fusions to take;
+ * gopt_policy_fusion_groups_within), FREE: each candidate judged under merge and first and the
+ * faster kept, or BEST: under all three (with ties BEST, six evaluations per candidate;
+ * checkpoints without hints: FREE). Every pass keeps one GEMM or convolution per group. */
+enum { GOPT_GO_PASS_BEST = 0, GOPT_GO_PASS_MERGE = 1, GOPT_GO_PASS_FIRST = 2, GOPT_GO_PASS_HINT = 3, GOPT_GO_PASS_FREE = 4 };
+/* "best", "free", "merge", "first" or "hint" -> the enum, -1 for anything else */
 int gopt_go_pass_parse(const char *s);
 
 /* Styles: with hint quality the best hint is its placer's fastest combination. GO also decodes

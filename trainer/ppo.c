@@ -167,9 +167,9 @@ gopt_status gopt_trainer_sample_best(gopt_trainer *t, int i, gopt_rng *rng, doub
         gopt_policy_actions a = tr_actions(t, 0, best);
         if ((s = tr_note_best(t, G, &t->dec[best], &a, vals[best], err))) return s;
     }
-    /* the same samples with the other tie order and fusion pass (gopt_go_decide's defaults judge
-     * all four) */
-    return tr_judge_variants(t, G, t->o.samples, 1, best_s, NULL, NULL, err);
+    /* the same samples with the other tie order and fusion passes (gopt_go_decide's defaults judge
+     * all six) */
+    return tr_judge_variants(t, G, t->o.samples, 1, G->hint_group, best_s, NULL, NULL, err);
 }
 
 /* Every slot's rewards, advantages (normalised over its K samples),

@@ -737,9 +737,9 @@ void tr_schedule_next(gopt_trainer *t) {
     t->nsel = B;
 }
 
-gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned tasks, int fuse_merge,
-                                              const gopt_bl_problem *ties, const gopt_policy_actions *a,
-                                              gopt_decisions *d, int32_t *group, gopt_error *err) {
+static gopt_status actions_to_decisions(const gopt_frozen *fz, unsigned tasks, int fuse_merge, const int32_t *within,
+                                        const gopt_bl_problem *ties, const gopt_policy_actions *a, gopt_decisions *d,
+                                        int32_t *group, gopt_error *err) {
     int32_t n = fz->n;
     if (d->n != n) return gopt_error_set(err, GOPT_EINVAL, "decisions for %d nodes, graph has %d", d->n, n);
     if (ties && (gopt_graph_frozen(ties->graph) != fz || !ties->cost || ties->cost->n != n))
@@ -757,7 +757,8 @@ gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned ta
         for (int32_t v = 0; v < n; v++) d->priority[v] += a->sched[v] * (n + 1);
     if (!(tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE))) return GOPT_OK;
     int32_t ngroups = 0;
-    st = gopt_policy_fusion_groups(fz, d->device, a->fuse, fuse_merge, group, &ngroups, err);
+    st = within ? gopt_policy_fusion_groups_within(fz, d->device, a->fuse, within, group, &ngroups, err)
+                : gopt_policy_fusion_groups(fz, d->device, a->fuse, fuse_merge, group, &ngroups, err);
     if (st) return st;
     /* singletons are not fused: count members in d->group temporarily */
     for (int32_t v = 0; v < n; v++) d->group[v] = 0;
@@ -768,6 +769,18 @@ gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned ta
     }
     memcpy(d->group, group, sizeof(int32_t) * (size_t)n);
     return GOPT_OK;
+}
+
+gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned tasks, int fuse_merge,
+                                              const gopt_bl_problem *ties, const gopt_policy_actions *a,
+                                              gopt_decisions *d, int32_t *group, gopt_error *err) {
+    return actions_to_decisions(fz, tasks, fuse_merge, NULL, ties, a, d, group, err);
+}
+
+gopt_status gopt_trainer_actions_to_decisions_within(const gopt_frozen *fz, unsigned tasks, const int32_t *within,
+                                                     const gopt_bl_problem *ties, const gopt_policy_actions *a,
+                                                     gopt_decisions *d, int32_t *group, gopt_error *err) {
+    return actions_to_decisions(fz, tasks, 1, within, ties, a, d, group, err);
 }
 
 
@@ -940,21 +953,24 @@ gopt_status tr_simulate(gopt_trainer *t, tr_graph *G, int k, int *ok, gopt_error
     return GOPT_OK;
 }
 
-gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, double *best_s, gopt_decisions *best_d,
-                              gopt_sim_result *best_res, gopt_error *err) {
+gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, const int32_t *within, double *best_s,
+                              gopt_decisions *best_d, gopt_sim_result *best_res, gopt_error *err) {
     const unsigned tasks = t->o.tasks;
     const int sched = (tasks & GOPT_TASK_BIT(GOPT_TASK_SCHED)) != 0, fuse = (tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE)) != 0;
     const int own = tr_fuse_merge(t) != 0;
     gopt_bl_problem bp;
     gopt_status st = tr_problem(t, (int)(G - t->graphs), &bp, err);
     if (st || (st = tr_decisions_for(t, G->fz->n, err))) return st;
-    for (int v = first; v < 4; v++) { /* v / 2: the other fusion pass; v % 2: the topological tie order */
-        const int other = v / 2, topo = v % 2;
-        if ((other && !fuse) || (topo && !sched)) continue;
+    for (int v = first; v < 6; v++) { /* v / 2: 1 the other fusion pass, 2 within's; v % 2: the topological tie order */
+        const int pi = v / 2, topo = v % 2;
+        if ((pi && !fuse) || (pi == 2 && !within) || (topo && !sched)) continue;
         for (int i = 0; i < k; i++) {
             gopt_policy_actions a = tr_actions(t, 0, i);
-            if ((st = gopt_trainer_actions_to_decisions(G->fz, tasks, other ? !own : own, topo ? NULL : &bp, &a,
-                                                        &t->dec[i], t->group, err)))
+            const gopt_bl_problem *ties = topo ? NULL : &bp;
+            if ((st = pi == 2 ? gopt_trainer_actions_to_decisions_within(G->fz, tasks, within, ties, &a, &t->dec[i],
+                                                                         t->group, err)
+                              : gopt_trainer_actions_to_decisions(G->fz, tasks, pi ? !own : own, ties, &a, &t->dec[i],
+                                                                  t->group, err)))
                 return st;
         }
         int ok[GOPT_TRAINER_MAX_SAMPLES];
@@ -1001,7 +1017,8 @@ static gopt_status greedy_styles(gopt_trainer *t, int i, tr_graph *G, double *be
             (st = gopt_policy_set_hints(t->pol, n, G->ndev, nh, have ? hdev : NULL, have ? hfeat : NULL,
                                         have ? hgroup : NULL, q, err)) ||
             (st = gopt_policy_forward(t->pol, G->fz, H->feat, G->ndev, NULL, err)) ||
-            (st = gopt_policy_greedy(t->pol, &a, err)) || (st = tr_judge_variants(t, G, 1, 0, best, d, res, err)))
+            (st = gopt_policy_greedy(t->pol, &a, err)) ||
+            (st = tr_judge_variants(t, G, 1, 0, have ? hgroup : NULL, best, d, res, err)))
             goto out;
     }
 out:
@@ -1039,10 +1056,10 @@ gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_
         if ((st = tr_hot_get(t, i, &H, err)) || (st = gopt_sim_run(H->sim, d, res, H->scratch[0], err))) return st;
     }
     if (!res->oom && (st = tr_note_best(t, G, d, &a, res->step_time_s, err))) return st;
-    /* the same levels with the other tie order and fusion pass (gopt_go_decide's defaults judge
-     * all four): the fastest is the answer; a variant the evaluator rejects is dropped */
+    /* the same levels with the other tie order and fusion passes (gopt_go_decide's defaults judge
+     * all six): the fastest is the answer; a variant the evaluator rejects is dropped */
     double best = res->oom ? INFINITY : res->step_time_s;
-    if ((st = tr_judge_variants(t, G, 1, 1, &best, d, res, err))) return st;
+    if ((st = tr_judge_variants(t, G, 1, 1, G->hint_group, &best, d, res, err))) return st;
     /* the greedy decisions under the hints' other styles too (gopt_go_decide's default) */
     return G->hint_table ? greedy_styles(t, i, G, &best, d, res, err) : GOPT_OK;
 }

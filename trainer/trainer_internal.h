@@ -135,12 +135,13 @@ gopt_policy_actions tr_actions(gopt_trainer *t, int b, int k);
 static inline int tr_fuse_merge(const gopt_trainer *t) { return gopt_policy_get_config(t->pol)->fuse_merge; }
 /* The variants of slot 0's actions 0..k-1, from variant `first` on: 0 is the policy's own fusion
  * pass with the critical-path tie order, 1 the topological tie order, 2 and 3 both orders under
- * the other fusion pass, as gopt_go_decide judges them by default (tasks the trainer does not
- * learn have no variants 1-3). A caller that judged variant 0 itself passes first = 1. Each valid
- * one that fits goes to tr_note_best; one faster than *best_s replaces it, and best_d and best_res
- * (when set) get its decisions and result. Overwrites t->dec[0..k) and t->res[0..k). */
-gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, double *best_s, gopt_decisions *best_d,
-                              gopt_sim_result *best_res, gopt_error *err);
+ * the other fusion pass, 4 and 5 under the pass bounded by `within` (the hint groups the actions
+ * were decoded under; NULL: none), as gopt_go_decide judges them by default (tasks the trainer
+ * does not learn have no variants 1-5). A caller that judged variant 0 itself passes first = 1.
+ * Each valid one that fits goes to tr_note_best; one faster than *best_s replaces it, and best_d
+ * and best_res (when set) get its decisions and result. Overwrites t->dec[0..k) and t->res[0..k). */
+gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, const int32_t *within, double *best_s,
+                              gopt_decisions *best_d, gopt_sim_result *best_res, gopt_error *err);
 /* Make sure every scratch array fits n nodes. */
 gopt_status tr_reserve(gopt_trainer *t, int32_t n, gopt_error *err);
 /* Size t->dec for n nodes. */
