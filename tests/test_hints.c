@@ -441,6 +441,13 @@ static void test_trainer_greedy_styles(void **state) {
         assert_memory_equal(d1.group, d2.group, sizeof(int32_t) * 8);
         assert_true(r1.step_time_s == r2.step_time_s);
         assert_false(r1.oom);
+        /* the answer counts toward the best found, whichever pass gave it (the hint pass's apart:
+         * never the incumbent of the search) */
+        const gopt_decisions *bd = NULL;
+        assert_true(gopt_trainer_best(t, 0, &bd) == r1.step_time_s);
+        assert_non_null(bd);
+        assert_memory_equal(bd->group, d1.group, sizeof(int32_t) * 8);
+        assert_true(G->best >= r1.step_time_s && (G->best == r1.step_time_s || G->alt == r1.step_time_s));
         step[on] = r1.step_time_s;
         gopt_decisions_destroy(&d1);
         gopt_decisions_destroy(&d2);

@@ -172,8 +172,11 @@ int gopt_trainer_baselines(const gopt_trainer *t, int i, const char **names, dou
  * -1 the relabelled target simulated slower so the baseline's ids were kept.
  * *relabelled_s (optional): the relabelled target's step (s), 0 when none. */
 int gopt_trainer_target_relabel(const gopt_trainer *t, int i, double *relabelled_s);
-/* Best step time found for graph i so far (greedy evaluations and samples), or
- * +inf; and its decisions (NULL before any valid sample). */
+/* Best step time found for graph i so far (greedy evaluations and samples, every fusion pass
+ * and tie order they are judged under), or +inf; and its decisions (NULL before any valid sample,
+ * and after gopt_trainer_load). The answers of the pass within the hint's groups count here but
+ * are not the incumbent that self-imitation follows and PPO's improvements are measured against
+ * (the policy's own passes cannot reproduce them; docs/trainer.md). */
 double gopt_trainer_best(const gopt_trainer *t, int i, const gopt_decisions **d);
 /* An improved imitation target for graph i (expert iteration, docs/trainer.md "Improved
  * targets"): packed actions (3n values: devices, priority levels, fusion levels, as

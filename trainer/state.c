@@ -198,6 +198,8 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
         json_object_set_new(g, "reference_s", json_real(G->ref));
         json_object_set_new(g, "reference_method", json_string(G->ref_method));
         json_object_set_new(g, "best_s", real_or_null(G->best));
+        /* only when found: a state without it was written before the hint pass (none) */
+        if (isfinite(G->alt)) json_object_set_new(g, "hint_pass_s", json_real(G->alt));
         /* only with an improved target: a resumed run must be given the same (gopt_trainer_load) */
         if (G->has_tgt_act) json_object_set_new(g, "target_s", json_real(G->tgt_step));
         if (G->has_tgt_act && G->tgt_tasks != GOPT_TASKS_ALL) json_object_set_new(g, "target_keep", json_string("place"));
@@ -421,6 +423,12 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
             st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': best_s is not a step time > 0 or null", state, name);
             goto out;
         }
+        json_t *altj = json_object_get(g, "hint_pass_s");
+        const double alt = altj ? real_or_inf(altj) : INFINITY;
+        if (altj && (!json_is_number(altj) || !(alt > 0))) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': hint_pass_s is not a step time > 0", state, name);
+            goto out;
+        }
         json_t *tj = json_object_get(g, "target_s");
         if (tj && !json_is_number(tj)) {
             st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': target_s is not a number", state, name);
@@ -445,6 +453,7 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
         }
         G->ref = ref;
         G->best = best;
+        G->alt = alt;
         json_t *aj = json_object_get(g, "best_actions");
         if (aj && (st = load_best_actions(t, G, aj, state, name, err))) goto out;
     }

@@ -284,6 +284,7 @@ static void graph_destroy(gopt_trainer *t, tr_graph *G) {
     free(G->hint_table);
     gopt_decisions_destroy(&G->ref_dec);
     gopt_decisions_destroy(&G->best_dec);
+    gopt_decisions_destroy(&G->alt_dec);
     free(G->best_act);
     free(G->tgt_act);
     memset(G, 0, sizeof *G);
@@ -649,6 +650,7 @@ gopt_status gopt_trainer_add_graph_on(gopt_trainer *t, gopt_graph *g, const gopt
     G->prof = prof;
     G->hot = -1;
     G->best = INFINITY;
+    G->alt = INFINITY;
     if (!G->fz) {
         st = gopt_error_set(err, GOPT_EINVAL, "trainer: graph '%s' is not finalized", gopt_graph_name(g));
         goto fail;
@@ -707,8 +709,13 @@ double gopt_trainer_reference(const gopt_trainer *t, int i, const char **method)
     return t->graphs[i].ref;
 }
 double gopt_trainer_best(const gopt_trainer *t, int i, const gopt_decisions **d) {
-    if (d) *d = t->graphs[i].has_best ? &t->graphs[i].best_dec : NULL;
-    return t->graphs[i].best;
+    const tr_graph *G = &t->graphs[i];
+    if (G->alt < G->best) { /* an answer of the hint pass (tr_note_alt) */
+        if (d) *d = G->has_alt ? &G->alt_dec : NULL;
+        return G->alt;
+    }
+    if (d) *d = G->has_best ? &G->best_dec : NULL;
+    return G->best;
 }
 int64_t gopt_trainer_steps_done(const gopt_trainer *t) { return t->step; }
 int gopt_trainer_baselines(const gopt_trainer *t, int i, const char **names, double *steps, int max) {
@@ -953,6 +960,19 @@ gopt_status tr_simulate(gopt_trainer *t, tr_graph *G, int k, int *ok, gopt_error
     return GOPT_OK;
 }
 
+gopt_status tr_note_alt(tr_graph *G, const gopt_decisions *d, double step, gopt_error *err) {
+    if (!(step < G->alt)) return GOPT_OK;
+    if (G->alt_dec.n != d->n) {
+        gopt_decisions_destroy(&G->alt_dec);
+        gopt_status st = gopt_decisions_init(&G->alt_dec, d->n, err);
+        if (st) return st;
+    }
+    gopt_decisions_copy(&G->alt_dec, d);
+    G->alt = step;
+    G->has_alt = 1;
+    return GOPT_OK;
+}
+
 gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, const int32_t *within, double *best_s,
                               gopt_decisions *best_d, gopt_sim_result *best_res, gopt_error *err) {
     const unsigned tasks = t->o.tasks;
@@ -984,7 +1004,9 @@ gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, co
                 if (best_res) *best_res = t->res[i];
             }
             gopt_policy_actions a = tr_actions(t, 0, i);
-            if ((st = tr_note_best(t, G, &t->dec[i], &a, step, err))) return st;
+            /* the hint pass's groups: an answer, not an incumbent the policy's own passes can search around */
+            if ((st = pi == 2 ? tr_note_alt(G, &t->dec[i], step, err) : tr_note_best(t, G, &t->dec[i], &a, step, err)))
+                return st;
         }
     }
     return GOPT_OK;

@@ -66,6 +66,12 @@ typedef struct {
     double best;            /* best step time found (s), +inf before any */
     gopt_decisions best_dec;
     int has_best;
+    double alt;             /* best step time (s) of the answers the search cannot reproduce (the fusion
+                               pass within the hint's groups, tr_judge_variants), +inf before any: they
+                               count toward gopt_trainer_best, not toward best, so self-imitation and
+                               the improvements PPO records stay on the policy's own passes */
+    gopt_decisions alt_dec;
+    int has_alt;
     int32_t *best_act;      /* (3, n) the policy's actions behind best_dec, when has_best_act */
     int has_best_act;
     int32_t *tgt_act;       /* (3, n) an improved imitation target (gopt_trainer_set_target), when has_tgt_act */
@@ -138,8 +144,11 @@ static inline int tr_fuse_merge(const gopt_trainer *t) { return gopt_policy_get_
  * the other fusion pass, 4 and 5 under the pass bounded by `within` (the hint groups the actions
  * were decoded under; NULL: none), as gopt_go_decide judges them by default (tasks the trainer
  * does not learn have no variants 1-5). A caller that judged variant 0 itself passes first = 1.
- * Each valid one that fits goes to tr_note_best; one faster than *best_s replaces it, and best_d
- * and best_res (when set) get its decisions and result. Overwrites t->dec[0..k) and t->res[0..k). */
+ * Each valid one that fits goes to tr_note_best (variants 4 and 5: tr_note_alt); one faster than
+ * *best_s replaces it, and best_d and best_res (when set) get its decisions and result. Overwrites
+ * t->dec[0..k) and t->res[0..k). */
+/* Keep d (step s, fits) as the graph's alternative answer when it is faster than the one kept. */
+gopt_status tr_note_alt(tr_graph *G, const gopt_decisions *d, double step, gopt_error *err);
 gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, const int32_t *within, double *best_s,
                               gopt_decisions *best_d, gopt_sim_result *best_res, gopt_error *err);
 /* Make sure every scratch array fits n nodes. */

@@ -262,6 +262,20 @@ done
 awk -v b="$(step eff_best)" -v h="$(step eff_hint)" -v f="$(step eff_free)" \
   'BEGIN { exit !(b != "" && h < f && b <= h && b <= f) }' \
   && ok || fail "efficientnet_b0: hint ($(step eff_hint)) not faster than free ($(step eff_free)), or best ($(step eff_best)) slower"
+# ... finetune's zero-shot greedy answer is that one too, and it is kept as the best found apart from
+# the search's incumbent ("hint_pass_s" in the state): the fine-tuned answer is never slower
+"$GOPT" finetune "$SRC/graphs/real/efficientnet_b0.graphml.gz" --profile "$PROF" --devices 4 --steps 2 --samples 4 \
+  --zero-shot-samples off -o "$TMP/eff.ckpt" > "$TMP/ft_eff.txt" 2>&1 && ok || fail "finetune efficientnet_b0 --steps 2"
+ftg=$(sed -n 's/^go zero-shot (greedy) *\([0-9.]*\).*/\1/p' "$TMP/ft_eff.txt")
+ftb=$(sed -n 's/^go fine-tuned (best found) *\([0-9.]*\).*/\1/p' "$TMP/ft_eff.txt")
+awk -v f="$ftg" -v b="$(step eff_best)" -v t="$ftb" \
+  'BEGIN { exit !(f != "" && t != "" && f - b * 1e3 < 1e-3 && b * 1e3 - f < 1e-3 && t <= f) }' \
+  && ok || fail "efficientnet_b0: finetune's zero-shot greedy ($ftg ms) is not optimize's ($(step eff_best) s), or fine-tuned ($ftb ms) slower"
+grep -q '"hint_pass_s"' "$TMP/eff.ckpt.state" && ok || fail "efficientnet_b0: the hint pass's answer is not in the state"
+sed 's/"hint_pass_s": [0-9.e-]*/"hint_pass_s": -1/' "$TMP/eff.ckpt.state" > "$TMP/effb.state" && cp "$TMP/eff.ckpt" "$TMP/effb.ckpt" && mv "$TMP/effb.state" "$TMP/effb.ckpt.state"
+expect_rc 2 "$GOPT" finetune "$SRC/graphs/real/efficientnet_b0.graphml.gz" --profile "$PROF" --devices 4 --steps 3 --samples 4 \
+  --zero-shot-samples off -o "$TMP/effb.ckpt" --resume
+expect_err "graph 'efficientnet_b0': hint_pass_s is not a step time > 0"
 # styles (the shipped checkpoint reads hint quality): all is no slower than best, best no slower
 # than own, and all is the default and reproducible; a bad value is refused
 for sy in own best all; do
