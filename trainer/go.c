@@ -244,14 +244,12 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
                 /* candidate k under each fusion pass (the checkpoint's own first, the other, the
                  * hint-bounded one) and tie order (cp first) */
                 for (int v = 0; v < 6; v++) {
-                    const int pi = v / 2, merge = pi == 1 ? !own : pi == 2 ? 1 : own, topo = v % 2;
+                    const int pi = v / 2, merge = pi == 1 ? !own : own, topo = v % 2; /* pi 2: merging, bounded */
                     if (ties != GOPT_GO_TIES_BEST && topo != (ties == GOPT_GO_TIES_TOPO)) continue;
                     if (!(tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE)) ? pi > 0 : !pass_wanted(fpass, pi, merge, nh > 0))
                         continue; /* no fusion learned: every pass gives the same decisions */
-                    if ((st = pi == 2 ? gopt_trainer_actions_to_decisions_within(fz, tasks, hgroup, topo ? NULL : p, &a,
-                                                                                 &cand, group, err)
-                                      : gopt_trainer_actions_to_decisions(fz, tasks, merge, topo ? NULL : p, &a, &cand,
-                                                                          group, err)))
+                    if ((st = gopt_trainer_actions_to_decisions_within(fz, tasks, merge, pi == 2 ? hgroup : NULL,
+                                                                       topo ? NULL : p, &a, &cand, group, err)))
                         goto out;
                     if (!have && round == 0 && k == 0) gopt_decisions_copy(d, &cand); /* the answer if nothing is valid */
                     if (gopt_decisions_validate(&cand, p->graph, p->ndev, NULL)) continue;

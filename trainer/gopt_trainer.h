@@ -307,10 +307,12 @@ gopt_status gopt_trainer_checkpoint_tasks(const char *path, unsigned *tasks, gop
 gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned tasks, int fuse_merge,
                                               const gopt_bl_problem *ties, const gopt_policy_actions *a,
                                               gopt_decisions *d, int32_t *group_scratch, gopt_error *err);
-/* The same with the fusion pass bounded by `within`'s groups (gopt_policy_fusion_groups_within). */
-gopt_status gopt_trainer_actions_to_decisions_within(const gopt_frozen *fz, unsigned tasks, const int32_t *within,
-                                                     const gopt_bl_problem *ties, const gopt_policy_actions *a,
-                                                     gopt_decisions *d, int32_t *group_scratch, gopt_error *err);
+/* The same with the fusion pass bounded by `within`'s groups (gopt_policy_fusion_groups_within;
+ * fuse_merge is then not read); within NULL: gopt_trainer_actions_to_decisions. */
+gopt_status gopt_trainer_actions_to_decisions_within(const gopt_frozen *fz, unsigned tasks, int fuse_merge,
+                                                     const int32_t *within, const gopt_bl_problem *ties,
+                                                     const gopt_policy_actions *a, gopt_decisions *d,
+                                                     int32_t *group_scratch, gopt_error *err);
 
 /* Fusion levels that remake groups: level[v] = 0 for an unfused node (group[v] < 0), else its
  * group's level in 1..levels-1 (levels: the policy's fusion_levels, 2..32). Imitation targets

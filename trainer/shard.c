@@ -193,14 +193,8 @@ gopt_status tr_grad_reduce(gopt_trainer *t, gopt_error *err) {
     return GOPT_OK;
 }
 
-static gopt_status decisions_fit(gopt_decisions *d, int32_t n, gopt_error *err) {
-    if (d->n == n && d->device) return GOPT_OK;
-    gopt_decisions_destroy(d);
-    return gopt_decisions_init(d, n, err);
-}
-
 gopt_status tr_keep_slot_best(gopt_trainer *t, int b, const gopt_decisions *d, gopt_error *err) {
-    gopt_status st = decisions_fit(&t->dp->best[b], d->n, err);
+    gopt_status st = tr_decisions_fit(&t->dp->best[b], d->n, err);
     if (!st) gopt_decisions_copy(&t->dp->best[b], d);
     return st;
 }
@@ -251,7 +245,7 @@ gopt_status tr_share_bests(gopt_trainer *t, const int *improved, gopt_error *err
         if (improved[b] < 0) continue;
         tr_graph *G = &t->graphs[t->sel[b]];
         const int32_t n = G->fz->n;
-        if ((st = decisions_fit(&G->best_dec, n, err))) break;
+        if ((st = tr_decisions_fit(&G->best_dec, n, err))) break;
         memcpy(G->best_dec.device, p, sizeof(int32_t) * (size_t)n);
         memcpy(G->best_dec.priority, p + n, sizeof(int32_t) * (size_t)n);
         memcpy(G->best_dec.group, p + 2 * n, sizeof(int32_t) * (size_t)n);
@@ -339,7 +333,7 @@ gopt_status gopt_trainer_share_references(gopt_trainer *t, gopt_error *err) {
             memcpy(G->base_name, rec->base_name, sizeof rec->base_name);
             if (rec->has_ref_dec) {
                 const int32_t *d = (const int32_t *)(rec + 1);
-                if ((st = decisions_fit(&G->ref_dec, rec->n, err))) break;
+                if ((st = tr_decisions_fit(&G->ref_dec, rec->n, err))) break;
                 memcpy(G->ref_dec.device, d, sizeof(int32_t) * (size_t)rec->n);
                 memcpy(G->ref_dec.priority, d + rec->n, sizeof(int32_t) * (size_t)rec->n);
                 memcpy(G->ref_dec.group, d + 2 * rec->n, sizeof(int32_t) * (size_t)rec->n);

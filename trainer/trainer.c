@@ -744,9 +744,10 @@ void tr_schedule_next(gopt_trainer *t) {
     t->nsel = B;
 }
 
-static gopt_status actions_to_decisions(const gopt_frozen *fz, unsigned tasks, int fuse_merge, const int32_t *within,
-                                        const gopt_bl_problem *ties, const gopt_policy_actions *a, gopt_decisions *d,
-                                        int32_t *group, gopt_error *err) {
+gopt_status gopt_trainer_actions_to_decisions_within(const gopt_frozen *fz, unsigned tasks, int fuse_merge,
+                                                     const int32_t *within, const gopt_bl_problem *ties,
+                                                     const gopt_policy_actions *a, gopt_decisions *d, int32_t *group,
+                                                     gopt_error *err) {
     int32_t n = fz->n;
     if (d->n != n) return gopt_error_set(err, GOPT_EINVAL, "decisions for %d nodes, graph has %d", d->n, n);
     if (ties && (gopt_graph_frozen(ties->graph) != fz || !ties->cost || ties->cost->n != n))
@@ -781,13 +782,7 @@ static gopt_status actions_to_decisions(const gopt_frozen *fz, unsigned tasks, i
 gopt_status gopt_trainer_actions_to_decisions(const gopt_frozen *fz, unsigned tasks, int fuse_merge,
                                               const gopt_bl_problem *ties, const gopt_policy_actions *a,
                                               gopt_decisions *d, int32_t *group, gopt_error *err) {
-    return actions_to_decisions(fz, tasks, fuse_merge, NULL, ties, a, d, group, err);
-}
-
-gopt_status gopt_trainer_actions_to_decisions_within(const gopt_frozen *fz, unsigned tasks, const int32_t *within,
-                                                     const gopt_bl_problem *ties, const gopt_policy_actions *a,
-                                                     gopt_decisions *d, int32_t *group, gopt_error *err) {
-    return actions_to_decisions(fz, tasks, 1, within, ties, a, d, group, err);
+    return gopt_trainer_actions_to_decisions_within(fz, tasks, fuse_merge, NULL, ties, a, d, group, err);
 }
 
 
@@ -823,15 +818,9 @@ gopt_status tr_note_best_actions(const gopt_trainer *t, tr_graph *G, const gopt_
 gopt_status tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decisions *d, const gopt_policy_actions *a,
                          double step, gopt_error *err) {
     if (!(step < G->best)) return GOPT_OK;
-    if (G->best_dec.n != d->n) {
-        gopt_decisions_destroy(&G->best_dec);
-        gopt_status st = gopt_decisions_init(&G->best_dec, d->n, err);
-        if (st) return st;
-    }
-    if (a) {
-        gopt_status st = tr_note_best_actions(t, G, a, err);
-        if (st) return st;
-    }
+    gopt_status st = tr_decisions_fit(&G->best_dec, d->n, err);
+    if (st) return st;
+    if (a && (st = tr_note_best_actions(t, G, a, err))) return st;
     gopt_decisions_copy(&G->best_dec, d);
     G->best = step;
     G->has_best = 1;
@@ -960,13 +949,16 @@ gopt_status tr_simulate(gopt_trainer *t, tr_graph *G, int k, int *ok, gopt_error
     return GOPT_OK;
 }
 
+gopt_status tr_decisions_fit(gopt_decisions *d, int32_t n, gopt_error *err) {
+    if (d->n == n && d->device) return GOPT_OK;
+    gopt_decisions_destroy(d);
+    return gopt_decisions_init(d, n, err);
+}
+
 gopt_status tr_note_alt(tr_graph *G, const gopt_decisions *d, double step, gopt_error *err) {
     if (!(step < G->alt)) return GOPT_OK;
-    if (G->alt_dec.n != d->n) {
-        gopt_decisions_destroy(&G->alt_dec);
-        gopt_status st = gopt_decisions_init(&G->alt_dec, d->n, err);
-        if (st) return st;
-    }
+    gopt_status st = tr_decisions_fit(&G->alt_dec, d->n, err);
+    if (st) return st;
     gopt_decisions_copy(&G->alt_dec, d);
     G->alt = step;
     G->has_alt = 1;
@@ -986,11 +978,8 @@ gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, co
         if ((pi && !fuse) || (pi == 2 && !within) || (topo && !sched)) continue;
         for (int i = 0; i < k; i++) {
             gopt_policy_actions a = tr_actions(t, 0, i);
-            const gopt_bl_problem *ties = topo ? NULL : &bp;
-            if ((st = pi == 2 ? gopt_trainer_actions_to_decisions_within(G->fz, tasks, within, ties, &a, &t->dec[i],
-                                                                         t->group, err)
-                              : gopt_trainer_actions_to_decisions(G->fz, tasks, pi ? !own : own, ties, &a, &t->dec[i],
-                                                                  t->group, err)))
+            if ((st = gopt_trainer_actions_to_decisions_within(G->fz, tasks, pi ? !own : own, pi == 2 ? within : NULL,
+                                                               topo ? NULL : &bp, &a, &t->dec[i], t->group, err)))
                 return st;
         }
         int ok[GOPT_TRAINER_MAX_SAMPLES];

@@ -139,6 +139,9 @@ gopt_status tr_build_hints(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_error *
 gopt_policy_actions tr_actions(gopt_trainer *t, int b, int k);
 /* The policy's fusion pass (cfg.fuse_merge). */
 static inline int tr_fuse_merge(const gopt_trainer *t) { return gopt_policy_get_config(t->pol)->fuse_merge; }
+/* Keep d (step s, fits) as the graph's hint-pass answer (G->alt) when it is faster than the one
+ * kept. */
+gopt_status tr_note_alt(tr_graph *G, const gopt_decisions *d, double step, gopt_error *err);
 /* The variants of slot 0's actions 0..k-1, from variant `first` on: 0 is the policy's own fusion
  * pass with the critical-path tie order, 1 the topological tie order, 2 and 3 both orders under
  * the other fusion pass, 4 and 5 under the pass bounded by `within` (the hint groups the actions
@@ -147,12 +150,12 @@ static inline int tr_fuse_merge(const gopt_trainer *t) { return gopt_policy_get_
  * Each valid one that fits goes to tr_note_best (variants 4 and 5: tr_note_alt); one faster than
  * *best_s replaces it, and best_d and best_res (when set) get its decisions and result. Overwrites
  * t->dec[0..k) and t->res[0..k). */
-/* Keep d (step s, fits) as the graph's alternative answer when it is faster than the one kept. */
-gopt_status tr_note_alt(tr_graph *G, const gopt_decisions *d, double step, gopt_error *err);
 gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, const int32_t *within, double *best_s,
                               gopt_decisions *best_d, gopt_sim_result *best_res, gopt_error *err);
 /* Make sure every scratch array fits n nodes. */
 gopt_status tr_reserve(gopt_trainer *t, int32_t n, gopt_error *err);
+/* Make d hold n nodes (initialised again unless it already does; its values are then undefined). */
+gopt_status tr_decisions_fit(gopt_decisions *d, int32_t n, gopt_error *err);
 /* Size t->dec for n nodes. */
 gopt_status tr_decisions_for(gopt_trainer *t, int32_t n, gopt_error *err);
 /* Evaluate t->dec[0..k) on graph G into t->res (the simulator in a batch,
