@@ -8,7 +8,7 @@
  *                       [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]
  *                       [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]
  *                       [--finetune-imitate-target reference|best] [--finetune-place-temperature T]
- *                       [--finetune-train all|heads] [--go-fusion-pass best|free|merge|first|hint]
+ *                       [--finetune-train all|heads] [--finetune-splice M] [--go-fusion-pass best|free|merge|first|hint]
  *                       [--go-styles all|best|own]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
@@ -42,6 +42,8 @@
  *    far; default gopt finetune's: 4 and best; --finetune-imitate-every 0: plain PPO,
  *    the recipe before self-imitation); --finetune-place-temperature T gopt finetune's
  *    --place-temperature (the trained policy's placement temperature; default 1);
+ *    --finetune-splice M gopt finetune's --splice (the splice search's children per PPO step;
+ *    default gopt finetune's, 16 or K if fewer, 0 without self-imitation; 0: off, the ablation);
  *    --finetune-train all|heads gopt finetune's --train (heads: only the heads and the decoder's
  *    conditioning train, at gopt finetune's learning rates for it, 3e-3 and 1e-1 for imitation,
  *    unless --finetune-lr; default gopt finetune's: heads, and all with the warm recipe, whose
@@ -96,7 +98,7 @@ static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_e
 
 typedef struct {
     const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe, *ties, *fpass, *styles, *ft_imitate_target;
-    long samples, max_nodes, seed, ft_epochs, ft_threads, ft_imitate_every;
+    long samples, max_nodes, seed, ft_epochs, ft_threads, ft_imitate_every, ft_splice;
     double sa_budget, ft_seconds, temperature, ft_lr, ft_place_t;
     const char *ft_train; /* all|heads */
 } bench_args;
@@ -199,6 +201,9 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     o.imitate_every = (int)a->ft_imitate_every;
     o.imitate_best = o.imitate_every > 0 && !strcmp(a->ft_imitate_target, "best");
     o.place_temperature = (float)a->ft_place_t;
+    /* gopt finetune's splice search: 16 children per PPO step, at most K, with self-imitation only */
+    o.splice = a->ft_splice >= 0 ? (int)a->ft_splice : o.imitate_best ? (o.samples < 16 ? o.samples : 16) : 0;
+    if (o.splice > o.samples) o.splice = o.samples;
     o.train_heads = !strcmp(a->ft_train, "heads");
     o.greedy_styles = g_go.styles; /* as gopt finetune: the styles of the GO column */
     if (o.train_heads) { /* gopt finetune --train heads' learning rates */
@@ -300,7 +305,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
                       .profiles = "profiles/h100-nvswitch-x8.json,profiles/v100-dgx1-x8.json", .devices = "4,8",
                       .checkpoint = NULL, .recipe = "ppo", .ties = "best", .fpass = "best", .styles = "all", .samples = 16, .max_nodes = 0, .seed = 1,
                       .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 2, .ft_threads = 2,
-                      .ft_imitate_every = 4, .ft_imitate_target = "best", .ft_place_t = 1.0,
+                      .ft_imitate_every = 4, .ft_imitate_target = "best", .ft_place_t = 1.0, .ft_splice = -1,
                       .ft_train = NULL};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -335,6 +340,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--finetune-imitate-target")) a->ft_imitate_target = v;
         else if (!strcmp(o, "--finetune-place-temperature")) a->ft_place_t = strtod(v, &end);
         else if (!strcmp(o, "--finetune-train")) a->ft_train = v;
+        else if (!strcmp(o, "--finetune-splice")) a->ft_splice = strtol(v, &end, 10);
         else {
             fprintf(stderr, "bench_transfer: unknown option '%s'\n", o);
             return 2;
@@ -351,13 +357,13 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         gopt_go_pass_parse(a->fpass) < 0 || gopt_go_styles_parse(a->styles) < 0 ||
         a->ft_imitate_every < 0 || a->ft_imitate_every == 1 || a->ft_imitate_every > 1000000 ||
         (strcmp(a->ft_imitate_target, "reference") && strcmp(a->ft_imitate_target, "best")) ||
-        !(a->ft_place_t >= 0.05 && a->ft_place_t <= 100.0) ||
+        !(a->ft_place_t >= 0.05 && a->ft_place_t <= 100.0) || a->ft_splice < -1 || a->ft_splice > GOPT_TRAINER_MAX_SAMPLES ||
         (a->ft_train && strcmp(a->ft_train, "all") && strcmp(a->ft_train, "heads"))) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
                         ">= 0, --temperature 0.05..100, --set validation|train|test|holdout, --finetune-recipe ppo|warm, "
                         "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, --go-fusion-pass best|free|merge|first|hint, --go-styles all|best|own, "
                         "--finetune-imitate-every 0 or >= 2, --finetune-imitate-target reference|best, "
-                        "--finetune-place-temperature 0.05..100, --finetune-train all|heads\n");
+                        "--finetune-place-temperature 0.05..100, --finetune-train all|heads, --finetune-splice 0..K\n");
         return 2;
     }
     if (!a->ft_train) a->ft_train = strcmp(a->recipe, "warm") ? "heads" : "all"; /* gopt finetune's default */
@@ -375,7 +381,7 @@ int main(int argc, char **argv) {
                 "                      [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]\n"
                 "                      [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]\n"
                 "                      [--finetune-imitate-target reference|best] [--finetune-place-temperature T]\n"
-                "                      [--finetune-train all|heads] [--go-fusion-pass best|free|merge|first|hint]\n"
+                "                      [--finetune-train all|heads] [--finetune-splice M] [--go-fusion-pass best|free|merge|first|hint]\n"
                 "                      [--go-styles all|best|own]\n");
         return pr == 1 ? 0 : 2;
     }
@@ -452,7 +458,7 @@ int main(int argc, char **argv) {
     printf("bench_transfer: %d graphs of the %s split (%s), checkpoint %s, GO best of %ld samples (temperature %.3g), sa %.3g s%s\n",
            ng, a.set, a.split, shown, a.samples, a.temperature, a.sa_budget, a.ft_seconds > 0 ? "" : ", no fine-tuning");
     if (a.ft_seconds > 0) {
-        char every[160] = "";
+        char every[256] = "";
         if (a.ft_imitate_every)
             snprintf(every, sizeof every, "; one step in %ld imitates the %s", a.ft_imitate_every,
                      !strcmp(a.ft_imitate_target, "best") ? "best found so far" : "reference");
@@ -467,6 +473,15 @@ int main(int argc, char **argv) {
         if (a.ft_place_t != 1.0)
             snprintf(every + strlen(every), sizeof every - strlen(every), "; placement temperature %.3g",
                      a.ft_place_t);
+        {
+            gopt_trainer_options od;
+            gopt_trainer_options_default(&od);
+            const int self = !strcmp(a.ft_imitate_target, "best") && a.ft_imitate_every;
+            long sp = a.ft_splice >= 0 ? a.ft_splice : self ? 16 : 0;
+            if (sp > od.samples) sp = od.samples;
+            snprintf(every + strlen(every), sizeof every - strlen(every), "; splice search: %ld children per step",
+                     sp);
+        }
         printf("fine-tuning: %.3g s of wall time per graph (%s; %ld threads%s), against sa with --budget %.3g "
                "(one thread)\n",
                a.ft_seconds,

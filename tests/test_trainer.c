@@ -692,15 +692,21 @@ static void state_actions_as_arrays(const char *src, const char *dst) {
 }
 
 /* Loading path into a fresh trainer of options o on fan4 fails with EFORMAT and msg. */
-static void expect_fan4_load_error(const gopt_trainer_options *o, const char *path, const char *msg) {
+/* Loading path into a fresh trainer of graph g (device 1's peak peak1) fails with code and msg. */
+static void expect_load_error(const gopt_trainer_options *o, double peak1, gopt_graph *g, const char *path,
+                              gopt_status code, const char *msg) {
     env e;
     gopt_error err = {0};
-    env_init2(&e, 2, o, 3, 1e11);
-    add_graph(&e, fan_graph("fan4", 4));
-    assert_int_equal(gopt_trainer_load(e.tr, path, &err), GOPT_EFORMAT);
+    env_init2(&e, 2, o, 3, peak1);
+    add_graph(&e, g);
+    assert_int_equal(gopt_trainer_load(e.tr, path, &err), code);
     if (!strstr(err.msg, msg)) fprintf(stderr, "got: %s\n", err.msg);
     assert_non_null(strstr(err.msg, msg));
     env_free(&e);
+}
+
+static void expect_fan4_load_error(const gopt_trainer_options *o, const char *path, const char *msg) {
+    expect_load_error(o, 1e11, fan_graph("fan4", 4), path, GOPT_EFORMAT, msg);
 }
 
 static void test_imitate_best(void **state) {
@@ -790,6 +796,118 @@ static void test_imitate_best(void **state) {
     o.imitate_best = 2;
     assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "imitate best = 2"));
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* ---- the splice search (splice.c) ----------------------------------------------------------
+ * Beside PPO, never in it: the policy after 9 steps is the same bit for bit with and without it,
+ * and the answer is never slower (here faster: the search finds something). A resumed run ends
+ * where the uninterrupted one does; a damaged splice_s / splice_actions is refused, naming it. */
+/* a small generated training step (a Transformer-XL, some 500 nodes): priorities and fusion matter */
+static gopt_graph *splice_graph(void) {
+    gopt_graph *g = NULL;
+    gopt_error err = {0};
+    gopt_zoo_spec spec = {"transformer_xl", 1, 2, 16, GOPT_OPTIM_DEFAULT};
+    assert_int_equal(gopt_zoo_generate(&spec, &g, &err), GOPT_OK);
+    return g;
+}
+
+static void splice_run(const gopt_trainer_options *o, int steps, const char *save, double *best) {
+    env e;
+    gopt_error err = {0};
+    env_init(&e, 2, o, 3);
+    add_graph(&e, splice_graph());
+    run_steps(&e, steps);
+    const gopt_decisions *d = NULL;
+    *best = gopt_trainer_best(e.tr, 0, &d);
+    assert_non_null(d);
+    assert_int_equal(gopt_decisions_validate(d, gopt_trainer_graph(e.tr, 0), 2, NULL), GOPT_OK);
+    if (save) assert_int_equal(gopt_trainer_save(e.tr, save, &err), GOPT_OK);
+    env_free(&e);
+}
+
+static void expect_splice_load_error(const gopt_trainer_options *o, const char *path, gopt_status code, const char *msg) {
+    expect_load_error(o, 1e12, splice_graph(), path, code, msg);
+}
+
+static void test_splice(void **state) {
+    (void)state;
+    char dir[] = "/tmp/gopt_test_trainer_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char pa[256], pb[256], pc[256], sb[300], sc[300], cmd[2048];
+    snprintf(pa, sizeof pa, "%s/a.ckpt", dir);
+    snprintf(pb, sizeof pb, "%s/b.ckpt", dir);
+    snprintf(pc, sizeof pc, "%s/c.ckpt", dir);
+    snprintf(sb, sizeof sb, "%s.state", pb);
+    snprintf(sc, sizeof sc, "%s.state", pc);
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.samples = 6;
+    o.epochs = 1;
+    o.sim_threads = 1;
+    o.seed = 7;
+    o.imitate_every = 2;
+    o.imitate_best = 1;
+    double off, on, again;
+    splice_run(&o, 9, pa, &off);
+    o.splice = 6;
+    splice_run(&o, 9, pb, &on);
+    size_t la, lb;
+    char *a = read_file(pa, &la), *b = read_file(pb, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(a, b, la); /* PPO ran as without the search */
+    free(a);
+    free(b);
+    assert_true(on < off); /* and the search found a faster answer */
+    splice_run(&o, 9, NULL, &again);
+    assert_true(again == on); /* deterministic */
+    b = read_file(sb, &lb);
+    assert_non_null(strstr(b, "\"splice_s\": "));
+    assert_non_null(strstr(b, "\"splice_actions\": \""));
+    assert_non_null(strstr(b, "\"splice\": 6"));
+    free(b);
+    /* resume: 4 steps, save, load into a fresh trainer, 5 more = 9 straight */
+    splice_run(&o, 4, pc, &again);
+    env e;
+    gopt_error err = {0};
+    env_init(&e, 2, &o, 99);
+    add_graph(&e, splice_graph());
+    assert_int_equal(gopt_trainer_load(e.tr, pc, &err), GOPT_OK);
+    run_steps(&e, 5);
+    assert_true(gopt_trainer_best(e.tr, 0, NULL) == on);
+    assert_int_equal(gopt_trainer_save(e.tr, pc, &err), GOPT_OK);
+    env_free(&e);
+    a = read_file(sb, &la);
+    b = read_file(sc, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(a, b, la);
+    free(a);
+    free(b);
+    /* a run without the search does not resume one with it */
+    gopt_trainer_options o0 = o;
+    o0.splice = 0;
+    expect_splice_load_error(&o0, pb, GOPT_EINVAL, "option splice");
+    /* damaged fields, named */
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && cp '%s' '%s'", pb, pc, sb, sc);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "sed -i 's/\"splice_actions\": \"./\"splice_actions\": \"7/' '%s'", sc);
+    assert_int_equal(system(cmd), 0);
+    expect_splice_load_error(&o, pc, GOPT_EFORMAT, ".state: graph 'transformer_xl_l1_b2_s16': splice_actions[0] is not a value in 0..1");
+    snprintf(cmd, sizeof cmd, "sed -i '/\"splice_actions\"/d' '%s'", sc);
+    assert_int_equal(system(cmd), 0);
+    expect_splice_load_error(&o, pc, GOPT_EFORMAT, "splice_s and splice_actions come together, found only splice_s");
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && sed -i 's/\"splice_s\": [^,]*/\"splice_s\": -1/' '%s'", sb, sc, sc);
+    assert_int_equal(system(cmd), 0);
+    expect_splice_load_error(&o, pc, GOPT_EFORMAT, "graph 'transformer_xl_l1_b2_s16': splice_s is not a step time > 0");
+    /* refused options */
+    o.splice = 7;
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "splice = 7 is outside 0..6"));
+    o.splice = 6;
+    o.graphs_per_step = 2;
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "splice needs one graph per step"));
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
 }
@@ -2243,7 +2361,7 @@ int main(void) {
         cmocka_unit_test(test_nan_update_skipped),
         cmocka_unit_test(test_imitation_lowers_loss),
         cmocka_unit_test(test_imitate_every),
-        cmocka_unit_test(test_imitate_best), cmocka_unit_test(test_targets), cmocka_unit_test(test_place_temperature), cmocka_unit_test(test_train_heads),
+        cmocka_unit_test(test_imitate_best), cmocka_unit_test(test_splice), cmocka_unit_test(test_targets), cmocka_unit_test(test_place_temperature), cmocka_unit_test(test_train_heads),
         cmocka_unit_test(test_reference_evals),
         cmocka_unit_test(test_actions_to_decisions), cmocka_unit_test(test_group_levels),
         cmocka_unit_test(test_fusion_groups),

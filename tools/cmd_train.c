@@ -43,6 +43,9 @@ static void on_signal(int sig) {
  * so a minute buys 2-3x the steps (docs/results.md, "Fine-tuning the heads"); with --shrink < 1
  * the whole network (the warm start + shrink recipe retrains the shrunk trunk) */
 #define FT_TRAIN_HEADS 1
+/* and the splice search's children per PPO step (trainer/splice.c; docs/results.md, "The splice
+ * search"): capped at --samples; off with the runtime evaluator (each child would be measured) */
+#define FT_SPLICE 16
 /* --steps when only --seconds bounds the run (above --steps' own maximum) */
 #define STEPS_UNBOUNDED 1000000000L
 
@@ -79,6 +82,11 @@ static void common_options_help(FILE *f) {
             "  --place-temperature T (1) the trained policy's placement temperature, 0.05..100: above 1\n"
             "                    its samples try other devices (PPO stays on policy; greedy decisions do\n"
             "                    not change; docs/trainer.md)\n"
+            "  --splice M (0; finetune: %d, at most K; 0 with --evaluator runtime) after each PPO step\n"
+            "                    (one graph per step), M children of the best answer found so far, each\n"
+            "                    with a short window of one of the step's samples spliced in (its priorities\n"
+            "                    and fusion levels), simulated; a faster one is kept as the search's answer,\n"
+            "                    apart from PPO's incumbent (needs --imitate-target best; docs/trainer.md)\n"
             "  --train all|heads (all; finetune: heads, all with --shrink < 1) heads: only the policy's\n"
             "                    task heads and the decoder's conditioning train, the network's trunk stays;\n"
             "                    on one graph a step then costs the decoder, not the network (docs/trainer.md);\n"
@@ -102,7 +110,7 @@ static void common_options_help(FILE *f) {
             "  --shrink L (1: off) multiply the loaded policy's parameters by L in (0, 1] before training\n"
             "                    (after the zero-shot evaluation): restores a pre-trained policy's ability\n"
             "                    to fit a new graph; with --imitate 500, L = 0.3 (docs/results.md)\n",
-            FT_EPOCHS);
+            FT_EPOCHS, FT_SPLICE);
 }
 
 static void train_usage(FILE *f) {
@@ -213,6 +221,7 @@ typedef struct {
     int target_set;      /* --imitate-target given */
     int lr_set, imitate_lr_set; /* --lr, --imitate-lr given (--train heads has its own defaults) */
     int train_set;              /* --train given */
+    int splice_set;             /* --splice given */
     int runtime;         /* finetune --evaluator runtime: measured steps judge the samples */
     const char *device;  /* --device: where the network runs (NULL: the CPU) */
     gopt_rt_options rto; /* its backend, reps, clock */
@@ -548,6 +557,10 @@ static int parse_common(cli_args *a, train_args *ta) {
         ta->train_set = 1;
     }
     else if (cli_opt_double(a, "--place-temperature", &x, 0.05, 100)) ta->o.place_temperature = (float)x;
+    else if (cli_opt_long(a, "--splice", &l, 0, GOPT_TRAINER_MAX_SAMPLES)) {
+        ta->o.splice = (int)l;
+        ta->splice_set = 1;
+    }
     else if (cli_opt_str(a, "--imitate-target", &s)) {
         if (strcmp(s, "reference") && strcmp(s, "best")) {
             cli_usage_error(a->verb, "--imitate-target: '%s' is not reference or best", s);
@@ -1030,6 +1043,16 @@ static int check_common(train_args *ta, const char *verb) {
     if (ta->o.train_heads && !ta->imitate_lr_set) ta->o.imitate_lr = GOPT_TRAINER_HEADS_IMITATE_LR;
     if (!ta->finetune && ta->zs_samples >= 0)
         return cli_usage_error(verb, "--zero-shot-samples is an option of gopt finetune");
+    if (ta->o.splice > 0 && !ta->o.imitate_best) { /* its first parent is self-imitation's incumbent */
+        if (ta->splice_set)
+            return cli_usage_error(verb, "--splice %d needs --imitate-target best (and --imitate-every M)", ta->o.splice);
+        ta->o.splice = 0;
+    }
+    if (ta->o.splice > ta->o.samples) {
+        if (ta->splice_set)
+            return cli_usage_error(verb, "--splice %d: at most --samples (%d)", ta->o.splice, ta->o.samples);
+        ta->o.splice = ta->o.samples;
+    }
     if (!ta->prof && !ta->profiles_s && !ta->manifest)
         return cli_usage_error(verb, "missing --profile P%s", ta->finetune ? "" : " (or --profiles P1,P2,...)");
     if (ta->prof && ta->profiles_s) return cli_usage_error(verb, "--profile and --profiles: give one of them");
@@ -1201,6 +1224,7 @@ int cmd_finetune(int argc, char **argv) {
     ta.rto.backend = (gopt_rt_backend)be;
     ta.rto.clock = (gopt_rt_clock)ck;
     ta.rto.reps = reps ? (int)reps : 3;
+    if (!ta.splice_set) ta.o.splice = ta.runtime ? 0 : FT_SPLICE; /* capped at --samples by check_common */
     int rc = check_common(&ta, a.verb);
     if (rc) return rc;
     if (!ckpt) ckpt = gopt_trainer_default_checkpoint();

@@ -105,6 +105,10 @@ typedef struct {
     int reference_anneal_max_nodes; /* > 0: a reference method that anneals runs only on graphs of
                                        at most this many nodes (its cost grows with the graph; the
                                        others take the best of the rest); 0: on every graph */
+    int splice;            /* children per PPO step of the splice search (splice.c), 0..samples: the
+                              best answer found so far with a short window of one of the step's
+                              samples spliced in (its priorities and fusion levels), kept when
+                              faster; one graph per step (0: off; finetune: 16) */
     int canonical_targets; /* 1: the imitation target's devices are renumbered in order of first use
                               along the topological order (gopt_trainer_canonical_devices), kept only
                               where the relabelled target simulates no slower (links need not be

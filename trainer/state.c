@@ -77,6 +77,8 @@ static json_t *options_json(const gopt_trainer *t) {
     if (o->train_heads) json_object_set_new(j, "train", json_string("heads"));
     /* only when set: a state without it was written before the cap existed (sa's defaults) */
     if (o->reference_evals > 0) json_object_set_new(j, "reference_evals", json_integer(o->reference_evals));
+    /* only when on: a state without it was written before the splice search (off) */
+    if (o->splice > 0) json_object_set_new(j, "splice", json_integer(o->splice));
     if (o->reference_anneal_max_nodes > 0)
         json_object_set_new(j, "reference_anneal_max_nodes", json_integer(o->reference_anneal_max_nodes));
     return j;
@@ -95,7 +97,7 @@ static double real_or_inf(json_t *x) { return json_is_number(x) ? json_number_va
 /* The actions behind a graph's best (self-imitation's target, 3n integers:
  * devices, priority levels, fusion levels), so that a resumed run imitates
  * what the uninterrupted one would. */
-static json_t *best_actions_json(const tr_graph *G) {
+static json_t *actions_json(const tr_graph *G, const int32_t *act) {
     /* one hex digit per action (every action space is at most TR_MAX_WIDTH = 16 wide): 3n
      * characters, where an array of integers took some 7 bytes a value in the indented state */
     _Static_assert(TR_MAX_WIDTH <= 16, "best_actions: one hex digit per action");
@@ -103,7 +105,7 @@ static json_t *best_actions_json(const tr_graph *G) {
     const size_t len = 3 * (size_t)G->fz->n;
     char *s = malloc(len + 1);
     if (!s) return NULL;
-    for (size_t i = 0; i < len; i++) s[i] = hex[G->best_act[i] & 15];
+    for (size_t i = 0; i < len; i++) s[i] = hex[act[i] & 15];
     s[len] = '\0';
     json_t *a = json_stringn(s, len);
     free(s);
@@ -203,8 +205,19 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
         /* only with an improved target: a resumed run must be given the same (gopt_trainer_load) */
         if (G->has_tgt_act) json_object_set_new(g, "target_s", json_real(G->tgt_step));
         if (G->has_tgt_act && G->tgt_tasks != GOPT_TASKS_ALL) json_object_set_new(g, "target_keep", json_string("place"));
+        /* only with the splice search's own best (splice.c): a state without it had none */
+        if (G->has_sp && G->sp_s < G->best) {
+            json_t *sa = actions_json(G, G->sp_act);
+            if (!sa) {
+                json_decref(g);
+                st = gopt_error_set(err, GOPT_ENOMEM, "%s: out of memory writing the state", state);
+                goto out;
+            }
+            json_object_set_new(g, "splice_s", json_real(G->sp_s));
+            json_object_set_new(g, "splice_actions", sa);
+        }
         if (t->o.imitate_best && G->has_best_act) {
-            json_t *ba = best_actions_json(G);
+            json_t *ba = actions_json(G, G->best_act);
             if (!ba) {
                 json_decref(g);
                 st = gopt_error_set(err, GOPT_ENOMEM, "%s: out of memory writing the state", state);
@@ -429,6 +442,25 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
             st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': hint_pass_s is not a step time > 0", state, name);
             goto out;
         }
+        json_t *spj = json_object_get(g, "splice_s"), *spa = json_object_get(g, "splice_actions");
+        const double sps = spj ? real_or_inf(spj) : INFINITY;
+        if (spj && (!json_is_number(spj) || !(sps > 0) || !isfinite(sps))) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': splice_s is not a step time > 0", state, name);
+            goto out;
+        }
+        if (!spj != !spa) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': splice_s and splice_actions come together, "
+                                "found only %s", state, name, spj ? "splice_s" : "splice_actions");
+            goto out;
+        }
+        if (spa) {
+            const size_t len = 3 * (size_t)G->fz->n;
+            if (!G->sp_act && !(G->sp_act = gopt_malloc(sizeof(int32_t) * (len ? len : 1), err))) {
+                st = GOPT_ENOMEM;
+                goto out;
+            }
+            if ((st = parse_actions(t, G, spa, state, name, "splice_actions", G->sp_act, err))) goto out;
+        }
         json_t *tj = json_object_get(g, "target_s");
         if (tj && !json_is_number(tj)) {
             st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': target_s is not a number", state, name);
@@ -454,6 +486,9 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
         G->ref = ref;
         G->best = best;
         G->alt = alt;
+        G->sp_s = sps; /* its decisions are not kept (as best_dec): the search continues from the actions */
+        G->has_sp = spa != NULL;
+        G->has_sp_dec = 0;
         json_t *aj = json_object_get(g, "best_actions");
         if (aj && (st = load_best_actions(t, G, aj, state, name, err))) goto out;
     }

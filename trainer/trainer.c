@@ -48,6 +48,7 @@ void gopt_trainer_options_default(gopt_trainer_options *o) {
     o->seed = 1;
     o->reference = "single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla";
     o->canonical_targets = 1;
+    o->splice = 0;
 }
 
 gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error *err) {
@@ -65,6 +66,12 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
     if (!(o->adam.lr > 0.0f && o->adam.lr < 1.0f) || !(o->imitate_lr > 0.0f && o->imitate_lr < 1.0f))
         return gopt_error_set(err, GOPT_EINVAL, "trainer: learning rate %g / imitation %g is outside (0, 1)",
                               (double)o->adam.lr, (double)o->imitate_lr);
+    if (o->splice < 0 || o->splice > o->samples)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: splice = %d is outside 0..%d (the samples per step)",
+                              o->splice, o->samples);
+    if (o->splice > 0 && o->graphs_per_step != 1)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: splice needs one graph per step (graphs per step = %d)",
+                              o->graphs_per_step);
     if (o->sim_threads < 1 || o->sim_threads > TR_MAX_THREADS)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: threads = %d is outside 1..%d", o->sim_threads,
                               TR_MAX_THREADS);
@@ -285,6 +292,8 @@ static void graph_destroy(gopt_trainer *t, tr_graph *G) {
     gopt_decisions_destroy(&G->ref_dec);
     gopt_decisions_destroy(&G->best_dec);
     gopt_decisions_destroy(&G->alt_dec);
+    gopt_decisions_destroy(&G->sp_dec);
+    free(G->sp_act);
     free(G->best_act);
     free(G->tgt_act);
     memset(G, 0, sizeof *G);
@@ -651,6 +660,7 @@ gopt_status gopt_trainer_add_graph_on(gopt_trainer *t, gopt_graph *g, const gopt
     G->hot = -1;
     G->best = INFINITY;
     G->alt = INFINITY;
+    G->sp_s = INFINITY;
     if (!G->fz) {
         st = gopt_error_set(err, GOPT_EINVAL, "trainer: graph '%s' is not finalized", gopt_graph_name(g));
         goto fail;
@@ -710,6 +720,10 @@ double gopt_trainer_reference(const gopt_trainer *t, int i, const char **method)
 }
 double gopt_trainer_best(const gopt_trainer *t, int i, const gopt_decisions **d) {
     const tr_graph *G = &t->graphs[i];
+    if (G->sp_s < G->best && G->sp_s <= G->alt) { /* an answer of the splice search (splice.c) */
+        if (d) *d = G->has_sp_dec ? &G->sp_dec : NULL;
+        return G->sp_s;
+    }
     if (G->alt < G->best) { /* an answer of the hint pass (tr_note_alt) */
         if (d) *d = G->has_alt ? &G->alt_dec : NULL;
         return G->alt;
@@ -1086,6 +1100,8 @@ gopt_status gopt_trainer_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_erro
     const int64_t after = (int64_t)t->step - t->o.imitate_steps; /* PPO steps' index */
     const int imitate = after < 0 || (t->o.imitate_every > 0 && after % t->o.imitate_every == t->o.imitate_every - 1);
     gopt_status s = imitate ? tr_imitate_step(t, st, err) : tr_ppo_step(t, st, err);
+    if (!s && !imitate && t->o.splice > 0 && (s = tr_splice_step(t, err)) == GOPT_OK)
+        st->best_so_far_rel = gopt_trainer_best(t, t->sel[0], NULL) / t->graphs[t->sel[0]].ref;
     if (s) return s;
     t->step++;
     st->seconds = gopt_now_seconds() - t0;

@@ -72,6 +72,11 @@ typedef struct {
                                the improvements PPO records stay on the policy's own passes */
     gopt_decisions alt_dec;
     int has_alt;
+    double sp_s;            /* the splice search's best (splice.c): step (s), +inf before any; an answer
+                               kept apart like alt: PPO and self-imitation never see it */
+    int32_t *sp_act;        /* (3, n) its actions, when has_sp */
+    gopt_decisions sp_dec;  /* its decisions, when has_sp_dec (not after a resume: as best_dec) */
+    int has_sp, has_sp_dec;
     int32_t *best_act;      /* (3, n) the policy's actions behind best_dec, when has_best_act */
     int has_best_act;
     int32_t *tgt_act;       /* (3, n) an improved imitation target (gopt_trainer_set_target), when has_tgt_act */
@@ -242,5 +247,7 @@ gopt_status tr_share_bests(gopt_trainer *t, const int *improved, gopt_error *err
 
 gopt_status tr_ppo_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err);
 gopt_status tr_imitate_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err);
+/* After a PPO step: the splice search's children of this step (o.splice; splice.c). */
+gopt_status tr_splice_step(gopt_trainer *t, gopt_error *err);
 
 #endif

@@ -1,0 +1,101 @@
+/* splice.c: the splice search, a local search around the best answer that runs beside PPO
+ * (o.splice children per PPO step; gopt finetune's default 16).
+ *
+ * After each PPO step on graph G: the search's parent P is the best answer it knows (its own
+ * best, or PPO's incumbent G->best_act when that is faster). Each child is P with a window of
+ * the step's samples spliced in: one of the K samples (drawn uniformly) and a contiguous run of
+ * nodes in topological order, SPLICE_WMIN..SPLICE_WMAX of the graph (log-uniform, at least one
+ * node), whose priority levels and fusion levels the child takes from that sample; placement stays
+ * P's, so the memory masks the decoder applied to P hold for every child. The children are
+ * turned into decisions the way samples are (the checkpoint's own fusion pass, critical-path ties)
+ * and simulated in one batch; the fastest that fits and beats the search's best becomes its best
+ * (G->sp_s, sp_act, sp_dec), which gopt_trainer_best counts. Like the hint pass's answers
+ * (G->alt) they are kept apart from PPO's incumbent: rewards, self-imitation and G->best see only
+ * the policy's own samples, so PPO runs as it would without the search, less the time the children
+ * take (a child costs a fusion pass and a simulation, no decoding).
+ *
+ * Every move is the policy's: a child's levels are what the policy sampled for those nodes (on an
+ * earlier prefix), set into the best answer it has found; no baseline's answer enters. The
+ * children's randomness is a stream seeded by (seed, step), so a resumed run draws what the
+ * uninterrupted one would. One graph per step (gopt_trainer_options_check): under data-parallel
+ * fine-tuning every rank then draws all K samples (it simulates its share) and holds the same
+ * incumbent (tr_share_bests), so every rank runs the same children and N ranks end where one
+ * process does.
+ *
+ * Measured (2026-12-02, gopt finetune 60 s on 4 V100s, six validation models): docs/results.md,
+ * "The splice search".
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer_internal.h"
+
+#define SPLICE_WMIN 0.002 /* a window's share of the graph's nodes, at least */
+#define SPLICE_WMAX 0.03  /* and at most */
+
+/* The search's parent is PPO's incumbent when that is faster than the search's own best. */
+static gopt_status adopt_incumbent(const gopt_trainer *t, tr_graph *G, gopt_error *err) {
+    const size_t n = (size_t)G->fz->n;
+    if (!G->has_best_act || !(G->best < G->sp_s)) return GOPT_OK;
+    if (!G->sp_act && !(G->sp_act = gopt_malloc(sizeof(int32_t) * 3 * (n ? n : 1), err))) return GOPT_ENOMEM;
+    memcpy(G->sp_act, G->best_act, sizeof(int32_t) * 3 * n);
+    G->sp_s = G->best;
+    G->has_sp = 1;
+    G->has_sp_dec = 0; /* G->best_dec has them; the search's own answers get their own */
+    (void)t;
+    return GOPT_OK;
+}
+
+gopt_status tr_splice_step(gopt_trainer *t, gopt_error *err) {
+    const int M = t->o.splice;
+    if (M <= 0) return GOPT_OK;
+    if (t->nsel != 1) return gopt_error_set(err, GOPT_EINVAL, "trainer: splice needs one graph per step");
+    tr_graph *G = &t->graphs[t->sel[0]];
+    gopt_status st = adopt_incumbent(t, G, err);
+    if (st || !G->has_sp) return st; /* no parent yet (self-imitation off: PPO keeps no actions) */
+    const int K = t->o.samples;
+    const int32_t n = G->fz->n;
+    if (n < 1) return GOPT_OK;
+    const size_t N3 = 3 * (size_t)n;
+    int32_t *kids = gopt_malloc(sizeof(int32_t) * N3 * (size_t)M, err);
+    if (!kids) return GOPT_ENOMEM;
+    gopt_rng r;
+    gopt_rng_seed(&r, (t->o.seed ^ 0x73706c6963650000ull) * 0x9E3779B97F4A7C15ull + (uint64_t)t->step);
+    gopt_bl_problem bp;
+    if ((st = tr_decisions_for(t, n, err)) || (st = tr_problem(t, t->sel[0], &bp, err))) goto out;
+    for (int m = 0; m < M; m++) {
+        const gopt_policy_actions S = tr_actions(t, 0, (int)gopt_rng_below(&r, (uint64_t)K));
+        int32_t *c = kids + N3 * (size_t)m;
+        memcpy(c, G->sp_act, sizeof(int32_t) * N3);
+        const double f = SPLICE_WMIN * pow(SPLICE_WMAX / SPLICE_WMIN, gopt_rng_uniform(&r));
+        const int32_t w = (int32_t)(f * n) + 1, r0 = (int32_t)gopt_rng_below(&r, (uint64_t)n);
+        for (int32_t i = r0; i < r0 + w && i < n; i++) {
+            const int32_t v = G->fz->topo[i];
+            c[n + v] = S.sched[v];
+            c[2 * (size_t)n + v] = S.fuse[v];
+        }
+        const gopt_policy_actions a = {c, c + n, c + 2 * (size_t)n};
+        if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &t->dec[m],
+                                                    t->group, err)))
+            goto out;
+    }
+    int ok[GOPT_TRAINER_MAX_SAMPLES];
+    if ((st = tr_simulate(t, G, M, ok, err))) goto out;
+    int best = -1;
+    for (int m = 0; m < M; m++) {
+        const double s = t->res[m].step_time_s;
+        if (ok[m] && !t->res[m].oom && s > 0 && isfinite(s) && s < (best < 0 ? G->sp_s : t->res[best].step_time_s))
+            best = m;
+    }
+    if (best >= 0) {
+        if ((st = tr_decisions_fit(&G->sp_dec, n, err))) goto out;
+        gopt_decisions_copy(&G->sp_dec, &t->dec[best]);
+        memcpy(G->sp_act, kids + N3 * (size_t)best, sizeof(int32_t) * N3);
+        G->sp_s = t->res[best].step_time_s;
+        G->has_sp_dec = 1;
+    }
+out:
+    free(kids);
+    return st;
+}
