@@ -201,8 +201,7 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     o.imitate_every = (int)a->ft_imitate_every;
     o.imitate_best = o.imitate_every > 0 && !strcmp(a->ft_imitate_target, "best");
     o.place_temperature = (float)a->ft_place_t;
-    /* gopt finetune's splice search: 16 children per PPO step, at most K, with self-imitation only */
-    o.splice = a->ft_splice >= 0 ? (int)a->ft_splice : o.imitate_best ? (o.samples < 16 ? o.samples : 16) : 0;
+    o.splice = a->ft_splice >= 0 ? (int)a->ft_splice : gopt_trainer_finetune_splice(&o); /* gopt finetune's */
     if (o.splice > o.samples) o.splice = o.samples;
     o.train_heads = !strcmp(a->ft_train, "heads");
     o.greedy_styles = g_go.styles; /* as gopt finetune: the styles of the GO column */
@@ -462,26 +461,19 @@ int main(int argc, char **argv) {
         if (a.ft_imitate_every)
             snprintf(every, sizeof every, "; one step in %ld imitates the %s", a.ft_imitate_every,
                      !strcmp(a.ft_imitate_target, "best") ? "best found so far" : "reference");
-        {
-            gopt_trainer_options od;
-            gopt_trainer_options_default(&od);
-            snprintf(every + strlen(every), sizeof every - strlen(every), "; %ld PPO epochs per step",
-                     a.ft_epochs > 0 ? a.ft_epochs : (long)od.epochs);
-        }
+        gopt_trainer_options od; /* the trainer's defaults, and gopt finetune's splice search */
+        gopt_trainer_options_default(&od);
+        snprintf(every + strlen(every), sizeof every - strlen(every), "; %ld PPO epochs per step",
+                 a.ft_epochs > 0 ? a.ft_epochs : (long)od.epochs);
+        od.imitate_best = a.ft_imitate_every > 0 && !strcmp(a.ft_imitate_target, "best");
         if (!strcmp(a.ft_train, "heads"))
             snprintf(every + strlen(every), sizeof every - strlen(every), "; heads only");
         if (a.ft_place_t != 1.0)
             snprintf(every + strlen(every), sizeof every - strlen(every), "; placement temperature %.3g",
                      a.ft_place_t);
-        {
-            gopt_trainer_options od;
-            gopt_trainer_options_default(&od);
-            const int self = !strcmp(a.ft_imitate_target, "best") && a.ft_imitate_every;
-            long sp = a.ft_splice >= 0 ? a.ft_splice : self ? 16 : 0;
-            if (sp > od.samples) sp = od.samples;
-            snprintf(every + strlen(every), sizeof every - strlen(every), "; splice search: %ld children per step",
-                     sp);
-        }
+        long sp = a.ft_splice >= 0 ? a.ft_splice : gopt_trainer_finetune_splice(&od);
+        if (sp > od.samples) sp = od.samples;
+        snprintf(every + strlen(every), sizeof every - strlen(every), "; splice search: %ld children per step", sp);
         printf("fine-tuning: %.3g s of wall time per graph (%s; %ld threads%s), against sa with --budget %.3g "
                "(one thread)\n",
                a.ft_seconds,

@@ -43,9 +43,6 @@ static void on_signal(int sig) {
  * so a minute buys 2-3x the steps (docs/results.md, "Fine-tuning the heads"); with --shrink < 1
  * the whole network (the warm start + shrink recipe retrains the shrunk trunk) */
 #define FT_TRAIN_HEADS 1
-/* and the splice search's children per PPO step (trainer/splice.c; docs/results.md, "The splice
- * search"): capped at --samples; off with the runtime evaluator (each child would be measured) */
-#define FT_SPLICE 16
 /* --steps when only --seconds bounds the run (above --steps' own maximum) */
 #define STEPS_UNBOUNDED 1000000000L
 
@@ -110,7 +107,7 @@ static void common_options_help(FILE *f) {
             "  --shrink L (1: off) multiply the loaded policy's parameters by L in (0, 1] before training\n"
             "                    (after the zero-shot evaluation): restores a pre-trained policy's ability\n"
             "                    to fit a new graph; with --imitate 500, L = 0.3 (docs/results.md)\n",
-            FT_EPOCHS, FT_SPLICE);
+            FT_EPOCHS, GOPT_TRAINER_FINETUNE_SPLICE);
 }
 
 static void train_usage(FILE *f) {
@@ -1043,16 +1040,11 @@ static int check_common(train_args *ta, const char *verb) {
     if (ta->o.train_heads && !ta->imitate_lr_set) ta->o.imitate_lr = GOPT_TRAINER_HEADS_IMITATE_LR;
     if (!ta->finetune && ta->zs_samples >= 0)
         return cli_usage_error(verb, "--zero-shot-samples is an option of gopt finetune");
-    if (ta->o.splice > 0 && !ta->o.imitate_best) { /* its first parent is self-imitation's incumbent */
-        if (ta->splice_set)
-            return cli_usage_error(verb, "--splice %d needs --imitate-target best (and --imitate-every M)", ta->o.splice);
-        ta->o.splice = 0;
-    }
-    if (ta->o.splice > ta->o.samples) {
-        if (ta->splice_set)
-            return cli_usage_error(verb, "--splice %d: at most --samples (%d)", ta->o.splice, ta->o.samples);
-        ta->o.splice = ta->o.samples;
-    }
+    /* finetune's default (gopt_trainer_finetune_splice) meets both: only a given --splice can fail */
+    if (ta->o.splice > 0 && !ta->o.imitate_best) /* its first parent is self-imitation's incumbent */
+        return cli_usage_error(verb, "--splice %d needs --imitate-target best (and --imitate-every M)", ta->o.splice);
+    if (ta->o.splice > ta->o.samples)
+        return cli_usage_error(verb, "--splice %d: at most --samples (%d)", ta->o.splice, ta->o.samples);
     if (!ta->prof && !ta->profiles_s && !ta->manifest)
         return cli_usage_error(verb, "missing --profile P%s", ta->finetune ? "" : " (or --profiles P1,P2,...)");
     if (ta->prof && ta->profiles_s) return cli_usage_error(verb, "--profile and --profiles: give one of them");
@@ -1224,7 +1216,8 @@ int cmd_finetune(int argc, char **argv) {
     ta.rto.backend = (gopt_rt_backend)be;
     ta.rto.clock = (gopt_rt_clock)ck;
     ta.rto.reps = reps ? (int)reps : 3;
-    if (!ta.splice_set) ta.o.splice = ta.runtime ? 0 : FT_SPLICE; /* capped at --samples by check_common */
+    /* off with the runtime evaluator: each child would be measured */
+    if (!ta.splice_set) ta.o.splice = ta.runtime ? 0 : gopt_trainer_finetune_splice(&ta.o);
     int rc = check_common(&ta, a.verb);
     if (rc) return rc;
     if (!ckpt) ckpt = gopt_trainer_default_checkpoint();

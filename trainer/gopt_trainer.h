@@ -56,6 +56,8 @@
  * steps than the whole network (docs/trainer.md, --train; chosen on single-graph pilots) */
 #define GOPT_TRAINER_HEADS_LR 3e-3f
 #define GOPT_TRAINER_HEADS_IMITATE_LR 1e-1f
+/* Fine-tuning's splice search: children per PPO step (docs/results.md, "The splice search") */
+#define GOPT_TRAINER_FINETUNE_SPLICE 16
 
 typedef struct {
     int samples;           /* K: solutions sampled per graph per step (16), 2..GOPT_TRAINER_MAX_SAMPLES */
@@ -117,6 +119,9 @@ typedef struct {
 
 void gopt_trainer_options_default(gopt_trainer_options *o);
 gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error *err);
+/* Fine-tuning's default o->splice for options o: GOPT_TRAINER_FINETUNE_SPLICE, at most
+ * o->samples, with self-imitation (o->imitate_best: the search's first parent); 0 without it. */
+int gopt_trainer_finetune_splice(const gopt_trainer_options *o);
 /* Parse "place,sched,fuse" (any non-empty subset) into task bits. */
 gopt_status gopt_trainer_parse_tasks(const char *s, unsigned *tasks, gopt_error *err);
 /* "place,sched,fuse" form of task bits into buf (>= 32 bytes). */

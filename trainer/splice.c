@@ -35,15 +35,13 @@
 #define SPLICE_WMAX 0.03  /* and at most */
 
 /* The search's parent is PPO's incumbent when that is faster than the search's own best. */
-static gopt_status adopt_incumbent(const gopt_trainer *t, tr_graph *G, gopt_error *err) {
+static gopt_status adopt_incumbent(tr_graph *G, gopt_error *err) {
     const size_t n = (size_t)G->fz->n;
     if (!G->has_best_act || !(G->best < G->sp_s)) return GOPT_OK;
     if (!G->sp_act && !(G->sp_act = gopt_malloc(sizeof(int32_t) * 3 * (n ? n : 1), err))) return GOPT_ENOMEM;
     memcpy(G->sp_act, G->best_act, sizeof(int32_t) * 3 * n);
     G->sp_s = G->best;
-    G->has_sp = 1;
     G->has_sp_dec = 0; /* G->best_dec has them; the search's own answers get their own */
-    (void)t;
     return GOPT_OK;
 }
 
@@ -52,8 +50,8 @@ gopt_status tr_splice_step(gopt_trainer *t, gopt_error *err) {
     if (M <= 0) return GOPT_OK;
     if (t->nsel != 1) return gopt_error_set(err, GOPT_EINVAL, "trainer: splice needs one graph per step");
     tr_graph *G = &t->graphs[t->sel[0]];
-    gopt_status st = adopt_incumbent(t, G, err);
-    if (st || !G->has_sp) return st; /* no parent yet (self-imitation off: PPO keeps no actions) */
+    gopt_status st = adopt_incumbent(G, err);
+    if (st || !isfinite(G->sp_s)) return st; /* no parent yet (self-imitation off: PPO keeps no actions) */
     const int K = t->o.samples;
     const int32_t n = G->fz->n;
     if (n < 1) return GOPT_OK;

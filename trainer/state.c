@@ -206,7 +206,7 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
         if (G->has_tgt_act) json_object_set_new(g, "target_s", json_real(G->tgt_step));
         if (G->has_tgt_act && G->tgt_tasks != GOPT_TASKS_ALL) json_object_set_new(g, "target_keep", json_string("place"));
         /* only with the splice search's own best (splice.c): a state without it had none */
-        if (G->has_sp && G->sp_s < G->best) {
+        if (G->sp_s < G->best) {
             json_t *sa = actions_json(G, G->sp_act);
             if (!sa) {
                 json_decref(g);
@@ -487,7 +487,6 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
         G->best = best;
         G->alt = alt;
         G->sp_s = sps; /* its decisions are not kept (as best_dec): the search continues from the actions */
-        G->has_sp = spa != NULL;
         G->has_sp_dec = 0;
         json_t *aj = json_object_get(g, "best_actions");
         if (aj && (st = load_best_actions(t, G, aj, state, name, err))) goto out;

@@ -51,6 +51,11 @@ void gopt_trainer_options_default(gopt_trainer_options *o) {
     o->splice = 0;
 }
 
+int gopt_trainer_finetune_splice(const gopt_trainer_options *o) {
+    if (!o->imitate_best) return 0;
+    return GOPT_TRAINER_FINETUNE_SPLICE < o->samples ? GOPT_TRAINER_FINETUNE_SPLICE : o->samples;
+}
+
 gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error *err) {
     if (o->samples < 2 || o->samples > GOPT_TRAINER_MAX_SAMPLES)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: samples = %d is outside 2..%d", o->samples, GOPT_TRAINER_MAX_SAMPLES);

@@ -74,9 +74,9 @@ typedef struct {
     int has_alt;
     double sp_s;            /* the splice search's best (splice.c): step (s), +inf before any; an answer
                                kept apart like alt: PPO and self-imitation never see it */
-    int32_t *sp_act;        /* (3, n) its actions, when has_sp */
+    int32_t *sp_act;        /* (3, n) its actions, when sp_s is finite */
     gopt_decisions sp_dec;  /* its decisions, when has_sp_dec (not after a resume: as best_dec) */
-    int has_sp, has_sp_dec;
+    int has_sp_dec;
     int32_t *best_act;      /* (3, n) the policy's actions behind best_dec, when has_best_act */
     int has_best_act;
     int32_t *tgt_act;       /* (3, n) an improved imitation target (gopt_trainer_set_target), when has_tgt_act */
