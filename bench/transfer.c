@@ -43,7 +43,7 @@
  *    the recipe before self-imitation); --finetune-place-temperature T gopt finetune's
  *    --place-temperature (the trained policy's placement temperature; default 1);
  *    --finetune-splice M gopt finetune's --splice (the splice search's children per PPO step;
- *    default gopt finetune's, 16 or K if fewer, 0 without self-imitation; 0: off, the ablation);
+ *    default gopt finetune's, 64, 0 without self-imitation; 0: off, the ablation);
  *    --finetune-train all|heads gopt finetune's --train (heads: only the heads and the decoder's
  *    conditioning train, at gopt finetune's learning rates for it, 3e-3 and 1e-1 for imitation,
  *    unless --finetune-lr; default gopt finetune's: heads, and all with the warm recipe, whose
@@ -202,7 +202,6 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     o.imitate_best = o.imitate_every > 0 && !strcmp(a->ft_imitate_target, "best");
     o.place_temperature = (float)a->ft_place_t;
     o.splice = a->ft_splice >= 0 ? (int)a->ft_splice : gopt_trainer_finetune_splice(&o); /* gopt finetune's */
-    if (o.splice > o.samples) o.splice = o.samples;
     o.train_heads = !strcmp(a->ft_train, "heads");
     o.greedy_styles = g_go.styles; /* as gopt finetune: the styles of the GO column */
     if (o.train_heads) { /* gopt finetune --train heads' learning rates */
@@ -356,13 +355,13 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         gopt_go_pass_parse(a->fpass) < 0 || gopt_go_styles_parse(a->styles) < 0 ||
         a->ft_imitate_every < 0 || a->ft_imitate_every == 1 || a->ft_imitate_every > 1000000 ||
         (strcmp(a->ft_imitate_target, "reference") && strcmp(a->ft_imitate_target, "best")) ||
-        !(a->ft_place_t >= 0.05 && a->ft_place_t <= 100.0) || a->ft_splice < -1 || a->ft_splice > GOPT_TRAINER_MAX_SAMPLES ||
+        !(a->ft_place_t >= 0.05 && a->ft_place_t <= 100.0) || a->ft_splice < -1 || a->ft_splice > GOPT_TRAINER_MAX_SPLICE ||
         (a->ft_train && strcmp(a->ft_train, "all") && strcmp(a->ft_train, "heads"))) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
                         ">= 0, --temperature 0.05..100, --set validation|train|test|holdout, --finetune-recipe ppo|warm, "
                         "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, --go-fusion-pass best|free|merge|first|hint, --go-styles all|best|own, "
                         "--finetune-imitate-every 0 or >= 2, --finetune-imitate-target reference|best, "
-                        "--finetune-place-temperature 0.05..100, --finetune-train all|heads, --finetune-splice 0..K\n");
+                        "--finetune-place-temperature 0.05..100, --finetune-train all|heads, --finetune-splice 0..4096\n");
         return 2;
     }
     if (!a->ft_train) a->ft_train = strcmp(a->recipe, "warm") ? "heads" : "all"; /* gopt finetune's default */
@@ -472,7 +471,6 @@ int main(int argc, char **argv) {
             snprintf(every + strlen(every), sizeof every - strlen(every), "; placement temperature %.3g",
                      a.ft_place_t);
         long sp = a.ft_splice >= 0 ? a.ft_splice : gopt_trainer_finetune_splice(&od);
-        if (sp > od.samples) sp = od.samples;
         snprintf(every + strlen(every), sizeof every - strlen(every), "; splice search: %ld children per step", sp);
         printf("fine-tuning: %.3g s of wall time per graph (%s; %ld threads%s), against sa with --budget %.3g "
                "(one thread)\n",

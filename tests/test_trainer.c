@@ -813,16 +813,32 @@ static gopt_graph *splice_graph(void) {
     return g;
 }
 
-static void splice_run(const gopt_trainer_options *o, int steps, const char *save, double *best) {
+/* the best answer's decisions, copied into out (NULL: not kept) */
+static void keep_best_decisions(gopt_trainer *tr, gopt_decisions *out) {
+    const gopt_decisions *d = NULL;
+    (void)gopt_trainer_best(tr, 0, &d);
+    assert_non_null(d);
+    assert_int_equal(gopt_decisions_validate(d, gopt_trainer_graph(tr, 0), 2, NULL), GOPT_OK);
+    if (!out) return;
+    assert_int_equal(gopt_decisions_init(out, d->n, NULL), GOPT_OK);
+    gopt_decisions_copy(out, d);
+}
+
+static void assert_decisions_equal(const gopt_decisions *a, const gopt_decisions *b) {
+    assert_int_equal(a->n, b->n);
+    assert_memory_equal(a->device, b->device, sizeof(int32_t) * (size_t)a->n);
+    assert_memory_equal(a->priority, b->priority, sizeof(int32_t) * (size_t)a->n);
+    assert_memory_equal(a->group, b->group, sizeof(int32_t) * (size_t)a->n);
+}
+
+static void splice_run(const gopt_trainer_options *o, int steps, const char *save, double *best, gopt_decisions *out) {
     env e;
     gopt_error err = {0};
     env_init(&e, 2, o, 3);
     add_graph(&e, splice_graph());
     run_steps(&e, steps);
-    const gopt_decisions *d = NULL;
-    *best = gopt_trainer_best(e.tr, 0, &d);
-    assert_non_null(d);
-    assert_int_equal(gopt_decisions_validate(d, gopt_trainer_graph(e.tr, 0), 2, NULL), GOPT_OK);
+    *best = gopt_trainer_best(e.tr, 0, NULL);
+    keep_best_decisions(e.tr, out);
     if (save) assert_int_equal(gopt_trainer_save(e.tr, save, &err), GOPT_OK);
     env_free(&e);
 }
@@ -850,9 +866,10 @@ static void test_splice(void **state) {
     o.imitate_every = 2;
     o.imitate_best = 1;
     double off, on, again;
-    splice_run(&o, 9, pa, &off);
-    o.splice = 6;
-    splice_run(&o, 9, pb, &on);
+    splice_run(&o, 9, pa, &off, NULL);
+    o.splice = 15; /* three batches of at most K = 6 */
+    gopt_decisions d9 = {0}, d4 = {0}, dr = {0};
+    splice_run(&o, 9, pb, &on, &d9);
     size_t la, lb;
     char *a = read_file(pa, &la), *b = read_file(pb, &lb);
     assert_int_equal(la, lb);
@@ -860,22 +877,30 @@ static void test_splice(void **state) {
     free(a);
     free(b);
     assert_true(on < off); /* and the search found a faster answer */
-    splice_run(&o, 9, NULL, &again);
+    splice_run(&o, 9, NULL, &again, NULL);
     assert_true(again == on); /* deterministic */
     b = read_file(sb, &lb);
     assert_non_null(strstr(b, "\"splice_s\": "));
     assert_non_null(strstr(b, "\"splice_actions\": \""));
-    assert_non_null(strstr(b, "\"splice\": 6"));
+    assert_non_null(strstr(b, "\"splice\": 15"));
     free(b);
     /* resume: 4 steps, save, load into a fresh trainer, 5 more = 9 straight */
-    splice_run(&o, 4, pc, &again);
+    splice_run(&o, 4, pc, &again, &d4);
     env e;
     gopt_error err = {0};
     env_init(&e, 2, &o, 99);
     add_graph(&e, splice_graph());
     assert_int_equal(gopt_trainer_load(e.tr, pc, &err), GOPT_OK);
+    keep_best_decisions(e.tr, &dr); /* the state keeps actions: the decisions are made again, the same */
+    assert_decisions_equal(&dr, &d4);
     run_steps(&e, 5);
     assert_true(gopt_trainer_best(e.tr, 0, NULL) == on);
+    gopt_decisions_destroy(&dr);
+    keep_best_decisions(e.tr, &dr);
+    assert_decisions_equal(&dr, &d9);
+    gopt_decisions_destroy(&dr);
+    gopt_decisions_destroy(&d4);
+    gopt_decisions_destroy(&d9);
     assert_int_equal(gopt_trainer_save(e.tr, pc, &err), GOPT_OK);
     env_free(&e);
     a = read_file(sb, &la);
@@ -884,6 +909,33 @@ static void test_splice(void **state) {
     assert_memory_equal(a, b, la);
     free(a);
     free(b);
+    /* the greedy answer judged under the tie orders and fusion passes: the state keeps the variant
+     * its best was made with, and a resumed run makes the same decisions from the actions */
+    {
+        gopt_trainer_options og = o;
+        og.splice = 0;
+        env_init(&e, 2, &og, 3);
+        add_graph(&e, splice_graph());
+        gopt_decisions d = {0};
+        gopt_sim_result res;
+        assert_int_equal(gopt_decisions_init(&d, gopt_graph_num_nodes(gopt_trainer_graph(e.tr, 0)), NULL), GOPT_OK);
+        assert_int_equal(gopt_trainer_greedy(e.tr, 0, &d, &res, &err), GOPT_OK);
+        gopt_decisions_destroy(&d);
+        keep_best_decisions(e.tr, &d4);
+        assert_int_equal(gopt_trainer_save(e.tr, pc, &err), GOPT_OK);
+        env_free(&e);
+        b = read_file(sc, &lb);
+        assert_non_null(strstr(b, "\"best_variant\": ")); /* this graph's best is another variant's */
+        free(b);
+        env_init(&e, 2, &og, 99);
+        add_graph(&e, splice_graph());
+        assert_int_equal(gopt_trainer_load(e.tr, pc, &err), GOPT_OK);
+        keep_best_decisions(e.tr, &dr);
+        assert_decisions_equal(&dr, &d4);
+        env_free(&e);
+        gopt_decisions_destroy(&dr);
+        gopt_decisions_destroy(&d4);
+    }
     /* a run without the search does not resume one with it */
     gopt_trainer_options o0 = o;
     o0.splice = 0;
@@ -900,10 +952,15 @@ static void test_splice(void **state) {
     snprintf(cmd, sizeof cmd, "cp '%s' '%s' && sed -i 's/\"splice_s\": [^,]*/\"splice_s\": -1/' '%s'", sb, sc, sc);
     assert_int_equal(system(cmd), 0);
     expect_splice_load_error(&o, pc, GOPT_EFORMAT, "graph 'transformer_xl_l1_b2_s16': splice_s is not a step time > 0");
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && sed -i 's/\"best_actions\": /\"best_variant\": 4, &/' '%s'", sb, sc, sc);
+    assert_int_equal(system(cmd), 0);
+    expect_splice_load_error(&o, pc, GOPT_EFORMAT, "graph 'transformer_xl_l1_b2_s16': best_variant is not an integer in 0..3");
     /* refused options */
-    o.splice = 7;
+    o.splice = GOPT_TRAINER_MAX_SPLICE + 1;
     assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
-    assert_non_null(strstr(err.msg, "splice = 7 is outside 0..6"));
+    assert_non_null(strstr(err.msg, "splice = 4097 is outside 0..4096"));
+    o.splice = -1;
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
     o.splice = 6;
     o.graphs_per_step = 2;
     assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);

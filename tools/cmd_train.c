@@ -79,11 +79,12 @@ static void common_options_help(FILE *f) {
             "  --place-temperature T (1) the trained policy's placement temperature, 0.05..100: above 1\n"
             "                    its samples try other devices (PPO stays on policy; greedy decisions do\n"
             "                    not change; docs/trainer.md)\n"
-            "  --splice M (0; finetune: %d, at most K; 0 with --evaluator runtime) after each PPO step\n"
-            "                    (one graph per step), M children of the best answer found so far, each\n"
-            "                    with a short window of one of the step's samples spliced in (its priorities\n"
-            "                    and fusion levels), simulated; a faster one is kept as the search's answer,\n"
-            "                    apart from PPO's incumbent (needs --imitate-target best; docs/trainer.md)\n"
+            "  --splice M (0; finetune: %d; 0 with --evaluator runtime) after each PPO step (one graph\n"
+            "                    per step), M children (0..%d) of the best answer found so far, each with a\n"
+            "                    short window of one of the step's samples spliced in (its priorities and\n"
+            "                    fusion levels), simulated in batches of at most K, each from the best so far;\n"
+            "                    a faster one is kept as the search's answer, apart from PPO's incumbent\n"
+            "                    (needs --imitate-target best; docs/trainer.md)\n"
             "  --train all|heads (all; finetune: heads, all with --shrink < 1) heads: only the policy's\n"
             "                    task heads and the decoder's conditioning train, the network's trunk stays;\n"
             "                    on one graph a step then costs the decoder, not the network (docs/trainer.md);\n"
@@ -107,7 +108,7 @@ static void common_options_help(FILE *f) {
             "  --shrink L (1: off) multiply the loaded policy's parameters by L in (0, 1] before training\n"
             "                    (after the zero-shot evaluation): restores a pre-trained policy's ability\n"
             "                    to fit a new graph; with --imitate 500, L = 0.3 (docs/results.md)\n",
-            FT_EPOCHS, GOPT_TRAINER_FINETUNE_SPLICE);
+            FT_EPOCHS, GOPT_TRAINER_FINETUNE_SPLICE, GOPT_TRAINER_MAX_SPLICE);
 }
 
 static void train_usage(FILE *f) {
@@ -554,7 +555,7 @@ static int parse_common(cli_args *a, train_args *ta) {
         ta->train_set = 1;
     }
     else if (cli_opt_double(a, "--place-temperature", &x, 0.05, 100)) ta->o.place_temperature = (float)x;
-    else if (cli_opt_long(a, "--splice", &l, 0, GOPT_TRAINER_MAX_SAMPLES)) {
+    else if (cli_opt_long(a, "--splice", &l, 0, GOPT_TRAINER_MAX_SPLICE)) {
         ta->o.splice = (int)l;
         ta->splice_set = 1;
     }
@@ -964,6 +965,10 @@ static int run(train_args *ta, const char *verb, const char *init) {
         printf("\n");
         if (i == 0 && ta->decisions && bd) {
             if (gopt_decisions_save(ta->decisions, g, ta->fndev[ta->tfile[0]], bd, &err)) goto fail;
+        } else if (i == 0 && ta->decisions) {
+            fprintf(stderr, "gopt %s: --decisions '%s' not written: %s\n", ta->finetune ? "finetune" : "train",
+                    ta->decisions, isfinite(best) ? "the best answer came from the hint pass before the resume, and "
+                                                    "a state keeps no decisions of it" : "no valid solution found");
         }
     }
     const int found = gopt_trainer_num_graphs(tr) - none;
@@ -1043,8 +1048,6 @@ static int check_common(train_args *ta, const char *verb) {
     /* finetune's default (gopt_trainer_finetune_splice) meets both: only a given --splice can fail */
     if (ta->o.splice > 0 && !ta->o.imitate_best) /* its first parent is self-imitation's incumbent */
         return cli_usage_error(verb, "--splice %d needs --imitate-target best (and --imitate-every M)", ta->o.splice);
-    if (ta->o.splice > ta->o.samples)
-        return cli_usage_error(verb, "--splice %d: at most --samples (%d)", ta->o.splice, ta->o.samples);
     if (!ta->prof && !ta->profiles_s && !ta->manifest)
         return cli_usage_error(verb, "missing --profile P%s", ta->finetune ? "" : " (or --profiles P1,P2,...)");
     if (ta->prof && ta->profiles_s) return cli_usage_error(verb, "--profile and --profiles: give one of them");

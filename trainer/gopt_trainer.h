@@ -56,8 +56,10 @@
  * steps than the whole network (docs/trainer.md, --train; chosen on single-graph pilots) */
 #define GOPT_TRAINER_HEADS_LR 3e-3f
 #define GOPT_TRAINER_HEADS_IMITATE_LR 1e-1f
-/* Fine-tuning's splice search: children per PPO step (docs/results.md, "The splice search") */
-#define GOPT_TRAINER_FINETUNE_SPLICE 16
+/* Fine-tuning's splice search: children per PPO step (docs/results.md, "The splice search"), and
+ * the most a run takes */
+#define GOPT_TRAINER_FINETUNE_SPLICE 64
+#define GOPT_TRAINER_MAX_SPLICE 4096
 
 typedef struct {
     int samples;           /* K: solutions sampled per graph per step (16), 2..GOPT_TRAINER_MAX_SAMPLES */
@@ -107,10 +109,11 @@ typedef struct {
     int reference_anneal_max_nodes; /* > 0: a reference method that anneals runs only on graphs of
                                        at most this many nodes (its cost grows with the graph; the
                                        others take the best of the rest); 0: on every graph */
-    int splice;            /* children per PPO step of the splice search (splice.c), 0..samples: the
+    int splice;            /* children per PPO step of the splice search (splice.c), 0..4096: the
                               best answer found so far with a short window of one of the step's
                               samples spliced in (its priorities and fusion levels), kept when
-                              faster; one graph per step (0: off; finetune: 16) */
+                              faster; simulated in batches of at most samples, each batch from the
+                              best so far; one graph per step (0: off; finetune: 64) */
     int canonical_targets; /* 1: the imitation target's devices are renumbered in order of first use
                               along the topological order (gopt_trainer_canonical_devices), kept only
                               where the relabelled target simulates no slower (links need not be
@@ -119,8 +122,8 @@ typedef struct {
 
 void gopt_trainer_options_default(gopt_trainer_options *o);
 gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error *err);
-/* Fine-tuning's default o->splice for options o: GOPT_TRAINER_FINETUNE_SPLICE, at most
- * o->samples, with self-imitation (o->imitate_best: the search's first parent); 0 without it. */
+/* Fine-tuning's default o->splice for options o: GOPT_TRAINER_FINETUNE_SPLICE with self-imitation
+ * (o->imitate_best: the search's first parent); 0 without it. */
 int gopt_trainer_finetune_splice(const gopt_trainer_options *o);
 /* Parse "place,sched,fuse" (any non-empty subset) into task bits. */
 gopt_status gopt_trainer_parse_tasks(const char *s, unsigned *tasks, gopt_error *err);

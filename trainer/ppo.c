@@ -165,7 +165,7 @@ gopt_status gopt_trainer_sample_best(gopt_trainer *t, int i, gopt_rng *rng, doub
     if (best >= 0) {
         *best_s = vals[best];
         gopt_policy_actions a = tr_actions(t, 0, best);
-        if ((s = tr_note_best(t, G, &t->dec[best], &a, vals[best], err))) return s;
+        if ((s = tr_note_best(t, G, &t->dec[best], &a, 0, vals[best], err))) return s;
     }
     /* the same samples with the other tie order and fusion passes (gopt_go_decide's defaults judge
      * all six) */

@@ -1,5 +1,5 @@
 /* splice.c: the splice search, a local search around the best answer that runs beside PPO
- * (o.splice children per PPO step; gopt finetune's default 16).
+ * (o.splice children per PPO step; gopt finetune's default 64).
  *
  * After each PPO step on graph G: the search's parent P is the best answer it knows (its own
  * best, or PPO's incumbent G->best_act when that is faster). Each child is P with a window of
@@ -8,8 +8,10 @@
  * node), whose priority levels and fusion levels the child takes from that sample; placement stays
  * P's, so the memory masks the decoder applied to P hold for every child. The children are
  * turned into decisions the way samples are (the checkpoint's own fusion pass, critical-path ties)
- * and simulated in one batch; the fastest that fits and beats the search's best becomes its best
- * (G->sp_s, sp_act, sp_dec), which gopt_trainer_best counts. Like the hint pass's answers
+ * and simulated in batches of at most K (the sample slots; a child whose window changes nothing is
+ * the parent and is skipped); after each batch the fastest that fits and beats the search's best
+ * becomes its best (G->sp_s, sp_act, sp_dec), which gopt_trainer_best counts, and the next batch's
+ * parent. Like the hint pass's answers
  * (G->alt) they are kept apart from PPO's incumbent: rewards, self-imitation and G->best see only
  * the policy's own samples, so PPO runs as it would without the search, less the time the children
  * take (a child costs a fusion pass and a simulation, no decoding).
@@ -52,46 +54,54 @@ gopt_status tr_splice_step(gopt_trainer *t, gopt_error *err) {
     tr_graph *G = &t->graphs[t->sel[0]];
     gopt_status st = adopt_incumbent(G, err);
     if (st || !isfinite(G->sp_s)) return st; /* no parent yet (self-imitation off: PPO keeps no actions) */
-    const int K = t->o.samples;
+    const int K = t->o.samples, B = M < K ? M : K; /* a batch: as many children as there are sample slots */
     const int32_t n = G->fz->n;
     if (n < 1) return GOPT_OK;
     const size_t N3 = 3 * (size_t)n;
-    int32_t *kids = gopt_malloc(sizeof(int32_t) * N3 * (size_t)M, err);
+    int32_t *kids = gopt_malloc(sizeof(int32_t) * N3 * (size_t)B, err);
     if (!kids) return GOPT_ENOMEM;
     gopt_rng r;
     gopt_rng_seed(&r, (t->o.seed ^ 0x73706c6963650000ull) * 0x9E3779B97F4A7C15ull + (uint64_t)t->step);
     gopt_bl_problem bp;
     if ((st = tr_decisions_for(t, n, err)) || (st = tr_problem(t, t->sel[0], &bp, err))) goto out;
-    for (int m = 0; m < M; m++) {
-        const gopt_policy_actions S = tr_actions(t, 0, (int)gopt_rng_below(&r, (uint64_t)K));
-        int32_t *c = kids + N3 * (size_t)m;
-        memcpy(c, G->sp_act, sizeof(int32_t) * N3);
-        const double f = SPLICE_WMIN * pow(SPLICE_WMAX / SPLICE_WMIN, gopt_rng_uniform(&r));
-        const int32_t w = (int32_t)(f * n) + 1, r0 = (int32_t)gopt_rng_below(&r, (uint64_t)n);
-        for (int32_t i = r0; i < r0 + w && i < n; i++) {
-            const int32_t v = G->fz->topo[i];
-            c[n + v] = S.sched[v];
-            c[2 * (size_t)n + v] = S.fuse[v];
+    for (int m0 = 0; m0 < M; m0 += B) { /* batch by batch, each from the best so far */
+        int nk = 0;
+        for (int m = m0; m < M && m < m0 + B; m++) {
+            const gopt_policy_actions S = tr_actions(t, 0, (int)gopt_rng_below(&r, (uint64_t)K));
+            int32_t *c = kids + N3 * (size_t)nk;
+            memcpy(c, G->sp_act, sizeof(int32_t) * N3);
+            const double f = SPLICE_WMIN * pow(SPLICE_WMAX / SPLICE_WMIN, gopt_rng_uniform(&r));
+            const int32_t w = (int32_t)(f * n) + 1, r0 = (int32_t)gopt_rng_below(&r, (uint64_t)n);
+            int changed = 0;
+            for (int32_t i = r0; i < r0 + w && i < n; i++) {
+                const int32_t v = G->fz->topo[i];
+                changed |= c[n + v] != S.sched[v] || c[2 * (size_t)n + v] != S.fuse[v];
+                c[n + v] = S.sched[v];
+                c[2 * (size_t)n + v] = S.fuse[v];
+            }
+            if (!changed) continue; /* the parent itself: nothing to simulate */
+            const gopt_policy_actions a = {c, c + n, c + 2 * (size_t)n};
+            if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &t->dec[nk],
+                                                        t->group, err)))
+                goto out;
+            nk++;
         }
-        const gopt_policy_actions a = {c, c + n, c + 2 * (size_t)n};
-        if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &t->dec[m],
-                                                    t->group, err)))
-            goto out;
-    }
-    int ok[GOPT_TRAINER_MAX_SAMPLES];
-    if ((st = tr_simulate(t, G, M, ok, err))) goto out;
-    int best = -1;
-    for (int m = 0; m < M; m++) {
-        const double s = t->res[m].step_time_s;
-        if (ok[m] && !t->res[m].oom && s > 0 && isfinite(s) && s < (best < 0 ? G->sp_s : t->res[best].step_time_s))
-            best = m;
-    }
-    if (best >= 0) {
-        if ((st = tr_decisions_fit(&G->sp_dec, n, err))) goto out;
-        gopt_decisions_copy(&G->sp_dec, &t->dec[best]);
-        memcpy(G->sp_act, kids + N3 * (size_t)best, sizeof(int32_t) * N3);
-        G->sp_s = t->res[best].step_time_s;
-        G->has_sp_dec = 1;
+        if (!nk) continue;
+        int ok[GOPT_TRAINER_MAX_SAMPLES];
+        if ((st = tr_simulate(t, G, nk, ok, err))) goto out;
+        int best = -1;
+        for (int k = 0; k < nk; k++) {
+            const double s = t->res[k].step_time_s;
+            if (ok[k] && !t->res[k].oom && s > 0 && isfinite(s) && s < (best < 0 ? G->sp_s : t->res[best].step_time_s))
+                best = k;
+        }
+        if (best >= 0) {
+            if ((st = tr_decisions_fit(&G->sp_dec, n, err))) goto out;
+            gopt_decisions_copy(&G->sp_dec, &t->dec[best]);
+            memcpy(G->sp_act, kids + N3 * (size_t)best, sizeof(int32_t) * N3);
+            G->sp_s = t->res[best].step_time_s;
+            G->has_sp_dec = 1;
+        }
     }
 out:
     free(kids);

@@ -224,6 +224,8 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
                 goto out;
             }
             json_object_set_new(g, "best_actions", ba);
+            /* only when not 0: a state without it made its best as the samples are made */
+            if (G->best_var) json_object_set_new(g, "best_variant", json_integer(G->best_var));
         }
         const tr_prof *P = &t->profs[G->prof];
         char ph[24];
@@ -486,10 +488,20 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
         G->ref = ref;
         G->best = best;
         G->alt = alt;
-        G->sp_s = sps; /* its decisions are not kept (as best_dec): the search continues from the actions */
+        G->sp_s = sps;
         G->has_sp_dec = 0;
-        json_t *aj = json_object_get(g, "best_actions");
+        G->has_best = 0;
+        json_t *aj = json_object_get(g, "best_actions"), *vj = json_object_get(g, "best_variant");
+        const json_int_t var = vj ? json_integer_value(vj) : 0;
+        if (vj && (!aj || !json_is_integer(vj) || var < 0 || var > 3)) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': best_variant is %s", state, name,
+                                aj ? "not an integer in 0..3" : "given without best_actions");
+            goto out;
+        }
         if (aj && (st = load_best_actions(t, G, aj, state, name, err))) goto out;
+        G->best_var = (int)var;
+        /* the decisions are not kept: made again from the actions, as they were made */
+        if ((st = tr_restore_decisions(t, G, err))) goto out;
     }
     for (int i = 0; i < t->ng; i++) {
         json_int_t p = json_integer_value(json_array_get(perm, i));

@@ -52,8 +52,7 @@ void gopt_trainer_options_default(gopt_trainer_options *o) {
 }
 
 int gopt_trainer_finetune_splice(const gopt_trainer_options *o) {
-    if (!o->imitate_best) return 0;
-    return GOPT_TRAINER_FINETUNE_SPLICE < o->samples ? GOPT_TRAINER_FINETUNE_SPLICE : o->samples;
+    return o->imitate_best ? GOPT_TRAINER_FINETUNE_SPLICE : 0;
 }
 
 gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error *err) {
@@ -71,9 +70,9 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
     if (!(o->adam.lr > 0.0f && o->adam.lr < 1.0f) || !(o->imitate_lr > 0.0f && o->imitate_lr < 1.0f))
         return gopt_error_set(err, GOPT_EINVAL, "trainer: learning rate %g / imitation %g is outside (0, 1)",
                               (double)o->adam.lr, (double)o->imitate_lr);
-    if (o->splice < 0 || o->splice > o->samples)
-        return gopt_error_set(err, GOPT_EINVAL, "trainer: splice = %d is outside 0..%d (the samples per step)",
-                              o->splice, o->samples);
+    if (o->splice < 0 || o->splice > GOPT_TRAINER_MAX_SPLICE)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: splice = %d is outside 0..%d", o->splice,
+                              GOPT_TRAINER_MAX_SPLICE);
     if (o->splice > 0 && o->graphs_per_step != 1)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: splice needs one graph per step (graphs per step = %d)",
                               o->graphs_per_step);
@@ -835,15 +834,41 @@ gopt_status tr_note_best_actions(const gopt_trainer *t, tr_graph *G, const gopt_
 }
 
 gopt_status tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decisions *d, const gopt_policy_actions *a,
-                         double step, gopt_error *err) {
+                         int var, double step, gopt_error *err) {
     if (!(step < G->best)) return GOPT_OK;
     gopt_status st = tr_decisions_fit(&G->best_dec, d->n, err);
     if (st) return st;
     if (a && (st = tr_note_best_actions(t, G, a, err))) return st;
     gopt_decisions_copy(&G->best_dec, d);
     G->best = step;
+    G->best_var = var;
     G->has_best = 1;
     return GOPT_OK;
+}
+
+/* Actions act (packed) into d as variant var (0..3) of tr_judge_variants makes them. */
+static gopt_status render_variant(gopt_trainer *t, tr_graph *G, int32_t *act, int var, gopt_decisions *d,
+                                  gopt_error *err) {
+    const int own = tr_fuse_merge(t) != 0;
+    const gopt_policy_actions a = tr_actions_packed(act, G->fz->n);
+    gopt_bl_problem bp;
+    gopt_status st = tr_problem(t, (int)(G - t->graphs), &bp, err);
+    if (st || (st = tr_decisions_fit(d, G->fz->n, err))) return st;
+    return gopt_trainer_actions_to_decisions_within(G->fz, t->o.tasks, var / 2 ? !own : own, NULL,
+                                                    var % 2 ? NULL : &bp, &a, d, t->group, err);
+}
+
+gopt_status tr_restore_decisions(gopt_trainer *t, tr_graph *G, gopt_error *err) {
+    gopt_status st = GOPT_OK;
+    if (G->has_best_act && isfinite(G->best) && !G->has_best) {
+        if ((st = render_variant(t, G, G->best_act, G->best_var, &G->best_dec, err))) return st;
+        G->has_best = 1;
+    }
+    if (G->sp_act && isfinite(G->sp_s) && !G->has_sp_dec) {
+        if ((st = render_variant(t, G, G->sp_act, 0, &G->sp_dec, err))) return st;
+        G->has_sp_dec = 1;
+    }
+    return st;
 }
 
 /* d's schedule and fusion replaced by the best of {cp, fifo} x xla on its placement, as the
@@ -1013,7 +1038,7 @@ gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, co
             }
             gopt_policy_actions a = tr_actions(t, 0, i);
             /* the hint pass's groups: an answer, not an incumbent the policy's own passes can search around */
-            if ((st = pi == 2 ? tr_note_alt(G, &t->dec[i], step, err) : tr_note_best(t, G, &t->dec[i], &a, step, err)))
+            if ((st = pi == 2 ? tr_note_alt(G, &t->dec[i], step, err) : tr_note_best(t, G, &t->dec[i], &a, v, step, err)))
                 return st;
         }
     }
@@ -1085,7 +1110,7 @@ gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_
     } else {
         if ((st = tr_hot_get(t, i, &H, err)) || (st = gopt_sim_run(H->sim, d, res, H->scratch[0], err))) return st;
     }
-    if (!res->oom && (st = tr_note_best(t, G, d, &a, res->step_time_s, err))) return st;
+    if (!res->oom && (st = tr_note_best(t, G, d, &a, 0, res->step_time_s, err))) return st;
     /* the same levels with the other tie order and fusion passes (gopt_go_decide's defaults judge
      * all six): the fastest is the answer; a variant the evaluator rejects is dropped */
     double best = res->oom ? INFINITY : res->step_time_s;

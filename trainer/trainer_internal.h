@@ -75,10 +75,12 @@ typedef struct {
     double sp_s;            /* the splice search's best (splice.c): step (s), +inf before any; an answer
                                kept apart like alt: PPO and self-imitation never see it */
     int32_t *sp_act;        /* (3, n) its actions, when sp_s is finite */
-    gopt_decisions sp_dec;  /* its decisions, when has_sp_dec (not after a resume: as best_dec) */
+    gopt_decisions sp_dec;  /* its decisions, when has_sp_dec (after a resume: tr_restore_decisions) */
     int has_sp_dec;
     int32_t *best_act;      /* (3, n) the policy's actions behind best_dec, when has_best_act */
     int has_best_act;
+    int best_var;           /* the variant best_dec was made from best_act with (tr_judge_variants'
+                               v, 0..3: 0 the policy's own fusion pass with critical-path ties) */
     int32_t *tgt_act;       /* (3, n) an improved imitation target (gopt_trainer_set_target), when has_tgt_act */
     int has_tgt_act;
     double tgt_step;        /* its simulated step (s) */
@@ -167,10 +169,15 @@ gopt_status tr_decisions_for(gopt_trainer *t, int32_t n, gopt_error *err);
  * or the evaluator set by gopt_trainer_set_evaluator one at a time); ok[i] =
  * 0 when sample i was rejected (or the evaluator failed on it). */
 gopt_status tr_simulate(gopt_trainer *t, tr_graph *G, int k, int *ok, gopt_error *err);
-/* Keep d as G's best when step beats it, and a (the actions behind d; may be NULL) when the
- * trainer imitates its bests. GOPT_ENOMEM: the caller fails with it (G's best is then undefined). */
+/* Keep d as G's best when step beats it, and a (the actions behind d, turned into d by variant var
+ * of tr_judge_variants, 0..3; a may be NULL) when the trainer imitates its bests. GOPT_ENOMEM: the
+ * caller fails with it (G's best is then undefined). */
 gopt_status tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decisions *d, const gopt_policy_actions *a,
-                         double step, gopt_error *err);
+                         int var, double step, gopt_error *err);
+/* After a resume (the state keeps actions, not decisions): G->best_dec from G->best_act and
+ * G->best_var, G->sp_dec from G->sp_act, as they were made (the same actions and variant make the
+ * same decisions). The hint pass's answer (G->alt) keeps no actions: its decisions stay unknown. */
+gopt_status tr_restore_decisions(gopt_trainer *t, tr_graph *G, gopt_error *err);
 /* Actions packed as (3, n) in buf (G->best_act's layout, and what ranks exchange): a view of buf,
  * and a copy of a into it. */
 static inline gopt_policy_actions tr_actions_packed(int32_t *buf, int32_t n) {

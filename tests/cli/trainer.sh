@@ -126,17 +126,17 @@ expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" 
 expect_err "needs imitate every"
 expect_rc 2 "$GOPT" train --graphs "$EX" --profile "$PROF" --steps 1 -o "$TMP/x.ckpt" --imitate-target best
 expect_err "needs imitate every"
-# the splice search (finetune's default: 16 children per PPO step, at most K): beside PPO, so the
-# checkpoint is the same with --splice 0 and the best found never slower; recorded in the state;
-# more than K, or without self-imitation, refused
+# the splice search (finetune's default: 64 children per PPO step, in batches of at most K): beside
+# PPO, so the checkpoint is the same with --splice 0 and the best found never slower; recorded in
+# the state; more than 4096, or without self-imitation, refused
 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 6 -o "$TMP/sp0.ckpt" --samples 4 --epochs 1 --quiet --splice 0 > "$TMP/sp0.out" && ok || fail "finetune --splice 0"
 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 6 -o "$TMP/sp4.ckpt" --samples 4 --epochs 1 --quiet > "$TMP/sp4.out" && ok || fail "finetune with the splice search"
 cmp -s "$TMP/sp0.ckpt" "$TMP/sp4.ckpt" && ok || fail "the splice search changed the policy"
-grep -q '"splice": 4' "$TMP/sp4.ckpt.state" && ok || fail "finetune's splice default is not capped at --samples 4"
+grep -q '"splice": 64' "$TMP/sp4.ckpt.state" && ok || fail "finetune's splice default is not 64 children (batches of --samples 4)"
 grep -q '"splice"' "$TMP/sp0.ckpt.state" && fail "--splice 0 recorded the search" || ok
 awk '/go fine-tuned/ {f[FILENAME]=$5} END {exit !(f[ARGV[1]] > 0 && f[ARGV[2]] > 0 && f[ARGV[2]] <= f[ARGV[1]])}' "$TMP/sp0.out" "$TMP/sp4.out" && ok || fail "the splice search's best found is slower"
-expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 1 -o "$TMP/x.ckpt" --samples 4 --splice 5
-expect_err "--splice 5: at most --samples (4)"
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 1 -o "$TMP/x.ckpt" --samples 4 --splice 4097
+expect_err "option --splice: 4097 is out of range"
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 1 -o "$TMP/x.ckpt" --imitate-every 0 --splice 2
 expect_err "--splice 2 needs --imitate-target best"
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 1 -o "$TMP/x.ckpt" --splice -1
