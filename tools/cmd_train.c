@@ -967,8 +967,10 @@ static int run(train_args *ta, const char *verb, const char *init) {
             if (gopt_decisions_save(ta->decisions, g, ta->fndev[ta->tfile[0]], bd, &err)) goto fail;
         } else if (i == 0 && ta->decisions) {
             fprintf(stderr, "gopt %s: --decisions '%s' not written: %s\n", ta->finetune ? "finetune" : "train",
-                    ta->decisions, isfinite(best) ? "the best answer came from the hint pass before the resume, and "
-                                                    "a state keeps no decisions of it" : "no valid solution found");
+                    ta->decisions, isfinite(best) ? "the best answer was found before the resume, and the state "
+                                                    "keeps nothing to remake its decisions from (the hint pass's "
+                                                    "answer, or a run without --imitate-target best)"
+                                                  : "no valid solution found");
         }
     }
     const int found = gopt_trainer_num_graphs(tr) - none;

@@ -846,16 +846,25 @@ gopt_status tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decision
     return GOPT_OK;
 }
 
-/* Actions act (packed) into d as variant var (0..3) of tr_judge_variants makes them. */
+/* Actions a into d as variant v of tr_judge_variants makes them: v / 2 the fusion pass (0 the
+ * policy's own, 1 the other, 2 the one bounded by within), v % 2 the tie order (0 critical path,
+ * from bp; 1 topological). */
+static gopt_status variant_decisions(gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a, int v,
+                                     const int32_t *within, const gopt_bl_problem *bp, gopt_decisions *d,
+                                     gopt_error *err) {
+    const int own = tr_fuse_merge(t) != 0, pi = v / 2;
+    return gopt_trainer_actions_to_decisions_within(G->fz, t->o.tasks, pi ? !own : own, pi == 2 ? within : NULL,
+                                                    v % 2 ? NULL : bp, a, d, t->group, err);
+}
+
+/* Packed actions act into d as variant var (0..3) of tr_judge_variants makes them. */
 static gopt_status render_variant(gopt_trainer *t, tr_graph *G, int32_t *act, int var, gopt_decisions *d,
                                   gopt_error *err) {
-    const int own = tr_fuse_merge(t) != 0;
     const gopt_policy_actions a = tr_actions_packed(act, G->fz->n);
     gopt_bl_problem bp;
     gopt_status st = tr_problem(t, (int)(G - t->graphs), &bp, err);
     if (st || (st = tr_decisions_fit(d, G->fz->n, err))) return st;
-    return gopt_trainer_actions_to_decisions_within(G->fz, t->o.tasks, var / 2 ? !own : own, NULL,
-                                                    var % 2 ? NULL : &bp, &a, d, t->group, err);
+    return variant_decisions(t, G, &a, var, NULL, &bp, d, err);
 }
 
 gopt_status tr_restore_decisions(gopt_trainer *t, tr_graph *G, gopt_error *err) {
@@ -1013,7 +1022,6 @@ gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, co
                               gopt_decisions *best_d, gopt_sim_result *best_res, gopt_error *err) {
     const unsigned tasks = t->o.tasks;
     const int sched = (tasks & GOPT_TASK_BIT(GOPT_TASK_SCHED)) != 0, fuse = (tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE)) != 0;
-    const int own = tr_fuse_merge(t) != 0;
     gopt_bl_problem bp;
     gopt_status st = tr_problem(t, (int)(G - t->graphs), &bp, err);
     if (st || (st = tr_decisions_for(t, G->fz->n, err))) return st;
@@ -1022,9 +1030,7 @@ gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, co
         if ((pi && !fuse) || (pi == 2 && !within) || (topo && !sched)) continue;
         for (int i = 0; i < k; i++) {
             gopt_policy_actions a = tr_actions(t, 0, i);
-            if ((st = gopt_trainer_actions_to_decisions_within(G->fz, tasks, pi ? !own : own, pi == 2 ? within : NULL,
-                                                               topo ? NULL : &bp, &a, &t->dec[i], t->group, err)))
-                return st;
+            if ((st = variant_decisions(t, G, &a, v, within, &bp, &t->dec[i], err))) return st;
         }
         int ok[GOPT_TRAINER_MAX_SAMPLES];
         if ((st = tr_simulate(t, G, k, ok, err))) return st;
