@@ -936,6 +936,40 @@ static void test_splice(void **state) {
         gopt_decisions_destroy(&dr);
         gopt_decisions_destroy(&d4);
     }
+    /* without self-imitation the state keeps no actions: it keeps the best answer's decisions as
+     * they are, and a resumed run has them (gopt finetune --decisions); damaged ones are refused */
+    {
+        gopt_trainer_options ns = o;
+        ns.splice = 0;
+        ns.imitate_best = 0;
+        splice_run(&ns, 3, pc, &again, &d4);
+        b = read_file(sc, &lb);
+        assert_non_null(strstr(b, "\"best_decisions\": {"));
+        assert_null(strstr(b, "\"best_actions\""));
+        free(b);
+        env_init(&e, 2, &ns, 99);
+        add_graph(&e, splice_graph());
+        assert_int_equal(gopt_trainer_load(e.tr, pc, &err), GOPT_OK);
+        keep_best_decisions(e.tr, &dr);
+        assert_decisions_equal(&dr, &d4);
+        env_free(&e);
+        gopt_decisions_destroy(&dr);
+        gopt_decisions_destroy(&d4);
+        snprintf(sb, sizeof sb, "%s/d.ckpt", dir);
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s' && cp '%s.state' '%s.state' && "
+                 "sed -i 's/\"device\": \"[0-9]*/\"device\": \"7/' '%s.state'", pc, sb, pc, sb, sb);
+        assert_int_equal(system(cmd), 0);
+        expect_load_error(&ns, 1e12, splice_graph(), sb, GOPT_EFORMAT, "graph 'transformer_xl_l1_b2_s16': best_decisions: ");
+        snprintf(cmd, sizeof cmd, "cp '%s.state' '%s.state' && sed -i 's/\"group\": \"[-0-9]*/\"group\": \"x/' '%s.state'",
+                 pc, sb, sb);
+        assert_int_equal(system(cmd), 0);
+        expect_load_error(&ns, 1e12, splice_graph(), sb, GOPT_EFORMAT, "best_decisions.group[0] is not an integer");
+        snprintf(cmd, sizeof cmd, "cp '%s.state' '%s.state' && sed -i 's/\"priority\": \"[-0-9 ]*/& 5/' '%s.state'",
+                 pc, sb, sb);
+        assert_int_equal(system(cmd), 0);
+        expect_load_error(&ns, 1e12, splice_graph(), sb, GOPT_EFORMAT, "best_decisions.priority has more than");
+        snprintf(sb, sizeof sb, "%s.state", pb);
+    }
     /* a run without the search does not resume one with it */
     gopt_trainer_options o0 = o;
     o0.splice = 0;

@@ -968,8 +968,8 @@ static int run(train_args *ta, const char *verb, const char *init) {
         } else if (i == 0 && ta->decisions) {
             fprintf(stderr, "gopt %s: --decisions '%s' not written: %s\n", ta->finetune ? "finetune" : "train",
                     ta->decisions, isfinite(best) ? "the best answer was found before the resume, and the state "
-                                                    "keeps nothing to remake its decisions from (the hint pass's "
-                                                    "answer, or a run without --imitate-target best)"
+                                                    "(written by a build before 2026-12-02) keeps nothing to "
+                                                    "remake its decisions from"
                                                   : "no valid solution found");
         }
     }

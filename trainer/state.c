@@ -142,6 +142,66 @@ static gopt_status parse_actions(const gopt_trainer *t, const tr_graph *G, json_
     return GOPT_OK;
 }
 
+/* Decisions kept as they are (an answer the state keeps no actions for: the hint pass's, or the
+ * best of a run without self-imitation): an object of three strings of n space-separated
+ * integers, "device", "priority" and "group", in node order. */
+static const char *const DEC_FIELDS[3] = {"device", "priority", "group"};
+
+static json_t *decisions_json(const gopt_decisions *d) {
+    json_t *o = json_object();
+    const size_t n = (size_t)d->n, cap = 12 * (n ? n : 1);
+    char *s = malloc(cap);
+    if (!o || !s) goto fail;
+    for (int f = 0; f < 3; f++) {
+        const int32_t *v = f == 0 ? d->device : f == 1 ? d->priority : d->group;
+        size_t len = 0;
+        for (size_t i = 0; i < n; i++) len += (size_t)snprintf(s + len, cap - len, i ? " %d" : "%d", (int)v[i]);
+        if (json_object_set_new(o, DEC_FIELDS[f], json_stringn(s, len))) goto fail;
+    }
+    free(s);
+    return o;
+fail:
+    free(s);
+    json_decref(o);
+    return NULL;
+}
+
+/* Parse a graph's `field` (decisions_json's object) into d (initialised for the graph's n nodes
+ * here), then check it as every decisions file is checked (gopt_decisions_validate). */
+static gopt_status parse_decisions(const tr_graph *G, json_t *o, const char *file, const char *name,
+                                   const char *field, gopt_decisions *d, gopt_error *err) {
+    const int32_t n = G->fz->n;
+    gopt_status st = tr_decisions_fit(d, n, err);
+    if (st) return st;
+    if (!json_is_object(o))
+        return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': %s is not an object of device, priority and group",
+                              file, name, field);
+    for (int f = 0; f < 3; f++) {
+        const char *s = json_string_value(json_object_get(o, DEC_FIELDS[f]));
+        int32_t *v = f == 0 ? d->device : f == 1 ? d->priority : d->group;
+        if (!s)
+            return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': %s.%s is not a string of %d integers", file,
+                                  name, field, DEC_FIELDS[f], n);
+        for (int32_t i = 0; i < n; i++) {
+            char *end;
+            errno = 0;
+            long x = strtol(s, &end, 10);
+            if (end == s || errno || x < INT32_MIN || x > INT32_MAX || (*end && *end != ' '))
+                return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': %s.%s[%d] is not an integer", file, name,
+                                      field, DEC_FIELDS[f], i);
+            v[i] = (int32_t)x;
+            s = end;
+        }
+        if (*s)
+            return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': %s.%s has more than %d integers", file, name,
+                                  field, DEC_FIELDS[f], n);
+    }
+    gopt_error e2 = {0};
+    if (gopt_decisions_validate(d, G->g, G->ndev, &e2))
+        return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': %s: %s", file, name, field, e2.msg);
+    return GOPT_OK;
+}
+
 static gopt_status load_best_actions(const gopt_trainer *t, tr_graph *G, json_t *a, const char *state,
                                      const char *name, gopt_error *err) {
     const size_t len = 3 * (size_t)G->fz->n;
@@ -202,6 +262,20 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
         json_object_set_new(g, "best_s", real_or_null(G->best));
         /* only when found: a state without it was written before the hint pass (none) */
         if (isfinite(G->alt)) json_object_set_new(g, "hint_pass_s", json_real(G->alt));
+        /* the decisions of the answers the state keeps no actions for, so that a resumed run can
+         * write them (--decisions): the hint pass's, and the best of a run without self-imitation */
+        const int keep_act = t->o.imitate_best && G->has_best_act;
+        for (int k = 0; k < 2; k++) {
+            const int has = k ? isfinite(G->best) && G->has_best && !keep_act : isfinite(G->alt) && G->has_alt;
+            if (!has) continue;
+            json_t *dj = decisions_json(k ? &G->best_dec : &G->alt_dec);
+            if (!dj) {
+                json_decref(g);
+                st = gopt_error_set(err, GOPT_ENOMEM, "%s: out of memory writing the state", state);
+                goto out;
+            }
+            json_object_set_new(g, k ? "best_decisions" : "hint_pass_decisions", dj);
+        }
         /* only with an improved target: a resumed run must be given the same (gopt_trainer_load) */
         if (G->has_tgt_act) json_object_set_new(g, "target_s", json_real(G->tgt_step));
         if (G->has_tgt_act && G->tgt_tasks != GOPT_TASKS_ALL) json_object_set_new(g, "target_keep", json_string("place"));
@@ -502,6 +576,24 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
         G->best_var = (int)var;
         /* the decisions are not kept: made again from the actions, as they were made */
         if ((st = tr_restore_decisions(t, G, err))) goto out;
+        /* but for the answers without actions (save): kept as they are */
+        json_t *hdj = json_object_get(g, "hint_pass_decisions"), *bdj = json_object_get(g, "best_decisions");
+        if ((hdj && !isfinite(alt)) || (bdj && (!isfinite(best) || aj))) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': %s", state, name,
+                                hdj && !isfinite(alt) ? "hint_pass_decisions given without hint_pass_s"
+                                : aj ? "best_decisions given with best_actions (one or the other)"
+                                     : "best_decisions given without best_s");
+            goto out;
+        }
+        G->has_alt = 0;
+        if (hdj) {
+            if ((st = parse_decisions(G, hdj, state, name, "hint_pass_decisions", &G->alt_dec, err))) goto out;
+            G->has_alt = 1;
+        }
+        if (bdj) {
+            if ((st = parse_decisions(G, bdj, state, name, "best_decisions", &G->best_dec, err))) goto out;
+            G->has_best = 1;
+        }
     }
     for (int i = 0; i < t->ng; i++) {
         json_int_t p = json_integer_value(json_array_get(perm, i));

@@ -176,7 +176,8 @@ gopt_status tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decision
                          int var, double step, gopt_error *err);
 /* After a resume (the state keeps actions, not decisions): G->best_dec from G->best_act and
  * G->best_var, G->sp_dec from G->sp_act, as they were made (the same actions and variant make the
- * same decisions). The hint pass's answer (G->alt) keeps no actions: its decisions stay unknown. */
+ * same decisions). The hint pass's answer (G->alt) keeps no actions: the state keeps its decisions
+ * (state.c, hint_pass_decisions). */
 gopt_status tr_restore_decisions(gopt_trainer *t, tr_graph *G, gopt_error *err);
 /* Actions packed as (3, n) in buf (G->best_act's layout, and what ranks exchange): a view of buf,
  * and a copy of a into it. */

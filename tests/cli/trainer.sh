@@ -286,6 +286,19 @@ awk -v f="$ftg" -v b="$(step eff_best)" -v t="$ftb" \
   'BEGIN { exit !(f != "" && t != "" && f - b * 1e3 < 1e-3 && b * 1e3 - f < 1e-3 && t <= f) }' \
   && ok || fail "efficientnet_b0: finetune's zero-shot greedy ($ftg ms) is not optimize's ($(step eff_best) s), or fine-tuned ($ftb ms) slower"
 grep -q '"hint_pass_s"' "$TMP/eff.ckpt.state" && ok || fail "efficientnet_b0: the hint pass's answer is not in the state"
+# ... and its decisions (hint_pass_decisions): a resumed run writes --decisions, and the file
+# simulates to the best found it reports
+grep -q '"hint_pass_decisions"' "$TMP/eff.ckpt.state" && ok || fail "efficientnet_b0: the hint pass's decisions are not in the state"
+cp "$TMP/eff.ckpt" "$TMP/effr.ckpt" && cp "$TMP/eff.ckpt.state" "$TMP/effr.ckpt.state"
+"$GOPT" finetune "$SRC/graphs/real/efficientnet_b0.graphml.gz" --profile "$PROF" --devices 4 --steps 3 --samples 4 \
+  --zero-shot-samples off -o "$TMP/effr.ckpt" --resume --decisions "$TMP/effr.tsv" > "$TMP/ft_effr.txt" 2> "$TMP/ft_effr.err" \
+  && ok || fail "finetune efficientnet_b0 --resume --decisions"
+grep -q 'not written' "$TMP/ft_effr.err" && fail "efficientnet_b0: a resumed run did not write --decisions" || ok
+ftr=$(sed -n 's/^go fine-tuned (best found) *\([0-9.]*\).*/\1/p' "$TMP/ft_effr.txt")
+"$GOPT" sim "$SRC/graphs/real/efficientnet_b0.graphml.gz" --profile "$PROF" --devices 4 --decisions "$TMP/effr.tsv" --json \
+  > "$TMP/ties_effr.json" && ok || fail "gopt sim the resumed run's decisions"
+awk -v f="$ftr" -v s="$(step effr)" 'BEGIN { exit !(f != "" && s != "" && (f - s * 1e3) ^ 2 < 1e-6) }' \
+  && ok || fail "efficientnet_b0: the resumed run's decisions simulate to $(step effr) s, it reported $ftr ms"
 sed 's/"hint_pass_s": [0-9.e-]*/"hint_pass_s": -1/' "$TMP/eff.ckpt.state" > "$TMP/effb.state" && cp "$TMP/eff.ckpt" "$TMP/effb.ckpt" && mv "$TMP/effb.state" "$TMP/effb.ckpt.state"
 expect_rc 2 "$GOPT" finetune "$SRC/graphs/real/efficientnet_b0.graphml.gz" --profile "$PROF" --devices 4 --steps 3 --samples 4 \
   --zero-shot-samples off -o "$TMP/effb.ckpt" --resume
