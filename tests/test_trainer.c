@@ -847,6 +847,20 @@ static void expect_splice_load_error(const gopt_trainer_options *o, const char *
     expect_load_error(o, 1e12, splice_graph(), path, code, msg);
 }
 
+/* A fresh trainer (options o, another seed) loads the state at path, and its best decisions are want. */
+static void expect_resumed_best(const gopt_trainer_options *o, const char *path, const gopt_decisions *want) {
+    env e;
+    gopt_error err = {0};
+    gopt_decisions d = {0};
+    env_init(&e, 2, o, 99);
+    add_graph(&e, splice_graph());
+    assert_int_equal(gopt_trainer_load(e.tr, path, &err), GOPT_OK);
+    keep_best_decisions(e.tr, &d); /* made again from the kept actions, or kept as they are */
+    assert_decisions_equal(&d, want);
+    env_free(&e);
+    gopt_decisions_destroy(&d);
+}
+
 static void test_splice(void **state) {
     (void)state;
     char dir[] = "/tmp/gopt_test_trainer_XXXXXX";
@@ -927,13 +941,7 @@ static void test_splice(void **state) {
         b = read_file(sc, &lb);
         assert_non_null(strstr(b, "\"best_variant\": ")); /* this graph's best is another variant's */
         free(b);
-        env_init(&e, 2, &og, 99);
-        add_graph(&e, splice_graph());
-        assert_int_equal(gopt_trainer_load(e.tr, pc, &err), GOPT_OK);
-        keep_best_decisions(e.tr, &dr);
-        assert_decisions_equal(&dr, &d4);
-        env_free(&e);
-        gopt_decisions_destroy(&dr);
+        expect_resumed_best(&og, pc, &d4);
         gopt_decisions_destroy(&d4);
     }
     /* without self-imitation the state keeps no actions: it keeps the best answer's decisions as
@@ -947,28 +955,22 @@ static void test_splice(void **state) {
         assert_non_null(strstr(b, "\"best_decisions\": {"));
         assert_null(strstr(b, "\"best_actions\""));
         free(b);
-        env_init(&e, 2, &ns, 99);
-        add_graph(&e, splice_graph());
-        assert_int_equal(gopt_trainer_load(e.tr, pc, &err), GOPT_OK);
-        keep_best_decisions(e.tr, &dr);
-        assert_decisions_equal(&dr, &d4);
-        env_free(&e);
-        gopt_decisions_destroy(&dr);
+        expect_resumed_best(&ns, pc, &d4);
         gopt_decisions_destroy(&d4);
-        snprintf(sb, sizeof sb, "%s/d.ckpt", dir);
+        char pd[256];
+        snprintf(pd, sizeof pd, "%s/d.ckpt", dir);
         snprintf(cmd, sizeof cmd, "cp '%s' '%s' && cp '%s.state' '%s.state' && "
-                 "sed -i 's/\"device\": \"[0-9]*/\"device\": \"7/' '%s.state'", pc, sb, pc, sb, sb);
+                 "sed -i 's/\"device\": \"[0-9]*/\"device\": \"7/' '%s.state'", pc, pd, pc, pd, pd);
         assert_int_equal(system(cmd), 0);
-        expect_load_error(&ns, 1e12, splice_graph(), sb, GOPT_EFORMAT, "graph 'transformer_xl_l1_b2_s16': best_decisions: ");
+        expect_splice_load_error(&ns, pd, GOPT_EFORMAT, "graph 'transformer_xl_l1_b2_s16': best_decisions: ");
         snprintf(cmd, sizeof cmd, "cp '%s.state' '%s.state' && sed -i 's/\"group\": \"[-0-9]*/\"group\": \"x/' '%s.state'",
-                 pc, sb, sb);
+                 pc, pd, pd);
         assert_int_equal(system(cmd), 0);
-        expect_load_error(&ns, 1e12, splice_graph(), sb, GOPT_EFORMAT, "best_decisions.group[0] is not an integer");
+        expect_splice_load_error(&ns, pd, GOPT_EFORMAT, "best_decisions.group[0] is not an integer");
         snprintf(cmd, sizeof cmd, "cp '%s.state' '%s.state' && sed -i 's/\"priority\": \"[-0-9 ]*/& 5/' '%s.state'",
-                 pc, sb, sb);
+                 pc, pd, pd);
         assert_int_equal(system(cmd), 0);
-        expect_load_error(&ns, 1e12, splice_graph(), sb, GOPT_EFORMAT, "best_decisions.priority has more than");
-        snprintf(sb, sizeof sb, "%s.state", pb);
+        expect_splice_load_error(&ns, pd, GOPT_EFORMAT, "best_decisions.priority has more than");
     }
     /* a run without the search does not resume one with it */
     gopt_trainer_options o0 = o;
