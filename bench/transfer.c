@@ -8,7 +8,7 @@
  *                       [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]
  *                       [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]
  *                       [--finetune-imitate-target reference|best] [--finetune-place-temperature T]
- *                       [--finetune-train all|heads] [--finetune-splice M] [--go-fusion-pass best|free|merge|first|hint]
+ *                       [--finetune-train all|heads] [--finetune-splice M] [--finetune-probation N] [--go-fusion-pass best|free|merge|first|hint]
  *                       [--go-styles all|best|own]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
@@ -44,6 +44,9 @@
  *    --place-temperature (the trained policy's placement temperature; default 1);
  *    --finetune-splice M gopt finetune's --splice (the splice search's children per PPO step;
  *    default gopt finetune's, 64, 0 without self-imitation; 0: off, the ablation);
+ *    --finetune-probation N gopt finetune's --style-probation (PPO steps a style's zero-shot
+ *    answer stays self-imitation's incumbent while nothing faster is found; default gopt
+ *    finetune's, 12, 0 without self-imitation; 0: off, the ablation);
  *    --finetune-train all|heads gopt finetune's --train (heads: only the heads and the decoder's
  *    conditioning train, at gopt finetune's learning rates for it, 3e-3 and 1e-1 for imitation,
  *    unless --finetune-lr; default gopt finetune's: heads, and all with the warm recipe, whose
@@ -98,7 +101,7 @@ static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_e
 
 typedef struct {
     const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe, *ties, *fpass, *styles, *ft_imitate_target;
-    long samples, max_nodes, seed, ft_epochs, ft_threads, ft_imitate_every, ft_splice;
+    long samples, max_nodes, seed, ft_epochs, ft_threads, ft_imitate_every, ft_splice, ft_probation;
     double sa_budget, ft_seconds, temperature, ft_lr, ft_place_t;
     const char *ft_train; /* all|heads */
 } bench_args;
@@ -149,7 +152,7 @@ static int read_split(const char *path, const char *set, char names[][64], int m
 
 typedef struct {
     double best_classical, sa, greedy, best_k, ft, sa_eq, ft_wall;
-    int best_combo, greedy_oom, best_k_oom, ft_steps_imitate, ft_steps_ppo;
+    int best_combo, greedy_oom, best_k_oom, ft_steps_imitate, ft_steps_ppo, ft_probation_ended;
     char best_name[48];
 } row;
 
@@ -202,6 +205,7 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     o.imitate_best = o.imitate_every > 0 && !strcmp(a->ft_imitate_target, "best");
     o.place_temperature = (float)a->ft_place_t;
     o.splice = a->ft_splice >= 0 ? (int)a->ft_splice : gopt_trainer_finetune_splice(&o); /* gopt finetune's */
+    o.style_probation = a->ft_probation >= 0 ? (int)a->ft_probation : gopt_trainer_finetune_probation(&o);
     o.train_heads = !strcmp(a->ft_train, "heads");
     o.greedy_styles = g_go.styles; /* as gopt finetune: the styles of the GO column */
     if (o.train_heads) { /* gopt finetune --train heads' learning rates */
@@ -222,7 +226,7 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     double zk;
     if ((s = gopt_trainer_sample_best(ta, 0, &zr, &zk, err))) goto out;
     if (warm) gopt_policy_shrink(pol, 0.3f);
-    r->ft_steps_imitate = r->ft_steps_ppo = 0;
+    r->ft_steps_imitate = r->ft_steps_ppo = r->ft_probation_ended = 0;
     while (warm && r->ft_steps_imitate < o.imitate_steps && gopt_now_seconds() - t0 < seconds / 2) {
         if ((s = gopt_trainer_step(ta, &st, err))) goto out;
         r->ft_steps_imitate++;
@@ -242,6 +246,7 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
         if ((s = gopt_trainer_step(tp, &st, err))) goto out;
         if (st.imitation) r->ft_steps_imitate++;
         else r->ft_steps_ppo++;
+        r->ft_probation_ended += st.probation_ended;
     }
     if ((s = gopt_trainer_greedy(tp, 0, &d, &res, err))) goto out;
     double b = gopt_trainer_best(tp, 0, NULL);
@@ -304,7 +309,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
                       .checkpoint = NULL, .recipe = "ppo", .ties = "best", .fpass = "best", .styles = "all", .samples = 16, .max_nodes = 0, .seed = 1,
                       .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 2, .ft_threads = 2,
                       .ft_imitate_every = 4, .ft_imitate_target = "best", .ft_place_t = 1.0, .ft_splice = -1,
-                      .ft_train = NULL};
+                      .ft_probation = -1, .ft_train = NULL};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -339,6 +344,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--finetune-place-temperature")) a->ft_place_t = strtod(v, &end);
         else if (!strcmp(o, "--finetune-train")) a->ft_train = v;
         else if (!strcmp(o, "--finetune-splice")) a->ft_splice = strtol(v, &end, 10);
+        else if (!strcmp(o, "--finetune-probation")) a->ft_probation = strtol(v, &end, 10);
         else {
             fprintf(stderr, "bench_transfer: unknown option '%s'\n", o);
             return 2;
@@ -356,12 +362,15 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         a->ft_imitate_every < 0 || a->ft_imitate_every == 1 || a->ft_imitate_every > 1000000 ||
         (strcmp(a->ft_imitate_target, "reference") && strcmp(a->ft_imitate_target, "best")) ||
         !(a->ft_place_t >= 0.05 && a->ft_place_t <= 100.0) || a->ft_splice < -1 || a->ft_splice > GOPT_TRAINER_MAX_SPLICE ||
+        a->ft_probation < -1 || a->ft_probation > GOPT_TRAINER_MAX_PROBATION ||
+        (a->ft_probation > 0 && !(a->ft_imitate_every > 0 && !strcmp(a->ft_imitate_target, "best"))) ||
         (a->ft_train && strcmp(a->ft_train, "all") && strcmp(a->ft_train, "heads"))) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
                         ">= 0, --temperature 0.05..100, --set validation|train|test|holdout, --finetune-recipe ppo|warm, "
                         "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, --go-fusion-pass best|free|merge|first|hint, --go-styles all|best|own, "
                         "--finetune-imitate-every 0 or >= 2, --finetune-imitate-target reference|best, "
-                        "--finetune-place-temperature 0.05..100, --finetune-train all|heads, --finetune-splice 0..4096\n");
+                        "--finetune-place-temperature 0.05..100, --finetune-train all|heads, --finetune-splice 0..4096, "
+                        "--finetune-probation 0..100000 (> 0 needs --finetune-imitate-target best)\n");
         return 2;
     }
     if (!a->ft_train) a->ft_train = strcmp(a->recipe, "warm") ? "heads" : "all"; /* gopt finetune's default */
@@ -380,7 +389,7 @@ int main(int argc, char **argv) {
                 "                      [--finetune-threads N] [--finetune-lr LR] [--finetune-imitate-every M]\n"
                 "                      [--finetune-imitate-target reference|best] [--finetune-place-temperature T]\n"
                 "                      [--finetune-train all|heads] [--finetune-splice M] [--go-fusion-pass best|free|merge|first|hint]\n"
-                "                      [--go-styles all|best|own]\n");
+                "                      [--go-styles all|best|own] [--finetune-probation N]\n");
         return pr == 1 ? 0 : 2;
     }
     g_go.checkpoint = a.checkpoint ? a.checkpoint : gopt_trainer_default_checkpoint();
@@ -472,6 +481,8 @@ int main(int argc, char **argv) {
                      a.ft_place_t);
         long sp = a.ft_splice >= 0 ? a.ft_splice : gopt_trainer_finetune_splice(&od);
         snprintf(every + strlen(every), sizeof every - strlen(every), "; splice search: %ld children per step", sp);
+        long pb = a.ft_probation >= 0 ? a.ft_probation : gopt_trainer_finetune_probation(&od);
+        snprintf(every + strlen(every), sizeof every - strlen(every), "; style probation: %ld PPO steps", pb);
         printf("fine-tuning: %.3g s of wall time per graph (%s; %ld threads%s), against sa with --budget %.3g "
                "(one thread)\n",
                a.ft_seconds,
@@ -568,8 +579,9 @@ int main(int argc, char **argv) {
                 if (a.ft_seconds > 0) {
                     snprintf(gs, sizeof gs, "%.4g (%.2fx)", r.ft * 1e3, r.ft / B);
                     snprintf(ks, sizeof ks, "%.4g (%.2fx)", r.sa_eq * 1e3, r.sa_eq / B);
-                    printf(" %16s %16s %8.3f  [%.0f s: %d imitation + %d PPO steps]", gs, ks, r.ft / r.sa_eq,
-                           r.ft_wall, r.ft_steps_imitate, r.ft_steps_ppo);
+                    printf(" %16s %16s %8.3f  [%.0f s: %d imitation + %d PPO steps%s]", gs, ks, r.ft / r.sa_eq,
+                           r.ft_wall, r.ft_steps_imitate, r.ft_steps_ppo,
+                           r.ft_probation_ended ? "; the style's incumbent fell back to GO's own" : "");
                     add_mean(&m, 2, r.ft / B), add_mean(&all, 2, r.ft / B);
                     add_mean(&m, 3, r.ft / r.sa_eq), add_mean(&all, 3, r.ft / r.sa_eq);
                 }

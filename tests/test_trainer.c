@@ -1001,6 +1001,21 @@ static void test_splice(void **state) {
     o.graphs_per_step = 2;
     assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "splice needs one graph per step"));
+    /* the style probation (trainer.c, tr_probation_step; exercised on a real graph whose zero-shot
+     * answer is a style's in tests/cli/trainer.sh): its range, and it needs self-imitation */
+    o.splice = 0;
+    o.graphs_per_step = 1;
+    o.style_probation = GOPT_TRAINER_MAX_PROBATION + 1;
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "style probation = 100001 is outside 0..100000"));
+    o.style_probation = 3;
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_OK);
+    o.imitate_best = 0;
+    assert_int_equal(gopt_trainer_options_check(&o, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "style probation of 3 steps needs self-imitation"));
+    assert_int_equal(gopt_trainer_finetune_probation(&o), 0);
+    o.imitate_best = 1;
+    assert_int_equal(gopt_trainer_finetune_probation(&o), GOPT_TRAINER_FINETUNE_PROBATION);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
 }

@@ -84,7 +84,13 @@ static void common_options_help(FILE *f) {
             "                    short window of one of the step's samples spliced in (its priorities and\n"
             "                    fusion levels), simulated in batches of at most K, each from the best so far;\n"
             "                    a faster one is kept as the search's answer, apart from PPO's incumbent\n"
-            "                    (needs --imitate-target best; docs/trainer.md)\n"
+            "                    (needs --imitate-target best; docs/trainer.md)\n",
+            FT_EPOCHS, GOPT_TRAINER_FINETUNE_SPLICE, GOPT_TRAINER_MAX_SPLICE);
+    fprintf(f,
+            "  --style-probation N (0; finetune: %d) when the zero-shot answer self-imitation starts\n"
+            "                    from was decoded under another combination's hints (a style), and N PPO\n"
+            "                    steps find nothing faster, the incumbent becomes the policy's own greedy\n"
+            "                    answer; the style's stays an answer (0..%d; needs --imitate-target best)\n"
             "  --train all|heads (all; finetune: heads, all with --shrink < 1) heads: only the policy's\n"
             "                    task heads and the decoder's conditioning train, the network's trunk stays;\n"
             "                    on one graph a step then costs the decoder, not the network (docs/trainer.md);\n"
@@ -108,7 +114,7 @@ static void common_options_help(FILE *f) {
             "  --shrink L (1: off) multiply the loaded policy's parameters by L in (0, 1] before training\n"
             "                    (after the zero-shot evaluation): restores a pre-trained policy's ability\n"
             "                    to fit a new graph; with --imitate 500, L = 0.3 (docs/results.md)\n",
-            FT_EPOCHS, GOPT_TRAINER_FINETUNE_SPLICE, GOPT_TRAINER_MAX_SPLICE);
+            GOPT_TRAINER_FINETUNE_PROBATION, GOPT_TRAINER_MAX_PROBATION);
 }
 
 static void train_usage(FILE *f) {
@@ -220,6 +226,7 @@ typedef struct {
     int lr_set, imitate_lr_set; /* --lr, --imitate-lr given (--train heads has its own defaults) */
     int train_set;              /* --train given */
     int splice_set;             /* --splice given */
+    int probation_set;          /* --style-probation given */
     int runtime;         /* finetune --evaluator runtime: measured steps judge the samples */
     const char *device;  /* --device: where the network runs (NULL: the CPU) */
     gopt_rt_options rto; /* its backend, reps, clock */
@@ -559,6 +566,10 @@ static int parse_common(cli_args *a, train_args *ta) {
         ta->o.splice = (int)l;
         ta->splice_set = 1;
     }
+    else if (cli_opt_long(a, "--style-probation", &l, 0, GOPT_TRAINER_MAX_PROBATION)) {
+        ta->o.style_probation = (int)l;
+        ta->probation_set = 1;
+    }
     else if (cli_opt_str(a, "--imitate-target", &s)) {
         if (strcmp(s, "reference") && strcmp(s, "best")) {
             cli_usage_error(a->verb, "--imitate-target: '%s' is not reference or best", s);
@@ -626,6 +637,8 @@ static void write_metrics(FILE *mf, const gopt_trainer *t, const gopt_trainer_st
     json_object_set_new(o, "invalid", json_integer(st->invalid));
     json_object_set_new(o, "skipped", json_integer(st->skipped));
     json_object_set_new(o, "backward_calls", json_integer(st->backward_calls));
+    /* only on the step that ends a style's probation (--style-probation) */
+    if (st->probation_ended) json_object_set_new(o, "incumbent_own_s", jnum(st->own_step_s));
     json_object_set_new(o, "seconds", jnum(st->seconds));
     json_object_set_new(o, "elapsed_s", jnum(elapsed));
     json_object_set_new(o, "graphs_per_s", jnum(graphs_per_s));
@@ -915,6 +928,10 @@ static int run(train_args *ta, const char *verb, const char *init) {
         }
         gopt_trainer_stats st;
         if (gopt_trainer_step(tr, &st, &err)) goto fail;
+        if (st.probation_ended && !ta->quiet && root)
+            fprintf(stderr, "%sstep %lld: the style's zero-shot answer led to nothing faster in %d PPO steps: "
+                    "self-imitation now follows the policy's own answer (%.4g ms); the style's stays an answer\n",
+                    tty ? "\n" : "", (long long)st.step + 1, ta->o.style_probation, st.own_step_s * 1e3);
         graphs_done += st.graphs;
         double now = gopt_now_seconds(), gps = graphs_done / (now - t0 > 1e-9 ? now - t0 : 1e-9);
         if (mf) write_metrics(mf, tr, &st, now - t0, gps);
@@ -1050,6 +1067,9 @@ static int check_common(train_args *ta, const char *verb) {
     /* finetune's default (gopt_trainer_finetune_splice) meets both: only a given --splice can fail */
     if (ta->o.splice > 0 && !ta->o.imitate_best) /* its first parent is self-imitation's incumbent */
         return cli_usage_error(verb, "--splice %d needs --imitate-target best (and --imitate-every M)", ta->o.splice);
+    if (ta->o.style_probation > 0 && !ta->o.imitate_best) /* it changes self-imitation's incumbent */
+        return cli_usage_error(verb, "--style-probation %d needs --imitate-target best (and --imitate-every M)",
+                               ta->o.style_probation);
     if (!ta->prof && !ta->profiles_s && !ta->manifest)
         return cli_usage_error(verb, "missing --profile P%s", ta->finetune ? "" : " (or --profiles P1,P2,...)");
     if (ta->prof && ta->profiles_s) return cli_usage_error(verb, "--profile and --profiles: give one of them");
@@ -1223,6 +1243,7 @@ int cmd_finetune(int argc, char **argv) {
     ta.rto.reps = reps ? (int)reps : 3;
     /* off with the runtime evaluator: each child would be measured */
     if (!ta.splice_set) ta.o.splice = ta.runtime ? 0 : gopt_trainer_finetune_splice(&ta.o);
+    if (!ta.probation_set) ta.o.style_probation = gopt_trainer_finetune_probation(&ta.o);
     int rc = check_common(&ta, a.verb);
     if (rc) return rc;
     if (!ckpt) ckpt = gopt_trainer_default_checkpoint();

@@ -60,6 +60,10 @@
  * the most a run takes */
 #define GOPT_TRAINER_FINETUNE_SPLICE 64
 #define GOPT_TRAINER_MAX_SPLICE 4096
+/* gopt finetune's style probation: PPO steps a style's answer stays self-imitation's incumbent
+ * while nothing faster is found (o.style_probation) */
+#define GOPT_TRAINER_FINETUNE_PROBATION 12
+#define GOPT_TRAINER_MAX_PROBATION 100000
 
 typedef struct {
     int samples;           /* K: solutions sampled per graph per step (16), 2..GOPT_TRAINER_MAX_SAMPLES */
@@ -114,6 +118,14 @@ typedef struct {
                               samples spliced in (its priorities and fusion levels), kept when
                               faster; simulated in batches of at most samples, each batch from the
                               best so far; one graph per step (0: off; finetune: 64) */
+    int style_probation;   /* with self-imitation, when the zero-shot greedy's fastest answer is a
+                              style's (decoded under another combination's hints, greedy_styles):
+                              after this many PPO steps on the graph that found nothing faster than it
+                              (nor the splice search), the incumbent self-imitation follows becomes the
+                              policy's own greedy answer under the graph's hints and the style's is
+                              kept apart, still counted by gopt_trainer_best; imitation replays the
+                              incumbent's actions under the graph's own hints, where a style's can be
+                              other decisions (0: off, the style's answer stays; finetune: 12) */
     int canonical_targets; /* 1: the imitation target's devices are renumbered in order of first use
                               along the topological order (gopt_trainer_canonical_devices), kept only
                               where the relabelled target simulates no slower (links need not be
@@ -125,6 +137,8 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
 /* Fine-tuning's default o->splice for options o: GOPT_TRAINER_FINETUNE_SPLICE with self-imitation
  * (o->imitate_best: the search's first parent); 0 without it. */
 int gopt_trainer_finetune_splice(const gopt_trainer_options *o);
+/* Fine-tuning's default o->style_probation: GOPT_TRAINER_FINETUNE_PROBATION with self-imitation, else 0. */
+int gopt_trainer_finetune_probation(const gopt_trainer_options *o);
 /* Parse "place,sched,fuse" (any non-empty subset) into task bits. */
 gopt_status gopt_trainer_parse_tasks(const char *s, unsigned *tasks, gopt_error *err);
 /* "place,sched,fuse" form of task bits into buf (>= 32 bytes). */
@@ -242,6 +256,10 @@ typedef struct {
     int invalid;            /* samples OOM or rejected */
     int skipped;            /* epochs whose update was skipped (non-finite loss or gradient) */
     int backward_calls;     /* network backwards this step */
+    int probation_ended;    /* graphs of this step whose style probation ended with nothing faster
+                               found: self-imitation's incumbent became the policy's own greedy answer
+                               (o.style_probation) */
+    double own_step_s;      /* the first such graph's own answer (its new incumbent), s */
     double seconds;         /* wall time */
 } gopt_trainer_stats;
 

@@ -216,6 +216,7 @@ static gopt_status finish_rollouts(gopt_trainer *t, const double *vals, const do
         improved[b] = -1;
         if (kb >= 0 && best < G->best) { /* what tr_note_best does sample by sample */
             G->best = best;
+            G->best_style = 0; /* a sample of the policy's own */
             improved[b] = kb;
         }
         st->best_so_far_rel += G->best / G->ref;

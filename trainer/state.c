@@ -79,6 +79,8 @@ static json_t *options_json(const gopt_trainer *t) {
     if (o->reference_evals > 0) json_object_set_new(j, "reference_evals", json_integer(o->reference_evals));
     /* only when on: a state without it was written before the splice search (off) */
     if (o->splice > 0) json_object_set_new(j, "splice", json_integer(o->splice));
+    /* only when on: a state without it was written before the style probation (off) */
+    if (o->style_probation > 0) json_object_set_new(j, "style_probation", json_integer(o->style_probation));
     if (o->reference_anneal_max_nodes > 0)
         json_object_set_new(j, "reference_anneal_max_nodes", json_integer(o->reference_anneal_max_nodes));
     return j;
@@ -216,6 +218,62 @@ static gopt_status load_best_actions(const gopt_trainer *t, tr_graph *G, json_t 
     return st;
 }
 
+/* A graph's style probation (trainer.c, tr_probation_step): the incumbent's kind ("style", or
+ * "own" once a sample of the policy's beat it), the own answer to fall back on (its step, actions
+ * and variant), and once running its PPO steps so far and the best held when it began. */
+static json_t *probation_json(const tr_graph *G) {
+    json_t *o = json_object(), *a = actions_json(G, G->own_act);
+    if (!o || !a) {
+        json_decref(o);
+        json_decref(a);
+        return NULL;
+    }
+    json_object_set_new(o, "incumbent", json_string(G->best_style ? "style" : "own"));
+    json_object_set_new(o, "own_s", json_real(G->own_s));
+    json_object_set_new(o, "own_actions", a);
+    json_object_set_new(o, "own_variant", json_integer(G->own_var));
+    if (G->probation == 2) {
+        json_object_set_new(o, "steps", json_integer(G->prob_steps));
+        json_object_set_new(o, "held_s", json_real(G->prob_ref));
+    }
+    return o;
+}
+
+/* probation_json's object p of graph `name` into G. */
+static gopt_status parse_probation(const gopt_trainer *t, tr_graph *G, json_t *p, const char *state, const char *name,
+                                   gopt_error *err) {
+    const size_t len = 3 * (size_t)G->fz->n;
+    if (!t->o.style_probation || !t->o.imitate_best)
+        return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': style_probation given, but the run has none", state,
+                              name);
+    if (!json_is_object(p))
+        return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': style_probation is not an object", state, name);
+    const char *inc = json_string_value(json_object_get(p, "incumbent"));
+    json_t *sj = json_object_get(p, "own_s"), *vj = json_object_get(p, "own_variant"), *kj = json_object_get(p, "steps"),
+           *hj = json_object_get(p, "held_s");
+    const double own = json_is_number(sj) ? json_number_value(sj) : NAN, held = json_is_number(hj) ? json_number_value(hj) : NAN;
+    const json_int_t var = json_is_integer(vj) ? json_integer_value(vj) : -1, k = json_is_integer(kj) ? json_integer_value(kj) : -1;
+    const char *bad = !inc || (strcmp(inc, "style") && strcmp(inc, "own")) ? "incumbent is not \"style\" or \"own\""
+                      : !(own > 0) || !isfinite(own)                       ? "own_s is not a step time > 0"
+                      : var < 0 || var > 3                                 ? "own_variant is not an integer in 0..3"
+                      : !kj != !hj                                         ? "steps and held_s come together"
+                      : kj && (k < 0 || k >= t->o.style_probation)         ? "steps is not an integer below the probation's"
+                      : hj && (!(held > 0) || !isfinite(held))             ? "held_s is not a step time > 0"
+                                                                           : NULL;
+    if (bad) return gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': style_probation: %s", state, name, bad);
+    if (!G->own_act && !(G->own_act = gopt_malloc(sizeof(int32_t) * (len ? len : 1), err))) return GOPT_ENOMEM;
+    gopt_status st = parse_actions(t, G, json_object_get(p, "own_actions"), state, name, "style_probation.own_actions",
+                                   G->own_act, err);
+    if (st) return st;
+    G->best_style = strcmp(inc, "style") == 0;
+    G->own_s = own;
+    G->own_var = (int)var;
+    G->probation = kj ? 2 : 1;
+    G->prob_steps = kj ? (int)k : 0;
+    G->prob_ref = kj ? held : 0;
+    return GOPT_OK;
+}
+
 gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_error *err) {
     size_t pl = strlen(path);
     char *next = malloc(pl + 8), *state = malloc(pl + 8);
@@ -300,6 +358,16 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
             json_object_set_new(g, "best_actions", ba);
             /* only when not 0: a state without it made its best as the samples are made */
             if (G->best_var) json_object_set_new(g, "best_variant", json_integer(G->best_var));
+        }
+        /* only while a style's answer is on probation (trainer.c, tr_probation_step) */
+        if (G->probation) {
+            json_t *pj = probation_json(G);
+            if (!pj) {
+                json_decref(g);
+                st = gopt_error_set(err, GOPT_ENOMEM, "%s: out of memory writing the state", state);
+                goto out;
+            }
+            json_object_set_new(g, "style_probation", pj);
         }
         const tr_prof *P = &t->profs[G->prof];
         char ph[24];
@@ -574,6 +642,15 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
         }
         if (aj && (st = load_best_actions(t, G, aj, state, name, err))) goto out;
         G->best_var = (int)var;
+        json_t *prj = json_object_get(g, "style_probation");
+        G->probation = 0;
+        G->best_style = 0;
+        if (prj && !aj) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': style_probation given without best_actions", state,
+                                name);
+            goto out;
+        }
+        if (prj && (st = parse_probation(t, G, prj, state, name, err))) goto out;
         /* the decisions are not kept: made again from the actions, as they were made */
         if ((st = tr_restore_decisions(t, G, err))) goto out;
         /* but for the answers without actions (save): kept as they are */

@@ -49,10 +49,15 @@ void gopt_trainer_options_default(gopt_trainer_options *o) {
     o->reference = "single,expert,metis,heft,mtopo,metf,msct,heft+cp+xla";
     o->canonical_targets = 1;
     o->splice = 0;
+    o->style_probation = 0;
 }
 
 int gopt_trainer_finetune_splice(const gopt_trainer_options *o) {
     return o->imitate_best ? GOPT_TRAINER_FINETUNE_SPLICE : 0;
+}
+
+int gopt_trainer_finetune_probation(const gopt_trainer_options *o) {
+    return o->imitate_best ? GOPT_TRAINER_FINETUNE_PROBATION : 0;
 }
 
 gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error *err) {
@@ -73,6 +78,12 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
     if (o->splice < 0 || o->splice > GOPT_TRAINER_MAX_SPLICE)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: splice = %d is outside 0..%d", o->splice,
                               GOPT_TRAINER_MAX_SPLICE);
+    if (o->style_probation < 0 || o->style_probation > GOPT_TRAINER_MAX_PROBATION)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: style probation = %d is outside 0..%d", o->style_probation,
+                              GOPT_TRAINER_MAX_PROBATION);
+    if (o->style_probation > 0 && !o->imitate_best)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: a style probation of %d steps needs self-imitation "
+                              "(imitate best)", o->style_probation);
     if (o->splice > 0 && o->graphs_per_step != 1)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: splice needs one graph per step (graphs per step = %d)",
                               o->graphs_per_step);
@@ -297,6 +308,8 @@ static void graph_destroy(gopt_trainer *t, tr_graph *G) {
     gopt_decisions_destroy(&G->best_dec);
     gopt_decisions_destroy(&G->alt_dec);
     gopt_decisions_destroy(&G->sp_dec);
+    gopt_decisions_destroy(&G->own_dec);
+    free(G->own_act);
     free(G->sp_act);
     free(G->best_act);
     free(G->tgt_act);
@@ -665,6 +678,7 @@ gopt_status gopt_trainer_add_graph_on(gopt_trainer *t, gopt_graph *g, const gopt
     G->best = INFINITY;
     G->alt = INFINITY;
     G->sp_s = INFINITY;
+    G->own_s = INFINITY;
     if (!G->fz) {
         st = gopt_error_set(err, GOPT_EINVAL, "trainer: graph '%s' is not finalized", gopt_graph_name(g));
         goto fail;
@@ -833,16 +847,32 @@ gopt_status tr_note_best_actions(const gopt_trainer *t, tr_graph *G, const gopt_
     return GOPT_OK;
 }
 
+/* The policy's own greedy answer under G's hints (note_mode 1), kept for the style probation. */
+static gopt_status note_own(const gopt_trainer *t, tr_graph *G, const gopt_decisions *d, const gopt_policy_actions *a,
+                            int var, double step, gopt_error *err) {
+    if (!(step < G->own_s) || !a || !t->o.style_probation || !t->o.imitate_best) return GOPT_OK;
+    const int32_t n = G->fz->n;
+    gopt_status st = tr_decisions_fit(&G->own_dec, n, err);
+    if (st) return st;
+    if (!G->own_act && !(G->own_act = gopt_malloc(sizeof(int32_t) * 3 * (size_t)(n ? n : 1), err))) return GOPT_ENOMEM;
+    tr_actions_pack(G->own_act, a, n);
+    gopt_decisions_copy(&G->own_dec, d);
+    G->own_s = step;
+    G->own_var = var;
+    return GOPT_OK;
+}
+
 gopt_status tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decisions *d, const gopt_policy_actions *a,
                          int var, double step, gopt_error *err) {
-    if (!(step < G->best)) return GOPT_OK;
-    gopt_status st = tr_decisions_fit(&G->best_dec, d->n, err);
-    if (st) return st;
+    gopt_status st = G->note_mode == 1 ? note_own(t, G, d, a, var, step, err) : GOPT_OK;
+    if (st || !(step < G->best)) return st;
+    if ((st = tr_decisions_fit(&G->best_dec, d->n, err))) return st;
     if (a && (st = tr_note_best_actions(t, G, a, err))) return st;
     gopt_decisions_copy(&G->best_dec, d);
     G->best = step;
     G->best_var = var;
     G->has_best = 1;
+    G->best_style = G->note_mode == 2;
     return GOPT_OK;
 }
 
@@ -877,6 +907,7 @@ gopt_status tr_restore_decisions(gopt_trainer *t, tr_graph *G, gopt_error *err) 
         if ((st = render_variant(t, G, G->sp_act, 0, &G->sp_dec, err))) return st;
         G->has_sp_dec = 1;
     }
+    if (G->probation && G->own_act && (st = render_variant(t, G, G->own_act, G->own_var, &G->own_dec, err))) return st;
     return st;
 }
 
@@ -1098,9 +1129,51 @@ out:
     return st;
 }
 
+static gopt_status greedy_judged(gopt_trainer *t, int i, tr_graph *G, int own, gopt_decisions *d,
+                                 gopt_sim_result *res, gopt_error *err);
+
 gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_sim_result *res, gopt_error *err) {
     if (i < 0 || i >= t->ng) return gopt_error_set(err, GOPT_EINVAL, "trainer: graph index %d out of range", i);
     tr_graph *G = &t->graphs[i];
+    /* before the first step, the zero-shot answers: the policy's own under G's hints is kept and a
+     * style's answer as the incumbent goes on probation (o.style_probation, tr_probation_step) */
+    const int zero_shot = t->step == 0 && t->o.style_probation > 0 && t->o.imitate_best;
+    if (zero_shot) G->own_s = INFINITY;
+    gopt_status st = greedy_judged(t, i, G, zero_shot, d, res, err);
+    G->note_mode = 0;
+    if (!st && zero_shot && G->best_style && G->best < G->own_s) G->probation = 1;
+    return st;
+}
+
+gopt_status tr_probation_step(gopt_trainer *t, int i, gopt_trainer_stats *stats, gopt_error *err) {
+    tr_graph *G = &t->graphs[i];
+    const double held = G->best < G->sp_s ? G->best : G->sp_s;
+    if (G->probation && !G->best_style) G->probation = 0; /* a sample of the policy's own is the incumbent */
+    if (!G->probation) return GOPT_OK;
+    if (G->probation == 1) {
+        G->probation = 2;
+        G->prob_ref = held;
+        G->prob_steps = 0;
+    }
+    if (++G->prob_steps < t->o.style_probation) return GOPT_OK;
+    G->probation = 0;
+    if (held < G->prob_ref || !isfinite(G->own_s) || !G->own_act) return GOPT_OK; /* it led somewhere */
+    /* imitation could not follow the style's answer: it becomes an answer apart */
+    gopt_status st = tr_note_alt(G, &G->best_dec, G->best, err);
+    if (st) return st;
+    memcpy(G->best_act, G->own_act, sizeof(int32_t) * 3 * (size_t)G->fz->n);
+    gopt_decisions_copy(&G->best_dec, &G->own_dec);
+    G->best = G->own_s;
+    G->best_var = G->own_var;
+    G->best_style = 0;
+    if (!stats->probation_ended++) stats->own_step_s = G->own_s;
+    return GOPT_OK;
+}
+
+/* gopt_trainer_greedy's answers; own: keep the policy's own under G's hints (note_own) */
+static gopt_status greedy_judged(gopt_trainer *t, int i, tr_graph *G, int own, gopt_decisions *d,
+                                 gopt_sim_result *res, gopt_error *err) {
+    G->note_mode = own ? 1 : 0;
     gopt_status st = tr_forward(t, G, err);
     if (st) return st;
     gopt_policy_actions a = tr_actions(t, 0, 0);
@@ -1122,6 +1195,7 @@ gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_
     double best = res->oom ? INFINITY : res->step_time_s;
     if ((st = tr_judge_variants(t, G, 1, 1, G->hint_group, &best, d, res, err))) return st;
     /* the greedy decisions under the hints' other styles too (gopt_go_decide's default) */
+    G->note_mode = 2;
     return G->hint_table ? greedy_styles(t, i, G, &best, d, res, err) : GOPT_OK;
 }
 
@@ -1138,6 +1212,8 @@ gopt_status gopt_trainer_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_erro
     gopt_status s = imitate ? tr_imitate_step(t, st, err) : tr_ppo_step(t, st, err);
     if (!s && !imitate && t->o.splice > 0 && (s = tr_splice_step(t, err)) == GOPT_OK)
         st->best_so_far_rel = gopt_trainer_best(t, t->sel[0], NULL) / t->graphs[t->sel[0]].ref;
+    for (int b = 0; !s && !imitate && t->o.style_probation > 0 && b < t->nsel; b++)
+        s = tr_probation_step(t, t->sel[b], st, err);
     if (s) return s;
     t->step++;
     st->seconds = gopt_now_seconds() - t0;

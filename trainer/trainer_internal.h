@@ -81,6 +81,17 @@ typedef struct {
     int has_best_act;
     int best_var;           /* the variant best_dec was made from best_act with (tr_judge_variants'
                                v, 0..3: 0 the policy's own fusion pass with critical-path ties) */
+    /* the probation of a style's answer as self-imitation's incumbent (o.style_probation,
+     * tr_probation_step): the policy's own greedy answer under G's hints, kept to fall back on */
+    int best_style;         /* 1: best_act was decoded under another style's hints (greedy_styles) */
+    int note_mode;          /* while gopt_trainer_greedy judges: 1 its own passes, 2 the styles; else 0 */
+    int probation;          /* 0 none; 1 armed (by the zero-shot greedy); 2 running */
+    int prob_steps;         /* PPO steps of G since the probation began */
+    double prob_ref;        /* min(best, sp_s) when it began: what counts as found is faster */
+    double own_s;           /* the own answer's step (s), +inf before any */
+    int32_t *own_act;       /* (3, n) its actions, when own_s is finite */
+    int own_var;            /* the variant it was made with (best_var's) */
+    gopt_decisions own_dec; /* its decisions */
     int32_t *tgt_act;       /* (3, n) an improved imitation target (gopt_trainer_set_target), when has_tgt_act */
     int has_tgt_act;
     double tgt_step;        /* its simulated step (s) */
@@ -159,6 +170,13 @@ gopt_status tr_note_alt(tr_graph *G, const gopt_decisions *d, double step, gopt_
  * t->dec[0..k) and t->res[0..k). */
 gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, const int32_t *within, double *best_s,
                               gopt_decisions *best_d, gopt_sim_result *best_res, gopt_error *err);
+/* After a PPO step on graph i: the probation of a style's answer as the incumbent
+ * (o.style_probation). Once the graph's o.style_probation-th PPO step since the zero-shot
+ * greedy has found nothing faster than the incumbent and the splice search's best (min(best,
+ * sp_s)), and the incumbent is still the style's, self-imitation's incumbent becomes the
+ * policy's own greedy answer under the graph's hints and the style's answer is kept apart
+ * (tr_note_alt), where gopt_trainer_best still counts it. */
+gopt_status tr_probation_step(gopt_trainer *t, int i, gopt_trainer_stats *st, gopt_error *err);
 /* Make sure every scratch array fits n nodes. */
 gopt_status tr_reserve(gopt_trainer *t, int32_t n, gopt_error *err);
 /* Make d hold n nodes (initialised again unless it already does; its values are then undefined). */

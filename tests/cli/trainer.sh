@@ -338,4 +338,40 @@ done
 cmp -s "$TMP/th1.tsv" "$TMP/th3.tsv" && ok || fail "--go-threads: decisions differ between 1 and 3 threads"
 expect_rc 2 "$GOPT" optimize "$EX" --method go --profile "$PROF" --devices 2 --go-threads 0
 expect_err "--go-threads"
+# the style probation: on lstm_wide_classifier at seed 2 (4 V100s) the fastest zero-shot answer is
+# a style's (decoded under another combination's hints: 16.96 ms against the policy's own 18.63 on
+# 2026-12-02). With --style-probation 2 and nothing faster in 2 PPO steps, self-imitation's
+# incumbent becomes the policy's own answer and the style's is kept apart (the state's best_s is
+# the own answer's, hint_pass_s the style's); with 0 the style's stays the incumbent. A run stopped
+# during the probation keeps it in its state and resumes to the same end; a damaged one is refused.
+LW="$SRC/graphs/real/lstm_wide_classifier.graphml.gz"
+ftlw() { "$GOPT" finetune "$LW" --profile "$PROF" --devices 4 --samples 4 --zero-shot-samples off --seed 2 --quiet "$@"; }
+sfield() { sed -n "s/.*\"$2\": *\([0-9.eE+-]*\).*/\1/p" "$TMP/$1.ckpt.state" | head -1; }
+ftlw --steps 6 --style-probation 2 -o "$TMP/lw.ckpt" > "$TMP/ft_lw.txt" 2>&1 && ok || fail "finetune lstm_wide_classifier --style-probation 2"
+ftlw --steps 6 --style-probation 0 -o "$TMP/lw0.ckpt" > "$TMP/ft_lw0.txt" 2>&1 && ok || fail "finetune lstm_wide_classifier --style-probation 0"
+grep -q '"style_probation": {' "$TMP/lw.ckpt.state" && fail "lstm_wide_classifier: the probation is still in the state after it ended" || ok
+awk -v b="$(sfield lw best_s)" -v h="$(sfield lw hint_pass_s)" -v b0="$(sfield lw0 best_s)" \
+  'BEGIN { exit !(b != "" && h != "" && b0 != "" && h <= b0 * (1 + 1e-12) && b0 < b) }' \
+  && ok || fail "lstm_wide_classifier: the style's answer ($(sfield lw0 best_s) s) was not kept apart from the own incumbent ($(sfield lw best_s) s, apart $(sfield lw hint_pass_s) s)"
+ftlw --steps 1 --style-probation 2 -o "$TMP/lw1.ckpt" > /dev/null 2>&1 && ok || fail "finetune lstm_wide_classifier --steps 1"
+grep -q '"incumbent": "style"' "$TMP/lw1.ckpt.state" && grep -q '"steps": 1,' "$TMP/lw1.ckpt.state" \
+  && ok || fail "lstm_wide_classifier: the state after one PPO step does not keep the running probation"
+cp "$TMP/lw1.ckpt" "$TMP/lwd.ckpt" && sed 's/"incumbent": "style"/"incumbent": "styles"/' "$TMP/lw1.ckpt.state" > "$TMP/lwd.ckpt.state"
+expect_rc 2 ftlw --steps 6 --style-probation 2 -o "$TMP/lwd.ckpt" --resume
+expect_err "graph 'lstm_wide_classifier': style_probation: incumbent is not"
+sed 's/"steps": 1,/"steps": 2,/' "$TMP/lw1.ckpt.state" > "$TMP/lwd.ckpt.state"
+expect_rc 2 ftlw --steps 6 --style-probation 2 -o "$TMP/lwd.ckpt" --resume
+expect_err "style_probation: steps is not an integer below the probation's"
+expect_rc 2 ftlw --steps 6 -o "$TMP/lw1.ckpt" --resume
+expect_err "option style_probation was 2, now 12"
+ftlw --steps 6 --style-probation 2 -o "$TMP/lw1.ckpt" --resume > /dev/null 2>&1 && ok || fail "resume lstm_wide_classifier during the probation"
+for f in best_s hint_pass_s; do
+  [ -n "$(sfield lw $f)" ] && [ "$(sfield lw1 $f)" = "$(sfield lw $f)" ] && ok \
+    || fail "lstm_wide_classifier: resumed during the probation, $f $(sfield lw1 $f), straight $(sfield lw $f)"
+done
+cmp -s "$TMP/lw.ckpt" "$TMP/lw1.ckpt" && ok || fail "lstm_wide_classifier: the resumed run's policy differs from the straight run's"
+expect_rc 2 "$GOPT" finetune "$LW" --profile "$PROF" --devices 4 --steps 1 --imitate-every 0 --style-probation 3 -o "$TMP/x.ckpt"
+expect_err "--style-probation 3 needs --imitate-target best"
+expect_rc 2 "$GOPT" finetune "$LW" --profile "$PROF" --devices 4 --steps 1 --style-probation -1 -o "$TMP/x.ckpt"
+expect_err "--style-probation"
 finish
