@@ -226,7 +226,7 @@ float gopt_policy_task_temperature(const gopt_policy *p, int task);
  * CPU a forward on the same frozen graph with the same features reuses the trunk's outputs of
  * the last forward and recomputes the heads alone, and the backward stops at the heads: a
  * fine-tuning step on one graph costs the decoder and the heads, not the network (docs/policy.md,
- * "Fine-tuning the heads"). Results are those of a full forward within float rounding. It is
+ * "Training the heads only"). Results are those of a full forward within float rounding. It is
  * not saved in checkpoints. Switching it resets the reuse (the next forward is a full one). */
 gopt_status gopt_policy_set_train_heads(gopt_policy *p, int on, gopt_error *err);
 int gopt_policy_train_heads(const gopt_policy *p);
