@@ -900,6 +900,11 @@ static int run(train_args *ta, const char *verb, const char *init) {
             goto give_up;
         }
         if (s0) goto fail;
+        double sty = 0, own = 0;
+        if (!ta->quiet && gopt_trainer_style_probation(tr, 0, &sty, &own))
+            fprintf(stderr, "zero-shot: self-imitation starts from a style's answer (%.4g ms, decoded under another "
+                    "combination's hints); if %d PPO steps find nothing faster it follows the policy's own "
+                    "(%.4g ms)\n", sty * 1e3, ta->o.style_probation, own * 1e3);
     }
     /* shrink after the zero-shot evaluation (which stays the pre-trained policy's); a resumed run's
      * parameters already descend from the shrunk ones */

@@ -204,6 +204,10 @@ int gopt_trainer_target_relabel(const gopt_trainer *t, int i, double *relabelled
  * are not the incumbent that self-imitation follows and PPO's improvements are measured against
  * (the policy's own passes cannot reproduce them; docs/trainer.md). */
 double gopt_trainer_best(const gopt_trainer *t, int i, const gopt_decisions **d);
+/* 1 when graph i's self-imitation incumbent is a style's answer on probation (o.style_probation:
+ * armed by the zero-shot gopt_trainer_greedy, or running); then *style_s and *own_s (each when
+ * not NULL) are its step and that of the policy's own answer it falls back on (s); 0 otherwise. */
+int gopt_trainer_style_probation(const gopt_trainer *t, int i, double *style_s, double *own_s);
 /* An improved imitation target for graph i (expert iteration, docs/trainer.md "Improved
  * targets"): packed actions (3n values: devices, priority levels, fusion levels, as
  * gopt_trainer_save's best_actions), e.g. what fine-tuning found on the graph. They are turned

@@ -750,6 +750,13 @@ double gopt_trainer_best(const gopt_trainer *t, int i, const gopt_decisions **d)
     return G->best;
 }
 int64_t gopt_trainer_steps_done(const gopt_trainer *t) { return t->step; }
+int gopt_trainer_style_probation(const gopt_trainer *t, int i, double *style_s, double *own_s) {
+    const tr_graph *G = &t->graphs[i];
+    const int on = G->probation != 0 && G->best_style;
+    if (on && style_s) *style_s = G->best;
+    if (on && own_s) *own_s = G->own_s;
+    return on;
+}
 int gopt_trainer_baselines(const gopt_trainer *t, int i, const char **names, double *steps, int max) {
     const tr_graph *G = &t->graphs[i];
     int k = G->nbase < max ? G->nbase : max;

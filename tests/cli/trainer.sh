@@ -347,7 +347,12 @@ expect_err "--go-threads"
 LW="$SRC/graphs/real/lstm_wide_classifier.graphml.gz"
 ftlw() { "$GOPT" finetune "$LW" --profile "$PROF" --devices 4 --samples 4 --zero-shot-samples off --seed 2 --quiet "$@"; }
 sfield() { sed -n "s/.*\"$2\": *\([0-9.eE+-]*\).*/\1/p" "$TMP/$1.ckpt.state" | head -1; }
-ftlw --steps 6 --style-probation 2 -o "$TMP/lw.ckpt" > "$TMP/ft_lw.txt" 2>&1 && ok || fail "finetune lstm_wide_classifier --style-probation 2"
+"$GOPT" finetune "$LW" --profile "$PROF" --devices 4 --samples 4 --zero-shot-samples off --seed 2 --steps 6 \
+  --style-probation 2 -o "$TMP/lw.ckpt" > "$TMP/ft_lw.txt" 2>&1 && ok || fail "finetune lstm_wide_classifier --style-probation 2"
+grep -q "zero-shot: self-imitation starts from a style's answer" "$TMP/ft_lw.txt" && ok || fail "lstm_wide_classifier: no word of the probation"
+grep -q "^step 2: the style's zero-shot answer led to nothing faster in 2 PPO steps" "$TMP/ft_lw.txt" \
+  && ok || fail "lstm_wide_classifier: the end of the probation is not reported"
+grep -q '"incumbent_own_s"' "$TMP/lw.ckpt.metrics.jsonl" && ok || fail "lstm_wide_classifier: the metrics lack incumbent_own_s"
 ftlw --steps 6 --style-probation 0 -o "$TMP/lw0.ckpt" > "$TMP/ft_lw0.txt" 2>&1 && ok || fail "finetune lstm_wide_classifier --style-probation 0"
 grep -q '"style_probation": {' "$TMP/lw.ckpt.state" && fail "lstm_wide_classifier: the probation is still in the state after it ended" || ok
 awk -v b="$(sfield lw best_s)" -v h="$(sfield lw hint_pass_s)" -v b0="$(sfield lw0 best_s)" \
