@@ -84,10 +84,14 @@ static void common_options_help(FILE *f) {
             "                    short window of one of the step's samples spliced in (its priorities and\n"
             "                    fusion levels), simulated in batches of at most K, each from the best so far;\n"
             "                    a faster one is kept as the search's answer, apart from PPO's incumbent\n"
-            "                    (needs --imitate-target best; docs/trainer.md)\n",
-            FT_EPOCHS, GOPT_TRAINER_FINETUNE_SPLICE, GOPT_TRAINER_MAX_SPLICE);
+            "                    (needs --imitate-target best; docs/trainer.md)\n"
+            "  --splice-place F (0; finetune: %.2g) the share of those children, 0..1, that move placement\n"
+            "                    instead: the window's colocation groups to one other device, drawn from\n"
+            "                    the policy's placement scores; one out of memory is dropped\n",
+            FT_EPOCHS, GOPT_TRAINER_FINETUNE_SPLICE, GOPT_TRAINER_MAX_SPLICE,
+            (double)GOPT_TRAINER_FINETUNE_SPLICE_PLACE);
     fprintf(f,
-            "  --style-probation N (0; finetune: %d) when the zero-shot answer self-imitation starts\n"
+            "  --style-probation N (0: off) when the zero-shot answer self-imitation starts\n"
             "                    from was decoded under another combination's hints (a style), and N PPO\n"
             "                    steps find nothing faster, the incumbent becomes the policy's own greedy\n"
             "                    answer; the style's stays an answer (0..%d; needs --imitate-target best)\n"
@@ -114,7 +118,7 @@ static void common_options_help(FILE *f) {
             "  --shrink L (1: off) multiply the loaded policy's parameters by L in (0, 1] before training\n"
             "                    (after the zero-shot evaluation): restores a pre-trained policy's ability\n"
             "                    to fit a new graph; with --imitate 500, L = 0.3 (docs/results.md)\n",
-            GOPT_TRAINER_FINETUNE_PROBATION, GOPT_TRAINER_MAX_PROBATION);
+            GOPT_TRAINER_MAX_PROBATION);
 }
 
 static void train_usage(FILE *f) {
@@ -226,7 +230,7 @@ typedef struct {
     int lr_set, imitate_lr_set; /* --lr, --imitate-lr given (--train heads has its own defaults) */
     int train_set;              /* --train given */
     int splice_set;             /* --splice given */
-    int probation_set;          /* --style-probation given */
+    int splice_place_set;       /* --splice-place given */
     int runtime;         /* finetune --evaluator runtime: measured steps judge the samples */
     const char *device;  /* --device: where the network runs (NULL: the CPU) */
     gopt_rt_options rto; /* its backend, reps, clock */
@@ -566,10 +570,11 @@ static int parse_common(cli_args *a, train_args *ta) {
         ta->o.splice = (int)l;
         ta->splice_set = 1;
     }
-    else if (cli_opt_long(a, "--style-probation", &l, 0, GOPT_TRAINER_MAX_PROBATION)) {
-        ta->o.style_probation = (int)l;
-        ta->probation_set = 1;
+    else if (cli_opt_double(a, "--splice-place", &x, 0, 1)) {
+        ta->o.splice_place = (float)x;
+        ta->splice_place_set = 1;
     }
+    else if (cli_opt_long(a, "--style-probation", &l, 0, GOPT_TRAINER_MAX_PROBATION)) ta->o.style_probation = (int)l;
     else if (cli_opt_str(a, "--imitate-target", &s)) {
         if (strcmp(s, "reference") && strcmp(s, "best")) {
             cli_usage_error(a->verb, "--imitate-target: '%s' is not reference or best", s);
@@ -1248,7 +1253,7 @@ int cmd_finetune(int argc, char **argv) {
     ta.rto.reps = reps ? (int)reps : 3;
     /* off with the runtime evaluator: each child would be measured */
     if (!ta.splice_set) ta.o.splice = ta.runtime ? 0 : gopt_trainer_finetune_splice(&ta.o);
-    if (!ta.probation_set) ta.o.style_probation = gopt_trainer_finetune_probation(&ta.o);
+    if (!ta.splice_place_set && ta.o.splice > 0) ta.o.splice_place = GOPT_TRAINER_FINETUNE_SPLICE_PLACE;
     int rc = check_common(&ta, a.verb);
     if (rc) return rc;
     if (!ckpt) ckpt = gopt_trainer_default_checkpoint();

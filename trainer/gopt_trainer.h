@@ -60,9 +60,9 @@
  * the most a run takes */
 #define GOPT_TRAINER_FINETUNE_SPLICE 64
 #define GOPT_TRAINER_MAX_SPLICE 4096
-/* gopt finetune's style probation: PPO steps a style's answer stays self-imitation's incumbent
- * while nothing faster is found (o.style_probation) */
-#define GOPT_TRAINER_FINETUNE_PROBATION 12
+/* gopt finetune's share of the splice search's children that move placement (o.splice_place) */
+#define GOPT_TRAINER_FINETUNE_SPLICE_PLACE 0.25f
+/* the most PPO steps of a style probation (o.style_probation) */
 #define GOPT_TRAINER_MAX_PROBATION 100000
 
 typedef struct {
@@ -118,6 +118,11 @@ typedef struct {
                               samples spliced in (its priorities and fusion levels), kept when
                               faster; simulated in batches of at most samples, each batch from the
                               best so far; one graph per step (0: off; finetune: 64) */
+    float splice_place;    /* the share of the splice search's children, 0..1, that move placement
+                              instead: the window's colocation groups all go to one other device,
+                              drawn from the policy's placement logits of the window's first node
+                              without its current device (priorities and fusion levels stay the
+                              parent's; a child that runs out of memory is dropped) (0; finetune: 0.25) */
     int style_probation;   /* with self-imitation, when the zero-shot greedy's fastest answer is a
                               style's (decoded under another combination's hints, greedy_styles):
                               after this many PPO steps on the graph that found nothing faster than it
@@ -125,7 +130,10 @@ typedef struct {
                               policy's own greedy answer under the graph's hints and the style's is
                               kept apart, still counted by gopt_trainer_best; imitation replays the
                               incumbent's actions under the graph's own hints, where a style's can be
-                              other decisions (0: off, the style's answer stays; finetune: 12) */
+                              other decisions (0: off, the style's answer stays). Off by default:
+                              on the validation split it cost the one graph it changed (the
+                              Transformer at seed 2, 0.909x -> 0.926x; docs/results.md, "The style
+                              probation") */
     int canonical_targets; /* 1: the imitation target's devices are renumbered in order of first use
                               along the topological order (gopt_trainer_canonical_devices), kept only
                               where the relabelled target simulates no slower (links need not be
@@ -137,8 +145,6 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
 /* Fine-tuning's default o->splice for options o: GOPT_TRAINER_FINETUNE_SPLICE with self-imitation
  * (o->imitate_best: the search's first parent); 0 without it. */
 int gopt_trainer_finetune_splice(const gopt_trainer_options *o);
-/* Fine-tuning's default o->style_probation: GOPT_TRAINER_FINETUNE_PROBATION with self-imitation, else 0. */
-int gopt_trainer_finetune_probation(const gopt_trainer_options *o);
 /* Parse "place,sched,fuse" (any non-empty subset) into task bits. */
 gopt_status gopt_trainer_parse_tasks(const char *s, unsigned *tasks, gopt_error *err);
 /* "place,sched,fuse" form of task bits into buf (>= 32 bytes). */

@@ -6,7 +6,12 @@
  * the step's samples spliced in: one of the K samples (drawn uniformly) and a contiguous run of
  * nodes in topological order, SPLICE_WMIN..SPLICE_WMAX of the graph (log-uniform, at least one
  * node), whose priority levels and fusion levels the child takes from that sample; placement stays
- * P's, so the memory masks the decoder applied to P hold for every child. The children are
+ * P's, so the memory masks the decoder applied to P hold for every child. A share o.splice_place
+ * of the children move placement instead: every colocation group with a node in the window goes
+ * to one other device, drawn from the policy's (unconditioned) placement logits of the window's
+ * first node with its current device left out; their priorities and fusion levels stay P's, and
+ * the simulator drops one that runs out of memory (the samples' placements are greedy's almost
+ * everywhere, so without these moves the search never tries another device). The children are
  * turned into decisions the way samples are (the checkpoint's own fusion pass, critical-path ties)
  * and simulated in batches of at most K (the sample slots; a child whose window changes nothing is
  * the parent and is skipped); after each batch the fastest that fits and beats the search's best
@@ -17,7 +22,8 @@
  * take (a child costs a fusion pass and a simulation, no decoding).
  *
  * Every move is the policy's: a child's levels are what the policy sampled for those nodes (on an
- * earlier prefix), set into the best answer it has found; no baseline's answer enters. The
+ * earlier prefix), and a placement move's device is drawn from the policy's own placement scores,
+ * set into the best answer it has found; no baseline's answer enters. The
  * children's randomness is a stream seeded by (seed, step), so a resumed run draws what the
  * uninterrupted one would. One graph per step (gopt_trainer_options_check): under data-parallel
  * fine-tuning every rank then draws all K samples (it simulates its share) and holds the same
@@ -64,6 +70,21 @@ gopt_status tr_splice_step(gopt_trainer *t, gopt_error *err) {
     gopt_rng_seed(&r, (t->o.seed ^ 0x73706c6963650000ull) * 0x9E3779B97F4A7C15ull + (uint64_t)t->step);
     gopt_bl_problem bp;
     if ((st = tr_decisions_for(t, n, err)) || (st = tr_problem(t, t->sel[0], &bp, err))) goto out;
+    /* placement moves (o.splice_place): the window's units on another device, drawn from the
+     * policy's unconditioned placement logits of the window's first node (its current device out) */
+    const double pf = t->o.splice_place;
+    const int W = gopt_policy_get_config(t->pol)->max_devices;
+    float *lg = NULL;
+    unsigned char *mark = NULL;
+    if (pf > 0 && G->ndev > 1) {
+        lg = gopt_malloc(sizeof(float) * (size_t)n * (size_t)W, err);
+        mark = gopt_calloc((size_t)n, 1, err);
+        if (!lg || !mark) {
+            st = GOPT_ENOMEM;
+            goto out2;
+        }
+        if ((st = gopt_policy_logits(t->pol, GOPT_TASK_PLACE, lg, err))) goto out2;
+    }
     for (int m0 = 0; m0 < M; m0 += B) { /* batch by batch, each from the best so far */
         int nk = 0;
         for (int m = m0; m < M && m < m0 + B; m++) {
@@ -73,6 +94,34 @@ gopt_status tr_splice_step(gopt_trainer *t, gopt_error *err) {
             const double f = SPLICE_WMIN * pow(SPLICE_WMAX / SPLICE_WMIN, gopt_rng_uniform(&r));
             const int32_t w = (int32_t)(f * n) + 1, r0 = (int32_t)gopt_rng_below(&r, (uint64_t)n);
             int changed = 0;
+            if (lg && gopt_rng_uniform(&r) < pf) { /* a placement move */
+                const int32_t v0 = G->fz->topo[r0], cur = c[v0];
+                double z = 0, p[16], mx = -INFINITY;
+                for (int d = 0; d < G->ndev; d++)
+                    if (d != cur && lg[(size_t)v0 * W + d] > mx) mx = lg[(size_t)v0 * W + d];
+                for (int d = 0; d < G->ndev; d++) z += p[d] = d == cur ? 0 : exp((double)lg[(size_t)v0 * W + d] - mx);
+                double u = gopt_rng_uniform(&r) * z;
+                int to = -1;
+                for (int d = 0; d < G->ndev; d++) {
+                    if (d == cur) continue;
+                    to = d;
+                    if ((u -= p[d]) < 0) break;
+                }
+                for (int32_t i = r0; i < r0 + w && i < n; i++) mark[G->unit_first[G->fz->topo[i]]] = 1;
+                for (int32_t v = 0; v < n; v++)
+                    if (mark[G->unit_first[v]]) {
+                        changed |= c[v] != to;
+                        c[v] = to;
+                    }
+                for (int32_t i = r0; i < r0 + w && i < n; i++) mark[G->unit_first[G->fz->topo[i]]] = 0;
+                if (!changed) continue;
+                const gopt_policy_actions a = {c, c + n, c + 2 * (size_t)n};
+                if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &t->dec[nk],
+                                                            t->group, err)))
+                    goto out2;
+                nk++;
+                continue;
+            }
             for (int32_t i = r0; i < r0 + w && i < n; i++) {
                 const int32_t v = G->fz->topo[i];
                 changed |= c[n + v] != S.sched[v] || c[2 * (size_t)n + v] != S.fuse[v];
@@ -83,12 +132,12 @@ gopt_status tr_splice_step(gopt_trainer *t, gopt_error *err) {
             const gopt_policy_actions a = {c, c + n, c + 2 * (size_t)n};
             if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &t->dec[nk],
                                                         t->group, err)))
-                goto out;
+                goto out2;
             nk++;
         }
         if (!nk) continue;
         int ok[GOPT_TRAINER_MAX_SAMPLES];
-        if ((st = tr_simulate(t, G, nk, ok, err))) goto out;
+        if ((st = tr_simulate(t, G, nk, ok, err))) goto out2;
         int best = -1;
         for (int k = 0; k < nk; k++) {
             const double s = t->res[k].step_time_s;
@@ -96,13 +145,16 @@ gopt_status tr_splice_step(gopt_trainer *t, gopt_error *err) {
                 best = k;
         }
         if (best >= 0) {
-            if ((st = tr_decisions_fit(&G->sp_dec, n, err))) goto out;
+            if ((st = tr_decisions_fit(&G->sp_dec, n, err))) goto out2;
             gopt_decisions_copy(&G->sp_dec, &t->dec[best]);
             memcpy(G->sp_act, kids + N3 * (size_t)best, sizeof(int32_t) * N3);
             G->sp_s = t->res[best].step_time_s;
             G->has_sp_dec = 1;
         }
     }
+out2:
+    free(lg);
+    free(mark);
 out:
     free(kids);
     return st;

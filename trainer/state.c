@@ -79,6 +79,8 @@ static json_t *options_json(const gopt_trainer *t) {
     if (o->reference_evals > 0) json_object_set_new(j, "reference_evals", json_integer(o->reference_evals));
     /* only when on: a state without it was written before the splice search (off) */
     if (o->splice > 0) json_object_set_new(j, "splice", json_integer(o->splice));
+    /* only when on: a state without it was written before the search moved placements (off) */
+    if (o->splice_place > 0) json_object_set_new(j, "splice_place", json_real(o->splice_place));
     /* only when on: a state without it was written before the style probation (off) */
     if (o->style_probation > 0) json_object_set_new(j, "style_probation", json_integer(o->style_probation));
     if (o->reference_anneal_max_nodes > 0)

@@ -50,15 +50,13 @@ void gopt_trainer_options_default(gopt_trainer_options *o) {
     o->canonical_targets = 1;
     o->splice = 0;
     o->style_probation = 0;
+    o->splice_place = 0.0f;
 }
 
 int gopt_trainer_finetune_splice(const gopt_trainer_options *o) {
     return o->imitate_best ? GOPT_TRAINER_FINETUNE_SPLICE : 0;
 }
 
-int gopt_trainer_finetune_probation(const gopt_trainer_options *o) {
-    return o->imitate_best ? GOPT_TRAINER_FINETUNE_PROBATION : 0;
-}
 
 gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error *err) {
     if (o->samples < 2 || o->samples > GOPT_TRAINER_MAX_SAMPLES)
@@ -84,6 +82,8 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
     if (o->style_probation > 0 && !o->imitate_best)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: a style probation of %d steps needs self-imitation "
                               "(imitate best)", o->style_probation);
+    if (!(o->splice_place >= 0.0f && o->splice_place <= 1.0f))
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: splice place = %g is outside 0..1", (double)o->splice_place);
     if (o->splice > 0 && o->graphs_per_step != 1)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: splice needs one graph per step (graphs per step = %d)",
                               o->graphs_per_step);

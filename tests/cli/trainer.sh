@@ -368,7 +368,7 @@ sed 's/"steps": 1,/"steps": 2,/' "$TMP/lw1.ckpt.state" > "$TMP/lwd.ckpt.state"
 expect_rc 2 ftlw --steps 6 --style-probation 2 -o "$TMP/lwd.ckpt" --resume
 expect_err "style_probation: steps is not an integer below the probation's"
 expect_rc 2 ftlw --steps 6 -o "$TMP/lw1.ckpt" --resume
-expect_err "option style_probation was 2, now 12"
+expect_err "option style_probation was 2, now missing"
 ftlw --steps 6 --style-probation 2 -o "$TMP/lw1.ckpt" --resume > /dev/null 2>&1 && ok || fail "resume lstm_wide_classifier during the probation"
 for f in best_s hint_pass_s; do
   [ -n "$(sfield lw $f)" ] && [ "$(sfield lw1 $f)" = "$(sfield lw $f)" ] && ok \
@@ -377,6 +377,8 @@ done
 cmp -s "$TMP/lw.ckpt" "$TMP/lw1.ckpt" && ok || fail "lstm_wide_classifier: the resumed run's policy differs from the straight run's"
 expect_rc 2 "$GOPT" finetune "$LW" --profile "$PROF" --devices 4 --steps 1 --imitate-every 0 --style-probation 3 -o "$TMP/x.ckpt"
 expect_err "--style-probation 3 needs --imitate-target best"
+expect_rc 2 "$GOPT" finetune "$LW" --profile "$PROF" --devices 4 --steps 1 --splice-place 1.5 -o "$TMP/x.ckpt"
+expect_err "--splice-place"
 expect_rc 2 "$GOPT" finetune "$LW" --profile "$PROF" --devices 4 --steps 1 --style-probation -1 -o "$TMP/x.ckpt"
 expect_err "--style-probation"
 finish
