@@ -208,8 +208,7 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     o.splice = a->ft_splice >= 0 ? (int)a->ft_splice : gopt_trainer_finetune_splice(&o); /* gopt finetune's */
     o.style_probation = (int)a->ft_probation;
     o.splice_place = a->ft_splice_place >= 0 ? (float)a->ft_splice_place
-                     : o.splice > 0         ? GOPT_TRAINER_FINETUNE_SPLICE_PLACE /* gopt finetune's */
-                                            : 0.0f;
+                                             : gopt_trainer_finetune_splice_place(&o); /* gopt finetune's */
     o.train_heads = !strcmp(a->ft_train, "heads");
     o.greedy_styles = g_go.styles; /* as gopt finetune: the styles of the GO column */
     if (o.train_heads) { /* gopt finetune --train heads' learning rates */
@@ -488,7 +487,8 @@ int main(int argc, char **argv) {
                      a.ft_place_t);
         long sp = a.ft_splice >= 0 ? a.ft_splice : gopt_trainer_finetune_splice(&od);
         snprintf(every + strlen(every), sizeof every - strlen(every), "; splice search: %ld children per step", sp);
-        const double spp = a.ft_splice_place >= 0 ? a.ft_splice_place : sp > 0 ? GOPT_TRAINER_FINETUNE_SPLICE_PLACE : 0;
+        od.splice = (int)sp;
+        const double spp = a.ft_splice_place >= 0 ? a.ft_splice_place : gopt_trainer_finetune_splice_place(&od);
         if (sp > 0)
             snprintf(every + strlen(every), sizeof every - strlen(every), " (%.0f%% of them placement moves)",
                      100 * spp);

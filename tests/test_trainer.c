@@ -363,6 +363,16 @@ static char *read_file(const char *path, size_t *len) {
     return b;
 }
 
+/* The files at a and b hold the same bytes. */
+static void assert_same_files(const char *a, const char *b) {
+    size_t la, lb;
+    char *x = read_file(a, &la), *y = read_file(b, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(x, y, la);
+    free(x);
+    free(y);
+}
+
 static void test_resume_equals_uninterrupted(void **state) {
     (void)state;
     char dir[] = "/tmp/gopt_test_trainer_XXXXXX";
@@ -884,13 +894,10 @@ static void test_splice(void **state) {
     o.splice = 15; /* three batches of at most K = 6 */
     gopt_decisions d9 = {0}, d4 = {0}, dr = {0};
     splice_run(&o, 9, pb, &on, &d9);
-    size_t la, lb;
-    char *a = read_file(pa, &la), *b = read_file(pb, &lb);
-    assert_int_equal(la, lb);
-    assert_memory_equal(a, b, la); /* PPO ran as without the search */
-    free(a);
-    free(b);
+    assert_same_files(pa, pb); /* PPO ran as without the search */
     assert_true(on < off); /* and the search found a faster answer */
+    size_t lb;
+    char *b;
     splice_run(&o, 9, NULL, &again, NULL);
     assert_true(again == on); /* deterministic */
     b = read_file(sb, &lb);
@@ -917,12 +924,7 @@ static void test_splice(void **state) {
     gopt_decisions_destroy(&d9);
     assert_int_equal(gopt_trainer_save(e.tr, pc, &err), GOPT_OK);
     env_free(&e);
-    a = read_file(sb, &la);
-    b = read_file(sc, &lb);
-    assert_int_equal(la, lb);
-    assert_memory_equal(a, b, la);
-    free(a);
-    free(b);
+    assert_same_files(sb, sc);
     /* placement moves (o.splice_place): still beside PPO (the policy as without the search),
      * deterministic, and a resumed run ends where the straight one does */
     {
@@ -930,12 +932,7 @@ static void test_splice(void **state) {
         op.splice_place = 0.5f;
         double pl, pl2, pr;
         splice_run(&op, 9, pc, &pl, NULL);
-        a = read_file(pa, &la);
-        b = read_file(pc, &lb);
-        assert_int_equal(la, lb);
-        assert_memory_equal(a, b, la);
-        free(a);
-        free(b);
+        assert_same_files(pa, pc);
         assert_true(pl < on); /* here the moves find a faster answer than the levels alone */
         splice_run(&op, 9, NULL, &pl2, NULL);
         assert_true(pl2 == pl);
@@ -2324,15 +2321,6 @@ static void *rank_main(void *arg) {
     env_free(&e);
     pthread_mutex_unlock(&j->w->run);
     return NULL;
-}
-
-static void assert_same_files(const char *a, const char *b) {
-    size_t la, lb;
-    char *x = read_file(a, &la), *y = read_file(b, &lb);
-    assert_int_equal(la, lb);
-    assert_memory_equal(x, y, la);
-    free(x);
-    free(y);
 }
 
 /* N ranks (threads) end with the checkpoint one process writes, every rank

@@ -1253,7 +1253,7 @@ int cmd_finetune(int argc, char **argv) {
     ta.rto.reps = reps ? (int)reps : 3;
     /* off with the runtime evaluator: each child would be measured */
     if (!ta.splice_set) ta.o.splice = ta.runtime ? 0 : gopt_trainer_finetune_splice(&ta.o);
-    if (!ta.splice_place_set && ta.o.splice > 0) ta.o.splice_place = GOPT_TRAINER_FINETUNE_SPLICE_PLACE;
+    if (!ta.splice_place_set) ta.o.splice_place = gopt_trainer_finetune_splice_place(&ta.o);
     int rc = check_common(&ta, a.verb);
     if (rc) return rc;
     if (!ckpt) ckpt = gopt_trainer_default_checkpoint();

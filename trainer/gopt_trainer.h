@@ -145,6 +145,8 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
 /* Fine-tuning's default o->splice for options o: GOPT_TRAINER_FINETUNE_SPLICE with self-imitation
  * (o->imitate_best: the search's first parent); 0 without it. */
 int gopt_trainer_finetune_splice(const gopt_trainer_options *o);
+/* Fine-tuning's default o->splice_place: GOPT_TRAINER_FINETUNE_SPLICE_PLACE when o->splice > 0, else 0. */
+float gopt_trainer_finetune_splice_place(const gopt_trainer_options *o);
 /* Parse "place,sched,fuse" (any non-empty subset) into task bits. */
 gopt_status gopt_trainer_parse_tasks(const char *s, unsigned *tasks, gopt_error *err);
 /* "place,sched,fuse" form of task bits into buf (>= 32 bytes). */

@@ -114,19 +114,13 @@ gopt_status tr_splice_step(gopt_trainer *t, gopt_error *err) {
                         c[v] = to;
                     }
                 for (int32_t i = r0; i < r0 + w && i < n; i++) mark[G->unit_first[G->fz->topo[i]]] = 0;
-                if (!changed) continue;
-                const gopt_policy_actions a = {c, c + n, c + 2 * (size_t)n};
-                if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &t->dec[nk],
-                                                            t->group, err)))
-                    goto out2;
-                nk++;
-                continue;
-            }
-            for (int32_t i = r0; i < r0 + w && i < n; i++) {
-                const int32_t v = G->fz->topo[i];
-                changed |= c[n + v] != S.sched[v] || c[2 * (size_t)n + v] != S.fuse[v];
-                c[n + v] = S.sched[v];
-                c[2 * (size_t)n + v] = S.fuse[v];
+            } else {
+                for (int32_t i = r0; i < r0 + w && i < n; i++) {
+                    const int32_t v = G->fz->topo[i];
+                    changed |= c[n + v] != S.sched[v] || c[2 * (size_t)n + v] != S.fuse[v];
+                    c[n + v] = S.sched[v];
+                    c[2 * (size_t)n + v] = S.fuse[v];
+                }
             }
             if (!changed) continue; /* the parent itself: nothing to simulate */
             const gopt_policy_actions a = {c, c + n, c + 2 * (size_t)n};

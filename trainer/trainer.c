@@ -57,6 +57,9 @@ int gopt_trainer_finetune_splice(const gopt_trainer_options *o) {
     return o->imitate_best ? GOPT_TRAINER_FINETUNE_SPLICE : 0;
 }
 
+float gopt_trainer_finetune_splice_place(const gopt_trainer_options *o) {
+    return o->splice > 0 ? GOPT_TRAINER_FINETUNE_SPLICE_PLACE : 0.0f;
+}
 
 gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error *err) {
     if (o->samples < 2 || o->samples > GOPT_TRAINER_MAX_SAMPLES)
@@ -855,9 +858,9 @@ gopt_status tr_note_best_actions(const gopt_trainer *t, tr_graph *G, const gopt_
 }
 
 /* The policy's own greedy answer under G's hints (note_mode 1), kept for the style probation. */
-static gopt_status note_own(const gopt_trainer *t, tr_graph *G, const gopt_decisions *d, const gopt_policy_actions *a,
-                            int var, double step, gopt_error *err) {
-    if (!(step < G->own_s) || !a || !t->o.style_probation || !t->o.imitate_best) return GOPT_OK;
+static gopt_status note_own(tr_graph *G, const gopt_decisions *d, const gopt_policy_actions *a, int var, double step,
+                            gopt_error *err) {
+    if (!(step < G->own_s) || !a) return GOPT_OK;
     const int32_t n = G->fz->n;
     gopt_status st = tr_decisions_fit(&G->own_dec, n, err);
     if (st) return st;
@@ -871,7 +874,7 @@ static gopt_status note_own(const gopt_trainer *t, tr_graph *G, const gopt_decis
 
 gopt_status tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decisions *d, const gopt_policy_actions *a,
                          int var, double step, gopt_error *err) {
-    gopt_status st = G->note_mode == 1 ? note_own(t, G, d, a, var, step, err) : GOPT_OK;
+    gopt_status st = G->note_mode == 1 ? note_own(G, d, a, var, step, err) : GOPT_OK;
     if (st || !(step < G->best)) return st;
     if ((st = tr_decisions_fit(&G->best_dec, d->n, err))) return st;
     if (a && (st = tr_note_best_actions(t, G, a, err))) return st;
@@ -1136,47 +1139,6 @@ out:
     return st;
 }
 
-static gopt_status greedy_judged(gopt_trainer *t, int i, tr_graph *G, int own, gopt_decisions *d,
-                                 gopt_sim_result *res, gopt_error *err);
-
-gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_sim_result *res, gopt_error *err) {
-    if (i < 0 || i >= t->ng) return gopt_error_set(err, GOPT_EINVAL, "trainer: graph index %d out of range", i);
-    tr_graph *G = &t->graphs[i];
-    /* before the first step, the zero-shot answers: the policy's own under G's hints is kept and a
-     * style's answer as the incumbent goes on probation (o.style_probation, tr_probation_step) */
-    const int zero_shot = t->step == 0 && t->o.style_probation > 0 && t->o.imitate_best;
-    if (zero_shot) G->own_s = INFINITY;
-    gopt_status st = greedy_judged(t, i, G, zero_shot, d, res, err);
-    G->note_mode = 0;
-    if (!st && zero_shot && G->best_style && G->best < G->own_s) G->probation = 1;
-    return st;
-}
-
-gopt_status tr_probation_step(gopt_trainer *t, int i, gopt_trainer_stats *stats, gopt_error *err) {
-    tr_graph *G = &t->graphs[i];
-    const double held = G->best < G->sp_s ? G->best : G->sp_s;
-    if (G->probation && !G->best_style) G->probation = 0; /* a sample of the policy's own is the incumbent */
-    if (!G->probation) return GOPT_OK;
-    if (G->probation == 1) {
-        G->probation = 2;
-        G->prob_ref = held;
-        G->prob_steps = 0;
-    }
-    if (++G->prob_steps < t->o.style_probation) return GOPT_OK;
-    G->probation = 0;
-    if (held < G->prob_ref || !isfinite(G->own_s) || !G->own_act) return GOPT_OK; /* it led somewhere */
-    /* imitation could not follow the style's answer: it becomes an answer apart */
-    gopt_status st = tr_note_alt(G, &G->best_dec, G->best, err);
-    if (st) return st;
-    memcpy(G->best_act, G->own_act, sizeof(int32_t) * 3 * (size_t)G->fz->n);
-    gopt_decisions_copy(&G->best_dec, &G->own_dec);
-    G->best = G->own_s;
-    G->best_var = G->own_var;
-    G->best_style = 0;
-    if (!stats->probation_ended++) stats->own_step_s = G->own_s;
-    return GOPT_OK;
-}
-
 /* gopt_trainer_greedy's answers; own: keep the policy's own under G's hints (note_own) */
 static gopt_status greedy_judged(gopt_trainer *t, int i, tr_graph *G, int own, gopt_decisions *d,
                                  gopt_sim_result *res, gopt_error *err) {
@@ -1204,6 +1166,44 @@ static gopt_status greedy_judged(gopt_trainer *t, int i, tr_graph *G, int own, g
     /* the greedy decisions under the hints' other styles too (gopt_go_decide's default) */
     G->note_mode = 2;
     return G->hint_table ? greedy_styles(t, i, G, &best, d, res, err) : GOPT_OK;
+}
+
+gopt_status gopt_trainer_greedy(gopt_trainer *t, int i, gopt_decisions *d, gopt_sim_result *res, gopt_error *err) {
+    if (i < 0 || i >= t->ng) return gopt_error_set(err, GOPT_EINVAL, "trainer: graph index %d out of range", i);
+    tr_graph *G = &t->graphs[i];
+    /* before the first step, the zero-shot answers: the policy's own under G's hints is kept and a
+     * style's answer as the incumbent goes on probation (o.style_probation, tr_probation_step) */
+    const int zero_shot = t->step == 0 && t->o.style_probation > 0 && t->o.imitate_best;
+    if (zero_shot) G->own_s = INFINITY;
+    gopt_status st = greedy_judged(t, i, G, zero_shot, d, res, err);
+    G->note_mode = 0;
+    if (!st && zero_shot && G->best_style && G->best < G->own_s) G->probation = 1;
+    return st;
+}
+
+gopt_status tr_probation_step(gopt_trainer *t, int i, gopt_trainer_stats *stats, gopt_error *err) {
+    tr_graph *G = &t->graphs[i];
+    const double held = G->best < G->sp_s ? G->best : G->sp_s;
+    if (G->probation && !G->best_style) G->probation = 0; /* a sample of the policy's own is the incumbent */
+    if (!G->probation) return GOPT_OK;
+    if (G->probation == 1) {
+        G->probation = 2;
+        G->prob_ref = held;
+        G->prob_steps = 0;
+    }
+    if (++G->prob_steps < t->o.style_probation) return GOPT_OK;
+    G->probation = 0;
+    if (held < G->prob_ref || !isfinite(G->own_s) || !G->own_act) return GOPT_OK; /* it led somewhere */
+    /* nothing found from the style's answer: it becomes an answer apart */
+    gopt_status st = tr_note_alt(G, &G->best_dec, G->best, err);
+    if (st) return st;
+    memcpy(G->best_act, G->own_act, sizeof(int32_t) * 3 * (size_t)G->fz->n);
+    gopt_decisions_copy(&G->best_dec, &G->own_dec);
+    G->best = G->own_s;
+    G->best_var = G->own_var;
+    G->best_style = 0;
+    if (!stats->probation_ended++) stats->own_step_s = G->own_s;
+    return GOPT_OK;
 }
 
 gopt_status gopt_trainer_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err) {
