@@ -357,22 +357,6 @@ static void run_steps(env *e, int n) {
     }
 }
 
-static char *read_file(const char *path, size_t *len) {
-    char *b = NULL;
-    assert_int_equal(gopt_file_read_all(path, &b, len, NULL), GOPT_OK);
-    return b;
-}
-
-/* The files at a and b hold the same bytes. */
-static void assert_same_files(const char *a, const char *b) {
-    size_t la, lb;
-    char *x = read_file(a, &la), *y = read_file(b, &lb);
-    assert_int_equal(la, lb);
-    assert_memory_equal(x, y, la);
-    free(x);
-    free(y);
-}
-
 static void test_resume_equals_uninterrupted(void **state) {
     (void)state;
     char dir[] = "/tmp/gopt_test_trainer_XXXXXX";
@@ -416,15 +400,15 @@ static void test_resume_equals_uninterrupted(void **state) {
     assert_int_equal(gopt_trainer_save(e.tr, pb, &err), GOPT_OK);
     env_free(&e);
     size_t la, lb;
-    char *a = read_file(pa, &la), *b = read_file(pb, &lb);
+    char *a = test_read_file(pa, &la), *b = test_read_file(pb, &lb);
     assert_int_equal(la, lb);
     assert_memory_equal(a, b, la); /* parameters, Adam moments and step */
     free(a);
     free(b);
     snprintf(sa, sizeof sa, "%s.state", pa);
     snprintf(sb, sizeof sb, "%s.state", pb);
-    a = read_file(sa, &la);
-    b = read_file(sb, &lb);
+    a = test_read_file(sa, &la);
+    b = test_read_file(sb, &lb);
     assert_int_equal(la, lb);
     assert_memory_equal(a, b, la); /* step, RNG, schedule, bests */
     free(a);
@@ -758,7 +742,7 @@ static void test_imitate_best(void **state) {
     }
     snprintf(sb, sizeof sb, "%s.state", pb);
     size_t la, lb;
-    char *text = read_file(sb, &lb);
+    char *text = test_read_file(sb, &lb);
     assert_non_null(strstr(text, "\"best_actions\": \"")); /* 3n hex digits */
     assert_non_null(strstr(text, "\"imitate_target\": \"best\""));
     free(text);
@@ -777,7 +761,7 @@ static void test_imitate_best(void **state) {
         assert_int_equal(gopt_trainer_save(e.tr, k ? pc : pb, &err), GOPT_OK);
         env_free(&e);
     }
-    char *a = read_file(pa, &la), *b = read_file(pb, &lb), *c = read_file(pc, &lb);
+    char *a = test_read_file(pa, &la), *b = test_read_file(pb, &lb), *c = test_read_file(pc, &lb);
     assert_int_equal(la, lb);
     assert_memory_equal(a, b, la);
     assert_memory_equal(a, c, la);
@@ -894,13 +878,13 @@ static void test_splice(void **state) {
     o.splice = 15; /* three batches of at most K = 6 */
     gopt_decisions d9 = {0}, d4 = {0}, dr = {0};
     splice_run(&o, 9, pb, &on, &d9);
-    assert_same_files(pa, pb); /* PPO ran as without the search */
+    test_assert_same_files(pa, pb); /* PPO ran as without the search */
     assert_true(on < off); /* and the search found a faster answer */
     size_t lb;
     char *b;
     splice_run(&o, 9, NULL, &again, NULL);
     assert_true(again == on); /* deterministic */
-    b = read_file(sb, &lb);
+    b = test_read_file(sb, &lb);
     assert_non_null(strstr(b, "\"splice_s\": "));
     assert_non_null(strstr(b, "\"splice_actions\": \""));
     assert_non_null(strstr(b, "\"splice\": 15"));
@@ -924,7 +908,7 @@ static void test_splice(void **state) {
     gopt_decisions_destroy(&d9);
     assert_int_equal(gopt_trainer_save(e.tr, pc, &err), GOPT_OK);
     env_free(&e);
-    assert_same_files(sb, sc);
+    test_assert_same_files(sb, sc);
     /* placement moves (o.splice_place): still beside PPO (the policy as without the search),
      * deterministic, and a resumed run ends where the straight one does */
     {
@@ -932,11 +916,11 @@ static void test_splice(void **state) {
         op.splice_place = 0.5f;
         double pl, pl2, pr;
         splice_run(&op, 9, pc, &pl, NULL);
-        assert_same_files(pa, pc);
+        test_assert_same_files(pa, pc);
         assert_true(pl < on); /* here the moves find a faster answer than the levels alone */
         splice_run(&op, 9, NULL, &pl2, NULL);
         assert_true(pl2 == pl);
-        b = read_file(sc, &lb);
+        b = test_read_file(sc, &lb);
         assert_non_null(strstr(b, "\"splice_place\": 0.5"));
         free(b);
         splice_run(&op, 4, pc, &pr, NULL);
@@ -966,7 +950,7 @@ static void test_splice(void **state) {
         keep_best_decisions(e.tr, &d4);
         assert_int_equal(gopt_trainer_save(e.tr, pc, &err), GOPT_OK);
         env_free(&e);
-        b = read_file(sc, &lb);
+        b = test_read_file(sc, &lb);
         assert_non_null(strstr(b, "\"best_variant\": ")); /* this graph's best is another variant's */
         free(b);
         expect_resumed_best(&og, pc, &d4);
@@ -979,7 +963,7 @@ static void test_splice(void **state) {
         ns.splice = 0;
         ns.imitate_best = 0;
         splice_run(&ns, 3, pc, &again, &d4);
-        b = read_file(sc, &lb);
+        b = test_read_file(sc, &lb);
         assert_non_null(strstr(b, "\"best_decisions\": {"));
         assert_null(strstr(b, "\"best_actions\""));
         free(b);
@@ -1161,7 +1145,7 @@ static void test_targets(void **state) {
     snprintf(pb, sizeof pb, "%s/b.ckpt", dir);
     snprintf(sb, sizeof sb, "%s.state", pb);
     assert_int_equal(gopt_trainer_save(e.tr, pb, &err), GOPT_OK);
-    char *text = read_file(sb, &(size_t){0});
+    char *text = test_read_file(sb, &(size_t){0});
     assert_non_null(strstr(text, "\"target_keep\": \"place\""));
     free(text);
     const double step_place = step2;
@@ -1244,7 +1228,7 @@ static void test_place_temperature(void **state) {
     }
     snprintf(sb, sizeof sb, "%s.state", pb);
     size_t la, lb, l1;
-    char *text = read_file(sb, &lb);
+    char *text = test_read_file(sb, &lb);
     assert_non_null(strstr(text, "\"place_temperature\": 3"));
     free(text);
     o.place_temperature = 3.0f;
@@ -1254,7 +1238,7 @@ static void test_place_temperature(void **state) {
     run_steps(&e, 4);
     assert_int_equal(gopt_trainer_save(e.tr, pb, &err), GOPT_OK);
     env_free(&e);
-    char *a = read_file(pa, &la), *b = read_file(pb, &lb), *one = read_file(p1, &l1);
+    char *a = test_read_file(pa, &la), *b = test_read_file(pb, &lb), *one = test_read_file(p1, &l1);
     assert_int_equal(la, lb);
     assert_memory_equal(a, b, la);
     assert_true(la != l1 || memcmp(a, one, la) != 0); /* the temperature changed the run */
@@ -1338,7 +1322,7 @@ static void test_train_heads(void **state) {
     assert_int_equal(gopt_trainer_save(e.tr, pa, &err), GOPT_OK);
     env_free(&e);
     size_t ls;
-    char *text = read_file(sa, &ls);
+    char *text = test_read_file(sa, &ls);
     assert_non_null(strstr(text, "\"train\": \"heads\""));
     free(text);
     o.train_heads = 0;
@@ -2374,9 +2358,9 @@ static void test_data_parallel_equals_one_process(void **state) {
             char st[320];
             assert_int_equal(jobs[r].st, GOPT_OK);
             assert_true(jobs[r].fp == fp);
-            assert_same_files(one, jobs[r].path);
+            test_assert_same_files(one, jobs[r].path);
             snprintf(st, sizeof st, "%s.state", jobs[r].path);
-            assert_same_files(one_state, st);
+            test_assert_same_files(one_state, st);
         }
     }
     char cmd[600];

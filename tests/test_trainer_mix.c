@@ -151,22 +151,6 @@ static void steps(run *r, int n) {
     }
 }
 
-static char *slurp(const char *path, size_t *len) {
-    char *buf = NULL;
-    gopt_error err = {0};
-    assert_int_equal(gopt_file_read_all(path, &buf, len, &err), GOPT_OK);
-    return buf;
-}
-
-static void assert_same_file(const char *a, const char *b) {
-    size_t la, lb;
-    char *x = slurp(a, &la), *y = slurp(b, &lb);
-    assert_int_equal(la, lb);
-    assert_memory_equal(x, y, la);
-    free(x);
-    free(y);
-}
-
 /* Resuming pb on clusters cms must fail with a message containing want. */
 static void refused(const gopt_trainer_options *o, const gopt_costmodel *const *cms, int ng, const char *pb,
                     const char *want) {
@@ -246,11 +230,11 @@ static void test_mixed_clusters(void **state) {
     }
     assert_int_equal(gopt_trainer_save(r.tr, pb, &err), GOPT_OK);
     run_free(&r);
-    assert_same_file(pa, pb);
-    assert_same_file(sa, sb);
+    test_assert_same_files(pa, pb);
+    test_assert_same_files(sa, sb);
     /* the state names each graph's cluster */
     size_t len;
-    char *text = slurp(sb, &len);
+    char *text = test_read_file(sb, &len);
     assert_non_null(strstr(text, "\"profile\": \"v100-dgx1-x8\""));
     assert_non_null(strstr(text, "\"profile\": \"h100-nvswitch-x8\""));
     assert_non_null(strstr(text, "\"devices\": 3"));

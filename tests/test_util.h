@@ -4,6 +4,8 @@
  * - test_tmpdir_make / test_tmpdir_remove: a private directory under /tmp
  *   for a program's files, made in setup and removed in teardown;
  * - test_run: run a shell command, return its exit code (-1 if killed);
+ * - test_read_file / test_assert_same_files: a file's bytes (the test fails if it cannot be
+ *   read), and two files holding the same bytes;
  * - test_random_graph: a random training-step-like DAG (the policy tests');
  * - test_profile_uniform: a cluster of identical, uniformly linked devices
  *   (device 0: peak 1e12 FLOP/s; the others `peak_rest`), parsed through the
@@ -36,6 +38,24 @@ static inline int test_tmpdir_remove(const char *dir) {
 static inline int test_run(const char *cmd) {
     int rc = system(cmd);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* The bytes of the file at path (free them), their count in *len; fails the test if unreadable. */
+static inline char *test_read_file(const char *path, size_t *len) {
+    char *b = NULL;
+    gopt_error err = {0};
+    if (gopt_file_read_all(path, &b, len, &err) != GOPT_OK) fail_msg("%s", err.msg);
+    return b;
+}
+
+/* The files at a and b hold the same bytes. */
+static inline void test_assert_same_files(const char *a, const char *b) {
+    size_t la, lb;
+    char *x = test_read_file(a, &la), *y = test_read_file(b, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(x, y, la);
+    free(x);
+    free(y);
 }
 
 /* ndev devices of `mem` bytes each: device 0 peak 1e12 FLOP/s, devices 1.. peak_rest; memory
