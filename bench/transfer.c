@@ -14,7 +14,9 @@
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
  * rows whose split is --set: validation (the default), train, test or holdout):
  *  - every placement method x {fifo, cp} x {none, xla, xlamo, tvm} through the
- *    optimizer registry (gopt_bl_optimize, the simulator as evaluator); the
+ *    optimizer registry (gopt_bl_optimize, the simulator as evaluator), METIS
+ *    at --seed and at the GOPT_GO_METIS_DRAWS seeds after it (GO's styles draw
+ *    METIS there too; the table names such a draw metis+...@sS); the
  *    best of them that fits in memory is the reference of the ratios ("best
  *    classical"), and the table names the combination;
  *  - sa (simulated annealing, --sa-budget seconds of wall time; a separate
@@ -65,7 +67,7 @@
  * <= 0.90x, GO out of memory never. Graphs where no classical combination
  * fits are listed and left out of the means.
  *
- * Cost: per graph and setting 56 combinations (about a second on 5k nodes),
+ * Cost: per graph and setting 80 combinations (about a second on 5k nodes),
  * sa's budget, K + 1 simulations and one network forward, plus 2T with
  * fine-tuning. GO's network on 2 threads (gopt_go_options.threads), the baselines and sa
  * on one; sa's result
@@ -92,7 +94,9 @@ static const char *const PLACERS[] = {"single", "expert", "metis", "heft", "mtop
 static const char *const SCHEDS[] = {"fifo", "cp"};
 static const char *const FUSERS[] = {"none", "xla", "xlamo", "tvm"};
 #define NOF(a) (int)(sizeof(a) / sizeof *(a))
-#define NCOMBO (NOF(PLACERS) * NOF(SCHEDS) * NOF(FUSERS))
+/* every combination, and METIS's at GOPT_GO_METIS_DRAWS more seeds: GO's styles draw METIS at
+ * those seeds too (gopt_go_hint_table), so the reference does */
+#define NCOMBO ((NOF(PLACERS) + GOPT_GO_METIS_DRAWS) * NOF(SCHEDS) * NOF(FUSERS))
 
 static gopt_go_options g_go = {NULL, 0, 1, NULL, 1.0f, GOPT_GO_TIES_BEST, GOPT_GO_THREADS, GOPT_GO_PASS_BEST, 0};
 
@@ -439,11 +443,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_transfer: %s\n", err.msg);
         return 1;
     }
-    char combos[NCOMBO][48];
-    int nc = 0;
-    for (int p = 0; p < NOF(PLACERS); p++)
+    char combos[NCOMBO][48], labels[NCOMBO][48];
+    int nc = 0, draw[NCOMBO]; /* draw: the seed after --seed the combination runs at (METIS's extra draws) */
+    for (int p = 0; p < NOF(PLACERS) + GOPT_GO_METIS_DRAWS; p++)
         for (int s = 0; s < NOF(SCHEDS); s++)
-            for (int f = 0; f < NOF(FUSERS); f++) snprintf(combos[nc++], 48, "%s+%s+%s", PLACERS[p], SCHEDS[s], FUSERS[f]);
+            for (int f = 0; f < NOF(FUSERS); f++) {
+                const int x = p < NOF(PLACERS) ? 0 : p - NOF(PLACERS) + 1;
+                snprintf(combos[nc], 48, "%s+%s+%s", x ? "metis" : PLACERS[p], SCHEDS[s], FUSERS[f]);
+                if (x) snprintf(labels[nc], 48, "%s@s%ld", combos[nc], a.seed + x);
+                else snprintf(labels[nc], 48, "%s", combos[nc]);
+                draw[nc++] = x;
+            }
     /* load every graph first: a bad file stops the run before any measurement */
     gopt_graph *graphs[MAX_ITEMS] = {0};
     char files[MAX_ITEMS][1024];
@@ -544,12 +554,14 @@ int main(int argc, char **argv) {
                 r.best_classical = INFINITY;
                 r.best_combo = -1;
                 for (int c = 0; c < nc; c++) {
+                    opt.seed = (uint64_t)a.seed + (uint64_t)draw[c];
                     double s = run_method(&reg, combos[c], sim, cm, &opt, &oom, &failed);
                     if (!oom && s < r.best_classical) {
                         r.best_classical = s;
                         r.best_combo = c;
                     }
                 }
+                opt.seed = (uint64_t)a.seed;
                 r.sa = INFINITY;
                 if (a.sa_budget > 0) {
                     opt.budget_s = a.sa_budget;
@@ -583,7 +595,7 @@ int main(int argc, char **argv) {
                 snprintf(gs, sizeof gs, "%.4g (%.2fx%s)", r.greedy * 1e3, r.greedy / B, r.greedy_oom ? " OOM" : "");
                 snprintf(ks, sizeof ks, "%.4g (%.2fx%s)", r.best_k * 1e3, r.best_k / B, r.best_k_oom ? " OOM" : "");
                 printf("%-22s %6d %10.4g %-20s %9.4g %20s %20s", names[gi], gopt_graph_num_nodes(graphs[gi]), B * 1e3,
-                       combos[r.best_combo], r.sa * 1e3, gs, ks);
+                       labels[r.best_combo], r.sa * 1e3, gs, ks);
                 /* an OOM answer is not a valid step: it counts as an OOM, not in the ratios */
                 if (r.greedy_oom) m.go_oom++, all.go_oom++;
                 else add_mean(&m, 0, r.greedy / B), add_mean(&all, 0, r.greedy / B);

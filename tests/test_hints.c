@@ -225,7 +225,8 @@ static void test_hints_quality(void **state) {
  * quality; a conditioned pick reads as the only best hint (quality exactly 1 there, below 1
  * elsewhere) with its own placement, schedule and fusion as features; the styles are the best
  * hint placer's other entries that fit, fastest first, at most cap, and with all = 1 then the 8
- * fastest of the other placers'; bad picks are refused. */
+ * fastest of the other placers' and the fastest of each of METIS's extra draws (at the seeds after
+ * the problem's; a pick of one stands in METIS's row); bad picks are refused. */
 static void test_hint_table(void **state) {
     (void)state;
     enum { NDEV = 3, NH = 7 };
@@ -243,18 +244,26 @@ static void test_hint_table(void **state) {
     assert_int_equal(gopt_go_hint_table_build(&p, NH, &t, &err), GOPT_OK);
     assert_int_equal(t.nh, NH);
     assert_int_equal(t.nc, 5);
-    /* each entry is its combination, judged by the evaluator */
+    assert_int_equal(t.draw_row, 2); /* metis */
+    assert_string_equal(gopt_go_hint_placers[2], "metis");
+    assert_int_equal(t.nrows, NH + GOPT_GO_METIS_DRAWS);
+    const int NE = t.nrows * 5;
+    /* each entry is its combination, judged by the evaluator; the extra rows METIS's at the seeds
+     * after the problem's */
     gopt_bl_registry reg;
     gopt_bl_registry_init(&reg);
-    for (int i = 0; i < NH * 5; i++) {
+    for (int i = 0; i < NE; i++) {
         char spec[64];
-        snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[i / 5], gopt_go_hint_combos[i % 5]);
+        const int r = i / 5, x = r >= NH ? r - NH + 1 : 0;
+        snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[x ? 2 : r], gopt_go_hint_combos[i % 5]);
         gopt_bl_combo c;
         gopt_decisions e = {0};
+        gopt_bl_problem pe = p;
+        pe.opt.seed = p.opt.seed + (uint64_t)x;
         assert_int_equal(gopt_bl_combo_parse(&reg, spec, &c, &err), GOPT_OK);
-        assert_int_equal(gopt_bl_combo_decide(&reg, &c, &p, &e, &err), GOPT_OK);
+        assert_int_equal(gopt_bl_combo_decide(&reg, &c, &pe, &e, &err), GOPT_OK);
         int oom = 0;
-        const double s = gopt_bl_evaluate(&p, &e, &oom);
+        const double s = gopt_bl_evaluate(&pe, &e, &oom);
         assert_int_equal(t.found[i], 1);
         assert_true(t.step[i] == s);
         assert_memory_equal(t.d[i].device, e.device, sizeof(int32_t) * (size_t)n);
@@ -292,16 +301,24 @@ static void test_hint_table(void **state) {
      * the slowest of them is a style */
     int wide[GOPT_GO_MAX_STYLES];
     const int mw = gopt_go_hint_styles(&t, 1, wide, GOPT_GO_MAX_STYLES);
-    assert_int_equal(mw, 4 + GOPT_GO_WIDE_STYLES);
+    enum { W = 4 + GOPT_GO_WIDE_STYLES }; /* then each extra METIS draw's fastest entry */
+    assert_int_equal(mw, W + GOPT_GO_METIS_DRAWS);
+    assert_int_equal(GOPT_GO_MAX_STYLES, mw);
     assert_memory_equal(wide, sty, sizeof(int) * 4);
-    for (int j = 4; j < mw; j++) {
+    for (int j = 4; j < W; j++) {
         assert_int_not_equal(wide[j] / 5, bi / 5);
+        assert_true(wide[j] < NH * 5); /* the other placers' rows */
         if (j > 4) assert_true(t.step[wide[j - 1]] < t.step[wide[j]] || (t.step[wide[j - 1]] == t.step[wide[j]] && wide[j - 1] < wide[j]));
     }
     for (int i = 0; i < NH * 5; i++) {
         int in = i == bi;
-        for (int j = 0; j < mw; j++) in |= wide[j] == i;
-        if (!in) assert_true(t.step[i] >= t.step[wide[mw - 1]]);
+        for (int j = 0; j < W; j++) in |= wide[j] == i;
+        if (!in) assert_true(t.step[i] >= t.step[wide[W - 1]]);
+    }
+    for (int x = 0; x < GOPT_GO_METIS_DRAWS; x++) {
+        const int e = wide[W + x], r = NH + x;
+        assert_int_equal(e / 5, r);
+        for (int c = 0; c < 5; c++) assert_true(t.step[e] < t.step[r * 5 + c] || (t.step[e] == t.step[r * 5 + c] && e <= r * 5 + c));
     }
     assert_int_equal(gopt_go_hint_styles(&t, 1, few, 2), 2); /* the cap keeps the best placer's first */
     assert_memory_equal(few, sty, sizeof few);
@@ -332,10 +349,72 @@ static void test_hint_table(void **state) {
     assert_int_equal(gopt_go_hints_from(fz, cm, p.cost, NDEV, NH, hp, &t.d[pick], wdev, want, NULL, &err), GOPT_OK);
     assert_memory_equal(feat2, want, sizeof want);
     assert_memory_equal(dev2, wdev, sizeof(int32_t) * (size_t)NH * (size_t)n);
-    assert_int_equal(gopt_go_hints_pick(&p, &t, NH * 5, dev2, feat2, NULL, q2, &have2, &err), GOPT_EINVAL);
-    assert_non_null(strstr(err.msg, "combination 35 of 35"));
+    /* a pick among METIS's extra draws stands in METIS's row */
+    int xp = -1;
+    for (int i = NH * 5; i < NE; i++)
+        if (t.step[i] < INFINITY) xp = i;
+    assert_true(xp >= 0);
+    assert_int_equal(gopt_go_hints_pick(&p, &t, xp, dev2, feat2, NULL, q2, &have2, &err), GOPT_OK);
+    for (int h = 0; h < NH; h++) {
+        int k = -1;
+        for (int c = 0; c < 5; c++)
+            if (k < 0 || t.step[h * 5 + c] < t.step[k]) k = h * 5 + c;
+        hp[h] = h == 2 ? &t.d[xp] : &t.d[k];
+        if (h == 2) assert_true(q2[h] == 1.0f);
+        else assert_true(q2[h] < 1.0f);
+    }
+    assert_int_equal(gopt_go_hints_from(fz, cm, p.cost, NDEV, NH, hp, &t.d[xp], wdev, want, NULL, &err), GOPT_OK);
+    assert_memory_equal(feat2, want, sizeof want);
+    assert_memory_equal(dev2, wdev, sizeof(int32_t) * (size_t)NH * (size_t)n);
+    assert_int_equal(gopt_go_hints_pick(&p, &t, NE, dev2, feat2, NULL, q2, &have2, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "combination 50 of 50"));
     gopt_go_hint_table_free(&t);
     gopt_go_hint_table_free(&t); /* twice is harmless */
+    hint_env_free(&he);
+    gopt_graph_free(g);
+}
+
+/* METIS's extra draws on a graph where the seed matters: each is METIS at the seed after the
+ * problem's (so the table does not depend on anything but the problem), and some draw partitions
+ * otherwise than the problem's seed does. */
+static void test_hint_table_draws(void **state) {
+    (void)state;
+    enum { NDEV = 4, NH = 3 };
+    gopt_graph *g = test_random_graph(120, 7, 0);
+    const int n = gopt_graph_frozen(g)->n;
+    hint_env he;
+    hint_env_init(&he, g, NDEV);
+    gopt_bl_problem p = he.p;
+    p.opt.seed = 11;
+    gopt_error err = {0};
+    gopt_go_hint_table t;
+    assert_int_equal(gopt_go_hint_table_build(&p, NH, &t, &err), GOPT_OK);
+    assert_int_equal(t.draw_row, 2);
+    assert_int_equal(t.nrows, NH + GOPT_GO_METIS_DRAWS);
+    gopt_bl_registry reg;
+    gopt_bl_registry_init(&reg);
+    int differ = 0;
+    for (int x = 1; x <= GOPT_GO_METIS_DRAWS; x++) {
+        gopt_bl_problem pe = p;
+        pe.opt.seed = p.opt.seed + (uint64_t)x;
+        gopt_bl_combo c;
+        gopt_decisions e = {0};
+        assert_int_equal(gopt_bl_combo_parse(&reg, "metis+cp+xla", &c, &err), GOPT_OK);
+        assert_int_equal(gopt_bl_combo_decide(&reg, &c, &pe, &e, &err), GOPT_OK);
+        const int i = (NH + x - 1) * t.nc; /* combination 0: +cp+xla */
+        assert_int_equal(t.found[i], 1);
+        assert_memory_equal(t.d[i].device, e.device, sizeof(int32_t) * (size_t)n);
+        differ |= memcmp(t.d[i].device, t.d[2 * t.nc].device, sizeof(int32_t) * (size_t)n) != 0;
+        gopt_decisions_destroy(&e);
+    }
+    assert_true(differ); /* the seed reaches METIS: another draw, another partition */
+    /* with fewer hints than METIS's row, no extra draws */
+    gopt_go_hint_table t2;
+    assert_int_equal(gopt_go_hint_table_build(&p, 2, &t2, &err), GOPT_OK);
+    assert_int_equal(t2.draw_row, -1);
+    assert_int_equal(t2.nrows, 2);
+    gopt_go_hint_table_free(&t2);
+    gopt_go_hint_table_free(&t);
     hint_env_free(&he);
     gopt_graph_free(g);
 }
@@ -517,6 +596,7 @@ int main(void) {
         cmocka_unit_test(test_hints_from),
         cmocka_unit_test(test_hints_quality),
         cmocka_unit_test(test_hint_table),
+        cmocka_unit_test(test_hint_table_draws),
         cmocka_unit_test(test_hint_refs_missing),
         cmocka_unit_test(test_trainer_uses_hints),
         cmocka_unit_test(test_trainer_uses_hint_quality),

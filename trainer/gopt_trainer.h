@@ -429,8 +429,9 @@ int gopt_go_pass_parse(const char *s);
  * greedily with the hints conditioned on other combinations that fit (gopt_go_hint_styles), each
  * read as the best hint, and each such candidate is judged like the others. BEST: the best hint
  * placer's other combinations (its other schedules and fusions, at most 4 now); ALL (the
- * default): those and the GOPT_GO_WIDE_STYLES fastest combinations of the other placers (at most
- * 12; never slower than BEST); OWN: the best hint's alone. */
+ * default): those, the GOPT_GO_WIDE_STYLES fastest combinations of the other placers and the
+ * best combination of each of METIS's GOPT_GO_METIS_DRAWS extra draws (at most 15; never slower
+ * than BEST); OWN: the best hint's alone. */
 enum { GOPT_GO_STYLES_ALL = 0, GOPT_GO_STYLES_BEST = 1, GOPT_GO_STYLES_OWN = 2 };
 /* "all", "best" or "own" -> the enum, -1 for anything else */
 int gopt_go_styles_parse(const char *s);
@@ -485,30 +486,39 @@ gopt_status gopt_go_hints_from(const gopt_frozen *fz, const gopt_costmodel *cm, 
                                float *feat, int32_t *group, gopt_error *err);
 
 /* The combinations the hints with quality are drawn from, each run and judged once: entry
- * h * nc + c is gopt_go_hint_placers[h] + gopt_go_hint_combos[c] on the problem (found[i] 0:
- * it found nothing; step[i] its simulated step, INFINITY when it does not fit). */
+ * r * nc + c of row r < nh is gopt_go_hint_placers[r] + gopt_go_hint_combos[c] on the problem;
+ * rows nh..nrows-1 are GOPT_GO_METIS_DRAWS more draws of METIS (the placer that draws, row
+ * draw_row < nh), row nh + j at seed p->opt.seed + 1 + j, with the same combinations: they
+ * only ever enter as styles, never as the graph's own hints (found[i] 0: it found nothing;
+ * step[i] its simulated step, INFINITY when it does not fit). */
 typedef struct {
     int nh, nc;
-    gopt_decisions *d;     /* (nh * nc) */
-    double *step;          /* (nh * nc) */
-    unsigned char *found;  /* (nh * nc) */
+    int nrows;             /* nh + the extra draws (nh when the first nh placers hold no METIS) */
+    int draw_row;          /* the hint row the extra draws stand in for; -1: none */
+    gopt_decisions *d;     /* (nrows * nc) */
+    double *step;          /* (nrows * nc) */
+    unsigned char *found;  /* (nrows * nc) */
 } gopt_go_hint_table;
+#define GOPT_GO_METIS_DRAWS 3
 gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, gopt_go_hint_table *t, gopt_error *err);
 void gopt_go_hint_table_free(gopt_go_hint_table *t);
 /* The hints with quality from table t (what gopt_go_hints gives for pick -1), or conditioned on
- * entry pick (one that fits): row pick / nc is that combination's placement, it reads as the best
- * hint (quality 1; the others T_pick / T_h, below 1) and the schedule and fusion features are
- * its own: one of `go`'s styles (gopt_go_options.styles). */
+ * entry pick (one that fits): its placement stands in hint row pick / nc (an extra METIS draw's in
+ * METIS's row, draw_row), it reads as the best hint (quality 1; the others T_pick / T_h, below 1)
+ * and the schedule and fusion features are its own: one of `go`'s styles
+ * (gopt_go_options.styles). */
 gopt_status gopt_go_hints_pick(const gopt_bl_problem *p, const gopt_go_hint_table *t, int pick, int32_t *dev,
                                float *feat, int32_t *group, float *quality, int *have, gopt_error *err);
 /* The styles of t, at most cap of them into idx; returns how many (0 when no hint fits). First
- * the entries of the best hint's placer other than the best hint that fit (its other schedules
+ * the entries of the best hint's row other than the best hint that fit (its other schedules
  * and fusions), fastest first (ties by index); with all = 1 then the GOPT_GO_WIDE_STYLES fastest
- * entries of the other placers that fit, fastest first. So the styles of all = 1 hold those of
- * all = 0 and the GOPT_GO_WIDE_STYLES fastest combinations other than the best hint. */
+ * entries of the other placers' rows that fit, fastest first, then the fastest entry of each of
+ * METIS's extra draws that has one that fits, in draw order. So the styles of all = 1 hold those
+ * of all = 0, the GOPT_GO_WIDE_STYLES fastest combinations of the other placers and each extra
+ * draw's best. */
 int gopt_go_hint_styles(const gopt_go_hint_table *t, int all, int *idx, int cap);
 #define GOPT_GO_WIDE_STYLES 8
-#define GOPT_GO_MAX_STYLES 12
+#define GOPT_GO_MAX_STYLES (4 + GOPT_GO_WIDE_STYLES + GOPT_GO_METIS_DRAWS)
 
 /* Decide everything for problem p with the policy in o->checkpoint (the
  * tasks it was not trained for get defaults); candidates are judged by
