@@ -533,8 +533,8 @@ int main(int argc, char **argv) {
                 return 2;
             }
             printf("\n== %s, %ld devices: step times in ms; ratios to the best classical combination (placement x "
-                   "{fifo,cp} x {none,xla,xlamo,tvm})\n",
-                   gopt_profile_name(prof), ndev);
+                   "{fifo,cp} x {none,xla,xlamo,tvm}; METIS at seeds %ld-%ld)\n",
+                   gopt_profile_name(prof), ndev, a.seed, a.seed + GOPT_GO_METIS_DRAWS);
             printf("%-22s %6s %10s %-20s %9s %20s %20s", "graph", "nodes", "best_ms", "best combination", "sa_ms",
                    "go_greedy", "go_best_of_k");
             if (a.ft_seconds > 0) printf(" %16s %16s %8s", "go_finetuned", "sa_equal_time", "ft/sa");
