@@ -239,9 +239,9 @@ static void test_hint_table(void **state) {
     gopt_bl_problem p = he.p;
     gopt_error err = {0};
     gopt_go_hint_table t;
-    assert_int_equal(gopt_go_hint_table_build(&p, 0, &t, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_go_hint_table_build(&p, 0, GOPT_GO_METIS_DRAWS, &t, &err), GOPT_EINVAL);
     assert_null(t.d);
-    assert_int_equal(gopt_go_hint_table_build(&p, NH, &t, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hint_table_build(&p, NH, GOPT_GO_METIS_DRAWS, &t, &err), GOPT_OK);
     assert_int_equal(t.nh, NH);
     assert_int_equal(t.nc, 5);
     assert_int_equal(t.draw_row, 2); /* metis */
@@ -388,7 +388,7 @@ static void test_hint_table_draws(void **state) {
     p.opt.seed = 11;
     gopt_error err = {0};
     gopt_go_hint_table t;
-    assert_int_equal(gopt_go_hint_table_build(&p, NH, &t, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hint_table_build(&p, NH, GOPT_GO_METIS_DRAWS, &t, &err), GOPT_OK);
     assert_int_equal(t.draw_row, 2);
     assert_int_equal(t.nrows, NH + GOPT_GO_METIS_DRAWS);
     gopt_bl_registry reg;
@@ -408,12 +408,24 @@ static void test_hint_table_draws(void **state) {
         gopt_decisions_destroy(&e);
     }
     assert_true(differ); /* the seed reaches METIS: another draw, another partition */
-    /* with fewer hints than METIS's row, no extra draws */
+    /* with fewer hints than METIS's row, no extra draws; none asked for, none; a bad count refused */
     gopt_go_hint_table t2;
-    assert_int_equal(gopt_go_hint_table_build(&p, 2, &t2, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hint_table_build(&p, 2, GOPT_GO_METIS_DRAWS, &t2, &err), GOPT_OK);
     assert_int_equal(t2.draw_row, -1);
     assert_int_equal(t2.nrows, 2);
     gopt_go_hint_table_free(&t2);
+    assert_int_equal(gopt_go_hint_table_build(&p, NH, 0, &t2, &err), GOPT_OK);
+    assert_int_equal(t2.draw_row, 2);
+    assert_int_equal(t2.nrows, NH);
+    for (int i = 0; i < NH * t2.nc; i++) { /* the same rows as with the draws */
+        assert_true(t2.step[i] == t.step[i]);
+        assert_memory_equal(t2.d[i].device, t.d[i].device, sizeof(int32_t) * (size_t)n);
+    }
+    gopt_go_hint_table_free(&t2);
+    assert_int_equal(gopt_go_hint_table_build(&p, NH, GOPT_GO_METIS_DRAWS + 1, &t2, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "METIS draws"));
+    assert_null(t2.d);
+    assert_int_equal(gopt_go_hint_table_build(&p, NH, -1, &t2, &err), GOPT_EINVAL);
     gopt_go_hint_table_free(&t);
     hint_env_free(&he);
     gopt_graph_free(g);

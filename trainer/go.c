@@ -193,7 +193,8 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
         const int hq = gopt_policy_get_config(pol)->hint_quality;
         const int sty = o ? o->styles : GOPT_GO_STYLES_ALL;
         if (hq && sty != GOPT_GO_STYLES_OWN) { /* the other styles, judged too */
-            if ((st = gopt_go_hint_table_build(p, nh, &tab, err))) goto out;
+            const int draws = sty == GOPT_GO_STYLES_ALL ? GOPT_GO_METIS_DRAWS : 0; /* styles only with all */
+            if ((st = gopt_go_hint_table_build(p, nh, draws, &tab, err))) goto out;
             nstyle = gopt_go_hint_styles(&tab, sty == GOPT_GO_STYLES_ALL, style, GOPT_GO_MAX_STYLES);
             /* the trunk is the same under every conditioning: a new forward runs the heads alone */
             if (nstyle && (st = gopt_policy_set_train_heads(pol, 1, err))) goto out;

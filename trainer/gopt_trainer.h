@@ -487,10 +487,12 @@ gopt_status gopt_go_hints_from(const gopt_frozen *fz, const gopt_costmodel *cm, 
 
 /* The combinations the hints with quality are drawn from, each run and judged once: entry
  * r * nc + c of row r < nh is gopt_go_hint_placers[r] + gopt_go_hint_combos[c] on the problem;
- * rows nh..nrows-1 are GOPT_GO_METIS_DRAWS more draws of METIS (the placer that draws, row
- * draw_row < nh), row nh + j at seed p->opt.seed + 1 + j, with the same combinations: they
- * only ever enter as styles, never as the graph's own hints (found[i] 0: it found nothing;
- * step[i] its simulated step, INFINITY when it does not fit). */
+ * rows nh..nrows-1 are `draws` (0..GOPT_GO_METIS_DRAWS, none when the first nh placers hold no
+ * METIS) more draws of METIS (the placer that draws, row draw_row < nh), row nh + j at seed
+ * p->opt.seed + 1 + j, with the same combinations: they only ever enter as styles (`go`'s
+ * styles `all`), never as the graph's own hints, so a caller that needs no styles asks for
+ * none (found[i] 0: it found nothing; step[i] its simulated step, INFINITY when it does not
+ * fit). */
 typedef struct {
     int nh, nc;
     int nrows;             /* nh + the extra draws (nh when the first nh placers hold no METIS) */
@@ -500,7 +502,8 @@ typedef struct {
     unsigned char *found;  /* (nrows * nc) */
 } gopt_go_hint_table;
 #define GOPT_GO_METIS_DRAWS 3
-gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, gopt_go_hint_table *t, gopt_error *err);
+gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, int draws, gopt_go_hint_table *t,
+                                     gopt_error *err);
 void gopt_go_hint_table_free(gopt_go_hint_table *t);
 /* The hints with quality from table t (what gopt_go_hints gives for pick -1), or conditioned on
  * entry pick (one that fits): its placement stands in hint row pick / nc (an extra METIS draw's in

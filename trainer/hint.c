@@ -145,10 +145,17 @@ void gopt_go_hint_table_free(gopt_go_hint_table *t) {
     memset(t, 0, sizeof *t);
 }
 
-gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, gopt_go_hint_table *t, gopt_error *err) {
+/* The hint row that table row r stands in: its own below nh, METIS's for an extra draw. */
+static int hint_row(const gopt_go_hint_table *t, int r) { return r < t->nh ? r : t->draw_row; }
+
+gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, int draws, gopt_go_hint_table *t,
+                                     gopt_error *err) {
     memset(t, 0, sizeof *t);
     if (nh < 1 || nh > GOPT_POLICY_MAX_HINTS || !gopt_go_hint_placers[nh - 1])
         return gopt_error_set(err, GOPT_EINVAL, "hints: %d placements asked for, there are 1..7", nh);
+    if (draws < 0 || draws > GOPT_GO_METIS_DRAWS)
+        return gopt_error_set(err, GOPT_EINVAL, "hints: %d more METIS draws asked for, there are 0..%d", draws,
+                              GOPT_GO_METIS_DRAWS);
     int nc = 0;
     while (gopt_go_hint_combos[nc]) nc++;
     gopt_bl_registry reg;
@@ -158,7 +165,7 @@ gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, gopt_go_h
     t->draw_row = -1;
     for (int h = 0; h < nh; h++)
         if (!strcmp(gopt_go_hint_placers[h], "metis")) t->draw_row = h;
-    t->nrows = nh + (t->draw_row >= 0 ? GOPT_GO_METIS_DRAWS : 0);
+    t->nrows = nh + (t->draw_row >= 0 ? draws : 0);
     const int ne = t->nrows * nc;
     t->d = gopt_calloc((size_t)ne, sizeof *t->d, err);
     t->step = gopt_malloc(sizeof(double) * (size_t)ne, err);
@@ -174,7 +181,7 @@ gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, gopt_go_h
             int found = 0;
             gopt_bl_problem q = *p; /* an extra draw: METIS at the next seeds, its own RNG */
             if (r >= nh) q.opt.seed = p->opt.seed + 1 + (uint64_t)(r - nh), q.rng = NULL;
-            snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[r < nh ? r : t->draw_row], gopt_go_hint_combos[c]);
+            snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[hint_row(t, r)], gopt_go_hint_combos[c]);
             gopt_status st = run_method(&reg, spec, &q, &t->d[i], &found, err);
             if (st) {
                 gopt_go_hint_table_free(t);
@@ -256,8 +263,7 @@ gopt_status gopt_go_hints_pick(const gopt_bl_problem *p, const gopt_go_hint_tabl
     if (pick >= t->nrows * t->nc || (pick >= 0 && !(t->step[pick] < INFINITY)))
         return gopt_error_set(err, GOPT_EINVAL, "hints: combination %d of %d is not one that fits", pick,
                               t->nrows * t->nc);
-    /* the hint row the pick stands in: an extra METIS draw's is METIS's */
-    const int prow = pick < 0 ? -1 : pick / t->nc < t->nh ? pick / t->nc : t->draw_row;
+    const int prow = pick < 0 ? -1 : hint_row(t, pick / t->nc); /* the hint row the pick stands in */
     int any = 0;
     for (int h = 0; h < t->nh; h++) {
         int k = prow == h ? pick : placer_pick(t, h);
@@ -266,7 +272,7 @@ gopt_status gopt_go_hints_pick(const gopt_bl_problem *p, const gopt_go_hint_tabl
         any |= hp[h] != NULL;
     }
     /* the best hint's placer; with a pick, the conditioning: that combination reads as the best */
-    const int be = pick >= 0 ? pick : best_entry(t), best = pick >= 0 ? prow : be >= 0 ? be / t->nc : -1;
+    const int be = pick >= 0 ? -1 : best_entry(t), best = pick >= 0 ? prow : be >= 0 ? be / t->nc : -1;
     for (int h = 0; h < t->nh; h++) {
         double q = best >= 0 && step[h] < INFINITY ? step[best] / step[h] : 0.0;
         if (pick >= 0 && h != best && q > 0.99999) q = 0.99999; /* only the conditioned hint reads 1 */
@@ -289,7 +295,7 @@ gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float 
     gopt_status st;
     if (quality) { /* each placer's best whole combination, judged by p's evaluator */
         gopt_go_hint_table t;
-        if ((st = gopt_go_hint_table_build(p, nh, &t, err))) return st;
+        if ((st = gopt_go_hint_table_build(p, nh, 0, &t, err))) return st; /* the own hints: no draws */
         st = gopt_go_hints_pick(p, &t, -1, dev, feat, group, quality, have, err);
         gopt_go_hint_table_free(&t);
         return st;
@@ -385,7 +391,9 @@ gopt_status tr_build_hints(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_error *
     if (hq && t->o.greedy_styles != GOPT_GO_STYLES_OWN) { /* keep every combination: gopt_trainer_greedy's styles */
         G->hint_table = gopt_calloc(1, sizeof *G->hint_table, err);
         if (!G->hint_table) return GOPT_ENOMEM;
-        st = gopt_go_hint_table_build(&bp, nh, G->hint_table, err);
+        /* METIS's extra draws only where they are styles (gopt_go_hint_styles with all) */
+        st = gopt_go_hint_table_build(&bp, nh, t->o.greedy_styles == GOPT_GO_STYLES_ALL ? GOPT_GO_METIS_DRAWS : 0,
+                                      G->hint_table, err);
         if (!st) st = gopt_go_hints_pick(&bp, G->hint_table, -1, G->hint_dev, G->hint_feat, G->hint_group, G->hint_q,
                                          &have, err);
     } else {
