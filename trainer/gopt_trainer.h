@@ -128,11 +128,12 @@ typedef struct {
                               after this many PPO steps on the graph that found nothing faster than it
                               (nor the splice search), the incumbent self-imitation follows becomes the
                               policy's own greedy answer under the graph's hints and the style's is
-                              kept apart, still counted by gopt_trainer_best; imitation replays the
+                              kept apart, still counted by gopt_trainer_best (the splice search
+                              leaves it too, for the own answer); imitation replays the
                               incumbent's actions under the graph's own hints, where a style's can be
                               other decisions (0: off, the style's answer stays). Off by default:
-                              on the validation split it cost the one graph it changed (the
-                              Transformer at seed 2, 0.909x -> 0.926x; docs/results.md, "The style
+                              on the validation split it cost the one run of 51 it changed (the
+                              Transformer at seed 1, 0.841x -> 0.881x; docs/results.md, "The style
                               probation") */
     int canonical_targets; /* 1: the imitation target's devices are renumbered in order of first use
                               along the topological order (gopt_trainer_canonical_devices), kept only

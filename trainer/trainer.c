@@ -1202,6 +1202,11 @@ gopt_status tr_probation_step(gopt_trainer *t, int i, gopt_trainer_stats *stats,
     G->best = G->own_s;
     G->best_var = G->own_var;
     G->best_style = 0;
+    /* the splice search's parent too: with nothing faster found, its best is the style's answer
+     * (now the answer apart above), and it follows the own answer from the next step on
+     * (adopt_incumbent), as self-imitation does */
+    G->sp_s = INFINITY;
+    G->has_sp_dec = 0;
     if (!stats->probation_ended++) stats->own_step_s = G->own_s;
     return GOPT_OK;
 }

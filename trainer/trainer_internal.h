@@ -175,7 +175,8 @@ gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, co
  * greedy has found nothing faster than the incumbent and the splice search's best (min(best,
  * sp_s)), and the incumbent is still the style's, self-imitation's incumbent becomes the
  * policy's own greedy answer under the graph's hints and the style's answer is kept apart
- * (tr_note_alt), where gopt_trainer_best still counts it. */
+ * (tr_note_alt), where gopt_trainer_best still counts it; the splice search's best (then the
+ * style's answer) is cleared, so its next parent is the own answer (splice.c, adopt_incumbent). */
 gopt_status tr_probation_step(gopt_trainer *t, int i, gopt_trainer_stats *st, gopt_error *err);
 /* Make sure every scratch array fits n nodes. */
 gopt_status tr_reserve(gopt_trainer *t, int32_t n, gopt_error *err);

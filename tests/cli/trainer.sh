@@ -361,6 +361,10 @@ awk -v b="$(sfield lw best_s)" -v h="$(sfield lw hint_pass_s)" -v b0="$(sfield l
 ftlw --steps 1 --style-probation 2 -o "$TMP/lw1.ckpt" > /dev/null 2>&1 && ok || fail "finetune lstm_wide_classifier --steps 1"
 grep -q '"incumbent": "style"' "$TMP/lw1.ckpt.state" && grep -q '"steps": 1,' "$TMP/lw1.ckpt.state" \
   && ok || fail "lstm_wide_classifier: the state after one PPO step does not keep the running probation"
+# when the probation ended, the splice search left the style's answer (lw1's incumbent) too: its
+# best, when kept, descends from the own answer
+[ -n "$(sfield lw1 best_s)" ] && [ "$(sfield lw splice_s)" != "$(sfield lw1 best_s)" ] && ok \
+  || fail "lstm_wide_classifier: the splice search still holds the style's answer ($(sfield lw splice_s) s) after the probation"
 cp "$TMP/lw1.ckpt" "$TMP/lwd.ckpt" && sed 's/"incumbent": "style"/"incumbent": "styles"/' "$TMP/lw1.ckpt.state" > "$TMP/lwd.ckpt.state"
 expect_rc 2 ftlw --steps 6 --style-probation 2 -o "$TMP/lwd.ckpt" --resume
 expect_err "graph 'lstm_wide_classifier': style_probation: incumbent is not"
