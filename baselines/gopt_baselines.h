@@ -109,10 +109,15 @@ void gopt_bl_registry_describe(const gopt_bl_registry *r, gopt_buf *b);
 /* A parsed combination. */
 typedef struct {
     const gopt_bl_method *part[GOPT_BL_KIND_COUNT]; /* NULL: the kind's default */
+    int seeded;                                     /* 1: run at seed, not the problem's (a spec's "@sS") */
+    uint64_t seed;
 } gopt_bl_combo;
 
-/* Parse "a+b+c": each name known, at most one per kind. The message of a
- * refusal lists the valid names. */
+/* Parse "a+b+c", optionally ending in "@sS" (S a non-negative decimal integer): each name
+ * known, at most one per kind. "@sS" runs the whole combination at seed S instead of the
+ * problem's (opt.seed, and a random stream of its own seeded from S): "metis+cp+xla@s3" is
+ * METIS's partition at seed 3, the draw bench_transfer's table and GO's styles name so. The
+ * message of a refusal lists the valid names. */
 gopt_status gopt_bl_combo_parse(const gopt_bl_registry *r, const char *spec, gopt_bl_combo *c, gopt_error *err);
 /* Run the combination: d is initialised here (caller destroys it, also on
  * error). The result is validated (gopt_decisions_validate); what the

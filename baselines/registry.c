@@ -7,6 +7,7 @@
  * overflows a device. Registry lookups are linear (a few dozen entries).
  */
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,10 +102,22 @@ static gopt_status refuse(const gopt_bl_registry *r, gopt_error *err, const char
 gopt_status gopt_bl_combo_parse(const gopt_bl_registry *r, const char *spec, gopt_bl_combo *c, gopt_error *err) {
     memset(c, 0, sizeof *c);
     if (!spec || !*spec) return refuse(r, err, "empty method%s%s", "", "");
-    const char *s = spec;
+    const char *s = spec, *at = strchr(spec, '@'), *end = at ? at : spec + strlen(spec);
+    if (at) { /* "@sS": the combination's own seed */
+        char *e = NULL;
+        const int digits = at[1] == 's' && at[2] >= '0' && at[2] <= '9';
+        errno = 0;
+        const unsigned long long v = digits ? strtoull(at + 2, &e, 10) : 0;
+        if (!digits || *e || errno)
+            return gopt_error_set(err, GOPT_EINVAL,
+                                  "method '%s': '%s' is not a seed suffix '@sS' (S a non-negative decimal integer)",
+                                  spec, at);
+        c->seeded = 1;
+        c->seed = (uint64_t)v;
+    }
     while (1) {
-        const char *e = strchr(s, '+');
-        size_t len = e ? (size_t)(e - s) : strlen(s);
+        const char *e = memchr(s, '+', (size_t)(end - s));
+        size_t len = e ? (size_t)(e - s) : (size_t)(end - s);
         char name[64];
         if (len == 0 || len >= sizeof name) return refuse(r, err, "method '%s': empty or overlong part%s", spec, "");
         memcpy(name, s, len);
@@ -139,8 +152,12 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
     static const char *DEFAULTS[GOPT_BL_KIND_COUNT] = {"single", "fifo", "none", NULL};
     gopt_bl_problem q = *p;
     gopt_rng local;
+    if (c->seeded) { /* "@sS": its own seed and stream, whatever the problem's */
+        q.opt.seed = c->seed;
+        q.rng = NULL;
+    }
     if (!q.rng) {
-        gopt_rng_seed(&local, p->opt.seed);
+        gopt_rng_seed(&local, q.opt.seed);
         q.rng = &local;
     }
     double frac = q.opt.mem_fraction > 0 ? q.opt.mem_fraction : 1.0;

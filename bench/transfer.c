@@ -16,7 +16,7 @@
  *  - every placement method x {fifo, cp} x {none, xla, xlamo, tvm} through the
  *    optimizer registry (gopt_bl_optimize, the simulator as evaluator), METIS
  *    at --seed and at the GOPT_GO_METIS_DRAWS seeds after it (GO's styles draw
- *    METIS there too; the table names such a draw metis+...@sS); the
+ *    METIS there too; such a draw is the method metis+...@sS, as gopt optimize runs it); the
  *    best of them that fits in memory is the reference of the ratios ("best
  *    classical"), and the table names the combination;
  *  - sa (simulated annealing, --sa-budget seconds of wall time; a separate
@@ -443,16 +443,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_transfer: %s\n", err.msg);
         return 1;
     }
-    char combos[NCOMBO][48], labels[NCOMBO][48];
-    int nc = 0, draw[NCOMBO]; /* draw: the seed after --seed the combination runs at (METIS's extra draws) */
+    char combos[NCOMBO][48];
+    int nc = 0;
     for (int p = 0; p < NOF(PLACERS) + GOPT_GO_METIS_DRAWS; p++)
         for (int s = 0; s < NOF(SCHEDS); s++)
             for (int f = 0; f < NOF(FUSERS); f++) {
-                const int x = p < NOF(PLACERS) ? 0 : p - NOF(PLACERS) + 1;
+                const int x = p < NOF(PLACERS) ? 0 : p - NOF(PLACERS) + 1; /* METIS's x-th extra draw */
                 snprintf(combos[nc], 48, "%s+%s+%s", x ? "metis" : PLACERS[p], SCHEDS[s], FUSERS[f]);
-                if (x) snprintf(labels[nc], 48, "%s@s%ld", combos[nc], a.seed + x);
-                else snprintf(labels[nc], 48, "%s", combos[nc]);
-                draw[nc++] = x;
+                if (x) snprintf(combos[nc] + strlen(combos[nc]), 48 - strlen(combos[nc]), "@s%ld", a.seed + x);
+                nc++;
             }
     /* load every graph first: a bad file stops the run before any measurement */
     gopt_graph *graphs[MAX_ITEMS] = {0};
@@ -554,14 +553,12 @@ int main(int argc, char **argv) {
                 r.best_classical = INFINITY;
                 r.best_combo = -1;
                 for (int c = 0; c < nc; c++) {
-                    opt.seed = (uint64_t)a.seed + (uint64_t)draw[c];
                     double s = run_method(&reg, combos[c], sim, cm, &opt, &oom, &failed);
                     if (!oom && s < r.best_classical) {
                         r.best_classical = s;
                         r.best_combo = c;
                     }
                 }
-                opt.seed = (uint64_t)a.seed;
                 r.sa = INFINITY;
                 if (a.sa_budget > 0) {
                     opt.budget_s = a.sa_budget;
@@ -595,7 +592,7 @@ int main(int argc, char **argv) {
                 snprintf(gs, sizeof gs, "%.4g (%.2fx%s)", r.greedy * 1e3, r.greedy / B, r.greedy_oom ? " OOM" : "");
                 snprintf(ks, sizeof ks, "%.4g (%.2fx%s)", r.best_k * 1e3, r.best_k / B, r.best_k_oom ? " OOM" : "");
                 printf("%-22s %6d %10.4g %-20s %9.4g %20s %20s", names[gi], gopt_graph_num_nodes(graphs[gi]), B * 1e3,
-                       labels[r.best_combo], r.sa * 1e3, gs, ks);
+                       combos[r.best_combo], r.sa * 1e3, gs, ks);
                 /* an OOM answer is not a valid step: it counts as an OOM, not in the ratios */
                 if (r.greedy_oom) m.go_oom++, all.go_oom++;
                 else add_mean(&m, 0, r.greedy / B), add_mean(&all, 0, r.greedy / B);

@@ -217,6 +217,25 @@ static void test_registry(void **state) {
     assert_int_equal(gopt_bl_combo_parse(&r, "", &c, &err), GOPT_EINVAL);
     assert_int_equal(gopt_bl_combo_parse(&r, "heft+", &c, &err), GOPT_EINVAL);
     assert_int_equal(gopt_bl_combo_parse(&r, "+cp", &c, &err), GOPT_EINVAL);
+    assert_int_equal(c.seeded, 0);
+    /* "@sS": the combination's own seed */
+    assert_int_equal(gopt_bl_combo_parse(&r, "metis+cp+xla@s3", &c, &err), GOPT_OK);
+    assert_string_equal(c.part[GOPT_BL_PLACEMENT]->name, "metis");
+    assert_string_equal(c.part[GOPT_BL_FUSION]->name, "xla");
+    assert_int_equal(c.seeded, 1);
+    assert_int_equal(c.seed, 3);
+    assert_int_equal(gopt_bl_combo_parse(&r, "sa@s0", &c, &err), GOPT_OK);
+    assert_int_equal(c.seeded, 1);
+    assert_int_equal(c.seed, 0);
+    static const char *const BAD_SEED[] = {"metis@s", "metis@3", "metis@sx", "metis@s3+cp", "metis@s-1",
+                                           "metis@s 3", "metis@s3@s4", "metis@s99999999999999999999"};
+    for (size_t i = 0; i < sizeof BAD_SEED / sizeof *BAD_SEED; i++) {
+        assert_int_equal(gopt_bl_combo_parse(&r, BAD_SEED[i], &c, &err), GOPT_EINVAL);
+        assert_non_null(strstr(err.msg, BAD_SEED[i]));
+        assert_non_null(strstr(err.msg, "is not a seed suffix '@sS'"));
+    }
+    assert_int_equal(gopt_bl_combo_parse(&r, "bogus@s2", &c, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "unknown name 'bogus'"));
     for (int i = 0; PLACERS[i]; i++) {
         const gopt_bl_method *m = gopt_bl_registry_find(&r, PLACERS[i]);
         assert_non_null(m);

@@ -404,6 +404,16 @@ static void test_hint_table_draws(void **state) {
         const int i = (NH + x - 1) * t.nc; /* combination 0: +cp+xla */
         assert_int_equal(t.found[i], 1);
         assert_memory_equal(t.d[i].device, e.device, sizeof(int32_t) * (size_t)n);
+        /* the same draw named by its seed suffix, on the problem at its own seed */
+        char spec[32];
+        snprintf(spec, sizeof spec, "metis+cp+xla@s%d", 11 + x);
+        gopt_decisions es = {0};
+        assert_int_equal(gopt_bl_combo_parse(&reg, spec, &c, &err), GOPT_OK);
+        assert_int_equal(gopt_bl_combo_decide(&reg, &c, &p, &es, &err), GOPT_OK);
+        assert_memory_equal(es.device, e.device, sizeof(int32_t) * (size_t)n);
+        assert_memory_equal(es.priority, e.priority, sizeof(int32_t) * (size_t)n);
+        assert_memory_equal(es.group, e.group, sizeof(int32_t) * (size_t)n);
+        gopt_decisions_destroy(&es);
         differ |= memcmp(t.d[i].device, t.d[2 * t.nc].device, sizeof(int32_t) * (size_t)n) != 0;
         gopt_decisions_destroy(&e);
     }

@@ -177,18 +177,19 @@ gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, int draws
     for (int r = 0; r < t->nrows; r++)
         for (int c = 0; c < nc; c++) {
             const int i = r * nc + c;
-            char spec[64];
+            char spec[96];
             int found = 0;
-            gopt_bl_problem q = *p; /* an extra draw: METIS at the next seeds, its own RNG */
-            if (r >= nh) q.opt.seed = p->opt.seed + 1 + (uint64_t)(r - nh), q.rng = NULL;
             snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[hint_row(t, r)], gopt_go_hint_combos[c]);
-            gopt_status st = run_method(&reg, spec, &q, &t->d[i], &found, err);
+            if (r >= nh) /* an extra draw: METIS at the next seeds ("@sS", its own stream) */
+                snprintf(spec + strlen(spec), sizeof spec - strlen(spec), "@s%llu",
+                         (unsigned long long)(p->opt.seed + 1 + (uint64_t)(r - nh)));
+            gopt_status st = run_method(&reg, spec, p, &t->d[i], &found, err);
             if (st) {
                 gopt_go_hint_table_free(t);
                 return st;
             }
             int oom = 0;
-            double s = found ? gopt_bl_evaluate(&q, &t->d[i], &oom) : INFINITY;
+            double s = found ? gopt_bl_evaluate(p, &t->d[i], &oom) : INFINITY;
             if (oom || !(s > 0) || !isfinite(s)) s = INFINITY;
             t->found[i] = (unsigned char)found;
             t->step[i] = s;

@@ -19,6 +19,16 @@ expect_rc 0 "$GOPT" optimize "$G" --method sa --profile "$P" --devices 2 --evals
 expect_out "method sa: simulated step"
 expect_rc 0 "$GOPT" optimize "$G" --method sa --profile "$P" --devices 2 --evals 30 --seed 5 -o "$TMP/b.txt"
 cmp -s "$TMP/a.txt" "$TMP/b.txt" && ok || fail "sa with --seed and --evals is not reproducible"
+# a trailing @sS runs the combination at seed S: the same decisions as --seed S
+expect_rc 0 "$GOPT" optimize "$G" --method sa@s5 --profile "$P" --devices 2 --evals 30 -o "$TMP/c.txt"
+expect_out "method sa@s5: simulated step"
+cmp -s "$TMP/a.txt" "$TMP/c.txt" && ok || fail "sa@s5 is not sa at --seed 5"
+expect_rc 0 "$GOPT" optimize "$G" --method sa@s6 --profile "$P" --devices 2 --evals 30 --seed 5 -o "$TMP/c.txt"
+cmp -s "$TMP/a.txt" "$TMP/c.txt" && fail "sa@s6 made the decisions of seed 5" || ok
+expect_rc 2 "$GOPT" optimize "$G" --method metis@sx --profile "$P"
+expect_err "method 'metis@sx': '@sx' is not a seed suffix '@sS'"
+expect_rc 2 "$GOPT" compare "$G" --methods metis,metis@s --profile "$P"
+expect_err "'@s' is not a seed suffix"
 
 # refusals: unknown method (lists valid ones), two of a kind, missing arguments, bad values
 expect_rc 2 "$GOPT" optimize "$G" --method heft+bogus --profile "$P"
