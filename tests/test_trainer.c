@@ -956,6 +956,19 @@ static void test_splice(void **state) {
         expect_resumed_best(&og, pc, &d4);
         gopt_decisions_destroy(&d4);
     }
+    /* the splice search's variant (G->sp_var, the parent's; exercised on a real graph whose
+     * greedy answer is another variant's in tests/cli/trainer.sh): a damaged one is refused */
+    {
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s' && sed 's/\"splice_actions\": /\"splice_variant\": 4, &/' '%s' > '%s'",
+                 pb, pc, sb, sc);
+        assert_int_equal(system(cmd), 0);
+        expect_splice_load_error(&o, pc, GOPT_EFORMAT, "graph 'transformer_xl_l1_b2_s16': splice_variant is not an "
+                                                       "integer in 0..3");
+        snprintf(cmd, sizeof cmd, "sed -i -e 's/\"splice_variant\": 4/\"splice_variant\": 1/' "
+                 "-e 's/\"splice_actions\"/\"no_splice_actions\"/' -e '/\"splice_s\"/d' '%s'", sc);
+        assert_int_equal(system(cmd), 0);
+        expect_splice_load_error(&o, pc, GOPT_EFORMAT, "splice_variant is given without splice_actions");
+    }
     /* without self-imitation the state keeps no actions: it keeps the best answer's decisions as
      * they are, and a resumed run has them (gopt finetune --decisions); damaged ones are refused */
     {

@@ -12,8 +12,10 @@
  * first node with its current device left out; their priorities and fusion levels stay P's, and
  * the simulator drops one that runs out of memory (the samples' placements are greedy's almost
  * everywhere, so without these moves the search never tries another device). The children are
- * turned into decisions the way samples are (the checkpoint's own fusion pass, critical-path ties)
- * and simulated in batches of at most K (the sample slots; a child whose window changes nothing is
+ * turned into decisions the way their parent was (G->sp_var: the fusion pass and tie order of
+ * tr_judge_variants' variant it took from PPO's incumbent, G->best_var; until 2026-12-03 always
+ * the checkpoint's own pass with critical-path ties, the samples' way, so a parent judged under
+ * another variant had children that differed from it everywhere) and simulated in batches of at most K (the sample slots; a child whose window changes nothing is
  * the parent and is skipped); after each batch the fastest that fits and beats the search's best
  * becomes its best (G->sp_s, sp_act, sp_dec), which gopt_trainer_best counts, and the next batch's
  * parent. Like the hint pass's answers
@@ -49,6 +51,7 @@ static gopt_status adopt_incumbent(tr_graph *G, gopt_error *err) {
     if (!G->sp_act && !(G->sp_act = gopt_malloc(sizeof(int32_t) * 3 * (n ? n : 1), err))) return GOPT_ENOMEM;
     memcpy(G->sp_act, G->best_act, sizeof(int32_t) * 3 * n);
     G->sp_s = G->best;
+    G->sp_var = G->best_var; /* its children are made as it was */
     G->has_sp_dec = 0; /* G->best_dec has them; the search's own answers get their own */
     return GOPT_OK;
 }
@@ -124,9 +127,7 @@ gopt_status tr_splice_step(gopt_trainer *t, gopt_error *err) {
             }
             if (!changed) continue; /* the parent itself: nothing to simulate */
             const gopt_policy_actions a = {c, c + n, c + 2 * (size_t)n};
-            if ((st = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &a, &t->dec[nk],
-                                                        t->group, err)))
-                goto out2;
+            if ((st = tr_variant_decisions(t, G, &a, G->sp_var, NULL, &bp, &t->dec[nk], err))) goto out2;
             nk++;
         }
         if (!nk) continue;

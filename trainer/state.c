@@ -349,6 +349,7 @@ gopt_status gopt_trainer_save(const gopt_trainer *t, const char *path, gopt_erro
             }
             json_object_set_new(g, "splice_s", json_real(G->sp_s));
             json_object_set_new(g, "splice_actions", sa);
+            if (G->sp_var) json_object_set_new(g, "splice_variant", json_integer(G->sp_var));
         }
         if (t->o.imitate_best && G->has_best_act) {
             json_t *ba = actions_json(G, G->best_act);
@@ -599,6 +600,14 @@ gopt_status gopt_trainer_load(gopt_trainer *t, const char *path, gopt_error *err
                                 "found only %s", state, name, spj ? "splice_s" : "splice_actions");
             goto out;
         }
+        json_t *svj = json_object_get(g, "splice_variant");
+        const json_int_t svar = svj ? json_integer_value(svj) : 0; /* absent: 0, as states before it */
+        if (svj && (!spa || !json_is_integer(svj) || svar < 0 || svar > 3)) {
+            st = gopt_error_set(err, GOPT_EFORMAT, "%s: graph '%s': splice_variant is %s", state, name,
+                                spa ? "not an integer in 0..3" : "given without splice_actions");
+            goto out;
+        }
+        G->sp_var = (int)svar;
         if (spa) {
             const size_t len = 3 * (size_t)G->fz->n;
             if (!G->sp_act && !(G->sp_act = gopt_malloc(sizeof(int32_t) * (len ? len : 1), err))) {

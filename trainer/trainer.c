@@ -886,12 +886,8 @@ gopt_status tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decision
     return GOPT_OK;
 }
 
-/* Actions a into d as variant v of tr_judge_variants makes them: v / 2 the fusion pass (0 the
- * policy's own, 1 the other, 2 the one bounded by within), v % 2 the tie order (0 critical path,
- * from bp; 1 topological). */
-static gopt_status variant_decisions(gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a, int v,
-                                     const int32_t *within, const gopt_bl_problem *bp, gopt_decisions *d,
-                                     gopt_error *err) {
+gopt_status tr_variant_decisions(gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a, int v,
+                                 const int32_t *within, const gopt_bl_problem *bp, gopt_decisions *d, gopt_error *err) {
     const int own = tr_fuse_merge(t) != 0, pi = v / 2;
     return gopt_trainer_actions_to_decisions_within(G->fz, t->o.tasks, pi ? !own : own, pi == 2 ? within : NULL,
                                                     v % 2 ? NULL : bp, a, d, t->group, err);
@@ -904,7 +900,7 @@ static gopt_status render_variant(gopt_trainer *t, tr_graph *G, int32_t *act, in
     gopt_bl_problem bp;
     gopt_status st = tr_problem(t, (int)(G - t->graphs), &bp, err);
     if (st || (st = tr_decisions_fit(d, G->fz->n, err))) return st;
-    return variant_decisions(t, G, &a, var, NULL, &bp, d, err);
+    return tr_variant_decisions(t, G, &a, var, NULL, &bp, d, err);
 }
 
 gopt_status tr_restore_decisions(gopt_trainer *t, tr_graph *G, gopt_error *err) {
@@ -914,7 +910,7 @@ gopt_status tr_restore_decisions(gopt_trainer *t, tr_graph *G, gopt_error *err) 
         G->has_best = 1;
     }
     if (G->sp_act && isfinite(G->sp_s) && !G->has_sp_dec) {
-        if ((st = render_variant(t, G, G->sp_act, 0, &G->sp_dec, err))) return st;
+        if ((st = render_variant(t, G, G->sp_act, G->sp_var, &G->sp_dec, err))) return st;
         G->has_sp_dec = 1;
     }
     if (G->probation && G->own_act && (st = render_variant(t, G, G->own_act, G->own_var, &G->own_dec, err))) return st;
@@ -1071,7 +1067,7 @@ gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, co
         if ((pi && !fuse) || (pi == 2 && !within) || (topo && !sched)) continue;
         for (int i = 0; i < k; i++) {
             gopt_policy_actions a = tr_actions(t, 0, i);
-            if ((st = variant_decisions(t, G, &a, v, within, &bp, &t->dec[i], err))) return st;
+            if ((st = tr_variant_decisions(t, G, &a, v, within, &bp, &t->dec[i], err))) return st;
         }
         int ok[GOPT_TRAINER_MAX_SAMPLES];
         if ((st = tr_simulate(t, G, k, ok, err))) return st;

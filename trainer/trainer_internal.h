@@ -75,6 +75,8 @@ typedef struct {
     double sp_s;            /* the splice search's best (splice.c): step (s), +inf before any; an answer
                                kept apart like alt: PPO and self-imitation never see it */
     int32_t *sp_act;        /* (3, n) its actions, when sp_s is finite */
+    int sp_var;             /* the variant its decisions are made from sp_act with (best_var's kind,
+                               0..3): its parent's, so a child differs from the parent by its window */
     gopt_decisions sp_dec;  /* its decisions, when has_sp_dec (after a resume: tr_restore_decisions) */
     int has_sp_dec;
     int32_t *best_act;      /* (3, n) the policy's actions behind best_dec, when has_best_act */
@@ -170,6 +172,11 @@ gopt_status tr_note_alt(tr_graph *G, const gopt_decisions *d, double step, gopt_
  * t->dec[0..k) and t->res[0..k). */
 gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, const int32_t *within, double *best_s,
                               gopt_decisions *best_d, gopt_sim_result *best_res, gopt_error *err);
+/* Actions a into d as variant v (0..5) of tr_judge_variants makes them: v / 2 the fusion pass
+ * (0 the checkpoint's own, 1 the other, 2 the one bounded by within), v % 2 the tie order (0
+ * critical path, from bp; 1 topological). */
+gopt_status tr_variant_decisions(gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a, int v,
+                                 const int32_t *within, const gopt_bl_problem *bp, gopt_decisions *d, gopt_error *err);
 /* After a PPO step on graph i: the probation of a style's answer as the incumbent
  * (o.style_probation). Once the graph's o.style_probation-th PPO step since the zero-shot
  * greedy has found nothing faster than the incumbent and the splice search's best (min(best,
