@@ -15,8 +15,9 @@
  * turned into decisions the way their parent was (G->sp_var: the fusion pass and tie order of
  * tr_judge_variants' variant it took from PPO's incumbent, G->best_var; until 2026-12-03 always
  * the checkpoint's own pass with critical-path ties, the samples' way, so a parent judged under
- * another variant had children that differed from it everywhere) and simulated in batches of at most K (the sample slots; a child whose window changes nothing is
- * the parent and is skipped); after each batch the fastest that fits and beats the search's best
+ * another variant had children that differed from it everywhere) and simulated in batches of at
+ * most K (the sample slots; a child whose window changes nothing is the parent and is skipped);
+ * after each batch the fastest that fits and beats the search's best
  * becomes its best (G->sp_s, sp_act, sp_dec), which gopt_trainer_best counts, and the next batch's
  * parent. Like the hint pass's answers
  * (G->alt) they are kept apart from PPO's incumbent: rewards, self-imitation and G->best see only
