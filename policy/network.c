@@ -776,10 +776,17 @@ static void attn_fwd_chunk(chunk_job *J, int c, int slot) {
     }
 }
 
-/* The heads alone over the trunk's outputs of the last forward (gopt_policy_set_train_heads). */
+/* The heads alone over the trunk's outputs of the last forward (gopt_policy_set_train_heads), in
+ * the full forward's row chunks (attn_fwd_chunk): a GEMM's rows can round differently with another
+ * row count, and a reused trunk must give the logits a full forward gives (a resumed run, whose
+ * first forward is a full one, continues the uninterrupted run bit for bit) */
 static void heads_forward_cpu(gopt_policy *p) {
     const int blas = blas_single_begin();
-    for (int t = 0; t < GOPT_TASK_COUNT; t++) head_rows(p, t, p->A.attn[p->cfg.attn_layers + t].out, 0, p->n);
+    chunk_job J;
+    chunk_job_init(&J, p, NULL, 0);
+    for (int t = 0; t < GOPT_TASK_COUNT; t++)
+        for (int c = 0; c < J.nch; c++)
+            head_rows(p, t, p->A.attn[p->cfg.attn_layers + t].out, c * J.ch, chunk_len(&J, c));
     blas_single_end(blas);
 }
 

@@ -885,16 +885,19 @@ static int run(train_args *ta, const char *verb, const char *init) {
             goto fail;
         }
     }
-    /* fine-tuning: the zero-shot greedy decisions first, for the comparison */
+    /* fine-tuning: the zero-shot greedy decisions first, for the comparison; not on resume: the
+     * policy is no longer the pre-trained one, and its greedy answer judged there could become a
+     * best the uninterrupted run never had (a resumed run continues it bit for bit) */
     gopt_sim_result zero_shot = {0};
     double zero_shot_k = NAN; /* the pre-trained policy's best of K (NAN: not judged) */
-    if (ta->finetune) {
+    const int zs_greedy = ta->finetune && !ta->resume;
+    if (zs_greedy) {
         gopt_decisions d0 = {0};
         const gopt_graph *g0 = gopt_trainer_graph(tr, 0);
         gopt_status s0 = gopt_decisions_init(&d0, gopt_graph_num_nodes(g0), &err);
         if (!s0) s0 = gopt_trainer_greedy(tr, 0, &d0, &zero_shot, &err);
         gopt_decisions_destroy(&d0);
-        if (!s0 && ta->zs_samples != 0 && !ta->resume) { /* GO's best of K, from a stream of its own */
+        if (!s0 && ta->zs_samples != 0) { /* GO's best of K, from a stream of its own */
             gopt_rng zr;
             gopt_rng_seed(&zr, ta->o.seed ^ 0x7a65726f73686f74ull); /* "zeroshot" */
             s0 = gopt_trainer_sample_best(tr, 0, &zr, &zero_shot_k, &err);
@@ -1022,8 +1025,11 @@ static int run(train_args *ta, const char *verb, const char *init) {
             else printf("%-26s %12.6g %10.4f%s\n", names[j], fabs(steps[j]) * 1e3, fabs(steps[j]) / ref,
                         steps[j] < 0 ? "  OUT OF MEMORY" : strcmp(names[j], m) == 0 ? "  (best baseline)" : "");
         }
-        printf("%-26s %12.6g %10.4f%s\n", "go zero-shot (greedy)", zero_shot.step_time_s * 1e3,
-               zero_shot.step_time_s / ref, zero_shot.oom ? "  OUT OF MEMORY" : "");
+        if (zs_greedy)
+            printf("%-26s %12.6g %10.4f%s\n", "go zero-shot (greedy)", zero_shot.step_time_s * 1e3,
+                   zero_shot.step_time_s / ref, zero_shot.oom ? "  OUT OF MEMORY" : "");
+        else
+            printf("%-26s %12s %10s  (judged before the resume)\n", "go zero-shot (greedy)", "-", "-");
         if (!isnan(zero_shot_k)) {
             char label[40];
             snprintf(label, sizeof label, "go zero-shot (best of %d)", ta->o.samples);

@@ -365,8 +365,13 @@ grep -q '"style_probation": {' "$TMP/lw.ckpt.state" && fail "lstm_wide_classifie
 awk -v s="$(sfield lw0 splice_s)" -v b="$(sfield lw0 best_s)" 'BEGIN { exit !(s != "" && s < b) }' && ok \
   || fail "lstm_wide_classifier: the splice search found nothing faster than $(sfield lw0 best_s) s"
 ftlw --steps 3 --style-probation 0 -o "$TMP/lw0r.ckpt" > /dev/null 2>&1 && ok || fail "finetune lstm_wide_classifier --steps 3"
-ftlw --steps 6 --style-probation 0 -o "$TMP/lw0r.ckpt" --resume > /dev/null 2>&1 && ok || fail "resume lstm_wide_classifier at step 3"
+ftlw --steps 6 --style-probation 0 -o "$TMP/lw0r.ckpt" --resume > "$TMP/ft_lw0r.txt" 2>&1 && ok || fail "resume lstm_wide_classifier at step 3"
 cmp -s "$TMP/lw0.ckpt.state" "$TMP/lw0r.ckpt.state" && ok || fail "lstm_wide_classifier: resumed at step 3, the state differs from the straight run's"
+cmp -s "$TMP/lw0.ckpt" "$TMP/lw0r.ckpt" && ok || fail "lstm_wide_classifier: resumed at step 3, the policy differs from the straight run's"
+# the resumed policy is no longer the pre-trained one: its greedy answer is not judged as the
+# zero-shot one (it could become a best the uninterrupted run never had)
+grep -q "^go zero-shot (greedy) .*(judged before the resume)" "$TMP/ft_lw0r.txt" && ok \
+  || fail "lstm_wide_classifier: the resumed run judged a zero-shot answer"
 awk -v b="$(sfield lw best_s)" -v h="$(sfield lw hint_pass_s)" -v b0="$(sfield lw0 best_s)" \
   'BEGIN { exit !(b != "" && h != "" && b0 != "" && h <= b0 * (1 + 1e-12) && b0 < b) }' \
   && ok || fail "lstm_wide_classifier: the style's answer ($(sfield lw0 best_s) s) was not kept apart from the own incumbent ($(sfield lw best_s) s, apart $(sfield lw hint_pass_s) s)"
