@@ -956,6 +956,47 @@ static void test_splice(void **state) {
         expect_resumed_best(&og, pc, &d4);
         gopt_decisions_destroy(&d4);
     }
+    /* o.sample_variant: PPO's samples made into decisions as the incumbent was. Here the greedy
+     * incumbent is another variant's (the other fusion pass); with 1 a sample that beats it keeps
+     * that variant (the state's best_variant) and a resumed run makes the same decisions from its
+     * actions; with 0 (the policy's own pass) the sample's best is variant 0's; a run with the
+     * other setting is not resumed */
+    for (int sv = 0; sv < 2; sv++) {
+        gopt_trainer_options ov = o;
+        ov.splice = 0;
+        ov.sample_variant = sv;
+        env_init(&e, 2, &ov, 3);
+        add_graph(&e, splice_graph());
+        gopt_decisions d = {0};
+        gopt_sim_result res;
+        assert_int_equal(gopt_decisions_init(&d, gopt_graph_num_nodes(gopt_trainer_graph(e.tr, 0)), NULL), GOPT_OK);
+        assert_int_equal(gopt_trainer_greedy(e.tr, 0, &d, &res, &err), GOPT_OK);
+        gopt_decisions_destroy(&d);
+        const double g0 = gopt_trainer_best(e.tr, 0, NULL);
+        assert_int_equal(gopt_trainer_save(e.tr, pc, &err), GOPT_OK);
+        b = test_read_file(sc, &lb);
+        assert_non_null(strstr(b, "\"best_variant\": 2,"));
+        free(b);
+        run_steps(&e, 9);
+        assert_true(gopt_trainer_best(e.tr, 0, NULL) < g0); /* a sample beat the greedy answer */
+        keep_best_decisions(e.tr, &d4);
+        assert_int_equal(gopt_trainer_save(e.tr, pc, &err), GOPT_OK);
+        env_free(&e);
+        b = test_read_file(sc, &lb);
+        assert_true((strstr(b, "\"best_variant\": 2,") != NULL) == sv);
+        assert_true((strstr(b, "\"sample_variant\": \"incumbent\"") != NULL) == sv);
+        free(b);
+        expect_resumed_best(&ov, pc, &d4);
+        gopt_decisions_destroy(&d4);
+        ov.sample_variant = !sv;
+        expect_splice_load_error(&ov, pc, GOPT_EINVAL, "option sample_variant");
+    }
+    {
+        gopt_trainer_options ov = o;
+        ov.sample_variant = 2;
+        assert_int_equal(gopt_trainer_options_check(&ov, &err), GOPT_EINVAL);
+        assert_non_null(strstr(err.msg, "sample variant = 2 is not 0 (own) or 1 (incumbent)"));
+    }
     /* the splice search's variant (G->sp_var, the parent's; exercised on a real graph whose
      * greedy answer is another variant's in tests/cli/trainer.sh): a damaged one is refused */
     {

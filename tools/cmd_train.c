@@ -91,6 +91,10 @@ static void common_options_help(FILE *f) {
             FT_EPOCHS, GOPT_TRAINER_FINETUNE_SPLICE, GOPT_TRAINER_MAX_SPLICE,
             (double)GOPT_TRAINER_FINETUNE_SPLICE_PLACE);
     fprintf(f,
+            "  --sample-variant own|incumbent (own; finetune: incumbent) how PPO's samples become\n"
+            "                    decisions: own, the policy's fusion pass with critical-path ties;\n"
+            "                    incumbent, as the best answer so far was made (its fusion pass and tie\n"
+            "                    order, of the ones the zero-shot answers are judged under)\n"
             "  --style-probation N (0: off) when the zero-shot answer self-imitation starts\n"
             "                    from was decoded under another combination's hints (a style), and N PPO\n"
             "                    steps find nothing faster, the incumbent becomes the policy's own greedy\n"
@@ -231,6 +235,7 @@ typedef struct {
     int train_set;              /* --train given */
     int splice_set;             /* --splice given */
     int splice_place_set;       /* --splice-place given */
+    int sample_variant_set;     /* --sample-variant given */
     int runtime;         /* finetune --evaluator runtime: measured steps judge the samples */
     const char *device;  /* --device: where the network runs (NULL: the CPU) */
     gopt_rt_options rto; /* its backend, reps, clock */
@@ -575,6 +580,14 @@ static int parse_common(cli_args *a, train_args *ta) {
         ta->splice_place_set = 1;
     }
     else if (cli_opt_long(a, "--style-probation", &l, 0, GOPT_TRAINER_MAX_PROBATION)) ta->o.style_probation = (int)l;
+    else if (cli_opt_str(a, "--sample-variant", &s)) {
+        if (strcmp(s, "own") && strcmp(s, "incumbent")) {
+            cli_usage_error(a->verb, "--sample-variant: '%s' is not own or incumbent", s);
+            return 2;
+        }
+        ta->o.sample_variant = strcmp(s, "incumbent") == 0;
+        ta->sample_variant_set = 1;
+    }
     else if (cli_opt_str(a, "--imitate-target", &s)) {
         if (strcmp(s, "reference") && strcmp(s, "best")) {
             cli_usage_error(a->verb, "--imitate-target: '%s' is not reference or best", s);
@@ -1260,6 +1273,7 @@ int cmd_finetune(int argc, char **argv) {
     /* off with the runtime evaluator: each child would be measured */
     if (!ta.splice_set) ta.o.splice = ta.runtime ? 0 : gopt_trainer_finetune_splice(&ta.o);
     if (!ta.splice_place_set) ta.o.splice_place = gopt_trainer_finetune_splice_place(&ta.o);
+    if (!ta.sample_variant_set) ta.o.sample_variant = 1;
     int rc = check_common(&ta, a.verb);
     if (rc) return rc;
     if (!ckpt) ckpt = gopt_trainer_default_checkpoint();

@@ -135,6 +135,10 @@ typedef struct {
                               on the validation split it cost the one run of 51 it changed (the
                               Transformer at seed 1, 0.841x -> 0.881x; docs/results.md, "The style
                               probation") */
+    int sample_variant;    /* 1: PPO's samples are made into decisions as the incumbent was (its fusion
+                              pass and tie order, the variant tr_judge_variants found it with), so
+                              one that beats it is the same kind of answer; 0: always the policy's
+                              own pass with critical-path ties (0; finetune: 1; docs/trainer.md) */
     int canonical_targets; /* 1: the imitation target's devices are renumbered in order of first use
                               along the topological order (gopt_trainer_canonical_devices), kept only
                               where the relabelled target simulates no slower (links need not be

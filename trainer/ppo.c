@@ -100,8 +100,8 @@ static gopt_status per_sample_backward(gopt_trainer *t, int b, const float *went
  * none. keep: the first epoch will reuse this forward; the sampling pass
  * then also keeps each sample's gradient of its learned rows'
  * log-probabilities (and the entropy term's) for kept_backward. */
-static gopt_status sample_simulate(gopt_trainer *t, tr_graph *G, int b, gopt_rng *rng, int keep, int k0, int k1,
-                                   double *vals, double *ent, int *best, gopt_error *err) {
+static gopt_status sample_simulate(gopt_trainer *t, tr_graph *G, int b, gopt_rng *rng, int keep, int var, int k0,
+                                   int k1, double *vals, double *ent, int *best, gopt_error *err) {
     const int32_t n = G->fz->n;
     const int K = t->o.samples;
     const size_t N = (size_t)t->cap_n;
@@ -123,8 +123,9 @@ static gopt_status sample_simulate(gopt_trainer *t, tr_graph *G, int b, gopt_rng
     gopt_bl_problem bp;
     if ((s = tr_problem(t, (int)(G - t->graphs), &bp, err))) return s;
     for (int k = k0; k < k1; k++)
-        if ((s = gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &as[k], &t->dec[k - k0],
-                                                   t->group, err)))
+        if ((s = var ? tr_variant_decisions(t, G, &as[k], var, NULL, &bp, &t->dec[k - k0], err)
+                     : gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &as[k],
+                                                         &t->dec[k - k0], t->group, err)))
             return s;
     if (ent) *ent = learned_entropy(t, G) / (G->rows ? G->rows : 1);
     int ok[GOPT_TRAINER_MAX_SAMPLES];
@@ -144,8 +145,9 @@ static gopt_status sample_simulate(gopt_trainer *t, tr_graph *G, int b, gopt_rng
 static gopt_status rollout(gopt_trainer *t, int b, int lead, int keep, int k0, int k1, double *vals, double *ent,
                            gopt_error *err) {
     int best;
-    gopt_status s = sample_simulate(t, &t->graphs[t->sel[b]], b, tr_slot_rng(t, b), keep, k0, k1, vals,
-                                    lead ? ent : NULL, &best, err);
+    tr_graph *G = &t->graphs[t->sel[b]];
+    gopt_status s = sample_simulate(t, G, b, tr_slot_rng(t, b), keep, G->samp_var, k0, k1, vals, lead ? ent : NULL,
+                                    &best, err);
     if (s) return s;
     return best >= 0 ? tr_keep_slot_best(t, b, &t->dec[best], err) : GOPT_OK;
 }
@@ -159,7 +161,7 @@ gopt_status gopt_trainer_sample_best(gopt_trainer *t, int i, gopt_rng *rng, doub
     *best_s = INFINITY;
     /* the pre-trained policy's own samples: at placement temperature 1, whatever training's */
     (void)gopt_policy_set_task_temperature(t->pol, GOPT_TASK_PLACE, 1.0f, NULL);
-    gopt_status s = sample_simulate(t, G, 0, rng, 0, 0, t->o.samples, vals, NULL, &best, err);
+    gopt_status s = sample_simulate(t, G, 0, rng, 0, 0, 0, t->o.samples, vals, NULL, &best, err);
     (void)gopt_policy_set_task_temperature(t->pol, GOPT_TASK_PLACE, t->o.place_temperature, NULL);
     if (s) return s;
     if (best >= 0) {
@@ -382,6 +384,12 @@ gopt_status tr_ppo_step(gopt_trainer *t, gopt_trainer_stats *st, gopt_error *err
      * a rank leads one slot: one process would replay there, and N ranks
      * must end bit for bit where one process does. */
     const int kept = B == 1 && nled == 1 && !t->o.backward_rounds ? 0 : -1;
+    /* o.sample_variant: every slot's samples made as its incumbent was (on every rank:
+     * tr_share_bests records the variant with a sample that beat it) */
+    for (int b = 0; b < B; b++) {
+        tr_graph *G = &t->graphs[t->sel[b]];
+        G->samp_var = t->o.sample_variant ? G->best_var : 0;
+    }
     for (int b = sh.s0; b < sh.s1; b++) {
         int lo = b * K > sh.lo ? b * K : sh.lo, hi = (b + 1) * K < sh.hi ? (b + 1) * K : sh.hi;
         int lead = b >= sh.l0 && b < sh.l1;

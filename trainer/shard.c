@@ -250,7 +250,7 @@ gopt_status tr_share_bests(gopt_trainer *t, const int *improved, gopt_error *err
         memcpy(G->best_dec.priority, p + n, sizeof(int32_t) * (size_t)n);
         memcpy(G->best_dec.group, p + 2 * n, sizeof(int32_t) * (size_t)n);
         G->has_best = 1;
-        G->best_var = 0; /* a sample's: the policy's own pass, critical-path ties */
+        G->best_var = G->samp_var; /* the variant the step's samples were made with (ppo.c, rollout) */
         if (per == 6) {
             gopt_policy_actions a = tr_actions_packed(p + 3 * n, n);
             if ((st = tr_note_best_actions(t, G, &a, err))) break;

@@ -81,6 +81,8 @@ static json_t *options_json(const gopt_trainer *t) {
     if (o->splice > 0) json_object_set_new(j, "splice", json_integer(o->splice));
     /* only when on: a state without it was written before the search moved placements (off) */
     if (o->splice_place > 0) json_object_set_new(j, "splice_place", json_real(o->splice_place));
+    /* only when on: a state without it was written before samples followed the incumbent (off) */
+    if (o->sample_variant) json_object_set_new(j, "sample_variant", json_string("incumbent"));
     /* only when on: a state without it was written before the style probation (off) */
     if (o->style_probation > 0) json_object_set_new(j, "style_probation", json_integer(o->style_probation));
     if (o->reference_anneal_max_nodes > 0)

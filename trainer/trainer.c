@@ -51,6 +51,7 @@ void gopt_trainer_options_default(gopt_trainer_options *o) {
     o->splice = 0;
     o->style_probation = 0;
     o->splice_place = 0.0f;
+    o->sample_variant = 0;
 }
 
 int gopt_trainer_finetune_splice(const gopt_trainer_options *o) {
@@ -85,6 +86,9 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
     if (o->style_probation > 0 && !o->imitate_best)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: a style probation of %d steps needs self-imitation "
                               "(imitate best)", o->style_probation);
+    if (o->sample_variant != 0 && o->sample_variant != 1)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: sample variant = %d is not 0 (own) or 1 (incumbent)",
+                              o->sample_variant);
     if (!(o->splice_place >= 0.0f && o->splice_place <= 1.0f))
         return gopt_error_set(err, GOPT_EINVAL, "trainer: splice place = %g is outside 0..1", (double)o->splice_place);
     if (o->splice > 0 && o->graphs_per_step != 1)

@@ -83,6 +83,8 @@ typedef struct {
     int has_best_act;
     int best_var;           /* the variant best_dec was made from best_act with (tr_judge_variants'
                                v, 0..3: 0 the policy's own fusion pass with critical-path ties) */
+    int samp_var;           /* the variant this PPO step's samples were made with: best_var when it
+                               began with o.sample_variant, else 0 (ppo.c) */
     /* the probation of a style's answer as self-imitation's incumbent (o.style_probation,
      * tr_probation_step): the policy's own greedy answer under G's hints, kept to fall back on */
     int best_style;         /* 1: best_act was decoded under another style's hints (greedy_styles) */

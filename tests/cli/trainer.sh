@@ -140,6 +140,12 @@ expect_err "option --splice: 4097 is out of range"
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 1 -o "$TMP/x.ckpt" --imitate-every 0 --splice 2
 expect_err "--splice 2 needs --imitate-target best"
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 1 -o "$TMP/x.ckpt" --splice -1
+# PPO's samples made as the incumbent was (finetune's default; train's: the policy's own pass)
+grep -q '"sample_variant": "incumbent"' "$TMP/sp4.ckpt.state" && ok || fail "finetune's samples do not follow the incumbent's variant"
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 1 -o "$TMP/x.ckpt" --sample-variant first
+expect_err "--sample-variant: 'first' is not own or incumbent"
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 6 -o "$TMP/sp4.ckpt" --samples 4 --epochs 1 --sample-variant own --resume
+expect_err 'option sample_variant was "incumbent", now missing'
 # improved imitation targets (--targets DIR): a fine-tuning run's state as DIR/NAME.ckpt.state is
 # read and judged against the reference; one on another device count is skipped; a broken one is
 # refused, naming the file
