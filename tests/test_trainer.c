@@ -855,6 +855,18 @@ static void expect_resumed_best(const gopt_trainer_options *o, const char *path,
     gopt_decisions_destroy(&d);
 }
 
+/* A trainer (options o, seed 3) on splice_graph that has judged its greedy answer. */
+static void splice_greedy_env(env *e, const gopt_trainer_options *o) {
+    gopt_error err = {0};
+    gopt_decisions d = {0};
+    gopt_sim_result res;
+    env_init(e, 2, o, 3);
+    add_graph(e, splice_graph());
+    assert_int_equal(gopt_decisions_init(&d, gopt_graph_num_nodes(gopt_trainer_graph(e->tr, 0)), NULL), GOPT_OK);
+    assert_int_equal(gopt_trainer_greedy(e->tr, 0, &d, &res, &err), GOPT_OK);
+    gopt_decisions_destroy(&d);
+}
+
 static void test_splice(void **state) {
     (void)state;
     char dir[] = "/tmp/gopt_test_trainer_XXXXXX";
@@ -940,13 +952,7 @@ static void test_splice(void **state) {
     {
         gopt_trainer_options og = o;
         og.splice = 0;
-        env_init(&e, 2, &og, 3);
-        add_graph(&e, splice_graph());
-        gopt_decisions d = {0};
-        gopt_sim_result res;
-        assert_int_equal(gopt_decisions_init(&d, gopt_graph_num_nodes(gopt_trainer_graph(e.tr, 0)), NULL), GOPT_OK);
-        assert_int_equal(gopt_trainer_greedy(e.tr, 0, &d, &res, &err), GOPT_OK);
-        gopt_decisions_destroy(&d);
+        splice_greedy_env(&e, &og);
         keep_best_decisions(e.tr, &d4);
         assert_int_equal(gopt_trainer_save(e.tr, pc, &err), GOPT_OK);
         env_free(&e);
@@ -965,13 +971,7 @@ static void test_splice(void **state) {
         gopt_trainer_options ov = o;
         ov.splice = 0;
         ov.sample_variant = sv;
-        env_init(&e, 2, &ov, 3);
-        add_graph(&e, splice_graph());
-        gopt_decisions d = {0};
-        gopt_sim_result res;
-        assert_int_equal(gopt_decisions_init(&d, gopt_graph_num_nodes(gopt_trainer_graph(e.tr, 0)), NULL), GOPT_OK);
-        assert_int_equal(gopt_trainer_greedy(e.tr, 0, &d, &res, &err), GOPT_OK);
-        gopt_decisions_destroy(&d);
+        splice_greedy_env(&e, &ov);
         const double g0 = gopt_trainer_best(e.tr, 0, NULL);
         assert_int_equal(gopt_trainer_save(e.tr, pc, &err), GOPT_OK);
         b = test_read_file(sc, &lb);

@@ -524,11 +524,17 @@ static void print_assignment(const train_args *ta, const char *verb) {
 }
 
 /* "on" 1, "off" 0, anything else a usage error (-1). */
-static int on_off(cli_args *a, const char *name, const char *s) {
-    if (strcmp(s, "on") == 0) return 1;
-    if (strcmp(s, "off") == 0) return 0;
-    cli_usage_error(a->verb, "%s: '%s' is not on or off", name, s);
+/* A two-way option's value s: 0 for v0, 1 for v1, -1 (the usage error said) otherwise. */
+static int one_of_two(cli_args *a, const char *name, const char *s, const char *v0, const char *v1) {
+    if (strcmp(s, v0) == 0) return 0;
+    if (strcmp(s, v1) == 0) return 1;
+    cli_usage_error(a->verb, "%s: '%s' is not %s or %s", name, s, v0, v1);
     return -1;
+}
+
+static int on_off(cli_args *a, const char *name, const char *s) {
+    const int k = one_of_two(a, name, s, "on", "off");
+    return k < 0 ? -1 : !k;
 }
 
 /* Parse the options shared by train and finetune. Returns -1 when the
@@ -563,11 +569,7 @@ static int parse_common(cli_args *a, train_args *ta) {
         ta->o.imitate_lr = (float)x;
         ta->imitate_lr_set = 1;
     } else if (cli_opt_str(a, "--train", &s)) {
-        if (strcmp(s, "all") && strcmp(s, "heads")) {
-            cli_usage_error(a->verb, "--train: '%s' is not all or heads", s);
-            return 2;
-        }
-        ta->o.train_heads = strcmp(s, "heads") == 0;
+        if ((ta->o.train_heads = one_of_two(a, "--train", s, "all", "heads")) < 0) return 2;
         ta->train_set = 1;
     }
     else if (cli_opt_double(a, "--place-temperature", &x, 0.05, 100)) ta->o.place_temperature = (float)x;
@@ -581,19 +583,11 @@ static int parse_common(cli_args *a, train_args *ta) {
     }
     else if (cli_opt_long(a, "--style-probation", &l, 0, GOPT_TRAINER_MAX_PROBATION)) ta->o.style_probation = (int)l;
     else if (cli_opt_str(a, "--sample-variant", &s)) {
-        if (strcmp(s, "own") && strcmp(s, "incumbent")) {
-            cli_usage_error(a->verb, "--sample-variant: '%s' is not own or incumbent", s);
-            return 2;
-        }
-        ta->o.sample_variant = strcmp(s, "incumbent") == 0;
+        if ((ta->o.sample_variant = one_of_two(a, "--sample-variant", s, "own", "incumbent")) < 0) return 2;
         ta->sample_variant_set = 1;
     }
     else if (cli_opt_str(a, "--imitate-target", &s)) {
-        if (strcmp(s, "reference") && strcmp(s, "best")) {
-            cli_usage_error(a->verb, "--imitate-target: '%s' is not reference or best", s);
-            return 2;
-        }
-        ta->o.imitate_best = strcmp(s, "best") == 0;
+        if ((ta->o.imitate_best = one_of_two(a, "--imitate-target", s, "reference", "best")) < 0) return 2;
         ta->target_set = 1;
     }
     else if (cli_opt_double(a, "--shrink", &x, 1e-3, 1)) ta->shrink = x;
@@ -605,11 +599,7 @@ static int parse_common(cli_args *a, train_args *ta) {
         ta->o.reference_anneal_max_nodes = (int)l;
     else if (cli_opt_str(a, "--device", &s)) ta->device = s;
     else if (cli_opt_str(a, "--backward", &s)) {
-        if (strcmp(s, "batched") && strcmp(s, "rounds")) {
-            cli_usage_error(a->verb, "--backward: '%s' is not batched or rounds", s);
-            return 2;
-        }
-        ta->o.backward_rounds = strcmp(s, "rounds") == 0;
+        if ((ta->o.backward_rounds = one_of_two(a, "--backward", s, "batched", "rounds")) < 0) return 2;
     }
     else if (cli_opt_str(a, "--canonical-targets", &s)) {
         if ((ta->o.canonical_targets = on_off(a, "--canonical-targets", s)) < 0) return 2;
