@@ -109,7 +109,7 @@ static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_e
 
 typedef struct {
     const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe, *ties, *fpass, *styles, *ft_imitate_target;
-    long samples, max_nodes, seed, ft_epochs, ft_threads, ft_imitate_every, ft_splice, ft_probation;
+    long samples, max_nodes, seed, ft_samples, ft_epochs, ft_threads, ft_imitate_every, ft_splice, ft_probation;
     const char *ft_sample_variant;
     double sa_budget, ft_seconds, temperature, ft_lr, ft_place_t, ft_splice_place;
     const char *ft_train; /* all|heads */
@@ -207,6 +207,7 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     gopt_trainer_options_default(&o);
     o.imitate_steps = warm ? 500 : 0;
     o.seed = (uint64_t)a->seed;
+    o.samples = (int)a->ft_samples; /* gopt finetune's default unless --finetune-samples */
     if (a->ft_epochs > 0) o.epochs = (int)a->ft_epochs;
     o.sim_threads = (int)a->ft_threads;
     if (a->ft_lr > 0) o.adam.lr = (float)a->ft_lr;
@@ -322,7 +323,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
                       .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 2, .ft_threads = 2,
                       .ft_imitate_every = 4, .ft_imitate_target = "best", .ft_place_t = 1.0, .ft_splice = -1,
                       .ft_probation = 0, .ft_splice_place = -1, .ft_train = NULL,
-                      .ft_sample_variant = "incumbent"};
+                      .ft_sample_variant = "incumbent", .ft_samples = GOPT_TRAINER_FINETUNE_SAMPLES};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -360,6 +361,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--finetune-probation")) a->ft_probation = strtol(v, &end, 10);
         else if (!strcmp(o, "--finetune-splice-place")) a->ft_splice_place = strtod(v, &end);
         else if (!strcmp(o, "--finetune-sample-variant")) a->ft_sample_variant = v;
+        else if (!strcmp(o, "--finetune-samples")) a->ft_samples = strtol(v, &end, 10);
         else {
             fprintf(stderr, "bench_transfer: unknown option '%s'\n", o);
             return 2;
@@ -381,14 +383,16 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         !(a->ft_splice_place == -1 || (a->ft_splice_place >= 0 && a->ft_splice_place <= 1)) ||
         (a->ft_probation > 0 && !(a->ft_imitate_every > 0 && !strcmp(a->ft_imitate_target, "best"))) ||
         (a->ft_train && strcmp(a->ft_train, "all") && strcmp(a->ft_train, "heads")) ||
-        (strcmp(a->ft_sample_variant, "own") && strcmp(a->ft_sample_variant, "incumbent"))) {
+        (strcmp(a->ft_sample_variant, "own") && strcmp(a->ft_sample_variant, "incumbent")) || a->ft_samples < 2 ||
+        a->ft_samples > GOPT_TRAINER_MAX_SAMPLES) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
                         ">= 0, --temperature 0.05..100, --set validation|train|test|holdout, --finetune-recipe ppo|warm, "
                         "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, --go-fusion-pass best|free|merge|first|hint, --go-styles all|best|own, "
                         "--finetune-imitate-every 0 or >= 2, --finetune-imitate-target reference|best, "
                         "--finetune-place-temperature 0.05..100, --finetune-train all|heads, --finetune-splice 0..4096, "
                         "--finetune-probation 0..100000 (> 0 needs --finetune-imitate-target best), "
-                        "--finetune-splice-place 0..1, --finetune-sample-variant own|incumbent\n");
+                        "--finetune-splice-place 0..1, --finetune-sample-variant own|incumbent, --finetune-samples 2..%d\n",
+                GOPT_TRAINER_MAX_SAMPLES);
         return 2;
     }
     if (!a->ft_train) a->ft_train = strcmp(a->recipe, "warm") ? "heads" : "all"; /* gopt finetune's default */
@@ -408,7 +412,7 @@ int main(int argc, char **argv) {
                 "                      [--finetune-imitate-target reference|best] [--finetune-place-temperature T]\n"
                 "                      [--finetune-train all|heads] [--finetune-splice M] [--go-fusion-pass best|free|merge|first|hint]\n"
                 "                      [--go-styles all|best|own] [--finetune-probation N] [--finetune-splice-place F]\n"
-                "                      [--finetune-sample-variant own|incumbent]\n");
+                "                      [--finetune-sample-variant own|incumbent] [--finetune-samples K]\n");
         return pr == 1 ? 0 : 2;
     }
     g_go.checkpoint = a.checkpoint ? a.checkpoint : gopt_trainer_default_checkpoint();
@@ -495,8 +499,8 @@ int main(int argc, char **argv) {
                      !strcmp(a.ft_imitate_target, "best") ? "best found so far" : "reference");
         gopt_trainer_options od; /* the trainer's defaults, and gopt finetune's splice search */
         gopt_trainer_options_default(&od);
-        snprintf(every + strlen(every), sizeof every - strlen(every), "; %ld PPO epochs per step",
-                 a.ft_epochs > 0 ? a.ft_epochs : (long)od.epochs);
+        snprintf(every + strlen(every), sizeof every - strlen(every), "; %ld samples and %ld PPO epochs per step",
+                 a.ft_samples, a.ft_epochs > 0 ? a.ft_epochs : (long)od.epochs);
         od.imitate_best = a.ft_imitate_every > 0 && !strcmp(a.ft_imitate_target, "best");
         if (!strcmp(a.ft_train, "heads"))
             snprintf(every + strlen(every), sizeof every - strlen(every), "; heads only");

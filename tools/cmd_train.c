@@ -64,7 +64,7 @@ static void common_options_help(FILE *f) {
             "  --quiet               no progress line\n");
     fprintf(f,
             "PPO (defaults in parentheses):\n"
-            "  --samples K (16)  --epochs E (4; finetune: %d)  --clip EPS (0.2)  --entropy BETA (0.01)\n"
+            "  --samples K (16; finetune: %d)  --epochs E (4; finetune: %d)  --clip EPS (0.2)  --entropy BETA (0.01)\n"
             "  --lr LR (1e-3)\n"
             "  --clip-norm C (1)  --invalid-reward R (-4: reward of an OOM or rejected sample)\n"
             "  --threads T (2: simulator and decoder threads; results do not depend on it)  --seed S (1)\n"
@@ -88,7 +88,7 @@ static void common_options_help(FILE *f) {
             "  --splice-place F (0; finetune: %.2g) the share of those children, 0..1, that move placement\n"
             "                    instead: the window's colocation groups to one other device, drawn from\n"
             "                    the policy's placement scores; one out of memory is dropped\n",
-            FT_EPOCHS, GOPT_TRAINER_FINETUNE_SPLICE, GOPT_TRAINER_MAX_SPLICE,
+            GOPT_TRAINER_FINETUNE_SAMPLES, FT_EPOCHS, GOPT_TRAINER_FINETUNE_SPLICE, GOPT_TRAINER_MAX_SPLICE,
             (double)GOPT_TRAINER_FINETUNE_SPLICE_PLACE);
     fprintf(f,
             "  --sample-variant own|incumbent (own; finetune: incumbent) how PPO's samples become\n"
@@ -233,6 +233,7 @@ typedef struct {
     int target_set;      /* --imitate-target given */
     int lr_set, imitate_lr_set; /* --lr, --imitate-lr given (--train heads has its own defaults) */
     int train_set;              /* --train given */
+    int samples_set;            /* --samples given */
     int splice_set;             /* --splice given */
     int splice_place_set;       /* --splice-place given */
     int sample_variant_set;     /* --sample-variant given */
@@ -551,7 +552,10 @@ static int parse_common(cli_args *a, train_args *ta) {
         cli_opt_double(a, "--seconds", &ta->seconds, 1e-3, 1e9) ||
         cli_opt_double(a, "--checkpoint-every", &ta->ckpt_every, 0.0, 1e9))
         return a->bad ? 2 : -1;
-    if (cli_opt_long(a, "--samples", &l, 2, GOPT_TRAINER_MAX_SAMPLES)) ta->o.samples = (int)l;
+    if (cli_opt_long(a, "--samples", &l, 2, GOPT_TRAINER_MAX_SAMPLES)) {
+        ta->o.samples = (int)l;
+        ta->samples_set = 1;
+    }
     else if (cli_opt_long(a, "--epochs", &l, 1, 100)) ta->o.epochs = (int)l;
     else if (cli_opt_double(a, "--clip", &x, 1e-6, 0.999)) ta->o.clip_eps = (float)x;
     else if (cli_opt_double(a, "--entropy", &x, 0.0, 10.0)) ta->o.entropy_coef = (float)x;
@@ -1264,6 +1268,7 @@ int cmd_finetune(int argc, char **argv) {
     if (!ta.splice_set) ta.o.splice = ta.runtime ? 0 : gopt_trainer_finetune_splice(&ta.o);
     if (!ta.splice_place_set) ta.o.splice_place = gopt_trainer_finetune_splice_place(&ta.o);
     if (!ta.sample_variant_set) ta.o.sample_variant = 1;
+    if (!ta.samples_set) ta.o.samples = GOPT_TRAINER_FINETUNE_SAMPLES;
     int rc = check_common(&ta, a.verb);
     if (rc) return rc;
     if (!ckpt) ckpt = gopt_trainer_default_checkpoint();
