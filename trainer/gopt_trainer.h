@@ -60,10 +60,10 @@
  * the most a run takes */
 #define GOPT_TRAINER_FINETUNE_SPLICE 64
 #define GOPT_TRAINER_MAX_SPLICE 4096
-/* Fine-tuning's samples per PPO step (o.samples; the trainer's default is 16): half as many
- * samples buy 1.2-1.5x the steps in a minute, and the splice search's batches (at most K children)
- * start from the best so far twice as often (docs/results.md, "Eight PPO samples per step") */
-#define GOPT_TRAINER_FINETUNE_SAMPLES 8
+/* Fine-tuning's samples per PPO step (o.samples; the trainer's default is 16): fewer samples buy
+ * more steps in a minute, and the splice search's batches (at most K children) start from the
+ * best so far more often (docs/results.md, "Four PPO samples per step") */
+#define GOPT_TRAINER_FINETUNE_SAMPLES 4
 /* gopt finetune's share of the splice search's children that move placement (o.splice_place) */
 #define GOPT_TRAINER_FINETUNE_SPLICE_PLACE 0.25f
 /* the most PPO steps of a style probation (o.style_probation) */

@@ -146,13 +146,13 @@ expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" 
 expect_err "--sample-variant: 'first' is not own or incumbent"
 expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 6 -o "$TMP/sp4.ckpt" --samples 4 --epochs 1 --sample-variant own --resume
 expect_err 'option sample_variant was "incumbent", now missing'
-# PPO's samples per step: finetune's default 8 (train's 16), recorded in the state; resuming
+# PPO's samples per step: finetune's default 4 (train's 16), recorded in the state; resuming
 # such a run with another K is refused
-"$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 1 -o "$TMP/k8.ckpt" --epochs 1 --quiet > "$TMP/k8.out" && ok || fail "finetune with the default samples"
-grep -q '"samples": 8,' "$TMP/k8.ckpt.state" && ok || fail "finetune's default is not 8 samples a step"
-grep -q "^go zero-shot (best of 8)" "$TMP/k8.out" && ok || fail "finetune's zero-shot samples are not its 8"
-expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 2 -o "$TMP/k8.ckpt" --epochs 1 --samples 16 --resume
-expect_err "option samples was 8, now 16"
+"$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 1 -o "$TMP/k4.ckpt" --epochs 1 --quiet > "$TMP/k4.out" && ok || fail "finetune with the default samples"
+grep -q '"samples": 4,' "$TMP/k4.ckpt.state" && ok || fail "finetune's default is not 4 samples a step"
+grep -q "^go zero-shot (best of 4)" "$TMP/k4.out" && ok || fail "finetune's zero-shot samples are not its 4"
+expect_rc 2 "$GOPT" finetune --checkpoint "$TMP/a.ckpt" "$EX" --profile "$PROF" --devices 4 --steps 2 -o "$TMP/k4.ckpt" --epochs 1 --samples 16 --resume
+expect_err "option samples was 4, now 16"
 # improved imitation targets (--targets DIR): a fine-tuning run's state as DIR/NAME.ckpt.state is
 # read and judged against the reference; one on another device count is skipped; a broken one is
 # refused, naming the file
