@@ -555,8 +555,7 @@ static int parse_common(cli_args *a, train_args *ta) {
     if (cli_opt_long(a, "--samples", &l, 2, GOPT_TRAINER_MAX_SAMPLES)) {
         ta->o.samples = (int)l;
         ta->samples_set = 1;
-    }
-    else if (cli_opt_long(a, "--epochs", &l, 1, 100)) ta->o.epochs = (int)l;
+    } else if (cli_opt_long(a, "--epochs", &l, 1, 100)) ta->o.epochs = (int)l;
     else if (cli_opt_double(a, "--clip", &x, 1e-6, 0.999)) ta->o.clip_eps = (float)x;
     else if (cli_opt_double(a, "--entropy", &x, 0.0, 10.0)) ta->o.entropy_coef = (float)x;
     else if (cli_opt_double(a, "--lr", &x, 1e-9, 0.999)) {
