@@ -51,6 +51,8 @@
  *    answer stays self-imitation's incumbent while nothing faster is found; default 0: off,
  *    as gopt finetune's); --finetune-splice-place F gopt finetune's --splice-place (the share
  *    of the splice children that move placement; default gopt finetune's, 0.25; 0: off);
+ *    --finetune-splice-batch B gopt finetune's --splice-batch (the splice children simulated
+ *    together, 1..K; default K);
  *    --finetune-sample-variant own|incumbent gopt finetune's --sample-variant (how PPO's samples
  *    become decisions; default gopt finetune's, incumbent; own: the ablation);
  *    --finetune-train all|heads gopt finetune's --train (heads: only the heads and the decoder's
@@ -109,7 +111,7 @@ static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_e
 
 typedef struct {
     const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe, *ties, *fpass, *styles, *ft_imitate_target;
-    long samples, max_nodes, seed, ft_samples, ft_epochs, ft_threads, ft_imitate_every, ft_splice, ft_probation;
+    long samples, max_nodes, seed, ft_samples, ft_epochs, ft_threads, ft_imitate_every, ft_splice, ft_probation, ft_splice_batch;
     const char *ft_sample_variant;
     double sa_budget, ft_seconds, temperature, ft_lr, ft_place_t, ft_splice_place;
     const char *ft_train; /* all|heads */
@@ -218,6 +220,7 @@ static gopt_status finetune(const char *ckpt, const char *path, const gopt_costm
     o.style_probation = (int)a->ft_probation;
     o.splice_place = a->ft_splice_place >= 0 ? (float)a->ft_splice_place
                                              : gopt_trainer_finetune_splice_place(&o); /* gopt finetune's */
+    o.splice_batch = (int)a->ft_splice_batch;
     o.train_heads = !strcmp(a->ft_train, "heads");
     o.sample_variant = !strcmp(a->ft_sample_variant, "incumbent"); /* gopt finetune's default */
     o.greedy_styles = g_go.styles; /* as gopt finetune: the styles of the GO column */
@@ -322,7 +325,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
                       .checkpoint = NULL, .recipe = "ppo", .ties = "best", .fpass = "best", .styles = "all", .samples = 16, .max_nodes = 0, .seed = 1,
                       .sa_budget = 10, .ft_seconds = 0, .temperature = 1.0, .ft_epochs = 2, .ft_threads = 2,
                       .ft_imitate_every = 4, .ft_imitate_target = "best", .ft_place_t = 1.0, .ft_splice = -1,
-                      .ft_probation = 0, .ft_splice_place = -1, .ft_train = NULL,
+                      .ft_probation = 0, .ft_splice_batch = 0, .ft_splice_place = -1, .ft_train = NULL,
                       .ft_sample_variant = "incumbent", .ft_samples = GOPT_TRAINER_FINETUNE_SAMPLES};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -360,6 +363,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--finetune-splice")) a->ft_splice = strtol(v, &end, 10);
         else if (!strcmp(o, "--finetune-probation")) a->ft_probation = strtol(v, &end, 10);
         else if (!strcmp(o, "--finetune-splice-place")) a->ft_splice_place = strtod(v, &end);
+        else if (!strcmp(o, "--finetune-splice-batch")) a->ft_splice_batch = strtol(v, &end, 10);
         else if (!strcmp(o, "--finetune-sample-variant")) a->ft_sample_variant = v;
         else if (!strcmp(o, "--finetune-samples")) a->ft_samples = strtol(v, &end, 10);
         else {
@@ -384,14 +388,14 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         (a->ft_probation > 0 && !(a->ft_imitate_every > 0 && !strcmp(a->ft_imitate_target, "best"))) ||
         (a->ft_train && strcmp(a->ft_train, "all") && strcmp(a->ft_train, "heads")) ||
         (strcmp(a->ft_sample_variant, "own") && strcmp(a->ft_sample_variant, "incumbent")) || a->ft_samples < 2 ||
-        a->ft_samples > GOPT_TRAINER_MAX_SAMPLES) {
+        a->ft_samples > GOPT_TRAINER_MAX_SAMPLES || a->ft_splice_batch < 0 || a->ft_splice_batch > a->ft_samples) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
                         ">= 0, --temperature 0.05..100, --set validation|train|test|holdout, --finetune-recipe ppo|warm, "
                         "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, --go-fusion-pass best|free|merge|first|hint, --go-styles all|best|own, "
                         "--finetune-imitate-every 0 or >= 2, --finetune-imitate-target reference|best, "
                         "--finetune-place-temperature 0.05..100, --finetune-train all|heads, --finetune-splice 0..4096, "
                         "--finetune-probation 0..100000 (> 0 needs --finetune-imitate-target best), "
-                        "--finetune-splice-place 0..1, --finetune-sample-variant own|incumbent, --finetune-samples 2..%d\n",
+                        "--finetune-splice-place 0..1, --finetune-sample-variant own|incumbent, --finetune-samples 2..%d, --finetune-splice-batch 1..K (the samples)\n",
                 GOPT_TRAINER_MAX_SAMPLES);
         return 2;
     }
@@ -412,7 +416,8 @@ int main(int argc, char **argv) {
                 "                      [--finetune-imitate-target reference|best] [--finetune-place-temperature T]\n"
                 "                      [--finetune-train all|heads] [--finetune-splice M] [--go-fusion-pass best|free|merge|first|hint]\n"
                 "                      [--go-styles all|best|own] [--finetune-probation N] [--finetune-splice-place F]\n"
-                "                      [--finetune-sample-variant own|incumbent] [--finetune-samples K]\n");
+                "                      [--finetune-sample-variant own|incumbent] [--finetune-samples K]\n"
+                "                      [--finetune-splice-batch B]\n");
         return pr == 1 ? 0 : 2;
     }
     g_go.checkpoint = a.checkpoint ? a.checkpoint : gopt_trainer_default_checkpoint();
@@ -514,6 +519,8 @@ int main(int argc, char **argv) {
         if (sp > 0)
             snprintf(every + strlen(every), sizeof every - strlen(every), " (%.0f%% of them placement moves)",
                      100 * spp);
+        if (sp > 0 && a.ft_splice_batch > 0)
+            snprintf(every + strlen(every), sizeof every - strlen(every), " in batches of %ld", a.ft_splice_batch);
         if (a.ft_probation > 0)
             snprintf(every + strlen(every), sizeof every - strlen(every), "; style probation: %ld PPO steps",
                      a.ft_probation);

@@ -947,6 +947,28 @@ static void test_splice(void **state) {
         assert_int_equal(gopt_trainer_options_check(&op, &err), GOPT_EINVAL);
         assert_non_null(strstr(err.msg, "splice place = 1.5 is outside 0..1"));
     }
+    /* o.splice_batch: smaller batches, more of them from a newer best; PPO as without the search,
+     * deterministic, recorded, and a run with another batch is not resumed */
+    {
+        gopt_trainer_options ob = o;
+        ob.splice_batch = 2;
+        double bt, bt2;
+        splice_run(&ob, 9, pc, &bt, NULL);
+        test_assert_same_files(pa, pc);
+        assert_true(bt < off); /* the search still finds a faster answer */
+        assert_true(bt != on); /* and another one than in batches of K */
+        splice_run(&ob, 9, NULL, &bt2, NULL);
+        assert_true(bt2 == bt);
+        b = test_read_file(sc, &lb);
+        assert_non_null(strstr(b, "\"splice_batch\": 2"));
+        free(b);
+        expect_splice_load_error(&o, pc, GOPT_EINVAL, "option splice_batch");
+        ob.splice_batch = 7; /* more than the K = 6 sample slots */
+        assert_int_equal(gopt_trainer_options_check(&ob, &err), GOPT_EINVAL);
+        assert_non_null(strstr(err.msg, "splice batch = 7 is outside 0..6"));
+        ob.splice_batch = -1;
+        assert_int_equal(gopt_trainer_options_check(&ob, &err), GOPT_EINVAL);
+    }
     /* the greedy answer judged under the tie orders and fusion passes: the state keeps the variant
      * its best was made with, and a resumed run makes the same decisions from the actions */
     {

@@ -82,12 +82,14 @@ static void common_options_help(FILE *f) {
             "  --splice M (0; finetune: %d; 0 with --evaluator runtime) after each PPO step (one graph\n"
             "                    per step), M children (0..%d) of the best answer found so far, each with a\n"
             "                    short window of one of the step's samples spliced in (its priorities and\n"
-            "                    fusion levels), simulated in batches of at most K, each from the best so far;\n"
+            "                    fusion levels), simulated in batches (--splice-batch), each from the best so far;\n"
             "                    a faster one is kept as the search's answer, apart from PPO's incumbent\n"
             "                    (needs --imitate-target best; docs/trainer.md)\n"
             "  --splice-place F (0; finetune: %.2g) the share of those children, 0..1, that move placement\n"
             "                    instead: the window's colocation groups to one other device, drawn from\n"
-            "                    the policy's placement scores; one out of memory is dropped\n",
+            "                    the policy's placement scores; one out of memory is dropped\n"
+            "  --splice-batch B (K) those children simulated together, 1..K; smaller batches make the\n"
+            "                    search more sequential (each batch starts from the best so far)\n",
             GOPT_TRAINER_FINETUNE_SAMPLES, FT_EPOCHS, GOPT_TRAINER_FINETUNE_SPLICE, GOPT_TRAINER_MAX_SPLICE,
             (double)GOPT_TRAINER_FINETUNE_SPLICE_PLACE);
     fprintf(f,
@@ -584,6 +586,7 @@ static int parse_common(cli_args *a, train_args *ta) {
         ta->o.splice_place = (float)x;
         ta->splice_place_set = 1;
     }
+    else if (cli_opt_long(a, "--splice-batch", &l, 1, GOPT_TRAINER_MAX_SAMPLES)) ta->o.splice_batch = (int)l;
     else if (cli_opt_long(a, "--style-probation", &l, 0, GOPT_TRAINER_MAX_PROBATION)) ta->o.style_probation = (int)l;
     else if (cli_opt_str(a, "--sample-variant", &s)) {
         if ((ta->o.sample_variant = one_of_two(a, "--sample-variant", s, "own", "incumbent")) < 0) return 2;

@@ -122,6 +122,9 @@ typedef struct {
                               samples spliced in (its priorities and fusion levels), kept when
                               faster; simulated in batches of at most samples, each batch from the
                               best so far; one graph per step (0: off; finetune: 64) */
+    int splice_batch;      /* the splice search's children simulated together, each batch from the
+                              best so far: 1..samples (0: as many as the samples, the default);
+                              smaller batches make the search more sequential */
     float splice_place;    /* the share of the splice search's children, 0..1, that move placement
                               instead: the window's colocation groups all go to one other device,
                               drawn from the policy's placement logits of the window's first node

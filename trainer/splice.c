@@ -15,8 +15,9 @@
  * turned into decisions the way their parent was (G->sp_var: the fusion pass and tie order of
  * tr_judge_variants' variant it took from PPO's incumbent, G->best_var; until 2026-12-03 always
  * the checkpoint's own pass with critical-path ties, the samples' way, so a parent judged under
- * another variant had children that differed from it everywhere) and simulated in batches of at
- * most K (the sample slots; a child whose window changes nothing is the parent and is skipped);
+ * another variant had children that differed from it everywhere) and simulated in batches of
+ * o.splice_batch (by default, and at most, K: the sample slots; a child whose window changes
+ * nothing is the parent and is skipped);
  * after each batch the fastest that fits and beats the search's best
  * becomes its best (G->sp_s, sp_act, sp_dec), which gopt_trainer_best counts, and the next batch's
  * parent. Like the hint pass's answers
@@ -64,7 +65,8 @@ gopt_status tr_splice_step(gopt_trainer *t, gopt_error *err) {
     tr_graph *G = &t->graphs[t->sel[0]];
     gopt_status st = adopt_incumbent(G, err);
     if (st || !isfinite(G->sp_s)) return st; /* no parent yet (self-imitation off: PPO keeps no actions) */
-    const int K = t->o.samples, B = M < K ? M : K; /* a batch: as many children as there are sample slots */
+    const int K = t->o.samples, Bo = t->o.splice_batch > 0 ? t->o.splice_batch : K;
+    const int B = M < Bo ? M : Bo; /* a batch: o.splice_batch children, at most the sample slots */
     const int32_t n = G->fz->n;
     if (n < 1) return GOPT_OK;
     const size_t N3 = 3 * (size_t)n;

@@ -81,6 +81,8 @@ static json_t *options_json(const gopt_trainer *t) {
     if (o->splice > 0) json_object_set_new(j, "splice", json_integer(o->splice));
     /* only when on: a state without it was written before the search moved placements (off) */
     if (o->splice_place > 0) json_object_set_new(j, "splice_place", json_real(o->splice_place));
+    /* only when set: a state without it batched the splice search by the samples (0) */
+    if (o->splice_batch > 0) json_object_set_new(j, "splice_batch", json_integer(o->splice_batch));
     /* only when on: a state without it was written before samples followed the incumbent (off) */
     if (o->sample_variant) json_object_set_new(j, "sample_variant", json_string("incumbent"));
     /* only when on: a state without it was written before the style probation (off) */

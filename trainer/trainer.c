@@ -51,6 +51,7 @@ void gopt_trainer_options_default(gopt_trainer_options *o) {
     o->splice = 0;
     o->style_probation = 0;
     o->splice_place = 0.0f;
+    o->splice_batch = 0;
     o->sample_variant = 0;
 }
 
@@ -80,6 +81,9 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
     if (o->splice < 0 || o->splice > GOPT_TRAINER_MAX_SPLICE)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: splice = %d is outside 0..%d", o->splice,
                               GOPT_TRAINER_MAX_SPLICE);
+    if (o->splice_batch < 0 || o->splice_batch > o->samples)
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: splice batch = %d is outside 0..%d (the samples)",
+                              o->splice_batch, o->samples);
     if (o->style_probation < 0 || o->style_probation > GOPT_TRAINER_MAX_PROBATION)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: style probation = %d is outside 0..%d", o->style_probation,
                               GOPT_TRAINER_MAX_PROBATION);

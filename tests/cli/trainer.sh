@@ -413,6 +413,10 @@ expect_rc 2 "$GOPT" finetune "$LW" --profile "$PROF" --devices 4 --steps 1 --imi
 expect_err "--style-probation 3 needs --imitate-target best"
 expect_rc 2 "$GOPT" finetune "$LW" --profile "$PROF" --devices 4 --steps 1 --splice-place 1.5 -o "$TMP/x.ckpt"
 expect_err "--splice-place"
+expect_rc 2 "$GOPT" finetune "$LW" --profile "$PROF" --devices 4 --steps 1 --samples 4 --splice-batch 8 -o "$TMP/x.ckpt"
+expect_err "splice batch = 8 is outside 0..4"
+expect_rc 2 "$GOPT" finetune "$LW" --profile "$PROF" --devices 4 --steps 1 --splice-batch 0 -o "$TMP/x.ckpt"
+expect_err "--splice-batch"
 expect_rc 2 "$GOPT" finetune "$LW" --profile "$PROF" --devices 4 --steps 1 --style-probation -1 -o "$TMP/x.ckpt"
 expect_err "--style-probation"
 finish
