@@ -965,7 +965,7 @@ static void test_splice(void **state) {
         expect_splice_load_error(&o, pc, GOPT_EINVAL, "option splice_batch");
         ob.splice_batch = 7; /* more than the K = 6 sample slots */
         assert_int_equal(gopt_trainer_options_check(&ob, &err), GOPT_EINVAL);
-        assert_non_null(strstr(err.msg, "splice batch = 7 is outside 0..6"));
+        assert_non_null(strstr(err.msg, "splice batch = 7 is outside 1..6"));
         ob.splice_batch = -1;
         assert_int_equal(gopt_trainer_options_check(&ob, &err), GOPT_EINVAL);
     }

@@ -82,7 +82,7 @@ gopt_status gopt_trainer_options_check(const gopt_trainer_options *o, gopt_error
         return gopt_error_set(err, GOPT_EINVAL, "trainer: splice = %d is outside 0..%d", o->splice,
                               GOPT_TRAINER_MAX_SPLICE);
     if (o->splice_batch < 0 || o->splice_batch > o->samples)
-        return gopt_error_set(err, GOPT_EINVAL, "trainer: splice batch = %d is outside 0..%d (the samples)",
+        return gopt_error_set(err, GOPT_EINVAL, "trainer: splice batch = %d is outside 1..%d (the samples; 0: as many)",
                               o->splice_batch, o->samples);
     if (o->style_probation < 0 || o->style_probation > GOPT_TRAINER_MAX_PROBATION)
         return gopt_error_set(err, GOPT_EINVAL, "trainer: style probation = %d is outside 0..%d", o->style_probation,
