@@ -61,8 +61,8 @@
 #define GOPT_TRAINER_FINETUNE_SPLICE 64
 #define GOPT_TRAINER_MAX_SPLICE 4096
 /* Fine-tuning's samples per PPO step (o.samples; the trainer's default is 16): fewer samples buy
- * more steps in a minute, and the splice search's batches (at most K children) start from the
- * best so far more often (docs/results.md, "Four PPO samples per step") */
+ * more steps in a minute (docs/results.md, "Four PPO samples per step"); below 4 few more, since
+ * the splice search's children then dominate a step ("The splice search's batch") */
 #define GOPT_TRAINER_FINETUNE_SAMPLES 4
 /* gopt finetune's share of the splice search's children that move placement (o.splice_place) */
 #define GOPT_TRAINER_FINETUNE_SPLICE_PLACE 0.25f
@@ -120,7 +120,7 @@ typedef struct {
     int splice;            /* children per PPO step of the splice search (splice.c), 0..4096: the
                               best answer found so far with a short window of one of the step's
                               samples spliced in (its priorities and fusion levels), kept when
-                              faster; simulated in batches of at most samples, each batch from the
+                              faster; simulated in batches of splice_batch, each batch from the
                               best so far; one graph per step (0: off; finetune: 64) */
     int splice_batch;      /* the splice search's children simulated together, each batch from the
                               best so far: 1..samples (0: as many as the samples, the default);
