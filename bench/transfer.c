@@ -13,7 +13,7 @@
  *                       [--finetune-sample-variant own|incumbent]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
- * rows whose split is --set: validation (the default), train, test or holdout):
+ * rows whose split is --set: validation (the default), train, test, holdout or holdout2):
  *  - every placement method x {fifo, cp} x {none, xla, xlamo, tvm} through the
  *    optimizer registry (gopt_bl_optimize, the simulator as evaluator), METIS
  *    at --seed and at the GOPT_GO_METIS_DRAWS seeds after it (GO's styles draw
@@ -92,7 +92,8 @@
 
 /* the splits of graphs/real/splits.tsv */
 static int is_split(const char *s) {
-    return !strcmp(s, "train") || !strcmp(s, "validation") || !strcmp(s, "test") || !strcmp(s, "holdout");
+    return !strcmp(s, "train") || !strcmp(s, "validation") || !strcmp(s, "test") || !strcmp(s, "holdout") ||
+           !strcmp(s, "holdout2");
 }
 
 static const char *const PLACERS[] = {"single", "expert", "metis", "heft", "mtopo", "metf", "msct"};
@@ -150,7 +151,7 @@ static int read_split(const char *path, const char *set, char names[][64], int m
         if (line[0] == '#' || line[0] == '\n') continue;
         char *model = strtok(line, "\t\n"), *sp = strtok(NULL, "\t\n");
         if (!model || !sp || !is_split(sp)) {
-            fprintf(stderr, "bench_transfer: %s:%d: split '%s' is not train, validation, test or holdout\n", path, ln,
+            fprintf(stderr, "bench_transfer: %s:%d: split '%s' is not train, validation, test, holdout or holdout2\n", path, ln,
                     sp ? sp : "(missing)");
             fclose(f);
             return -1;
@@ -390,7 +391,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         (strcmp(a->ft_sample_variant, "own") && strcmp(a->ft_sample_variant, "incumbent")) || a->ft_samples < 2 ||
         a->ft_samples > GOPT_TRAINER_MAX_SAMPLES || a->ft_splice_batch < 0 || a->ft_splice_batch > a->ft_samples) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
-                        ">= 0, --temperature 0.05..100, --set validation|train|test|holdout, --finetune-recipe ppo|warm, "
+                        ">= 0, --temperature 0.05..100, --set validation|train|test|holdout|holdout2, --finetune-recipe ppo|warm, "
                         "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, --go-fusion-pass best|free|merge|first|hint, --go-styles all|best|own, "
                         "--finetune-imitate-every 0 or >= 2, --finetune-imitate-target reference|best, "
                         "--finetune-place-temperature 0.05..100, --finetune-train all|heads, --finetune-splice 0..4096, "
@@ -408,7 +409,7 @@ int main(int argc, char **argv) {
     int pr = parse_args(argc, argv, &a);
     if (pr) {
         fprintf(pr == 1 ? stdout : stderr,
-                "usage: bench_transfer [--split FILE] [--set validation|train|test|holdout] [--graphs a,b,...] [--max-nodes N]\n"
+                "usage: bench_transfer [--split FILE] [--set validation|train|test|holdout|holdout2] [--graphs a,b,...] [--max-nodes N]\n"
                 "                      [--profiles P1,P2] [--devices 4,8] [--checkpoint C] [--samples K]\n"
                 "                      [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]\n"
                 "                      [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]\n"

@@ -64,7 +64,8 @@ ATEN_CLASS = {
                    "hardtanh hardtanh_backward silu silu_backward abs sign reciprocal maximum minimum "
                    "glu glu_backward hardswish hardswish_backward hardsigmoid hardsigmoid_backward "
                    "eq ne lt le gt ge bitwise_not logical_not mul_ add_ div_ sub_ copy_ le_ _foreach_add "
-                   "_foreach_mul bernoulli rand_like scalar_tensor",
+                   "_foreach_mul bernoulli rand_like scalar_tensor upsample_bilinear2d upsample_bilinear2d_backward "
+                   "upsample_nearest2d upsample_nearest2d_backward",
     "reduction": "sum mean amax amin max min var_mean var std norm argmax cumsum prod any all "
                  "native_batch_norm native_batch_norm_backward _native_batch_norm_legit "
                  "native_group_norm native_group_norm_backward "
@@ -152,6 +153,11 @@ FLOPS_RULES = {
     "_softmax_backward_data": lambda n, o: 4.0 * numel(o), "_log_softmax_backward_data": lambda n, o: 4.0 * numel(o),
     "sigmoid": lambda n, o: 4.0 * numel(o), "tanh": lambda n, o: 4.0 * numel(o),
     "sigmoid_backward": lambda n, o: 3.0 * numel(o), "tanh_backward": lambda n, o: 3.0 * numel(o),
+    # bilinear: 4 taps, 3 lerps an output element; its backward scatters each incoming gradient
+    # element to 4 taps (the incoming gradient is the larger, upsampled tensor)
+    "upsample_bilinear2d": lambda n, o: 8.0 * numel(o),
+    "upsample_bilinear2d_backward": lambda n, o: 8.0 * _in_numel(n, o),
+    "upsample_nearest2d_backward": lambda n, o: _in_numel(n, o),
 }
 
 
@@ -419,6 +425,11 @@ def xent(fwd, x, y):
     return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
 
 
+def seg_xent(fwd, x, y):
+    """per-pixel cross entropy on torchvision's segmentation output (a dict; "out": (B, C, H, W))"""
+    return F.cross_entropy(fwd(x)["out"], y)
+
+
 class LstmLM(nn.Module):
     """PTB medium LSTM language model (Zaremba et al. 2014): 2 x 650, vocab 10k."""
 
@@ -516,9 +527,9 @@ def models():
                         "adam", 32, 20, "GNMT-like LSTM seq2seq with attention, hidden 256, vocab 8k"),
     }
 
-    def vision(name, family, optim="momentum", side=224, what=None, **kw):
+    def vision(name, family, optim="momentum", side=224, what=None, batch=32, **kw):
         ctor = getattr(tv, name)
-        table[name] = Spec(lambda b, s: ctor(**kw), xent, None, family, optim, 32, side, what or "torchvision " + name)
+        table[name] = Spec(lambda b, s: ctor(**kw), xent, None, family, optim, batch, side, what or "torchvision " + name)
 
     for n in ("resnet18", "resnet34", "resnet101", "resnet152"):
         vision(n, "resnet")
@@ -568,6 +579,23 @@ def models():
     vision("efficientnet_b1", "efficientnet", side=240)
     vision("regnet_y_800mf", "regnet")
     vision("convnext_large", "convnext", "adam")
+    # the second holdout split (added 2026-12-07): new families (video, segmentation) and new sizes
+    vision("efficientnet_b4", "efficientnet", side=320, batch=16)
+    vision("regnet_x_8gf", "regnet")
+    vision("mnasnet1_3", "mnasnet")
+    vision("swin_v2_s", "swin", "adam", side=256)
+    table["r3d_18"] = Spec(lambda b, s: tv.video.r3d_18(), xent,
+                           lambda b, s: (torch.randn(b, 3, 16, s, s), _ids(b)), "video", "momentum", 8, 112,
+                           "torchvision video r3d_18: 3D ResNet-18, 16 frames, 400 classes")
+
+    def segmentation(name, what):
+        ctor = getattr(tv.segmentation, name)
+        table[name] = Spec(lambda b, s: ctor(weights=None, weights_backbone=None, aux_loss=False, num_classes=21),
+                           seg_xent, lambda b, s: (torch.randn(b, 3, s, s), _ids(b, s, s)), "segmentation",
+                           "momentum", 8, 256, what)
+
+    segmentation("fcn_resnet50", "torchvision FCN, ResNet-50 backbone, 21 classes, no aux head")
+    segmentation("deeplabv3_mobilenet_v3_large", "torchvision DeepLabV3, MobileNet-v3-large backbone, 21 classes")
     for k in table.values():
         if k.inputs is None:
             k.inputs = lambda b, s: (torch.randn(b, 3, s, s), _ids(b))

@@ -26,7 +26,7 @@
 #                            gopt train --manifest OUT_DIR/manifest.tsv reads it; profile and
 #                            devices are left empty (drawn by gopt train from --profiles and
 #                            --devices-range); fill them to pin a graph's cluster
-# Nothing of the validation, test or holdout splits is written; the script checks it at the end.
+# Nothing of the validation, test, holdout or holdout2 splits is written; the script checks it at the end.
 # Re-running skips what exists (every file is written atomically), so a killed
 # run continues where it stopped. Prints progress and the wall time.
 set -euo pipefail
@@ -148,7 +148,7 @@ while IFS=$'\t' read -r model split family _; do
 done < "$SPLITS"
 say "real (training split): $nreal graphs"
 
-# the validation, test and holdout splits must not be in the corpus
+# the validation, test, holdout and holdout2 splits must not be in the corpus
 while IFS=$'\t' read -r model split _; do
   case "$model" in ''|'#'*) continue ;; esac
   if [ "$split" != train ] && ls "$OUT" | grep -q "^real_${model}\(_b[0-9]*\)\?\.graphml\.gz$"; then

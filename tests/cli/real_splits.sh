@@ -1,7 +1,7 @@
 #!/bin/bash
 # real_splits.sh GOPT SOURCE_DIR: graphs/real/splits.tsv is consistent with the
 # shipped exports (every row names a file, every file has one row, splits are
-# train, validation, test or holdout, at least 10 validation models; tests/cli/zoo.sh loads
+# train, validation, test, holdout or holdout2, at least 10 validation models; tests/cli/zoo.sh loads
 # every file), and
 # tools/pretrain-data.sh refuses bad arguments with exit 2 before writing anything.
 set -u
@@ -14,7 +14,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 S="$SRC/graphs/real/splits.tsv"
 [ -r "$S" ] || fail "no $S"
 grep -v '^#' "$S" | grep -v '^$' > "$T/rows"
-awk -F'\t' 'NF < 3 || ($2 != "train" && $2 != "validation" && $2 != "test" && $2 != "holdout") { print "line: " $0; bad = 1 } END { exit bad }' \
+awk -F'\t' 'NF < 3 || ($2 != "train" && $2 != "validation" && $2 != "test" && $2 != "holdout" && $2 != "holdout2") { print "line: " $0; bad = 1 } END { exit bad }' \
     "$T/rows" || fail "rows with a bad split or missing columns in $S"
 cut -f1 "$T/rows" | sort | uniq -d > "$T/dup"
 [ -s "$T/dup" ] && fail "models listed twice: $(tr '\n' ' ' < "$T/dup")"
