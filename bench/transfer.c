@@ -376,6 +376,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             return 2;
         }
     }
+    if (!is_split(a->set)) {
+        fprintf(stderr, "bench_transfer: --set '%s' is not validation, train, test, holdout or holdout2\n", a->set);
+        return 2;
+    }
     if (a->samples < 0 || a->samples > 4096 || a->sa_budget < 0 || a->ft_seconds < 0 || a->max_nodes < 0 ||
         a->seed < 0 || !(a->temperature >= 0.05 && a->temperature <= 100.0) || !is_split(a->set) ||
         (strcmp(a->recipe, "ppo") && strcmp(a->recipe, "warm")) || a->ft_epochs < 0 || a->ft_epochs > 64 ||

@@ -3,7 +3,7 @@
 # shipped exports (every row names a file, every file has one row, splits are
 # train, validation, test, holdout or holdout2, at least 10 validation models; tests/cli/zoo.sh loads
 # every file), and
-# tools/pretrain-data.sh refuses bad arguments with exit 2 before writing anything.
+# tools/pretrain-data.sh and bench_transfer refuse bad arguments with exit 2 before writing anything.
 set -u
 GOPT=$1
 SRC=$2
@@ -40,4 +40,13 @@ bash "$P" "$T/c" --synthetic-kind blob 2> "$T/err" > /dev/null; [ $? = 2 ] || fa
 grep -q "synthetic-kind 'blob' is not one of any, all," "$T/err" || fail "--synthetic-kind blob: no message naming it"
 [ -e "$T/c" ] && fail "a refused run created its OUT_DIR"
 bash "$P" --help | grep -q "OUT_DIR" || fail "pretrain-data.sh --help"
+# bench_transfer refuses an unknown split, named, before it loads a graph
+B="$(dirname "$GOPT")/bench/bench_transfer"
+if [ -x "$B" ]; then
+    "$B" --set holdout9 > /dev/null 2> "$T/err"; [ $? = 2 ] || fail "bench_transfer --set holdout9: not exit 2"
+    grep -q "set 'holdout9' is not validation, train, test, holdout or holdout2" "$T/err" || fail "--set holdout9: no message naming it"
+    printf 'resnet50\tholdout9\tresnet\n' > "$T/split.tsv"
+    "$B" --split "$T/split.tsv" > /dev/null 2> "$T/err"; [ $? = 2 ] || fail "a split file with split holdout9: not exit 2"
+    grep -q "$T/split.tsv:1: split 'holdout9'" "$T/err" || fail "a bad split row: no message naming file, line and value"
+fi
 echo "ok: $(wc -l < "$T/rows") models, $nval validation"
