@@ -3,14 +3,15 @@
  * cfg.fuse_cond) and gopt_policy_fusion_groups share it, so the groups the
  * decoder conditions on are the groups the decisions get.
  *
- * Node v with level l > 0 may join the groups of its predecessors (those
- * with inputs of their own: parameters and graph inputs are resident data,
- * never fused) whose level is l and that are on v's device.
+ * Node v with level l > 0 may join the groups of its predecessors (but
+ * parameters and graph inputs: resident data, never fused; an op without
+ * inputs that runs a kernel, such as an allocation, may be) whose level is
+ * l and that are on v's device.
  *
  * merge = 0 (the first-fit pass: checkpoints before version 5 were trained
  * with it; gopt_go_decide also judges later checkpoints' levels under it): v
  * joins the first such group G (in in-edge order) that keeps one GEMM or
- * convolution per group and where every other non-resident predecessor of v
+ * convolution per group and where every other predecessor of v with inputs
  * is in G or comes before G's first member in topological order; otherwise
  * it roots a new group. Groups only grow forward from one root.
  *
@@ -44,7 +45,18 @@
 
 #include "policy_net.h"
 
-static int resident(const gopt_frozen *fz, int32_t q) { return fz->in_ptr[q + 1] == fz->in_ptr[q]; }
+/* No path enters a node without inputs: the legality checks pass over it. */
+static int no_inputs(const gopt_frozen *fz, int32_t q) { return fz->in_ptr[q + 1] == fz->in_ptr[q]; }
+
+/* Resident data, never fused: graph inputs and parameters without inputs (as the baselines'
+ * passes and the cost model read them). An op without inputs that runs a kernel (an allocation
+ * such as `empty`, a fill) is not resident: its consumer may fuse it (since 2026-12-07; before,
+ * every node without inputs was resident, so GO left StochasticDepth's `empty` masks out of the
+ * groups that XLA-style fusion puts them in, a kernel launch each). */
+static int resident(const gopt_frozen *fz, int32_t q) {
+    const gopt_op_class c = fz->op_class[q];
+    return no_inputs(fz, q) && (c == GOPT_OP_CLASS_INPUT || c == GOPT_OP_CLASS_PARAM);
+}
 
 /* GEMMs and convolutions among group g's members */
 static int group_heavy(const policy_fuse_state *s, int32_t g) {
@@ -103,7 +115,7 @@ static int fits_forward(const policy_fuse_state *s, int32_t v, int32_t g) {
     const int32_t rr = fz->rank[g];
     for (int32_t e = fz->in_ptr[v]; e < fz->in_ptr[v + 1]; e++) {
         int32_t u = fz->in_src[e];
-        if (s->gid[u] != g && !resident(fz, u) && fz->rank[u] >= rr) return 0;
+        if (s->gid[u] != g && !no_inputs(fz, u) && fz->rank[u] >= rr) return 0;
     }
     return 1;
 }
@@ -203,7 +215,7 @@ static int inputs_inside(const policy_fuse_state *s, int32_t m, uint32_t cu) {
     const gopt_frozen *fz = s->fz;
     for (int32_t e = fz->in_ptr[m]; e < fz->in_ptr[m + 1]; e++) {
         const int32_t q = fz->in_src[e];
-        if (s->w->mark[q] != cu && !resident(fz, q)) return 0;
+        if (s->w->mark[q] != cu && !no_inputs(fz, q)) return 0;
     }
     return 1;
 }

@@ -1444,18 +1444,23 @@ static void test_fusion(void **state) {
     const gopt_frozen *fz = gopt_graph_frozen(g);
     int32_t place[5] = {0, 0, 0, 0, 0}, fuse[5] = {1, 1, 1, 1, 1}, grp[5], ng;
     assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 0, grp, &ng, &err), GOPT_OK);
-    assert_int_equal(ng, 3); /* {a} (a source roots no fused group), {b, c, d}, {e}; c reads a from outside */
-    assert_true(grp[1] == grp[2] && grp[2] == grp[3] && grp[0] != grp[1] && grp[4] != grp[0] && grp[4] != grp[1]);
-    /* b not fused: c has preds in two groups, so it cannot join (that would make a cycle) */
+    assert_int_equal(ng, 2); /* {a, b, c, d} (a source that runs a kernel is fused), {e} */
+    assert_true(grp[0] == grp[1] && grp[1] == grp[2] && grp[2] == grp[3] && grp[4] != grp[0]);
+    /* b not fused: c joins a's group (b comes after a's first member: c's inputs stay before it) */
     fuse[1] = 0;
     assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 0, grp, &ng, &err), GOPT_OK);
-    assert_true(grp[1] != grp[0] && grp[2] != grp[0] && grp[2] != grp[1] && grp[3] == grp[2]);
+    assert_true(grp[1] != grp[0] && grp[1] != grp[2] && grp[3] == grp[2]);
+    /* a at another level: c has preds in two groups; it joins b's, which comes after a */
+    fuse[0] = 2;
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 0, grp, &ng, &err), GOPT_OK);
+    assert_true(grp[0] != grp[1] && grp[2] != grp[0] && grp[3] == grp[2]);
+    fuse[0] = 1;
     /* other device or other level: a new group */
     fuse[1] = 1;
     place[3] = 1;
     fuse[2] = 2;
     assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 0, grp, &ng, &err), GOPT_OK);
-    assert_true(grp[1] != grp[0] && grp[2] != grp[1] && grp[3] != grp[2]); /* c: level 2 vs b's 1; d: device 1 */
+    assert_true(grp[1] == grp[0] && grp[2] != grp[1] && grp[3] != grp[2]); /* c: level 2 vs b's 1; d: device 1 */
     fuse[2] = -1;
     assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 0, grp, &ng, &err), GOPT_EINVAL);
     gopt_graph_free(g);
@@ -1514,6 +1519,30 @@ static gopt_graph *letters_graph(const char *nodes, const char *const *edges, in
     }
     assert_int_equal(gopt_graph_finalize(g, NULL), GOPT_OK);
     return g;
+}
+
+/* Sources: a graph input is resident data, never fused, in every pass; an op without inputs that
+ * runs a kernel (an allocation such as `empty`) joins its consumer's group, as XLA-style fusion
+ * puts it. */
+static void test_fusion_sources(void **state) {
+    (void)state;
+    gopt_error err;
+    const char *e1[] = {"ib", "eb", "bc"};
+    gopt_graph *g = letters_graph("#iebc", e1, 3);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    const int32_t i = gopt_graph_find(g, "i"), e = gopt_graph_find(g, "e"), b = gopt_graph_find(g, "b"),
+                  c = gopt_graph_find(g, "c");
+    int32_t place[4] = {0}, fuse[4] = {1, 1, 1, 1}, within[4] = {5, 5, 5, 5}, grp[4], ng;
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass < 2) assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, pass, grp, &ng, &err), GOPT_OK);
+        else assert_int_equal(gopt_policy_fusion_groups_within(fz, place, fuse, within, grp, &ng, &err), GOPT_OK);
+        assert_int_equal(ng, 2);
+        assert_true(grp[e] == grp[b] && grp[b] == grp[c] && grp[i] != grp[b]);
+    }
+    fuse[e] = 0; /* its level still decides */
+    assert_int_equal(gopt_policy_fusion_groups(fz, place, fuse, 1, grp, &ng, &err), GOPT_OK);
+    assert_true(grp[e] != grp[b] && grp[b] == grp[c]);
+    gopt_graph_free(g);
 }
 
 /* A graph of n nodes without edges: node 0 an input, the others elementwise adds (n0, n1, ...). */
@@ -2793,7 +2822,8 @@ int main(void) {
         cmocka_unit_test(test_backward_labels), cmocka_unit_test(test_sample_tempered),
         cmocka_unit_test(test_adam),            cmocka_unit_test(test_checkpoint),
         cmocka_unit_test(test_fusion),
-        cmocka_unit_test(test_fusion_merge),          cmocka_unit_test(test_fusion_within),          cmocka_unit_test(test_example_graph),
+        cmocka_unit_test(test_fusion_merge),          cmocka_unit_test(test_fusion_within),
+        cmocka_unit_test(test_fusion_sources),  cmocka_unit_test(test_example_graph),
         cmocka_unit_test(test_small_sizes),     cmocka_unit_test(test_zoo_and_real_graphs), cmocka_unit_test(test_backward_batch),
         cmocka_unit_test(test_conditioned_decoder),
     };
