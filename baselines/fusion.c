@@ -265,10 +265,7 @@ double bl_fuse_time(bl_fuse *s, int32_t ga, int32_t gb, int dev) {
     return gopt_cost_group_price(s->p->cost, s->f, dev, s->tmp, k, s->stamp, s->clock);
 }
 
-static int fusible(const gopt_frozen *f, int32_t v) {
-    int c = f->op_class[v];
-    return c != GOPT_OP_CLASS_INPUT && c != GOPT_OP_CLASS_PARAM;
-}
+static int fusible(const gopt_frozen *f, int32_t v) { return !gopt_op_class_is_data(f->op_class[v]); }
 
 static int group_heavy(const bl_fuse *s, int32_t g) {
     int h = 0;

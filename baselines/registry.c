@@ -256,9 +256,7 @@ double bl_xfer_mean(const gopt_bl_problem *p, double bytes) {
 
 int bl_is_deferred(const gopt_bl_problem *p, int32_t v) {
     const gopt_frozen *f = gopt_graph_frozen(p->graph);
-    if (f->in_ptr[v + 1] != f->in_ptr[v]) return 0;
-    int c = f->op_class[v];
-    return c == GOPT_OP_CLASS_PARAM || c == GOPT_OP_CLASS_INPUT;
+    return f->in_ptr[v + 1] == f->in_ptr[v] && gopt_op_class_is_data(f->op_class[v]);
 }
 
 /* ---- heap ------------------------------------------------------------------ */

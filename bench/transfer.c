@@ -91,9 +91,13 @@
 #define MAX_ITEMS 64
 
 /* the splits of graphs/real/splits.tsv */
+static const char *const SPLITS[] = {"validation", "train", "test", "holdout", "holdout2"};
+#define SPLIT_NAMES "validation, train, test, holdout or holdout2"
+
 static int is_split(const char *s) {
-    return !strcmp(s, "train") || !strcmp(s, "validation") || !strcmp(s, "test") || !strcmp(s, "holdout") ||
-           !strcmp(s, "holdout2");
+    for (size_t i = 0; i < sizeof SPLITS / sizeof SPLITS[0]; i++)
+        if (!strcmp(s, SPLITS[i])) return 1;
+    return 0;
 }
 
 static const char *const PLACERS[] = {"single", "expert", "metis", "heft", "mtopo", "metf", "msct"};
@@ -151,7 +155,7 @@ static int read_split(const char *path, const char *set, char names[][64], int m
         if (line[0] == '#' || line[0] == '\n') continue;
         char *model = strtok(line, "\t\n"), *sp = strtok(NULL, "\t\n");
         if (!model || !sp || !is_split(sp)) {
-            fprintf(stderr, "bench_transfer: %s:%d: split '%s' is not train, validation, test, holdout or holdout2\n", path, ln,
+            fprintf(stderr, "bench_transfer: %s:%d: split '%s' is not " SPLIT_NAMES "\n", path, ln,
                     sp ? sp : "(missing)");
             fclose(f);
             return -1;
@@ -377,11 +381,11 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         }
     }
     if (!is_split(a->set)) {
-        fprintf(stderr, "bench_transfer: --set '%s' is not validation, train, test, holdout or holdout2\n", a->set);
+        fprintf(stderr, "bench_transfer: --set '%s' is not " SPLIT_NAMES "\n", a->set);
         return 2;
     }
     if (a->samples < 0 || a->samples > 4096 || a->sa_budget < 0 || a->ft_seconds < 0 || a->max_nodes < 0 ||
-        a->seed < 0 || !(a->temperature >= 0.05 && a->temperature <= 100.0) || !is_split(a->set) ||
+        a->seed < 0 || !(a->temperature >= 0.05 && a->temperature <= 100.0) ||
         (strcmp(a->recipe, "ppo") && strcmp(a->recipe, "warm")) || a->ft_epochs < 0 || a->ft_epochs > 64 ||
         a->ft_threads < 1 || a->ft_threads > 64 || !(a->ft_lr >= 0 && a->ft_lr < 1) || gopt_go_ties_parse(a->ties) < 0 ||
         gopt_go_pass_parse(a->fpass) < 0 || gopt_go_styles_parse(a->styles) < 0 ||
@@ -395,7 +399,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         (strcmp(a->ft_sample_variant, "own") && strcmp(a->ft_sample_variant, "incumbent")) || a->ft_samples < 2 ||
         a->ft_samples > GOPT_TRAINER_MAX_SAMPLES || a->ft_splice_batch < 0 || a->ft_splice_batch > a->ft_samples) {
         fprintf(stderr, "bench_transfer: --samples 0..4096, --sa-budget, --finetune-seconds, --max-nodes and --seed "
-                        ">= 0, --temperature 0.05..100, --set validation|train|test|holdout|holdout2, --finetune-recipe ppo|warm, "
+                        ">= 0, --temperature 0.05..100, --finetune-recipe ppo|warm, "
                         "--finetune-epochs 0..64, --finetune-threads 1..64, --finetune-lr [0, 1), --go-ties best|cp|topo, --go-fusion-pass best|free|merge|first|hint, --go-styles all|best|own, "
                         "--finetune-imitate-every 0 or >= 2, --finetune-imitate-target reference|best, "
                         "--finetune-place-temperature 0.05..100, --finetune-train all|heads, --finetune-splice 0..4096, "

@@ -197,7 +197,7 @@ double gopt_cost_op_time(const gopt_costmodel *cm, int d, const gopt_cost_op *op
 }
 
 double gopt_cost_op_dispatch(const gopt_costmodel *cm, const gopt_cost_op *op) {
-    if (op->cls == GOPT_OP_CLASS_INPUT || op->cls == GOPT_OP_CLASS_PARAM) return 0; /* data, not kernels */
+    if (gopt_op_class_is_data(op->cls)) return 0; /* data, not kernels */
     return op->phase == GOPT_PHASE_BWD ? 0 : gopt_profile_op_overhead(cm->p);
 }
 

@@ -40,6 +40,9 @@ int gopt_op_class_parse(const char *s);
 /* A GEMM or a convolution: a fused kernel holds at most one (the fusion rule of XLA and TVM, of
  * the xla and tvm baselines and of the policy's fusion pass). */
 static inline int gopt_op_class_is_heavy(int c) { return c == GOPT_OP_CLASS_GEMM || c == GOPT_OP_CLASS_CONV; }
+/* A graph input or a parameter: resident data, not a kernel (no time in the cost model, never
+ * fused by the baselines' passes or the policy's). */
+static inline int gopt_op_class_is_data(int c) { return c == GOPT_OP_CLASS_INPUT || c == GOPT_OP_CLASS_PARAM; }
 const char *gopt_phase_name(gopt_phase p); /* "" for NONE */
 int gopt_phase_parse(const char *s);       /* -1 when unknown; "" is NONE */
 

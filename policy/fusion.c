@@ -54,8 +54,7 @@ static int no_inputs(const gopt_frozen *fz, int32_t q) { return fz->in_ptr[q + 1
  * every node without inputs was resident, so GO left StochasticDepth's `empty` masks out of the
  * groups that XLA-style fusion puts them in, a kernel launch each). */
 static int resident(const gopt_frozen *fz, int32_t q) {
-    const gopt_op_class c = fz->op_class[q];
-    return no_inputs(fz, q) && (c == GOPT_OP_CLASS_INPUT || c == GOPT_OP_CLASS_PARAM);
+    return no_inputs(fz, q) && gopt_op_class_is_data(fz->op_class[q]);
 }
 
 /* GEMMs and convolutions among group g's members */

@@ -351,9 +351,10 @@ double gopt_policy_backward_flops(const gopt_policy *p);
  * Turn fusion levels into groups (pure function; policy/fusion.c). Nodes are
  * visited in topological order; node v with level l > 0 may join the groups
  * of its predecessors (not parameters or graph inputs without inputs of their
- * own: resident data) that have level l and are on v's device. merge = 0 (the first-fit pass; cfg.fuse_merge = 0,
- * checkpoints before version 5): v joins the first such group G (in in-edge
- * order) that keeps at most one GEMM or convolution with v, when every other
+ * own: resident data) that have level l and are on v's device. merge = 0 (the
+ * first-fit pass; cfg.fuse_merge = 0, checkpoints before version 5): v joins
+ * the first such group G (in in-edge order) that keeps at most one GEMM or
+ * convolution with v, when every other
  * predecessor of v is in G, has no inputs, or comes before G's first member
  * in topological order. merge = 1: v joins every such group whose
  * union with v and the groups already chosen keeps the contracted graph
