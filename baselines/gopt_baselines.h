@@ -182,6 +182,24 @@ int gopt_bl_sim_last_peak(void *ctx, double *peak);
 void gopt_bl_problem_on_sim(gopt_bl_problem *p, gopt_bl_sim_ctx *ctx, const gopt_sim *sim,
                             gopt_sim_scratch *scratch, const gopt_costmodel *cm, const gopt_bl_options *opt);
 
+/* Problems judged on several threads at once. gopt_bl_problem_fork: a problem like p whose
+ * evaluator may run on another thread beside p's (the simulator's evaluator gets its own scratch
+ * in *ctx; the estimate needs none) and without p's random stream (rng NULL: a method that draws
+ * seeds its own from opt.seed); release with gopt_bl_problem_fork_free. GOPT_EUNSUP when p's
+ * evaluator is another (one that measures owns the machine). */
+gopt_status gopt_bl_problem_fork(const gopt_bl_problem *p, gopt_bl_problem *q, gopt_bl_sim_ctx *ctx,
+                                 gopt_error *err);
+void gopt_bl_problem_fork_free(gopt_bl_sim_ctx *ctx);
+/* fn(ctx, q, i) for every item i = 0..n-1 on up to `threads` threads, each thread on its own fork
+ * q of p (each takes the next item no thread has taken); on one thread, or when p cannot be forked,
+ * every item runs in order on a copy of p without its random stream. So an item never draws from
+ * a stream another item moved, a fork judges as p does, and what the items compute does not
+ * depend on `threads` when fn writes only what item i owns. GOPT_ENOMEM when a fork's scratch
+ * cannot be had. */
+typedef void (*gopt_bl_item_fn)(void *ctx, const gopt_bl_problem *q, int i);
+gopt_status gopt_bl_parallel(const gopt_bl_problem *p, int n, int threads, gopt_bl_item_fn fn, void *ctx,
+                             gopt_error *err);
+
 typedef struct {
     double optimize_time_s; /* wall time of the method itself */
     gopt_sim_result sim;    /* the simulated step under the decisions */

@@ -11,10 +11,15 @@
  */
 #include <math.h>
 #include <metis.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bl_internal.h"
+
+/* METIS seeds one random stream for the whole process (GKlib's) at each call: two calls at once
+ * on two threads would draw from each other's stream, so they take turns. */
+static pthread_mutex_t metis_lock = PTHREAD_MUTEX_INITIALIZER;
 
 typedef struct {
     int32_t nb;
@@ -111,7 +116,9 @@ gopt_status gopt_bl_place_metis(const gopt_bl_problem *p, gopt_decisions *d, gop
     opts[METIS_OPTION_SEED] = (idx_t)(p->opt.seed & 0x7fffffff);
     opts[METIS_OPTION_NUMBERING] = 0;
     idx_t nv = nu, ncon = 1, nparts = p->ndev, objval = 0;
+    pthread_mutex_lock(&metis_lock);
     int rc = METIS_PartGraphKway(&nv, &ncon, xadj, adjncy, vwgt, NULL, adjwgt, &nparts, NULL, NULL, opts, &objval, part);
+    pthread_mutex_unlock(&metis_lock);
     if (rc != METIS_OK) {
         st = gopt_error_set(err, GOPT_EINTERNAL, "METIS_PartGraphKway failed on graph '%s' (code %d)",
                             gopt_graph_name(p->graph), rc);

@@ -26,6 +26,69 @@ int gopt_bl_sim_last_peak(void *ctx, double *peak) {
     return 1;
 }
 
+gopt_status gopt_bl_problem_fork(const gopt_bl_problem *p, gopt_bl_problem *q, gopt_bl_sim_ctx *ctx,
+                                 gopt_error *err) {
+    memset(ctx, 0, sizeof *ctx);
+    *q = *p;
+    q->rng = NULL;
+    if (!p->evaluate) return GOPT_OK; /* gopt_bl_estimate: no state */
+    if (p->evaluate != gopt_bl_sim_evaluate)
+        return gopt_error_set(err, GOPT_EUNSUP, "this evaluator runs on one thread");
+    const gopt_bl_sim_ctx *c = p->eval_ctx;
+    ctx->sim = c->sim;
+    gopt_status st = gopt_sim_scratch_create(c->sim, &ctx->scratch, err);
+    if (st) return st;
+    q->eval_ctx = ctx;
+    return GOPT_OK;
+}
+
+void gopt_bl_problem_fork_free(gopt_bl_sim_ctx *ctx) {
+    gopt_sim_scratch_free(ctx->scratch);
+    ctx->scratch = NULL;
+}
+
+#define BL_MAX_THREADS 16
+
+typedef struct {
+    const gopt_bl_problem *q; /* one per thread */
+    int n;
+    int next; /* the next item not taken (atomic): items take uneven times, threads take the next free */
+    gopt_bl_item_fn fn;
+    void *ctx;
+} bl_par;
+
+static void bl_par_part(void *arg, int t) {
+    bl_par *w = arg;
+    for (int i; (i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED)) < w->n;) w->fn(w->ctx, &w->q[t], i);
+}
+
+gopt_status gopt_bl_parallel(const gopt_bl_problem *p, int n, int threads, gopt_bl_item_fn fn, void *ctx,
+                             gopt_error *err) {
+    int T = threads < n ? threads : n;
+    if (T > BL_MAX_THREADS) T = BL_MAX_THREADS;
+    gopt_bl_problem q[BL_MAX_THREADS];
+    gopt_bl_sim_ctx c[BL_MAX_THREADS];
+    int made = 0;
+    gopt_status st = GOPT_OK;
+    for (; T > 1 && made < T; made++) {
+        gopt_error e = {0};
+        if ((st = gopt_bl_problem_fork(p, &q[made], &c[made], &e))) break;
+    }
+    if (T > 1 && made == T) {
+        bl_par w = {q, n, 0, fn, ctx};
+        gopt_parallel_parts(T, T, bl_par_part, &w);
+    } else if (st == GOPT_ENOMEM) {
+        gopt_error_set(err, st, "no memory for a simulator scratch per thread");
+    } else {
+        st = GOPT_OK; /* one thread, or p cannot be forked: every item in order, on p less its stream */
+        gopt_bl_problem q0 = *p;
+        q0.rng = NULL;
+        for (int i = 0; i < n; i++) fn(ctx, &q0, i);
+    }
+    for (int k = 0; k < made; k++) gopt_bl_problem_fork_free(&c[k]);
+    return st;
+}
+
 void gopt_bl_problem_on_sim(gopt_bl_problem *p, gopt_bl_sim_ctx *ctx, const gopt_sim *sim,
                             gopt_sim_scratch *scratch, const gopt_costmodel *cm, const gopt_bl_options *opt) {
     memset(ctx, 0, sizeof *ctx);

@@ -865,6 +865,97 @@ static double small_dev0_eval(void *ctx, const gopt_decisions *d, int *oom) {
     return t;
 }
 
+/* gopt_bl_parallel: every item once, each on a problem that judges as p does and has no random
+ * stream; forks refused for an evaluator that is not the simulator's (then one thread, in order) */
+typedef struct {
+    gopt_decisions d[7];
+    double s[7];
+    int runs[7];
+    const gopt_bl_problem *on[7];
+} par_items;
+
+static void par_item(void *ctx, const gopt_bl_problem *q, int i) {
+    par_items *w = ctx;
+    int oom = 0;
+    w->runs[i]++;
+    w->on[i] = q;
+    w->s[i] = gopt_bl_evaluate(q, &w->d[i], &oom);
+}
+
+static void test_parallel_items(void **state) {
+    (void)state;
+    gopt_graph *g = two_chains(5);
+    fixture x;
+    fx_init(&x, g, 2, 1e12);
+    gopt_error err = {0};
+    gopt_sim *sim = NULL;
+    gopt_sim_scratch *scr = NULL;
+    assert_int_equal(gopt_sim_create(g, x.cm, &sim, &err), GOPT_OK);
+    assert_int_equal(gopt_sim_scratch_create(sim, &scr, &err), GOPT_OK);
+    gopt_bl_sim_ctx sc;
+    gopt_bl_problem p;
+    gopt_bl_problem_on_sim(&p, &sc, sim, scr, x.cm, &x.pb.opt);
+    par_items w;
+    memset(&w, 0, sizeof w);
+    const char *methods[] = {"single", "heft", "metf", "metis", "mtopo", "expert", "msct"};
+    for (int i = 0; i < 7; i++) run_method(&x, methods[i], &w.d[i], GOPT_OK);
+    double want[7];
+    for (int i = 0; i < 7; i++) {
+        int oom = 0;
+        want[i] = gopt_bl_evaluate(&p, &w.d[i], &oom);
+        assert_true(want[i] > 0);
+    }
+    /* a fork: its own scratch, the same steps */
+    gopt_bl_problem q;
+    gopt_bl_sim_ctx qc;
+    assert_int_equal(gopt_bl_problem_fork(&p, &q, &qc, &err), GOPT_OK);
+    assert_ptr_equal(q.eval_ctx, &qc);
+    assert_ptr_equal(qc.sim, sim);
+    assert_true(qc.scratch != NULL && qc.scratch != scr);
+    gopt_bl_problem_fork_free(&qc);
+    assert_null(qc.scratch);
+    for (int threads = 1; threads <= 9; threads += 2) {
+        memset(w.runs, 0, sizeof w.runs);
+        assert_int_equal(gopt_bl_parallel(&p, 7, threads, par_item, &w, &err), GOPT_OK);
+        for (int i = 0; i < 7; i++) {
+            assert_int_equal(w.runs[i], 1);
+            assert_true(w.s[i] == want[i]);
+            assert_true(w.on[i] != &p); /* a copy or a fork */
+        }
+    }
+    /* not forked: another evaluator; every item in order, on one copy of p */
+    counter c = {0, &x.pb, {0}};
+    gopt_bl_problem pc = x.pb;
+    pc.evaluate = counting_eval;
+    pc.eval_ctx = &c;
+    assert_int_equal(gopt_bl_problem_fork(&pc, &q, &qc, &err), GOPT_EUNSUP);
+    assert_non_null(strstr(err.msg, "one thread"));
+    memset(w.runs, 0, sizeof w.runs);
+    assert_int_equal(gopt_bl_parallel(&pc, 7, 3, par_item, &w, &err), GOPT_OK);
+    assert_int_equal(c.calls, 7);
+    for (int i = 0; i < 7; i++) assert_true(w.runs[i] == 1 && w.on[i] == w.on[0] && w.on[i] != &pc);
+    /* a random stream stays the caller's: a fork has none */
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 3);
+    gopt_bl_problem pr = p;
+    pr.rng = &rng;
+    assert_int_equal(gopt_bl_problem_fork(&pr, &q, &qc, &err), GOPT_OK);
+    assert_null(q.rng);
+    gopt_bl_problem_fork_free(&qc);
+    assert_int_equal(gopt_bl_parallel(&pr, 7, 3, par_item, &w, &err), GOPT_OK);
+    for (int i = 0; i < 7; i++) assert_true(w.on[i] != &pr && w.s[i] == want[i]);
+    /* the estimate (no evaluator) forks without a scratch */
+    gopt_bl_problem pe = x.pb;
+    assert_int_equal(gopt_bl_problem_fork(&pe, &q, &qc, &err), GOPT_OK);
+    assert_null(qc.scratch);
+    assert_int_equal(gopt_bl_parallel(&pe, 0, 2, par_item, &w, &err), GOPT_OK); /* no items: nothing */
+    for (int i = 0; i < 7; i++) gopt_decisions_destroy(&w.d[i]);
+    gopt_sim_scratch_free(scr);
+    gopt_sim_free(sim);
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
 static void test_oom_feedback(void **state) {
     (void)state;
     gopt_graph *g = two_chains(5);
@@ -1147,6 +1238,7 @@ int main(void) {
         cmocka_unit_test(test_joint_gets_caller_budget),
         cmocka_unit_test(test_validity_zoo),
         cmocka_unit_test(test_tight_memory),
+        cmocka_unit_test(test_parallel_items),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -105,12 +105,12 @@ static void test_hints_from(void **state) {
     p.cost = gopt_sim_cost_table(sim);
     p.ndev = NDEV;
     int have = 0;
-    assert_int_equal(gopt_go_hints(&p, 2, dev, feat, NULL, NULL, &have, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hints(&p, 2, 1, dev, feat, NULL, NULL, &have, &err), GOPT_OK);
     assert_int_equal(have, 1);
     for (int v = 0; v < 2 * n; v++) assert_true(dev[v] >= 0 && dev[v] < NDEV);
     for (int i = 0; i < n * GOPT_POLICY_NHINT; i++) assert_true(feat[i] >= 0.0f && feat[i] <= 1.0f);
-    assert_int_equal(gopt_go_hints(&p, 0, dev, feat, NULL, NULL, &have, &err), GOPT_EINVAL);
-    assert_int_equal(gopt_go_hints(&p, 8, dev, feat, NULL, NULL, &have, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_go_hints(&p, 0, 1, dev, feat, NULL, NULL, &have, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_go_hints(&p, 8, 1, dev, feat, NULL, NULL, &have, &err), GOPT_EINVAL);
     gopt_decisions_destroy(&d);
     gopt_sim_free(sim);
     gopt_cost_free(cm);
@@ -164,7 +164,7 @@ static void test_hints_quality(void **state) {
     int32_t dev[NH * 8];
     float feat[8 * GOPT_POLICY_NHINT], q[NH];
     int have = 0;
-    assert_int_equal(gopt_go_hints(&p, NH, dev, feat, NULL, q, &have, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hints(&p, NH, 1, dev, feat, NULL, q, &have, &err), GOPT_OK);
     assert_int_equal(have, 1);
     /* each combination's step, independently */
     gopt_bl_registry reg;
@@ -239,9 +239,9 @@ static void test_hint_table(void **state) {
     gopt_bl_problem p = he.p;
     gopt_error err = {0};
     gopt_go_hint_table t;
-    assert_int_equal(gopt_go_hint_table_build(&p, 0, GOPT_GO_METIS_DRAWS, &t, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_go_hint_table_build(&p, 0, GOPT_GO_METIS_DRAWS, 1, &t, &err), GOPT_EINVAL);
     assert_null(t.d);
-    assert_int_equal(gopt_go_hint_table_build(&p, NH, GOPT_GO_METIS_DRAWS, &t, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hint_table_build(&p, NH, GOPT_GO_METIS_DRAWS, 1, &t, &err), GOPT_OK);
     assert_int_equal(t.nh, NH);
     assert_int_equal(t.nc, 5);
     assert_int_equal(t.draw_row, 2); /* metis */
@@ -274,7 +274,7 @@ static void test_hint_table(void **state) {
     int32_t dev[NH * 8], dev2[NH * 8];
     float feat[8 * GOPT_POLICY_NHINT], feat2[8 * GOPT_POLICY_NHINT], q[NH], q2[NH];
     int have = 0, have2 = 0;
-    assert_int_equal(gopt_go_hints(&p, NH, dev, feat, NULL, q, &have, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hints(&p, NH, 1, dev, feat, NULL, q, &have, &err), GOPT_OK);
     assert_int_equal(gopt_go_hints_pick(&p, &t, -1, dev2, feat2, NULL, q2, &have2, &err), GOPT_OK);
     assert_int_equal(have2, have);
     assert_memory_equal(dev, dev2, sizeof dev);
@@ -388,7 +388,7 @@ static void test_hint_table_draws(void **state) {
     p.opt.seed = 11;
     gopt_error err = {0};
     gopt_go_hint_table t;
-    assert_int_equal(gopt_go_hint_table_build(&p, NH, GOPT_GO_METIS_DRAWS, &t, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hint_table_build(&p, NH, GOPT_GO_METIS_DRAWS, 1, &t, &err), GOPT_OK);
     assert_int_equal(t.draw_row, 2);
     assert_int_equal(t.nrows, NH + GOPT_GO_METIS_DRAWS);
     gopt_bl_registry reg;
@@ -420,11 +420,11 @@ static void test_hint_table_draws(void **state) {
     assert_true(differ); /* the seed reaches METIS: another draw, another partition */
     /* with fewer hints than METIS's row, no extra draws; none asked for, none; a bad count refused */
     gopt_go_hint_table t2;
-    assert_int_equal(gopt_go_hint_table_build(&p, 2, GOPT_GO_METIS_DRAWS, &t2, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hint_table_build(&p, 2, GOPT_GO_METIS_DRAWS, 1, &t2, &err), GOPT_OK);
     assert_int_equal(t2.draw_row, -1);
     assert_int_equal(t2.nrows, 2);
     gopt_go_hint_table_free(&t2);
-    assert_int_equal(gopt_go_hint_table_build(&p, NH, 0, &t2, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hint_table_build(&p, NH, 0, 1, &t2, &err), GOPT_OK);
     assert_int_equal(t2.draw_row, 2);
     assert_int_equal(t2.nrows, NH);
     for (int i = 0; i < NH * t2.nc; i++) { /* the same rows as with the draws */
@@ -432,11 +432,49 @@ static void test_hint_table_draws(void **state) {
         assert_memory_equal(t2.d[i].device, t.d[i].device, sizeof(int32_t) * (size_t)n);
     }
     gopt_go_hint_table_free(&t2);
-    assert_int_equal(gopt_go_hint_table_build(&p, NH, GOPT_GO_METIS_DRAWS + 1, &t2, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_go_hint_table_build(&p, NH, GOPT_GO_METIS_DRAWS + 1, 1, &t2, &err), GOPT_EINVAL);
     assert_non_null(strstr(err.msg, "METIS draws"));
     assert_null(t2.d);
-    assert_int_equal(gopt_go_hint_table_build(&p, NH, -1, &t2, &err), GOPT_EINVAL);
+    assert_int_equal(gopt_go_hint_table_build(&p, NH, -1, 1, &t2, &err), GOPT_EINVAL);
     gopt_go_hint_table_free(&t);
+    hint_env_free(&he);
+    gopt_graph_free(g);
+}
+
+/* The table on several threads is the table on one: every entry's decisions and step, METIS's
+ * draws among them (its calls take turns), also when the caller's problem has a random stream
+ * (no combination of the table draws from it). */
+static void test_hint_table_threads(void **state) {
+    (void)state;
+    enum { NDEV = 4, NH = 7 };
+    gopt_graph *g = test_random_graph(150, 9, 0);
+    const size_t n = (size_t)gopt_graph_frozen(g)->n;
+    hint_env he;
+    hint_env_init(&he, g, NDEV);
+    gopt_error err = {0};
+    gopt_go_hint_table t1, tk;
+    assert_int_equal(gopt_go_hint_table_build(&he.p, NH, GOPT_GO_METIS_DRAWS, 1, &t1, &err), GOPT_OK);
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 5);
+    for (int pass = 0; pass < 3; pass++) {
+        gopt_bl_problem p = he.p;
+        if (pass == 2) p.rng = &rng;
+        assert_int_equal(gopt_go_hint_table_build(&p, NH, GOPT_GO_METIS_DRAWS, pass ? 3 : 2, &tk, &err), GOPT_OK);
+        assert_int_equal(tk.nrows, t1.nrows);
+        int found = 0;
+        for (int i = 0; i < t1.nrows * t1.nc; i++) {
+            assert_int_equal(tk.found[i], t1.found[i]);
+            assert_true(tk.step[i] == t1.step[i] || (isinf(tk.step[i]) && isinf(t1.step[i])));
+            if (!t1.found[i]) continue;
+            found++;
+            assert_memory_equal(tk.d[i].device, t1.d[i].device, sizeof(int32_t) * n);
+            assert_memory_equal(tk.d[i].priority, t1.d[i].priority, sizeof(int32_t) * n);
+            assert_memory_equal(tk.d[i].group, t1.d[i].group, sizeof(int32_t) * n);
+        }
+        assert_true(found > 20);
+        gopt_go_hint_table_free(&tk);
+    }
+    gopt_go_hint_table_free(&t1);
     hint_env_free(&he);
     gopt_graph_free(g);
 }
@@ -484,7 +522,7 @@ static void trainer_uses_hints(int hq) {
     float feat[8 * GOPT_POLICY_NHINT];
     float q[2] = {0};
     int have = 0;
-    assert_int_equal(gopt_go_hints(&p, 2, dev, feat, NULL, hq ? q : NULL, &have, &err), GOPT_OK);
+    assert_int_equal(gopt_go_hints(&p, 2, 1, dev, feat, NULL, hq ? q : NULL, &have, &err), GOPT_OK);
     assert_int_equal(have, 1);
     assert_memory_equal(dev, G->hint_dev, sizeof dev);
     assert_memory_equal(feat, G->hint_feat, sizeof feat);
@@ -619,6 +657,7 @@ int main(void) {
         cmocka_unit_test(test_hints_quality),
         cmocka_unit_test(test_hint_table),
         cmocka_unit_test(test_hint_table_draws),
+        cmocka_unit_test(test_hint_table_threads),
         cmocka_unit_test(test_hint_refs_missing),
         cmocka_unit_test(test_trainer_uses_hints),
         cmocka_unit_test(test_trainer_uses_hint_quality),

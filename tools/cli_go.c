@@ -77,8 +77,9 @@ void cli_go_usage(FILE *f) {
                "                    placer's other schedules and fusions and the 8 fastest of the other\n"
                "                    placers' (all, the default), the best hint placer's alone (best), or\n"
                "                    none: the best hint alone (own)\n"
-               "  --go-threads N    method go: threads of the network on the CPU (default %d; the decisions\n"
-               "                    are the same on any count)\n"
+               "  --go-threads N    method go: threads of the network on the CPU, of the classical\n"
+               "                    combinations read as hints and of each candidate's judging (default %d;\n"
+               "                    the decisions are the same on any count)\n"
                "  --device cpu|cuda method go: where the network runs (default cpu; cuda: the first GPU)\n",
             GOPT_GO_THREADS);
 }

@@ -135,6 +135,20 @@ static gopt_status set_hints(gopt_policy *pol, const gopt_bl_problem *p, int nh,
                                  err);
 }
 
+/* A candidate's variants (fusion pass x tie order), judged on the problem's threads. */
+typedef struct {
+    gopt_decisions d[6];
+    double s[6]; /* -1: not valid */
+    int oom[6];
+} go_variants;
+
+static void judge_variant(void *arg, const gopt_bl_problem *q, int v) {
+    go_variants *j = arg;
+    j->s[v] = -1;
+    j->oom[v] = 0;
+    if (!gopt_decisions_validate(&j->d[v], q->graph, q->ndev, NULL)) j->s[v] = gopt_bl_evaluate(q, &j->d[v], &j->oom[v]);
+}
+
 gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     const char *path = o && o->checkpoint ? o->checkpoint : gopt_trainer_default_checkpoint();
     const gopt_frozen *fz = gopt_graph_frozen(p->graph);
@@ -148,7 +162,9 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     gopt_go_hint_table tab = {0};
     int style[GOPT_GO_MAX_STYLES], nstyle = 0, cond = -1; /* cond: the table entry the hints read as the best
                                                               (-1: the true hints) */
-    gopt_decisions cand = {0}, rbest = {0}, first = {0}; /* first: pass 0's first round's best */
+    gopt_decisions rbest = {0}, first = {0}; /* first: pass 0's first round's best */
+    go_variants jv;
+    memset(&jv, 0, sizeof jv);
     unsigned tasks = GOPT_TASKS_ALL;
     gopt_status st;
     if ((st = gopt_policy_load(&pol, path, err)) || (st = gopt_trainer_checkpoint_tasks(path, &tasks, err))) {
@@ -156,7 +172,8 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
         goto out;
     }
     if (o && o->device && (st = gopt_policy_set_device(pol, o->device, err))) goto out;
-    if ((st = gopt_policy_set_threads(pol, o && o->threads > 0 ? o->threads : GOPT_GO_THREADS, err))) goto out;
+    const int threads = o && o->threads > 0 ? o->threads : GOPT_GO_THREADS;
+    if ((st = gopt_policy_set_threads(pol, threads, err))) goto out;
     if (p->ndev > gopt_policy_get_config(pol)->max_devices) {
         st = gopt_error_set(err, GOPT_EINVAL, "checkpoint %s places on at most %d devices, asked for %d", path,
                             gopt_policy_get_config(pol)->max_devices, p->ndev);
@@ -194,18 +211,20 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
         const int sty = o ? o->styles : GOPT_GO_STYLES_ALL;
         if (hq && sty != GOPT_GO_STYLES_OWN) { /* the other styles, judged too */
             const int draws = sty == GOPT_GO_STYLES_ALL ? GOPT_GO_METIS_DRAWS : 0; /* styles only with all */
-            if ((st = gopt_go_hint_table_build(p, nh, draws, &tab, err))) goto out;
+            if ((st = gopt_go_hint_table_build(p, nh, draws, threads, &tab, err))) goto out;
             nstyle = gopt_go_hint_styles(&tab, sty == GOPT_GO_STYLES_ALL, style, GOPT_GO_MAX_STYLES);
             /* the trunk is the same under every conditioning: a new forward runs the heads alone */
             if (nstyle && (st = gopt_policy_set_train_heads(pol, 1, err))) goto out;
             st = gopt_go_hints_pick(p, &tab, -1, hdev, hfeat, hgroup, q, &have, err);
         } else {
-            st = gopt_go_hints(p, nh, hdev, hfeat, hgroup, hq ? q : NULL, &have, err);
+            st = gopt_go_hints(p, nh, threads, hdev, hfeat, hgroup, hq ? q : NULL, &have, err);
         }
         if (st || (st = set_hints(pol, p, nh, have, hdev, hfeat, hgroup, q, err))) goto out;
     }
     if ((st = gopt_policy_forward(pol, fz, feat, p->ndev, NULL, err))) goto out;
-    if ((st = gopt_decisions_init(&cand, n, err)) || (st = gopt_decisions_init(&rbest, n, err))) goto out;
+    for (int v = 0; v < 6; v++)
+        if ((st = gopt_decisions_init(&jv.d[v], n, err))) goto out;
+    if ((st = gopt_decisions_init(&rbest, n, err))) goto out;
     gopt_policy_actions a = {buf, buf + N, buf + 2 * N};
     gopt_rng rng;
     gopt_rng_seed(&rng, o ? o->seed : 1);
@@ -243,27 +262,31 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
                                          : gopt_policy_sample_tempered(pol, &rng, temp, &a, err);
                 if (st) goto out;
                 /* candidate k under each fusion pass (the checkpoint's own first, the other, the
-                 * hint-bounded one) and tie order (cp first) */
+                 * hint-bounded one) and tie order (cp first), judged on the threads, kept in this order */
+                int nv = 0;
                 for (int v = 0; v < 6; v++) {
                     const int pi = v / 2, merge = pi == 1 ? !own : own, topo = v % 2; /* pi 2: merging, bounded */
                     if (ties != GOPT_GO_TIES_BEST && topo != (ties == GOPT_GO_TIES_TOPO)) continue;
                     if (!(tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE)) ? pi > 0 : !pass_wanted(fpass, pi, merge, nh > 0))
                         continue; /* no fusion learned: every pass gives the same decisions */
                     if ((st = gopt_trainer_actions_to_decisions_within(fz, tasks, merge, pi == 2 ? hgroup : NULL,
-                                                                       topo ? NULL : p, &a, &cand, group, err)))
+                                                                       topo ? NULL : p, &a, &jv.d[nv], group, err)))
                         goto out;
-                    if (!have && round == 0 && k == 0) gopt_decisions_copy(d, &cand); /* the answer if nothing is valid */
-                    if (gopt_decisions_validate(&cand, p->graph, p->ndev, NULL)) continue;
-                    int oom = 0;
-                    double s = gopt_bl_evaluate(p, &cand, &oom);
-                    if (!(s >= 0) || !isfinite(s)) continue;
+                    nv++;
+                }
+                if (!have && round == 0 && k == 0 && nv) gopt_decisions_copy(d, &jv.d[nv - 1]); /* the answer if nothing is valid */
+                if ((st = gopt_bl_parallel(p, nv, threads, judge_variant, &jv, err))) goto out;
+                for (int v = 0; v < nv; v++) {
+                    const double s = jv.s[v];
+                    const int oom = jv.oom[v];
+                    if (!(s >= 0) || !isfinite(s)) continue; /* not valid, or the evaluation failed */
                     /* a fitting solution beats any OOM one; then the shorter step */
                     if (!have_round || (rb_oom && !oom) || ((oom != 0) == rb_oom && s < rb)) {
                         rb = s;
                         rb_oom = oom != 0;
                         rb_flag = oom;
                         have_round = 1;
-                        gopt_decisions_copy(&rbest, &cand);
+                        gopt_decisions_copy(&rbest, &jv.d[v]);
                     }
                 }
             }
@@ -287,7 +310,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     }
 out:
     gopt_go_hint_table_free(&tab);
-    gopt_decisions_destroy(&cand);
+    for (int v = 0; v < 6; v++) gopt_decisions_destroy(&jv.d[v]);
     gopt_decisions_destroy(&rbest);
     gopt_decisions_destroy(&first);
     gopt_policy_free(pol);

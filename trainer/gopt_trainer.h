@@ -411,8 +411,9 @@ typedef struct {
     const char *device;     /* where the network runs (gopt_policy_set_device); NULL: the CPU */
     float temperature;      /* the samples' temperature (gopt_policy_sample_tempered); 0: 1 */
     int ties;               /* order within a priority level (gopt_go_ties): GOPT_GO_TIES_BEST (0) */
-    int threads;            /* the network's threads (gopt_policy_set_threads); 0: GOPT_GO_THREADS.
-                               Results do not depend on it. */
+    int threads;            /* the network's threads (gopt_policy_set_threads), and those the hint
+                               table (gopt_go_hint_table_build) and each candidate's judging run on;
+                               0: GOPT_GO_THREADS. Results do not depend on it. */
     int fusion_pass;        /* the pass from fusion levels to groups (gopt_go_pass): GOPT_GO_PASS_BEST (0) */
     int styles;             /* with hint quality, GOPT_GO_STYLES_ALL (0): the greedy decisions are also
                                decoded under the fastest other hint combinations (gopt_go_styles) */
@@ -473,13 +474,14 @@ void gopt_go_decoder_inputs(const gopt_bl_problem *p, double *node_time, double 
  * NULL: with it, each placer runs as placer + each of gopt_go_hint_combos,
  * judged by p's evaluator, hint h being its fastest; quality[h] = T_best / T_h
  * (1: the best; 0: found nothing that fits) and feat comes from the best
- * hint's combination (policy cfg.hint_quality). */
+ * hint's combination (policy cfg.hint_quality); those combinations run on up to `threads`
+ * threads (gopt_go_hint_table_build). */
 #define GOPT_GO_HINT_METHOD "heft+cp+xla"
 extern const char *const gopt_go_hint_combos[]; /* "+cp+xla", "+fifo+xla", "+cp+tvm", "+cp+xlamo",
                                                    "+fifo+xlamo", then NULL */
 extern const char *const gopt_go_hint_placers[GOPT_POLICY_MAX_HINTS]; /* heft, metf, metis, expert, msct,
                                                                           mtopo, single, then NULL */
-gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float *feat, int32_t *group,
+gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int threads, int32_t *dev, float *feat, int32_t *group,
                           float *quality, int *have, gopt_error *err);
 /* How many of the combinations the hints with quality are drawn from (the first nh placers of
  * gopt_go_hint_placers x gopt_go_hint_combos) the comma-separated reference list refs lacks
@@ -504,7 +506,8 @@ gopt_status gopt_go_hints_from(const gopt_frozen *fz, const gopt_costmodel *cm, 
  * p->opt.seed + 1 + j, with the same combinations: they only ever enter as styles (`go`'s
  * styles `all`), never as the graph's own hints, so a caller that needs no styles asks for
  * none (found[i] 0: it found nothing; step[i] its simulated step, INFINITY when it does not
- * fit). */
+ * fit). The entries are run on up to `threads` threads (gopt_bl_parallel: the same table on any
+ * number; one thread where p's evaluator cannot be forked). */
 typedef struct {
     int nh, nc;
     int nrows;             /* nh + the extra draws (nh when the first nh placers hold no METIS) */
@@ -514,7 +517,7 @@ typedef struct {
     unsigned char *found;  /* (nrows * nc) */
 } gopt_go_hint_table;
 #define GOPT_GO_METIS_DRAWS 3
-gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, int draws, gopt_go_hint_table *t,
+gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, int draws, int threads, gopt_go_hint_table *t,
                                      gopt_error *err);
 void gopt_go_hint_table_free(gopt_go_hint_table *t);
 /* The hints with quality from table t (what gopt_go_hints gives for pick -1), or conditioned on

@@ -148,7 +148,34 @@ void gopt_go_hint_table_free(gopt_go_hint_table *t) {
 /* The hint row that table row r stands in: its own below nh, METIS's for an extra draw. */
 static int hint_row(const gopt_go_hint_table *t, int r) { return r < t->nh ? r : t->draw_row; }
 
-gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, int draws, gopt_go_hint_table *t,
+typedef struct {
+    gopt_go_hint_table *t;
+    gopt_bl_registry reg;
+    gopt_status *st; /* (nrows * nc) */
+    gopt_error *err; /* (nrows * nc) */
+} table_job;
+
+/* Entry i of the table: its combination run and judged on q. */
+static void table_entry(void *arg, const gopt_bl_problem *q, int i) {
+    table_job *j = arg;
+    gopt_go_hint_table *t = j->t;
+    const int r = i / t->nc, c = i % t->nc;
+    char spec[96];
+    int found = 0;
+    snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[hint_row(t, r)], gopt_go_hint_combos[c]);
+    if (r >= t->nh) /* an extra draw: METIS at the next seeds ("@sS", its own stream) */
+        snprintf(spec + strlen(spec), sizeof spec - strlen(spec), "@s%llu",
+                 (unsigned long long)(q->opt.seed + 1 + (uint64_t)(r - t->nh)));
+    if ((j->st[i] = run_method(&j->reg, spec, q, &t->d[i], &found, &j->err[i]))) return;
+    int oom = 0;
+    double s = found ? gopt_bl_evaluate(q, &t->d[i], &oom) : INFINITY;
+    if (oom || !(s > 0) || !isfinite(s)) s = INFINITY;
+    t->found[i] = (unsigned char)found;
+    t->step[i] = s;
+    if (!found) gopt_decisions_destroy(&t->d[i]);
+}
+
+gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, int draws, int threads, gopt_go_hint_table *t,
                                      gopt_error *err) {
     memset(t, 0, sizeof *t);
     if (nh < 1 || nh > GOPT_POLICY_MAX_HINTS || !gopt_go_hint_placers[nh - 1])
@@ -158,8 +185,8 @@ gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, int draws
                               GOPT_GO_METIS_DRAWS);
     int nc = 0;
     while (gopt_go_hint_combos[nc]) nc++;
-    gopt_bl_registry reg;
-    gopt_bl_registry_init(&reg);
+    table_job j = {t, {0}, NULL, NULL};
+    gopt_bl_registry_init(&j.reg);
     t->nh = nh;
     t->nc = nc;
     t->draw_row = -1;
@@ -170,35 +197,22 @@ gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, int draws
     t->d = gopt_calloc((size_t)ne, sizeof *t->d, err);
     t->step = gopt_malloc(sizeof(double) * (size_t)ne, err);
     t->found = gopt_calloc((size_t)ne, 1, err);
-    if (!t->d || !t->step || !t->found) {
-        gopt_go_hint_table_free(t);
-        return GOPT_ENOMEM;
+    j.st = gopt_calloc((size_t)ne, sizeof *j.st, err);
+    j.err = gopt_calloc((size_t)ne, sizeof *j.err, err);
+    gopt_status st = GOPT_ENOMEM;
+    if (t->d && t->step && t->found && j.st && j.err) {
+        /* every entry is independent of the others (a seeded method draws from its own stream): on
+         * several threads the table is the same */
+        st = gopt_bl_parallel(p, ne, threads, table_entry, &j, err);
+        for (int i = 0; !st && i < ne; i++) /* the first failure in table order, as on one thread */
+            if ((st = j.st[i]) && err) *err = j.err[i];
     }
-    for (int r = 0; r < t->nrows; r++)
-        for (int c = 0; c < nc; c++) {
-            const int i = r * nc + c;
-            char spec[96];
-            int found = 0;
-            snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[hint_row(t, r)], gopt_go_hint_combos[c]);
-            if (r >= nh) /* an extra draw: METIS at the next seeds ("@sS", its own stream) */
-                snprintf(spec + strlen(spec), sizeof spec - strlen(spec), "@s%llu",
-                         (unsigned long long)(p->opt.seed + 1 + (uint64_t)(r - nh)));
-            gopt_status st = run_method(&reg, spec, p, &t->d[i], &found, err);
-            if (st) {
-                gopt_go_hint_table_free(t);
-                return st;
-            }
-            int oom = 0;
-            double s = found ? gopt_bl_evaluate(p, &t->d[i], &oom) : INFINITY;
-            if (oom || !(s > 0) || !isfinite(s)) s = INFINITY;
-            t->found[i] = (unsigned char)found;
-            t->step[i] = s;
-            if (!found) gopt_decisions_destroy(&t->d[i]);
-        }
-    return GOPT_OK;
+    free(j.st);
+    free(j.err);
+    if (st) gopt_go_hint_table_free(t);
+    return st;
 }
 
-/* Placer h's hint in table t: its fastest combination that fits, else the first it found; -1: none. */
 static int placer_pick(const gopt_go_hint_table *t, int h) {
     int k = -1;
     for (int c = 0; c < t->nc; c++) {
@@ -287,7 +301,7 @@ gopt_status gopt_go_hints_pick(const gopt_bl_problem *p, const gopt_go_hint_tabl
     return st;
 }
 
-gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float *feat, int32_t *group,
+gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int threads, int32_t *dev, float *feat, int32_t *group,
                           float *quality, int *have, gopt_error *err) {
     const gopt_frozen *fz = gopt_graph_frozen(p->graph);
     *have = 0;
@@ -296,7 +310,7 @@ gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int32_t *dev, float 
     gopt_status st;
     if (quality) { /* each placer's best whole combination, judged by p's evaluator */
         gopt_go_hint_table t;
-        if ((st = gopt_go_hint_table_build(p, nh, 0, &t, err))) return st; /* the own hints: no draws */
+        if ((st = gopt_go_hint_table_build(p, nh, 0, threads, &t, err))) return st; /* the own hints: no draws */
         st = gopt_go_hints_pick(p, &t, -1, dev, feat, group, quality, have, err);
         gopt_go_hint_table_free(&t);
         return st;
@@ -394,11 +408,11 @@ gopt_status tr_build_hints(gopt_trainer *t, tr_graph *G, tr_hot *H, gopt_error *
         if (!G->hint_table) return GOPT_ENOMEM;
         /* METIS's extra draws only where they are styles (gopt_go_hint_styles with all) */
         st = gopt_go_hint_table_build(&bp, nh, t->o.greedy_styles == GOPT_GO_STYLES_ALL ? GOPT_GO_METIS_DRAWS : 0,
-                                      G->hint_table, err);
+                                      t->o.sim_threads, G->hint_table, err);
         if (!st) st = gopt_go_hints_pick(&bp, G->hint_table, -1, G->hint_dev, G->hint_feat, G->hint_group, G->hint_q,
                                          &have, err);
     } else {
-        st = gopt_go_hints(&bp, nh, G->hint_dev, G->hint_feat, G->hint_group, hq ? G->hint_q : NULL, &have, err);
+        st = gopt_go_hints(&bp, nh, t->o.sim_threads, G->hint_dev, G->hint_feat, G->hint_group, hq ? G->hint_q : NULL, &have, err);
     }
     if (st) {
         gopt_error_prefix(err, "graph '%s': hints", gopt_graph_name(G->g));
