@@ -39,25 +39,28 @@ static void test_shipped_profiles(void **state) {
     struct {
         const char *file, *topo;
         double mem, fp32, bw;
+        int ndev;
     } want[] = {
-        {"p100-pcie-x8.json", "pcie_tree", 16 * GIB, 9.3e12, 732e9},
-        {"v100-dgx1-x8.json", "nvlink_cube_mesh", 16 * GIB, 15.7e12, 900e9},
-        {"a100-nvswitch-x8.json", "nvswitch", 40 * GIB, 19.5e12, 1555e9},
-        {"h100-nvswitch-x8.json", "nvswitch", 80 * GIB, 67e12, 3.35e12},
+        {"p100-pcie-x8.json", "pcie_tree", 16 * GIB, 9.3e12, 732e9, 8},
+        {"v100-dgx1-x8.json", "nvlink_cube_mesh", 16 * GIB, 15.7e12, 900e9, 8},
+        {"a100-nvswitch-x8.json", "nvswitch", 40 * GIB, 19.5e12, 1555e9, 8},
+        {"h100-nvswitch-x8.json", "nvswitch", 80 * GIB, 67e12, 3.35e12, 8},
+        {"v100-dgx2-x16.json", "nvswitch", 32 * GIB, 15.7e12, 900e9, 16},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         gopt_profile *p = load_shipped(want[i].file);
-        assert_int_equal(gopt_profile_num_devices(p), 8);
+        const int nd = want[i].ndev;
+        assert_int_equal(gopt_profile_num_devices(p), nd);
         assert_string_equal(gopt_profile_source(p), "datasheet");
         assert_true(strlen(gopt_profile_reference(p)) > 20);
         assert_string_equal(gopt_profile_topology(p), want[i].topo);
-        for (int d = 0; d < 8; d++) {
+        for (int d = 0; d < nd; d++) {
             assert_int_equal(gopt_profile_device_kind(p, d), GOPT_DEVICE_GPU);
             assert_true(gopt_profile_device_memory(p, d) == want[i].mem);
             assert_true(gopt_profile_device_peak(p, d, GOPT_DTYPE_FP32) == want[i].fp32);
             assert_true(gopt_profile_device_bandwidth(p, d) == want[i].bw);
             assert_true(gopt_profile_device_launch_overhead(p, d) > 0);
-            for (int e = 0; e < 8; e++)
+            for (int e = 0; e < nd; e++)
                 if (e != d) {
                     assert_true(gopt_profile_link_bandwidth(p, d, e) > 1e9);
                     assert_true(gopt_profile_link_latency(p, d, e) > 0);
@@ -67,7 +70,8 @@ static void test_shipped_profiles(void **state) {
         }
         assert_string_equal(gopt_profile_device_name(p, 7), "gpu7");
         assert_int_equal(gopt_profile_find_device(p, "gpu3"), 3);
-        assert_int_equal(gopt_profile_find_device(p, "gpu8"), -1);
+        assert_int_equal(gopt_profile_find_device(p, "gpu8"), nd > 8 ? 8 : -1);
+        assert_int_equal(gopt_profile_find_device(p, "gpu16"), -1);
         gopt_profile_free(p);
     }
     /* Topology details. */
@@ -84,6 +88,9 @@ static void test_shipped_profiles(void **state) {
     assert_true(gopt_profile_device_peak(pc, 0, GOPT_DTYPE_FP16) == 18.7e12);
     assert_true(gopt_profile_device_peak(pc, 0, GOPT_DTYPE_BF16) == 0); /* not given */
     gopt_profile_free(pc);
+    gopt_profile *x = load_shipped("v100-dgx2-x16.json"); /* every pair through the switch at 150 GB/s */
+    assert_true(gopt_profile_link_bandwidth(x, 0, 15) == 150e9 && gopt_profile_link_bandwidth(x, 9, 3) == 150e9);
+    gopt_profile_free(x);
 }
 
 static const char *GOOD =
