@@ -32,8 +32,8 @@ static void die(const char *what, const gopt_error *err) {
     exit(2);
 }
 
-static int usage(void) {
-    fprintf(stderr, "usage: bench_decide [--graph FILE] [--profile P] [--devices N] [--threads T] [--reps R]\n");
+static int usage(FILE *out) {
+    fprintf(out, "usage: bench_decide [--graph FILE] [--profile P] [--devices N] [--threads T] [--reps R]\n");
     return 2;
 }
 
@@ -61,10 +61,10 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage();
+            usage(stdout);
             return 0;
         }
-        if (i + 1 >= argc) return usage();
+        if (i + 1 >= argc) return usage(stderr);
         const char *v = argv[++i];
         char *end = NULL;
         if (!strcmp(a, "--graph")) graph = v;
@@ -78,13 +78,13 @@ int main(int argc, char **argv) {
             *(!strcmp(a, "--devices") ? &ndev : !strcmp(a, "--threads") ? &threads : &reps) = x;
         } else {
             fprintf(stderr, "bench_decide: unknown option '%s'\n", a);
-            return usage();
+            return usage(stderr);
         }
     }
     gopt_error err = {0};
     gopt_graph *g = NULL;
     if (graph) {
-        if (gopt_graph_load(graph, &g, &err)) die(graph, &err);
+        if (gopt_graph_load(graph, &g, &err)) die("--graph", &err);
     } else {
         gopt_zoo_spec spec = {"gnmt", 8, 128, 120, GOPT_OPTIM_ADAM};
         if (gopt_zoo_generate(&spec, &g, &err)) die("zoo gnmt", &err);
@@ -93,8 +93,8 @@ int main(int argc, char **argv) {
     gopt_costmodel *cm = NULL;
     gopt_sim *sim = NULL;
     gopt_sim_scratch *scr = NULL;
-    if (gopt_profile_load(profile, &prof, &err)) die(profile, &err);
-    if (gopt_cost_create(prof, (int)ndev, &cm, &err)) die(profile, &err);
+    if (gopt_profile_load(profile, &prof, &err)) die("--profile", &err);
+    if (gopt_cost_create(prof, (int)ndev, &cm, &err)) die("--devices", &err);
     if (gopt_sim_create(g, cm, &sim, &err) || gopt_sim_scratch_create(sim, &scr, &err)) die("simulator", &err);
     gopt_bl_options opt = {0};
     opt.seed = 1;
