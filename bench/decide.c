@@ -158,7 +158,7 @@ int main(int argc, char **argv) {
     printf("on %d threads: the table %.2f s (%.0f%%), the rest (network, decodes, judging) %.2f s; "
            "decision / table %.2fx\n",
            T[1], tab_s[1], 100 * tab_s[1] / dec_s[1], rest, dec_s[1] / tab_s[1]);
-    printf("whole decision < 1 s: %s (by %.1fx)\n", dec_s[1] < 1 ? "met" : "missed", dec_s[1]);
+    printf("whole decision < 1 s: %s (%.2f s on %d threads)\n", dec_s[1] < 1 ? "met" : "missed", dec_s[1], T[1]);
     for (int k = 0; k < 2; k++) {
         gopt_go_hint_table_free(&tab[k]);
         gopt_decisions_destroy(&d[k]);
