@@ -131,6 +131,27 @@ gopt_status gopt_bl_combo_parse(const gopt_bl_registry *r, const char *spec, gop
 gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo *c, const gopt_bl_problem *p,
                                  gopt_decisions *d, gopt_error *err);
 
+/* The same with a memo of the first attempt's placement, for several combinations with the same
+ * placement part run one after another on the same problem (GO's hint table runs each placer with
+ * five schedule+fusion combinations): the first run keeps the placement part's answer (the
+ * decisions after it, or its refusal, and the combination's random stream after it); a later run
+ * with that placement part at that seed takes it instead of placing again. Only the first attempt
+ * (the problem's memory budget) and only a combination with its own stream (p->rng NULL, or a
+ * seeded one) use it; the decisions are those of gopt_bl_combo_decide. memo starts zeroed and is
+ * released with gopt_bl_place_memo_free; one thread at a time. */
+typedef struct {
+    int valid;
+    const gopt_bl_method *place;
+    uint64_t seed;
+    gopt_status st;   /* the placement part's status; its message in err */
+    gopt_error err;
+    gopt_decisions d; /* the decisions after the placement part */
+    gopt_rng rng;     /* the combination's stream after it */
+} gopt_bl_place_memo;
+gopt_status gopt_bl_combo_decide_memo(const gopt_bl_registry *r, const gopt_bl_combo *c, const gopt_bl_problem *p,
+                                      gopt_bl_place_memo *memo, gopt_decisions *d, gopt_error *err);
+void gopt_bl_place_memo_free(gopt_bl_place_memo *m);
+
 /* ---- memory model ------------------------------------------------------ */
 double gopt_bl_node_memory(const gopt_bl_problem *p, int32_t v);
 double gopt_bl_device_capacity(const gopt_bl_problem *p, int dev);

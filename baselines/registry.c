@@ -136,8 +136,51 @@ gopt_status gopt_bl_combo_parse(const gopt_bl_registry *r, const char *spec, gop
     return GOPT_OK;
 }
 
+void gopt_bl_place_memo_free(gopt_bl_place_memo *m) {
+    gopt_decisions_destroy(&m->d);
+    memset(m, 0, sizeof *m);
+}
+
+/* The placement part m at the first attempt on q (whose stream is the combination's own, `own`):
+ * from memo when it holds m's answer at q's seed, else run and, with a memo, kept there. */
+static gopt_status place_first(const gopt_bl_method *m, const gopt_bl_problem *q, int own, gopt_bl_place_memo *memo,
+                               gopt_decisions *d, gopt_error *err) {
+    if (!memo || !own) return m->decide(q, d, err);
+    if (memo->valid && memo->place == m && memo->seed == q->opt.seed) {
+        if (memo->st) {
+            if (err) *err = memo->err;
+            return memo->st;
+        }
+        gopt_decisions_copy(d, &memo->d);
+        *q->rng = memo->rng;
+        return GOPT_OK;
+    }
+    gopt_status st = m->decide(q, d, err);
+    if (st == GOPT_ENOMEM) return st; /* not an answer: nothing kept */
+    if (memo->d.n != d->n) {
+        gopt_decisions_destroy(&memo->d);
+        memo->valid = 0;
+        gopt_status s2 = gopt_decisions_init(&memo->d, d->n, NULL);
+        if (s2) return st; /* no memo, the answer stands */
+    }
+    memo->valid = 1;
+    memo->place = m;
+    memo->seed = q->opt.seed;
+    memo->st = st;
+    memset(&memo->err, 0, sizeof memo->err);
+    if (st && err) memo->err = *err;
+    if (!st) gopt_decisions_copy(&memo->d, d);
+    memo->rng = *q->rng;
+    return st;
+}
+
 gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo *c, const gopt_bl_problem *p,
                                  gopt_decisions *d, gopt_error *err) {
+    return gopt_bl_combo_decide_memo(r, c, p, NULL, d, err);
+}
+
+gopt_status gopt_bl_combo_decide_memo(const gopt_bl_registry *r, const gopt_bl_combo *c, const gopt_bl_problem *p,
+                                      gopt_bl_place_memo *memo, gopt_decisions *d, gopt_error *err) {
     memset(d, 0, sizeof *d);
     const gopt_frozen *f = gopt_graph_frozen(p->graph);
     if (!f) return gopt_error_set(err, GOPT_EINVAL, "graph '%s' is not finalized", gopt_graph_name(p->graph));
@@ -168,7 +211,9 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
             const gopt_bl_method *m = c->part[k];
             if (!m) m = gopt_bl_registry_find(r, DEFAULTS[k]);
             if (!m) continue;
-            if ((st = m->decide(&q, d, err))) {
+            st = attempt == 0 && k == GOPT_BL_PLACEMENT ? place_first(m, &q, q.rng == &local, memo, d, err)
+                                                        : m->decide(&q, d, err);
+            if (st) {
                 if (nparts > 1) gopt_error_prefix(err, "%s", m->name); /* one part: the caller names the method */
                 break;
             }

@@ -7,7 +7,8 @@
  * devices of P (default profiles/v100-dgx1-x8.json, 8), the shipped checkpoint, gopt_go_decide's
  * defaults (greedy, every style). Printed, each the fastest of R runs (default 1):
  *  - the hint table: the 50 classical combinations GO reads (7 placers and 3 more METIS draws x
- *    5 schedule+fusion combinations, each run and simulated; gopt_go_hint_table_build) on one
+ *    5 schedule+fusion combinations, each placer run once per row, each combination simulated;
+ *    gopt_go_hint_table_build) on one
  *    thread and on T (default 2), the speedup, and whether both tables are the same;
  *  - the whole decision (gopt_go_decide) on one thread and on T, the speedup, and whether both
  *    decisions are the same; the rest of it (decision - table on T threads: the network, the

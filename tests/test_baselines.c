@@ -865,6 +865,72 @@ static double small_dev0_eval(void *ctx, const gopt_decisions *d, int *oom) {
     return t;
 }
 
+/* gopt_bl_combo_decide_memo: the decisions of gopt_bl_combo_decide, the placement run once per
+ * placer and seed; a refusal kept with its message; a shared stream never memoized */
+static void combo_pair(fixture *x, const gopt_bl_problem *p, const char *spec, gopt_bl_place_memo *memo,
+                       gopt_status want) {
+    gopt_bl_combo c;
+    gopt_error e1 = {0}, e2 = {0};
+    gopt_decisions a, b;
+    assert_int_equal(gopt_bl_combo_parse(&x->reg, spec, &c, &e1), GOPT_OK);
+    gopt_status s1 = gopt_bl_combo_decide_memo(&x->reg, &c, p, memo, &a, &e1);
+    gopt_status s2 = gopt_bl_combo_decide(&x->reg, &c, p, &b, &e2);
+    assert_int_equal(s1, want);
+    assert_int_equal(s2, want);
+    if (want) assert_string_equal(e1.msg, e2.msg);
+    else {
+        size_t s = sizeof(int32_t) * (size_t)a.n;
+        assert_memory_equal(a.device, b.device, s);
+        assert_memory_equal(a.priority, b.priority, s);
+        assert_memory_equal(a.group, b.group, s);
+    }
+    gopt_decisions_destroy(&a);
+    gopt_decisions_destroy(&b);
+}
+
+static void test_combo_memo(void **state) {
+    (void)state;
+    gopt_graph *g = two_chains(6);
+    fixture x;
+    fx_init(&x, g, 2, 1e12);
+    const char *placers[] = {"heft", "metf", "metis", "msct", "expert"};
+    const char *rest[] = {"+cp+xla", "+fifo+xla", "+cp+tvm", "+cp+xlamo", "+fifo+xlamo"};
+    gopt_bl_place_memo memo;
+    memset(&memo, 0, sizeof memo);
+    for (int i = 0; i < 5; i++)
+        for (int k = 0; k < 5; k++) {
+            char spec[64];
+            snprintf(spec, sizeof spec, "%s%s", placers[i], rest[k]);
+            combo_pair(&x, &x.pb, spec, &memo, GOPT_OK);
+            assert_true(memo.valid && memo.st == GOPT_OK && memo.seed == 1);
+            assert_string_equal(memo.place->name, placers[i]); /* another placer replaces it */
+        }
+    /* a draw at another seed is not the memo's: METIS at seed 1 kept, then @s3 and @s4 each theirs */
+    combo_pair(&x, &x.pb, "metis+cp+xla", &memo, GOPT_OK);
+    combo_pair(&x, &x.pb, "metis+cp+xla@s3", &memo, GOPT_OK);
+    assert_true(memo.seed == 3);
+    combo_pair(&x, &x.pb, "metis+fifo+xla@s3", &memo, GOPT_OK);
+    combo_pair(&x, &x.pb, "metis+fifo+xlamo@s4", &memo, GOPT_OK);
+    assert_true(memo.seed == 4);
+    gopt_bl_place_memo_free(&memo);
+    assert_false(memo.valid);
+    /* a caller's stream is shared: never memoized */
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 9);
+    gopt_bl_problem pr = x.pb;
+    pr.rng = &rng;
+    combo_pair(&x, &pr, "heft+cp+xla", &memo, GOPT_OK);
+    assert_false(memo.valid);
+    fx_destroy(&x);
+    /* a placement that fits nowhere: its refusal kept, the same message each time */
+    fx_init(&x, g, 2, 1e6);
+    for (int k = 0; k < 3; k++) combo_pair(&x, &x.pb, k == 1 ? "single+fifo+xla" : "single+cp+xla", &memo, GOPT_EUNSUP);
+    assert_true(memo.valid && memo.st == GOPT_EUNSUP && memo.err.msg[0]);
+    gopt_bl_place_memo_free(&memo);
+    fx_destroy(&x);
+    gopt_graph_free(g);
+}
+
 /* gopt_bl_parallel: every item once, each on a problem that judges as p does and has no random
  * stream; forks refused for an evaluator that is not the simulator's (then one thread, in order) */
 typedef struct {
@@ -1239,6 +1305,7 @@ int main(void) {
         cmocka_unit_test(test_validity_zoo),
         cmocka_unit_test(test_tight_memory),
         cmocka_unit_test(test_parallel_items),
+        cmocka_unit_test(test_combo_memo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -441,7 +441,8 @@ static void test_hint_table_draws(void **state) {
     gopt_graph_free(g);
 }
 
-/* The table on several threads is the table on one: every entry's decisions and step, METIS's
+/* Each entry of the table is its combination run alone; the table on several threads is the
+ * table on one: every entry's decisions and step, METIS's
  * draws among them (its calls take turns), also when the caller's problem has a random stream
  * (no combination of the table draws from it). */
 static void test_hint_table_threads(void **state) {
@@ -454,6 +455,27 @@ static void test_hint_table_threads(void **state) {
     gopt_error err = {0};
     gopt_go_hint_table t1, tk;
     assert_int_equal(gopt_go_hint_table_build(&he.p, NH, GOPT_GO_METIS_DRAWS, 1, &t1, &err), GOPT_OK);
+    /* each entry is its combination run alone (the table keeps each placer's first answer for the
+     * row's other combinations: the same decisions) */
+    gopt_bl_registry reg;
+    gopt_bl_registry_init(&reg);
+    for (int i = 0; i < t1.nrows * t1.nc; i++) {
+        const int r = i / t1.nc;
+        char spec[96];
+        snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[r < NH ? r : t1.draw_row], gopt_go_hint_combos[i % t1.nc]);
+        if (r >= NH) snprintf(spec + strlen(spec), sizeof spec - strlen(spec), "@s%d", 1 + 1 + (r - NH));
+        gopt_bl_combo c;
+        gopt_decisions e = {0};
+        assert_int_equal(gopt_bl_combo_parse(&reg, spec, &c, &err), GOPT_OK);
+        gopt_status st = gopt_bl_combo_decide(&reg, &c, &he.p, &e, &err);
+        assert_int_equal(st == GOPT_OK, t1.found[i]);
+        if (t1.found[i]) {
+            assert_memory_equal(e.device, t1.d[i].device, sizeof(int32_t) * n);
+            assert_memory_equal(e.priority, t1.d[i].priority, sizeof(int32_t) * n);
+            assert_memory_equal(e.group, t1.d[i].group, sizeof(int32_t) * n);
+        }
+        gopt_decisions_destroy(&e);
+    }
     gopt_rng rng;
     gopt_rng_seed(&rng, 5);
     for (int pass = 0; pass < 3; pass++) {

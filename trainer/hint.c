@@ -123,12 +123,12 @@ out:
 }
 
 /* Run method spec on p into d (initialised here); *found = 0 when it finds nothing that fits. */
-static gopt_status run_method(const gopt_bl_registry *reg, const char *spec, const gopt_bl_problem *p, gopt_decisions *d,
-                              int *found, gopt_error *err) {
+static gopt_status run_method(const gopt_bl_registry *reg, const char *spec, const gopt_bl_problem *p,
+                              gopt_bl_place_memo *memo, gopt_decisions *d, int *found, gopt_error *err) {
     gopt_bl_combo c;
     *found = 0;
     gopt_status st = gopt_bl_combo_parse(reg, spec, &c, err);
-    if (!st) st = gopt_bl_combo_decide(reg, &c, p, d, err);
+    if (!st) st = gopt_bl_combo_decide_memo(reg, &c, p, memo, d, err);
     if (st == GOPT_EUNSUP) { /* nothing fits: no hint from this method */
         if (err) memset(err, 0, sizeof *err);
         return GOPT_OK;
@@ -155,24 +155,30 @@ typedef struct {
     gopt_error *err; /* (nrows * nc) */
 } table_job;
 
-/* Entry i of the table: its combination run and judged on q. */
-static void table_entry(void *arg, const gopt_bl_problem *q, int i) {
+/* Row r of the table: its placer with each combination, run and judged on q one after another,
+ * the placer's first answer kept for the next (gopt_bl_combo_decide_memo: the same decisions). */
+static void table_row(void *arg, const gopt_bl_problem *q, int r) {
     table_job *j = arg;
     gopt_go_hint_table *t = j->t;
-    const int r = i / t->nc, c = i % t->nc;
-    char spec[96];
-    int found = 0;
-    snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[hint_row(t, r)], gopt_go_hint_combos[c]);
-    if (r >= t->nh) /* an extra draw: METIS at the next seeds ("@sS", its own stream) */
-        snprintf(spec + strlen(spec), sizeof spec - strlen(spec), "@s%llu",
-                 (unsigned long long)(q->opt.seed + 1 + (uint64_t)(r - t->nh)));
-    if ((j->st[i] = run_method(&j->reg, spec, q, &t->d[i], &found, &j->err[i]))) return;
-    int oom = 0;
-    double s = found ? gopt_bl_evaluate(q, &t->d[i], &oom) : INFINITY;
-    if (oom || !(s > 0) || !isfinite(s)) s = INFINITY;
-    t->found[i] = (unsigned char)found;
-    t->step[i] = s;
-    if (!found) gopt_decisions_destroy(&t->d[i]);
+    gopt_bl_place_memo memo;
+    memset(&memo, 0, sizeof memo);
+    for (int c = 0; c < t->nc; c++) {
+        const int i = r * t->nc + c;
+        char spec[96];
+        int found = 0;
+        snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[hint_row(t, r)], gopt_go_hint_combos[c]);
+        if (r >= t->nh) /* an extra draw: METIS at the next seeds ("@sS", its own stream) */
+            snprintf(spec + strlen(spec), sizeof spec - strlen(spec), "@s%llu",
+                     (unsigned long long)(q->opt.seed + 1 + (uint64_t)(r - t->nh)));
+        if ((j->st[i] = run_method(&j->reg, spec, q, &memo, &t->d[i], &found, &j->err[i]))) break;
+        int oom = 0;
+        double s = found ? gopt_bl_evaluate(q, &t->d[i], &oom) : INFINITY;
+        if (oom || !(s > 0) || !isfinite(s)) s = INFINITY;
+        t->found[i] = (unsigned char)found;
+        t->step[i] = s;
+        if (!found) gopt_decisions_destroy(&t->d[i]);
+    }
+    gopt_bl_place_memo_free(&memo);
 }
 
 gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, int draws, int threads, gopt_go_hint_table *t,
@@ -201,9 +207,9 @@ gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, int draws
     j.err = gopt_calloc((size_t)ne, sizeof *j.err, err);
     gopt_status st = GOPT_ENOMEM;
     if (t->d && t->step && t->found && j.st && j.err) {
-        /* every entry is independent of the others (a seeded method draws from its own stream): on
+        /* every row is independent of the others (a seeded method draws from its own stream): on
          * several threads the table is the same */
-        st = gopt_bl_parallel(p, ne, threads, table_entry, &j, err);
+        st = gopt_bl_parallel(p, t->nrows, threads, table_row, &j, err);
         for (int i = 0; !st && i < ne; i++) /* the first failure in table order, as on one thread */
             if ((st = j.st[i]) && err) *err = j.err[i];
     }
@@ -323,12 +329,12 @@ gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int threads, int32_t
     int found = 0, any = 0;
     for (int h = 0; h < nh; h++) {
         hp[h] = NULL;
-        if ((st = run_method(&reg, gopt_go_hint_placers[h], p, &hd[h], &found, err))) goto out;
+        if ((st = run_method(&reg, gopt_go_hint_placers[h], p, NULL, &hd[h], &found, err))) goto out;
         hp[h] = found ? &hd[h] : NULL;
         any |= found;
     }
     /* the schedule and fusion: GOPT_GO_HINT_METHOD */
-    if ((st = run_method(&reg, GOPT_GO_HINT_METHOD, p, &sd, &found, err))) goto out;
+    if ((st = run_method(&reg, GOPT_GO_HINT_METHOD, p, NULL, &sd, &found, err))) goto out;
     any |= found;
     if (any && !(st = gopt_go_hints_from(fz, p->cm, p->cost, p->ndev, nh, hp, found ? &sd : NULL, dev, feat, group,
                                          err)))
