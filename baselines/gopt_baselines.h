@@ -216,10 +216,21 @@ void gopt_bl_problem_fork_free(gopt_bl_sim_ctx *ctx);
  * every item runs in order on a copy of p without its random stream. So an item never draws from
  * a stream another item moved, a fork judges as p does, and what the items compute does not
  * depend on `threads` when fn writes only what item i owns. GOPT_ENOMEM when a fork's scratch
- * cannot be had. */
+ * cannot be had. gopt_bl_parallel makes the forks for one call; a caller with many calls makes
+ * them once (gopt_bl_forks_init: the same fallback to one copy of p), runs each call with
+ * gopt_bl_forks_run and releases them with gopt_bl_forks_free. */
 typedef void (*gopt_bl_item_fn)(void *ctx, const gopt_bl_problem *q, int i);
 gopt_status gopt_bl_parallel(const gopt_bl_problem *p, int n, int threads, gopt_bl_item_fn fn, void *ctx,
                              gopt_error *err);
+#define GOPT_BL_MAX_FORKS 16
+typedef struct {
+    int T; /* threads: forks q[0..T-1], or T = 1 and q[0] a copy of p */
+    gopt_bl_problem q[GOPT_BL_MAX_FORKS];
+    gopt_bl_sim_ctx c[GOPT_BL_MAX_FORKS];
+} gopt_bl_forks;
+gopt_status gopt_bl_forks_init(const gopt_bl_problem *p, int threads, gopt_bl_forks *f, gopt_error *err);
+void gopt_bl_forks_run(const gopt_bl_forks *f, int n, gopt_bl_item_fn fn, void *ctx);
+void gopt_bl_forks_free(gopt_bl_forks *f);
 
 typedef struct {
     double optimize_time_s; /* wall time of the method itself */

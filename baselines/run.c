@@ -47,7 +47,28 @@ void gopt_bl_problem_fork_free(gopt_bl_sim_ctx *ctx) {
     ctx->scratch = NULL;
 }
 
-#define BL_MAX_THREADS 16
+gopt_status gopt_bl_forks_init(const gopt_bl_problem *p, int threads, gopt_bl_forks *f, gopt_error *err) {
+    memset(f, 0, sizeof *f);
+    int T = threads < GOPT_BL_MAX_FORKS ? threads : GOPT_BL_MAX_FORKS;
+    gopt_status st = GOPT_OK;
+    for (int k = 0; T > 1 && k < T; k++, f->T++) {
+        gopt_error e = {0};
+        if ((st = gopt_bl_problem_fork(p, &f->q[k], &f->c[k], &e))) break;
+    }
+    if (T > 1 && f->T == T) return GOPT_OK;
+    gopt_bl_forks_free(f);
+    if (st == GOPT_ENOMEM) return gopt_error_set(err, st, "no memory for a simulator scratch per thread");
+    /* one thread, or p cannot be forked: every item in order, on p less its stream */
+    f->T = 1;
+    f->q[0] = *p;
+    f->q[0].rng = NULL;
+    return GOPT_OK;
+}
+
+void gopt_bl_forks_free(gopt_bl_forks *f) {
+    for (int k = 0; k < f->T; k++) gopt_bl_problem_fork_free(&f->c[k]);
+    memset(f, 0, sizeof *f);
+}
 
 typedef struct {
     const gopt_bl_problem *q; /* one per thread */
@@ -62,31 +83,21 @@ static void bl_par_part(void *arg, int t) {
     for (int i; (i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED)) < w->n;) w->fn(w->ctx, &w->q[t], i);
 }
 
+void gopt_bl_forks_run(const gopt_bl_forks *f, int n, gopt_bl_item_fn fn, void *ctx) {
+    bl_par w = {f->q, n, 0, fn, ctx};
+    const int T = f->T < n ? f->T : n;
+    if (T > 1) gopt_parallel_parts(T, T, bl_par_part, &w);
+    else bl_par_part(&w, 0);
+}
+
 gopt_status gopt_bl_parallel(const gopt_bl_problem *p, int n, int threads, gopt_bl_item_fn fn, void *ctx,
                              gopt_error *err) {
-    int T = threads < n ? threads : n;
-    if (T > BL_MAX_THREADS) T = BL_MAX_THREADS;
-    gopt_bl_problem q[BL_MAX_THREADS];
-    gopt_bl_sim_ctx c[BL_MAX_THREADS];
-    int made = 0;
-    gopt_status st = GOPT_OK;
-    for (; T > 1 && made < T; made++) {
-        gopt_error e = {0};
-        if ((st = gopt_bl_problem_fork(p, &q[made], &c[made], &e))) break;
-    }
-    if (T > 1 && made == T) {
-        bl_par w = {q, n, 0, fn, ctx};
-        gopt_parallel_parts(T, T, bl_par_part, &w);
-    } else if (st == GOPT_ENOMEM) {
-        gopt_error_set(err, st, "no memory for a simulator scratch per thread");
-    } else {
-        st = GOPT_OK; /* one thread, or p cannot be forked: every item in order, on p less its stream */
-        gopt_bl_problem q0 = *p;
-        q0.rng = NULL;
-        for (int i = 0; i < n; i++) fn(ctx, &q0, i);
-    }
-    for (int k = 0; k < made; k++) gopt_bl_problem_fork_free(&c[k]);
-    return st;
+    gopt_bl_forks f;
+    gopt_status st = gopt_bl_forks_init(p, threads < n ? threads : n, &f, err);
+    if (st) return st;
+    gopt_bl_forks_run(&f, n, fn, ctx);
+    gopt_bl_forks_free(&f);
+    return GOPT_OK;
 }
 
 void gopt_bl_problem_on_sim(gopt_bl_problem *p, gopt_bl_sim_ctx *ctx, const gopt_sim *sim,

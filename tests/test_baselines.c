@@ -989,6 +989,17 @@ static void test_parallel_items(void **state) {
             assert_true(w.on[i] != &p); /* a copy or a fork */
         }
     }
+    /* forks made once, run twice: the same steps each time, no scratch made per run */
+    gopt_bl_forks fk;
+    assert_int_equal(gopt_bl_forks_init(&p, 3, &fk, &err), GOPT_OK);
+    assert_int_equal(fk.T, 3);
+    for (int run = 0; run < 2; run++) {
+        memset(w.runs, 0, sizeof w.runs);
+        gopt_bl_forks_run(&fk, 7, par_item, &w);
+        for (int i = 0; i < 7; i++) assert_true(w.runs[i] == 1 && w.s[i] == want[i] && w.on[i] != &p);
+    }
+    gopt_bl_forks_free(&fk);
+    assert_int_equal(fk.T, 0);
     /* not forked: another evaluator; every item in order, on one copy of p */
     counter c = {0, &x.pb, {0}};
     gopt_bl_problem pc = x.pb;

@@ -165,6 +165,8 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     gopt_decisions rbest = {0}, first = {0}; /* first: pass 0's first round's best */
     go_variants jv;
     memset(&jv, 0, sizeof jv);
+    gopt_bl_forks forks; /* the candidates' judging threads, made once */
+    memset(&forks, 0, sizeof forks);
     unsigned tasks = GOPT_TASKS_ALL;
     gopt_status st;
     if ((st = gopt_policy_load(&pol, path, err)) || (st = gopt_trainer_checkpoint_tasks(path, &tasks, err))) {
@@ -224,6 +226,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     if ((st = gopt_policy_forward(pol, fz, feat, p->ndev, NULL, err))) goto out;
     for (int v = 0; v < 6; v++)
         if ((st = gopt_decisions_init(&jv.d[v], n, err))) goto out;
+    if ((st = gopt_bl_forks_init(p, threads, &forks, err))) goto out;
     if ((st = gopt_decisions_init(&rbest, n, err))) goto out;
     gopt_policy_actions a = {buf, buf + N, buf + 2 * N};
     gopt_rng rng;
@@ -275,7 +278,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
                     nv++;
                 }
                 if (!have && round == 0 && k == 0 && nv) gopt_decisions_copy(d, &jv.d[nv - 1]); /* the answer if nothing is valid */
-                if ((st = gopt_bl_parallel(p, nv, threads, judge_variant, &jv, err))) goto out;
+                gopt_bl_forks_run(&forks, nv, judge_variant, &jv);
                 for (int v = 0; v < nv; v++) {
                     const double s = jv.s[v];
                     const int oom = jv.oom[v];
@@ -311,6 +314,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
 out:
     gopt_go_hint_table_free(&tab);
     for (int v = 0; v < 6; v++) gopt_decisions_destroy(&jv.d[v]);
+    gopt_bl_forks_free(&forks);
     gopt_decisions_destroy(&rbest);
     gopt_decisions_destroy(&first);
     gopt_policy_free(pol);

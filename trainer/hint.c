@@ -219,6 +219,7 @@ gopt_status gopt_go_hint_table_build(const gopt_bl_problem *p, int nh, int draws
     return st;
 }
 
+/* Placer h's hint in table t: its fastest combination that fits, else the first it found; -1: none. */
 static int placer_pick(const gopt_go_hint_table *t, int h) {
     int k = -1;
     for (int c = 0; c < t->nc; c++) {
