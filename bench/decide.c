@@ -38,22 +38,19 @@ static int usage(FILE *out) {
     return 2;
 }
 
-static int same_table(const gopt_go_hint_table *a, const gopt_go_hint_table *b, int32_t n) {
-    if (a->nrows != b->nrows || a->nc != b->nc) return 0;
-    for (int i = 0; i < a->nrows * a->nc; i++) {
-        if (a->found[i] != b->found[i] || memcmp(&a->step[i], &b->step[i], sizeof(double))) return 0;
-        if (a->found[i] && (memcmp(a->d[i].device, b->d[i].device, sizeof(int32_t) * (size_t)n) ||
-                            memcmp(a->d[i].priority, b->d[i].priority, sizeof(int32_t) * (size_t)n) ||
-                            memcmp(a->d[i].group, b->d[i].group, sizeof(int32_t) * (size_t)n)))
-            return 0;
-    }
-    return 1;
-}
-
 static int same_decisions(const gopt_decisions *a, const gopt_decisions *b) {
     size_t s = sizeof(int32_t) * (size_t)a->n;
     return a->n == b->n && !memcmp(a->device, b->device, s) && !memcmp(a->priority, b->priority, s) &&
            !memcmp(a->group, b->group, s);
+}
+
+static int same_table(const gopt_go_hint_table *a, const gopt_go_hint_table *b) {
+    if (a->nrows != b->nrows || a->nc != b->nc) return 0;
+    for (int i = 0; i < a->nrows * a->nc; i++) {
+        if (a->found[i] != b->found[i] || memcmp(&a->step[i], &b->step[i], sizeof(double))) return 0;
+        if (a->found[i] && !same_decisions(&a->d[i], &b->d[i])) return 0;
+    }
+    return 1;
 }
 
 int main(int argc, char **argv) {
@@ -127,7 +124,7 @@ int main(int argc, char **argv) {
             if (s < tab_s[k]) tab_s[k] = s;
         }
     const int ne = tab[0].nrows * tab[0].nc;
-    const int tsame = same_table(&tab[0], &tab[1], n);
+    const int tsame = same_table(&tab[0], &tab[1]);
     printf("hint table (%d combinations run and simulated): 1 thread %.2f s, %d threads %.2f s: %.2fx; same table: %s\n",
            ne, tab_s[0], T[1], tab_s[1], tab_s[0] / tab_s[1], tsame ? "yes" : "NO");
     fflush(stdout);
