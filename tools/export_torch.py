@@ -65,7 +65,9 @@ ATEN_CLASS = {
                    "glu glu_backward hardswish hardswish_backward hardsigmoid hardsigmoid_backward "
                    "eq ne lt le gt ge bitwise_not logical_not mul_ add_ div_ sub_ copy_ le_ _foreach_add "
                    "_foreach_mul bernoulli rand_like scalar_tensor upsample_bilinear2d upsample_bilinear2d_backward "
-                   "upsample_nearest2d upsample_nearest2d_backward",
+                   "upsample_nearest2d upsample_nearest2d_backward upsample_trilinear3d upsample_trilinear3d_backward "
+                   "upsample_nearest3d upsample_nearest3d_backward upsample_linear1d upsample_linear1d_backward "
+                   "upsample_nearest1d upsample_nearest1d_backward",
     "reduction": "sum mean amax amin max min var_mean var std norm argmax cumsum prod any all "
                  "native_batch_norm native_batch_norm_backward _native_batch_norm_legit "
                  "native_group_norm native_group_norm_backward "
@@ -73,7 +75,10 @@ ATEN_CLASS = {
                  "_log_softmax _log_softmax_backward_data nll_loss_forward nll_loss_backward "
                  "nll_loss2d_forward nll_loss2d_backward binary_cross_entropy_with_logits max_pool2d_with_indices "
                  "max_pool2d_with_indices_backward avg_pool2d avg_pool2d_backward _adaptive_avg_pool2d "
-                 "_adaptive_avg_pool2d_backward adaptive_avg_pool2d embedding_dense_backward logsumexp topk sort",
+                 "_adaptive_avg_pool2d_backward adaptive_avg_pool2d embedding_dense_backward logsumexp topk sort "
+                 "max_pool3d_with_indices max_pool3d_with_indices_backward avg_pool3d avg_pool3d_backward "
+                 "_adaptive_avg_pool3d _adaptive_avg_pool3d_backward adaptive_avg_pool3d adaptive_max_pool2d "
+                 "adaptive_max_pool2d_backward adaptive_max_pool3d adaptive_max_pool3d_backward",
     "data_movement": "view _unsafe_view reshape t transpose permute expand clone cat split split_with_sizes "
                      "slice select unsqueeze squeeze detach embedding index_select stack unbind _to_copy "
                      "contiguous new_zeros new_empty new_ones zeros ones empty full alias slice_backward "
@@ -158,6 +163,13 @@ FLOPS_RULES = {
     "upsample_bilinear2d": lambda n, o: 8.0 * numel(o),
     "upsample_bilinear2d_backward": lambda n, o: 8.0 * _in_numel(n, o),
     "upsample_nearest2d_backward": lambda n, o: _in_numel(n, o),
+    # trilinear: 8 taps, 7 lerps; linear: 2 taps, 1 lerp (the same conventions)
+    "upsample_trilinear3d": lambda n, o: 16.0 * numel(o),
+    "upsample_trilinear3d_backward": lambda n, o: 16.0 * _in_numel(n, o),
+    "upsample_linear1d": lambda n, o: 4.0 * numel(o),
+    "upsample_linear1d_backward": lambda n, o: 4.0 * _in_numel(n, o),
+    "upsample_nearest3d_backward": lambda n, o: _in_numel(n, o),
+    "upsample_nearest1d_backward": lambda n, o: _in_numel(n, o),
 }
 
 
@@ -230,6 +242,35 @@ def layer_key(pname):
     return parts[0] if len(parts) > 1 else pname
 
 
+# torch.repeat_interleave with an int count becomes aten.repeat_interleave.Tensor, whose output
+# shape fake tensors cannot know (DynamicOutputShapeException: torchvision's MViT v1, grouped-query
+# attention written with it). With an int count it is a static expand + reshape: traced as that.
+_REPEAT_INTERLEAVE = torch.repeat_interleave
+
+
+def _repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
+    if not isinstance(x, torch.Tensor) or not isinstance(repeats, int):
+        if repeats is None:  # repeat_interleave(repeats_tensor)
+            return _REPEAT_INTERLEAVE(x, output_size=output_size)
+        return _REPEAT_INTERLEAVE(x, repeats, dim, output_size=output_size)
+    if dim is None:
+        x, dim = x.reshape(-1), 0
+    dim %= max(1, x.dim())
+    shape = list(x.shape)
+    y = x.unsqueeze(dim + 1).expand(*shape[:dim + 1], repeats, *shape[dim + 1:])
+    return y.reshape(*shape[:dim], shape[dim] * repeats, *shape[dim + 1:])
+
+
+@contextlib.contextmanager
+def _static_repeat_interleave():
+    method = torch.Tensor.repeat_interleave
+    torch.repeat_interleave, torch.Tensor.repeat_interleave = _repeat_interleave, _repeat_interleave
+    try:
+        yield
+    finally:
+        torch.repeat_interleave, torch.Tensor.repeat_interleave = _REPEAT_INTERLEAVE, method
+
+
 def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam"):
     """Trace model's training step; returns a graph dict for write_graphml."""
     model.train()
@@ -240,7 +281,8 @@ def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam"
     states = [torch.empty_like(p) for p in params for _ in range(nstate)]  # values unused: fake tensors
     buffers = [b.detach() for _, b in model.named_buffers()]
     step = make_step(model, loss_fn, names, optimizer)
-    gm = make_fx(step, tracing_mode="fake")(*params, *states, *buffers, *example_inputs)
+    with _static_repeat_interleave():
+        gm = make_fx(step, tracing_mode="fake")(*params, *states, *buffers, *example_inputs)
     gm.graph.eliminate_dead_code()
     return graph_from_fx(gm, names, nstate, len(buffers), name, family, optimizer)
 
@@ -701,6 +743,56 @@ def models():
     return table
 
 
+# torchvision's task modules a model of no --list entry may come from, by name; the others' training
+# steps need targets of their own (detection: boxes; optical flow: two frames and a flow), refused
+TORCHVISION_TASKS = ("", "video", "segmentation")
+TORCHVISION_REFUSED = ("detection", "optical_flow", "quantization")
+
+
+def torchvision_spec(name):
+    """A Spec for torchvision model `name` of no --list entry (any classifier, video or segmentation
+    model of torchvision.models.list_models), or a str saying why there is none. Defaults: the
+    constructor's (no weights, random init), inputs of the side the model needs (at least its
+    weights' min_size; ViT and Swin-v2 as built, 224 and 256), classifiers batch 32 at 224, video
+    batch 8 of 16 frames at 112, segmentation batch 8 at 256 with 21 classes; optimizer momentum
+    (torchvision's recipes), adam for transformers (vit, swin, maxvit, mvit)."""
+    import torchvision
+    tv = torchvision.models
+    try:
+        listed = {t: set(tv.list_models(getattr(tv, t) if t else tv)) for t in TORCHVISION_TASKS + TORCHVISION_REFUSED
+                  if not t or hasattr(tv, t)}
+    except AttributeError:  # torchvision before 0.14
+        return "this torchvision has no models.list_models (0.14 or later needed for models outside --list)"
+    for t in TORCHVISION_REFUSED:
+        if name in listed.get(t, ()):
+            return (f"torchvision {t} model: its training step needs targets this exporter does not build; "
+                    "write its loss and inputs with export_module() (docs/zoo.md)")
+    task = next((t for t in TORCHVISION_TASKS if name in listed[t] - (listed[""] if t else set())), None)
+    if task is None:
+        return "not in --list nor a torchvision classification, video or segmentation model"
+    ctor = getattr(getattr(tv, task) if task else tv, name)
+    try:
+        meta = tv.get_model_weights(ctor).DEFAULT.meta
+    except Exception:  # a model without weights: no minimum known
+        meta = {}
+    min_side = max(meta.get("min_size", (1, 1)))
+    transformer = name.startswith(("vit", "swin", "maxvit", "mvit"))
+    optim = "adam" if transformer else "momentum"
+    if task == "video":
+        frames = max(16, meta.get("min_temporal_size", 16))
+        return Spec(lambda b, s: ctor(), xent, lambda b, s: (torch.randn(b, 3, frames, s, s), _ids(b)), "video", optim,
+                    8, max(112, min_side), f"torchvision video {name}, {frames} frames, 400 classes")
+    if task == "segmentation":
+        return Spec(lambda b, s: ctor(weights=None, weights_backbone=None, num_classes=21), seg_xent,
+                    lambda b, s: (torch.randn(b, 3, s, s), _ids(b, s, s)), "segmentation", optim, 8,
+                    max(256, min_side), f"torchvision segmentation {name}, 21 classes")
+    side = 256 if name.startswith("swin_v2") else 224  # ViT's constructor fixes 224 whatever its weights' side
+    family = re.sub(r"[\d.]+$", "", name.split("_")[0]) or name  # resnet50 -> resnet, vgg16_bn -> vgg
+    family = "wide_resnet" if family == "wide" else family
+    return Spec(lambda b, s: ctor(), xent, lambda b, s: (torch.randn(b, 3, s, s), _ids(b)), family, optim, 32,
+                max(side, min_side) if not name.startswith("vit") else side, f"torchvision {name}")
+
+
 def export(name, spec, batch, seq, optimizer, path):
     """Export one configuration to path; returns the summary line."""
     torch.manual_seed(0)
@@ -721,7 +813,8 @@ def export(name, spec, batch, seq, optimizer, path):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("model", nargs="*", help="one or more of --list")
+    ap.add_argument("model", nargs="*", help="one or more of --list, or any torchvision classification, video or "
+                    "segmentation model by its name")
     ap.add_argument("-o", "--output", help="FILE.graphml[.gz] for one model; a directory for several or --all")
     ap.add_argument("--all", action="store_true", help="every model of --list (-o DIR)")
     ap.add_argument("--optimizer", choices=sorted(OPTIMIZERS), help="default: the model's own")
@@ -733,12 +826,23 @@ def main(argv=None):
     if args.list:
         for k, v in table.items():
             print(f"{k:22s} {v.family:12s} {v.optimizer:8s} batch {v.batch:<5d} seq {v.seq:<6d} {v.what}")
+        print("and any other torchvision classification, video or segmentation model by its name "
+              "(torchvision.models.list_models(); defaults: torchvision_spec in this script)")
         return 0
     names = list(table) if args.all else args.model
-    bad = [m for m in names if m not in table]
+    bad = []
+    for m in names:
+        if m in table:
+            continue
+        spec = torchvision_spec(m)
+        if isinstance(spec, str):
+            bad.append(f"{m} ({spec})")
+        else:
+            table[m] = spec
     if not names or bad or not args.output:
         ap.print_usage(sys.stderr)
-        print(f"export_torch.py: need models of --list (unknown: {', '.join(bad) or '-'}) and -o", file=sys.stderr)
+        print(f"export_torch.py: need models of --list or torchvision's and -o (unknown: {'; '.join(bad) or '-'})",
+              file=sys.stderr)
         return 2
     for opt, v in (("--batch", args.batch), ("--seq", args.seq)):
         if v is not None and v <= 0:
