@@ -2,7 +2,7 @@
  * optionally fine-tuned) GO on the validation split of real exported models
  * against the best classical combination per graph.
  *
- * Usage: bench_transfer [--split FILE] [--set NAME] [--graphs a,b,...] [--max-nodes N]
+ * Usage: bench_transfer [--split FILE] [--set NAME] [--graphs a,b,...] [--files G1,G2,...] [--max-nodes N]
  *                       [--profiles P1,P2,...] [--devices 4,8] [--checkpoint C] [--samples K]
  *                       [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]
  *                       [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]
@@ -13,7 +13,9 @@
  *                       [--finetune-sample-variant own|incumbent]
  *
  * For every profile x device count x graph of the split (graphs/real/splits.tsv,
- * rows whose split is --set: validation (the default), train, test, holdout or holdout2):
+ * rows whose split is --set: validation (the default), train, test, holdout or holdout2; or
+ * the graph files --files lists, your own models, each named by its file's name up to the first
+ * dot):
  *  - every placement method x {fifo, cp} x {none, xla, xlamo, tvm} through the
  *    optimizer registry (gopt_bl_optimize, the simulator as evaluator), METIS
  *    at --seed and at the GOPT_GO_METIS_DRAWS seeds after it (GO's styles draw
@@ -115,11 +117,12 @@ static gopt_status go_decide(const gopt_bl_problem *p, gopt_decisions *d, gopt_e
 }
 
 typedef struct {
-    const char *split, *set, *graphs, *profiles, *devices, *checkpoint, *recipe, *ties, *fpass, *styles, *ft_imitate_target;
+    const char *split, *set, *graphs, *files, *profiles, *devices, *checkpoint, *recipe, *ties, *fpass, *styles, *ft_imitate_target;
     long samples, max_nodes, seed, ft_samples, ft_epochs, ft_threads, ft_imitate_every, ft_splice, ft_probation, ft_splice_batch;
     const char *ft_sample_variant;
     double sa_budget, ft_seconds, temperature, ft_lr, ft_place_t, ft_splice_place;
     const char *ft_train; /* all|heads */
+    int split_given;      /* --split, --set or --graphs given: refused with --files */
 } bench_args;
 
 /* Split a comma-separated list in place into at most max items. */
@@ -342,9 +345,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         }
         i++;
         errno = 0;
-        if (!strcmp(o, "--split")) a->split = v;
-        else if (!strcmp(o, "--set")) a->set = v;
-        else if (!strcmp(o, "--graphs")) a->graphs = v;
+        if (!strcmp(o, "--split")) a->split = v, a->split_given = 1;
+        else if (!strcmp(o, "--set")) a->set = v, a->split_given = 1;
+        else if (!strcmp(o, "--graphs")) a->graphs = v, a->split_given = 1;
+        else if (!strcmp(o, "--files")) a->files = v;
         else if (!strcmp(o, "--profiles")) a->profiles = v;
         else if (!strcmp(o, "--devices")) a->devices = v;
         else if (!strcmp(o, "--checkpoint")) a->checkpoint = v;
@@ -379,6 +383,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             fprintf(stderr, "bench_transfer: option %s: '%s' is not a number\n", o, v);
             return 2;
         }
+    }
+    if (a->files && a->split_given) {
+        fprintf(stderr, "bench_transfer: --files names the graphs itself: it takes no --split, --set or --graphs\n");
+        return 2;
     }
     if (!is_split(a->set)) {
         fprintf(stderr, "bench_transfer: --set '%s' is not " SPLIT_NAMES "\n", a->set);
@@ -417,7 +425,8 @@ int main(int argc, char **argv) {
     int pr = parse_args(argc, argv, &a);
     if (pr) {
         fprintf(pr == 1 ? stdout : stderr,
-                "usage: bench_transfer [--split FILE] [--set validation|train|test|holdout|holdout2] [--graphs a,b,...] [--max-nodes N]\n"
+                "usage: bench_transfer [--split FILE] [--set validation|train|test|holdout|holdout2] [--graphs a,b,...]\n"
+                "                      [--files G1,G2,...] [--max-nodes N]\n"
                 "                      [--profiles P1,P2] [--devices 4,8] [--checkpoint C] [--samples K]\n"
                 "                      [--temperature T] [--sa-budget S] [--finetune-seconds T] [--seed S]\n"
                 "                      [--finetune-recipe ppo|warm] [--finetune-epochs E] [--go-ties best|cp|topo]\n"
@@ -437,9 +446,29 @@ int main(int argc, char **argv) {
     g_go.styles = gopt_go_styles_parse(a.styles);
     char path[1024], profs[1024], devs[256], sel[1024];
     static char names[MAX_ITEMS][64];
-    source_path(a.split, path, sizeof path);
-    int ng = read_split(path, a.set, names, MAX_ITEMS);
-    if (ng < 0) return 2;
+    char *given[MAX_ITEMS], flist[8192];
+    int ng;
+    if (a.files) { /* the user's own graphs: named by their files */
+        if (strlen(a.files) >= sizeof flist) {
+            fprintf(stderr, "bench_transfer: --files: the list is longer than %zu characters\n", sizeof flist - 1);
+            return 2;
+        }
+        snprintf(flist, sizeof flist, "%s", a.files);
+        ng = split_list(flist, given, MAX_ITEMS);
+        if (ng == MAX_ITEMS && strtok(NULL, ",")) {
+            fprintf(stderr, "bench_transfer: --files: more than %d graphs\n", MAX_ITEMS);
+            return 2;
+        }
+        for (int i = 0; i < ng; i++) {
+            const char *base = strrchr(given[i], '/') ? strrchr(given[i], '/') + 1 : given[i];
+            size_t len = strcspn(base, ".");
+            snprintf(names[i], 64, "%.*s", (int)(len < 63 ? len : 63), base);
+        }
+    } else {
+        source_path(a.split, path, sizeof path);
+        ng = read_split(path, a.set, names, MAX_ITEMS);
+        if (ng < 0) return 2;
+    }
     if (a.graphs) { /* keep the split's rows named in --graphs, refuse names not in the split */
         char *want[MAX_ITEMS];
         snprintf(sel, sizeof sel, "%s", a.graphs);
@@ -487,7 +516,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < ng; i++) {
         char rel[256];
         snprintf(rel, sizeof rel, "graphs/real/%.63s.graphml.gz", names[i]);
-        source_path(rel, files[keep], sizeof files[keep]);
+        if (a.files) snprintf(files[keep], sizeof files[keep], "%s", given[i]);
+        else source_path(rel, files[keep], sizeof files[keep]);
         if (gopt_graph_load(files[keep], &graphs[keep], &err)) {
             fprintf(stderr, "bench_transfer: %s\n", err.msg);
             return 2;
@@ -504,8 +534,11 @@ int main(int argc, char **argv) {
     const char *shown = g_go.checkpoint; /* relative to the source tree where it lies there */
     size_t sl = strlen(GOPT_SOURCE_DIR);
     if (!strncmp(shown, GOPT_SOURCE_DIR, sl) && shown[sl] == '/') shown += sl + 1;
-    printf("bench_transfer: %d graphs of the %s split (%s), checkpoint %s, GO best of %ld samples (temperature %.3g), sa %.3g s%s\n",
-           ng, a.set, a.split, shown, a.samples, a.temperature, a.sa_budget, a.ft_seconds > 0 ? "" : ", no fine-tuning");
+    char from[256];
+    if (a.files) snprintf(from, sizeof from, "given (--files)");
+    else snprintf(from, sizeof from, "of the %s split (%s)", a.set, a.split);
+    printf("bench_transfer: %d graphs %s, checkpoint %s, GO best of %ld samples (temperature %.3g), sa %.3g s%s\n",
+           ng, from, shown, a.samples, a.temperature, a.sa_budget, a.ft_seconds > 0 ? "" : ", no fine-tuning");
     if (a.ft_seconds > 0) {
         char every[256] = "";
         if (a.ft_imitate_every)

@@ -3,7 +3,8 @@
 # shipped exports (every row names a file, every file has one row, splits are
 # train, validation, test, holdout or holdout2, at least 10 validation models; tests/cli/zoo.sh loads
 # every file), and
-# tools/pretrain-data.sh and bench_transfer refuse bad arguments with exit 2 before writing anything.
+# tools/pretrain-data.sh and bench_transfer refuse bad arguments with exit 2 before writing anything;
+# bench_transfer --files judges a graph of the user's own.
 set -u
 GOPT=$1
 SRC=$2
@@ -48,5 +49,14 @@ if [ -x "$B" ]; then
     printf 'resnet50\tholdout9\tresnet\n' > "$T/split.tsv"
     "$B" --split "$T/split.tsv" > /dev/null 2> "$T/err"; [ $? = 2 ] || fail "a split file with split holdout9: not exit 2"
     grep -q "$T/split.tsv:1: split 'holdout9'" "$T/err" || fail "a bad split row: no message naming file, line and value"
+    # --files: the user's own graphs, named by their files; a missing one is named, exit 2
+    "$B" --files "$T/none.graphml.gz" > /dev/null 2> "$T/err"; [ $? = 2 ] || fail "bench_transfer --files missing: not exit 2"
+    grep -q "$T/none.graphml.gz" "$T/err" || fail "--files missing: no message naming the file"
+    "$B" --files "$T/none.graphml.gz" --set test > /dev/null 2>&1; [ $? = 2 ] || fail "--files with --set: not exit 2"
+    cp "$SRC/graphs/real/alexnet.graphml.gz" "$T/mine.graphml.gz"
+    "$B" --files "$T/mine.graphml.gz" --profiles "$SRC/profiles/v100-dgx1-x8.json" --devices 2 --sa-budget 0 \
+        --samples 0 > "$T/out" 2> "$T/err" || fail "bench_transfer --files: $(cat "$T/err")"
+    grep -q "^mine  *164 " "$T/out" || fail "bench_transfer --files: no row for the given graph: $(cat "$T/out")"
+    grep -q "1 graphs given (--files)" "$T/out" || fail "bench_transfer --files: header"
 fi
 echo "ok: $(wc -l < "$T/rows") models, $nval validation"
