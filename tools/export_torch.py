@@ -67,7 +67,11 @@ ATEN_CLASS = {
                    "_foreach_mul bernoulli rand_like scalar_tensor upsample_bilinear2d upsample_bilinear2d_backward "
                    "upsample_nearest2d upsample_nearest2d_backward upsample_trilinear3d upsample_trilinear3d_backward "
                    "upsample_nearest3d upsample_nearest3d_backward upsample_linear1d upsample_linear1d_backward "
-                   "upsample_nearest1d upsample_nearest1d_backward",
+                   "upsample_nearest1d upsample_nearest1d_backward cos sin tan atan erf erfinv log1p expm1 log2 "
+                   "log10 floor ceil round trunc remainder fmod softplus softplus_backward elu elu_backward "
+                   "leaky_relu leaky_relu_backward mish mish_backward logical_and logical_or bitwise_and bitwise_or "
+                   "isnan isinf nan_to_num _prelu_kernel _prelu_kernel_backward sgn square clamp_max xlogy rand "
+                   "randn randint logit hardshrink celu rrelu_with_noise",
     "reduction": "sum mean amax amin max min var_mean var std norm argmax cumsum prod any all "
                  "native_batch_norm native_batch_norm_backward _native_batch_norm_legit "
                  "native_group_norm native_group_norm_backward "
@@ -78,7 +82,11 @@ ATEN_CLASS = {
                  "_adaptive_avg_pool2d_backward adaptive_avg_pool2d embedding_dense_backward logsumexp topk sort "
                  "max_pool3d_with_indices max_pool3d_with_indices_backward avg_pool3d avg_pool3d_backward "
                  "_adaptive_avg_pool3d _adaptive_avg_pool3d_backward adaptive_avg_pool3d adaptive_max_pool2d "
-                 "adaptive_max_pool2d_backward adaptive_max_pool3d adaptive_max_pool3d_backward",
+                 "adaptive_max_pool2d_backward adaptive_max_pool3d adaptive_max_pool3d_backward cumprod "
+                 "logcumsumexp mse_loss mse_loss_backward smooth_l1_loss smooth_l1_loss_backward huber_loss "
+                 "huber_loss_backward binary_cross_entropy binary_cross_entropy_backward "
+                 "binary_cross_entropy_with_logits_backward kl_div median mode kthvalue nansum std_mean "
+                 "max_pool1d_with_indices _native_batch_norm_legit_functional",
     "data_movement": "view _unsafe_view reshape t transpose permute expand clone cat split split_with_sizes "
                      "slice select unsqueeze squeeze detach embedding index_select stack unbind _to_copy "
                      "contiguous new_zeros new_empty new_ones zeros ones empty full alias slice_backward "

@@ -1,5 +1,5 @@
 # tools/export_torch.py: any torchvision model by name (a video model here, small), a model whose
-# ops are 3-D pooling and an int repeat_interleave (classed, none left `other`; traced though fake
+# ops are 3-D pooling, leaky ReLU, sin and an int repeat_interleave (classed, none left `other`; traced though fake
 # tensors cannot shape aten.repeat_interleave.Tensor), and refusals (exit 2, naming the model and
 # why). Skipped (77) where PyTorch is not installed. Each call imports torch (several seconds).
 . "$(dirname "$0")/lib.bash"
@@ -29,7 +29,7 @@ class M(nn.Module):
         self.pos = nn.Parameter(torch.zeros(2, 4))
         self.fc = nn.Linear(4, 5)
     def forward(self, x):
-        y = F.max_pool3d(self.c(x), 2)
+        y = F.max_pool3d(F.leaky_relu(self.c(x)), 2) + torch.sin(x[:, :1, :, :, :]).mean()
         y = F.interpolate(F.avg_pool3d(y, 2), scale_factor=2, mode="trilinear")
         y = F.adaptive_avg_pool3d(y, 1).flatten(1) + torch.repeat_interleave(self.pos, 2, dim=0).sum(0)
         return self.fc(y)
