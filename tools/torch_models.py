@@ -148,6 +148,70 @@ class GPT(nn.Module):
         return self.head(self.ln(x))
 
 
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
+
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+def _rope(x):
+    """rotary position embedding of (B, H, T, hd), the angles computed in the step (sin, cos)"""
+    T, hd = x.shape[-2], x.shape[-1]
+    ang = torch.outer(torch.arange(T).float(), 1.0 / 10000 ** (torch.arange(0, hd, 2).float() / hd))
+    cos, sin = ang.cos(), ang.sin()
+    x1, x2 = x[..., ::2], x[..., 1::2]
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), -1).flatten(-2)
+
+
+class LlamaBlock(nn.Module):
+    """pre-RMSNorm block: grouped-query causal attention with rotary positions (kv_heads key/value
+    heads, each shared by heads / kv_heads query heads: repeat_interleave), SwiGLU MLP"""
+
+    def __init__(self, d, heads, kv_heads, hidden):
+        super().__init__()
+        self.h, self.kv, self.hd = heads, kv_heads, d // heads
+        self.q = nn.Linear(d, d, bias=False)
+        self.k = nn.Linear(d, kv_heads * self.hd, bias=False)
+        self.v = nn.Linear(d, kv_heads * self.hd, bias=False)
+        self.o = nn.Linear(d, d, bias=False)
+        self.n1, self.n2 = RMSNorm(d), RMSNorm(d)
+        self.gate, self.up = nn.Linear(d, hidden, bias=False), nn.Linear(d, hidden, bias=False)
+        self.down = nn.Linear(hidden, d, bias=False)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        y = self.n1(x)
+        q = _rope(self.q(y).view(B, T, self.h, self.hd).transpose(1, 2))
+        k = _rope(self.k(y).view(B, T, self.kv, self.hd).transpose(1, 2))
+        v = self.v(y).view(B, T, self.kv, self.hd).transpose(1, 2)
+        k, v = k.repeat_interleave(self.h // self.kv, dim=1), v.repeat_interleave(self.h // self.kv, dim=1)
+        a = (q @ k.transpose(-1, -2)) / math.sqrt(self.hd)
+        a = a.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf")).softmax(-1)
+        x = x + self.o((a @ v).transpose(1, 2).reshape(B, T, D))
+        y = self.n2(x)
+        return x + self.down(F.silu(self.gate(y)) * self.up(y))
+
+
+class Llama(nn.Module):
+    """Llama-style decoder LM: token embeddings, LlamaBlocks, final RMSNorm, untied LM head"""
+
+    def __init__(self, vocab, d, layers, heads, kv_heads, hidden):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList([LlamaBlock(d, heads, kv_heads, hidden) for _ in range(layers)])
+        self.norm = RMSNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, ids):  # (B, T)
+        x = self.tok(ids)
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.norm(x))
+
+
 class BERT(nn.Module):
     """BERT-style encoder: token, position and segment embeddings, post-norm
     blocks (nn.TransformerEncoderLayer, GELU), masked-LM head (dense, GELU,
