@@ -138,7 +138,10 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
  * with that placement part at that seed takes it instead of placing again. Only the first attempt
  * (the problem's memory budget) and only a combination with its own stream (p->rng NULL, or a
  * seeded one) use it; the decisions are those of gopt_bl_combo_decide. memo starts zeroed and is
- * released with gopt_bl_place_memo_free; one thread at a time. */
+ * released with gopt_bl_place_memo_free; one thread at a time. step, when not NULL, receives the
+ * evaluator's step time of the decisions returned when the run already judged exactly them (the
+ * out-of-memory check of its last attempt found them fitting, and no joint part followed), else
+ * NAN: a caller that simulates every answer (the hint table) need not simulate it again. */
 typedef struct {
     int valid;
     const gopt_bl_method *place;
@@ -149,7 +152,8 @@ typedef struct {
     gopt_rng rng;     /* the combination's stream after it */
 } gopt_bl_place_memo;
 gopt_status gopt_bl_combo_decide_memo(const gopt_bl_registry *r, const gopt_bl_combo *c, const gopt_bl_problem *p,
-                                      gopt_bl_place_memo *memo, gopt_decisions *d, gopt_error *err);
+                                      gopt_bl_place_memo *memo, gopt_decisions *d, double *step,
+                                      gopt_error *err);
 void gopt_bl_place_memo_free(gopt_bl_place_memo *m);
 
 /* ---- memory model ------------------------------------------------------ */

@@ -866,14 +866,17 @@ static double small_dev0_eval(void *ctx, const gopt_decisions *d, int *oom) {
 }
 
 /* gopt_bl_combo_decide_memo: the decisions of gopt_bl_combo_decide, the placement run once per
- * placer and seed; a refusal kept with its message; a shared stream never memoized */
+ * placer and seed; a refusal kept with its message; a shared stream never memoized; the step it
+ * reports, when it reports one, the evaluator's for those decisions (counted in memo_steps) */
+static int memo_steps;
 static void combo_pair(fixture *x, const gopt_bl_problem *p, const char *spec, gopt_bl_place_memo *memo,
                        gopt_status want) {
     gopt_bl_combo c;
     gopt_error e1 = {0}, e2 = {0};
     gopt_decisions a, b;
     assert_int_equal(gopt_bl_combo_parse(&x->reg, spec, &c, &e1), GOPT_OK);
-    gopt_status s1 = gopt_bl_combo_decide_memo(&x->reg, &c, p, memo, &a, &e1);
+    double step = 0;
+    gopt_status s1 = gopt_bl_combo_decide_memo(&x->reg, &c, p, memo, &a, &step, &e1);
     gopt_status s2 = gopt_bl_combo_decide(&x->reg, &c, p, &b, &e2);
     assert_int_equal(s1, want);
     assert_int_equal(s2, want);
@@ -883,6 +886,14 @@ static void combo_pair(fixture *x, const gopt_bl_problem *p, const char *spec, g
         assert_memory_equal(a.device, b.device, s);
         assert_memory_equal(a.priority, b.priority, s);
         assert_memory_equal(a.group, b.group, s);
+        int oom = 0;
+        double t = gopt_bl_evaluate(p, &b, &oom);
+        if (!isnan(step)) {
+            assert_true(p->evaluate != NULL);
+            assert_false(oom);
+            assert_true(step == t);
+            memo_steps++;
+        }
     }
     gopt_decisions_destroy(&a);
     gopt_decisions_destroy(&b);
@@ -921,6 +932,25 @@ static void test_combo_memo(void **state) {
     pr.rng = &rng;
     combo_pair(&x, &pr, "heft+cp+xla", &memo, GOPT_OK);
     assert_false(memo.valid);
+    /* with an evaluator each answer comes with its step, the evaluator's (checked in combo_pair);
+     * without one, none (the estimate is the caller's to make) */
+    counter cn = {0, &x.pb, {0}};
+    gopt_bl_problem pe = x.pb;
+    pe.evaluate = counting_eval;
+    pe.eval_ctx = &cn;
+    memo_steps = 0;
+    for (int k = 0; k < 5; k++) {
+        char spec[64];
+        snprintf(spec, sizeof spec, "heft%s", rest[k]);
+        combo_pair(&x, &pe, spec, &memo, GOPT_OK);
+    }
+    assert_int_equal(memo_steps, 5);
+    assert_true(cn.calls >= 5 + 5); /* one check in each run, one in combo_pair */
+    gopt_bl_place_memo_free(&memo);
+    memo_steps = 0;
+    combo_pair(&x, &x.pb, "heft+cp+xla", &memo, GOPT_OK);
+    assert_int_equal(memo_steps, 0);
+    gopt_bl_place_memo_free(&memo);
     fx_destroy(&x);
     /* a placement that fits nowhere: its refusal kept, the same message each time */
     fx_init(&x, g, 2, 1e6);

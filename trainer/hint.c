@@ -122,13 +122,17 @@ out:
     return st;
 }
 
-/* Run method spec on p into d (initialised here); *found = 0 when it finds nothing that fits. */
+/* Run method spec on p into d (initialised here); *found = 0 when it finds nothing that fits;
+ * *step (step may be NULL): its step time when the run judged d already (gopt_bl_combo_decide_memo),
+ * else NAN. */
 static gopt_status run_method(const gopt_bl_registry *reg, const char *spec, const gopt_bl_problem *p,
-                              gopt_bl_place_memo *memo, gopt_decisions *d, int *found, gopt_error *err) {
+                              gopt_bl_place_memo *memo, gopt_decisions *d, int *found, double *step,
+                              gopt_error *err) {
     gopt_bl_combo c;
     *found = 0;
+    if (step) *step = NAN;
     gopt_status st = gopt_bl_combo_parse(reg, spec, &c, err);
-    if (!st) st = gopt_bl_combo_decide_memo(reg, &c, p, memo, d, err);
+    if (!st) st = gopt_bl_combo_decide_memo(reg, &c, p, memo, d, step, err);
     if (st == GOPT_EUNSUP) { /* nothing fits: no hint from this method */
         if (err) memset(err, 0, sizeof *err);
         return GOPT_OK;
@@ -166,13 +170,15 @@ static void table_row(void *arg, const gopt_bl_problem *q, int r) {
         const int i = r * t->nc + c;
         char spec[96];
         int found = 0;
+        double s = NAN;
         snprintf(spec, sizeof spec, "%s%s", gopt_go_hint_placers[hint_row(t, r)], gopt_go_hint_combos[c]);
         if (r >= t->nh) /* an extra draw: METIS at the next seeds ("@sS", its own stream) */
             snprintf(spec + strlen(spec), sizeof spec - strlen(spec), "@s%llu",
                      (unsigned long long)(q->opt.seed + 1 + (uint64_t)(r - t->nh)));
-        if ((j->st[i] = run_method(&j->reg, spec, q, &memo, &t->d[i], &found, &j->err[i]))) break;
-        int oom = 0;
-        double s = found ? gopt_bl_evaluate(q, &t->d[i], &oom) : INFINITY;
+        if ((j->st[i] = run_method(&j->reg, spec, q, &memo, &t->d[i], &found, &s, &j->err[i]))) break;
+        int oom = 0; /* simulated once: the run's own out-of-memory check judged its answer already */
+        if (!found) s = INFINITY;
+        else if (isnan(s)) s = gopt_bl_evaluate(q, &t->d[i], &oom);
         if (oom || !(s > 0) || !isfinite(s)) s = INFINITY;
         t->found[i] = (unsigned char)found;
         t->step[i] = s;
@@ -330,12 +336,12 @@ gopt_status gopt_go_hints(const gopt_bl_problem *p, int nh, int threads, int32_t
     int found = 0, any = 0;
     for (int h = 0; h < nh; h++) {
         hp[h] = NULL;
-        if ((st = run_method(&reg, gopt_go_hint_placers[h], p, NULL, &hd[h], &found, err))) goto out;
+        if ((st = run_method(&reg, gopt_go_hint_placers[h], p, NULL, &hd[h], &found, NULL, err))) goto out;
         hp[h] = found ? &hd[h] : NULL;
         any |= found;
     }
     /* the schedule and fusion: GOPT_GO_HINT_METHOD */
-    if ((st = run_method(&reg, GOPT_GO_HINT_METHOD, p, NULL, &sd, &found, err))) goto out;
+    if ((st = run_method(&reg, GOPT_GO_HINT_METHOD, p, NULL, &sd, &found, NULL, err))) goto out;
     any |= found;
     if (any && !(st = gopt_go_hints_from(fz, p->cm, p->cost, p->ndev, nh, hp, found ? &sd : NULL, dev, feat, group,
                                          err)))
