@@ -58,5 +58,7 @@ if [ -x "$B" ]; then
         --samples 0 > "$T/out" 2> "$T/err" || fail "bench_transfer --files: $(cat "$T/err")"
     grep -q "^mine  *164 " "$T/out" || fail "bench_transfer --files: no row for the given graph: $(cat "$T/out")"
     grep -q "1 graphs given (--files)" "$T/out" || fail "bench_transfer --files: header"
+    grep -q "best of 0 [0-9.]*x (<= 0.97: the target is for 16 samples: not judged)" "$T/out" ||
+        fail "bench_transfer --samples 0: the best-of-16 target judged: $(grep geometric "$T/out" | head -1)"
 fi
 echo "ok: $(wc -l < "$T/rows") models, $nval validation"
