@@ -183,6 +183,7 @@ gopt_status gopt_bl_combo_decide_memo(const gopt_bl_registry *r, const gopt_bl_c
                                       gopt_bl_place_memo *memo, gopt_decisions *d, double *step, gopt_error *err) {
     memset(d, 0, sizeof *d);
     if (step) *step = NAN;
+    double judged = NAN; /* the evaluator's step of d as it stands, when the last check judged it */
     const gopt_frozen *f = gopt_graph_frozen(p->graph);
     if (!f) return gopt_error_set(err, GOPT_EINVAL, "graph '%s' is not finalized", gopt_graph_name(p->graph));
     if (p->ndev < 1 || p->ndev > gopt_cost_num_devices(p->cm) || p->cost->ndev < p->ndev || p->cost->n != f->n)
@@ -233,7 +234,7 @@ gopt_status gopt_bl_combo_decide_memo(const gopt_bl_registry *r, const gopt_bl_c
         if (!p->evaluate || attempt == 6) break;
         int oom = 0;
         double t = p->evaluate(p->eval_ctx, d, &oom);
-        if (!oom && step) *step = t; /* d as judged: the answer unless a joint part follows */
+        if (!oom) judged = t;
         if (!oom || !isfinite(t) || t < 0) break;
         if (!have_prev && (st = gopt_decisions_init(&prev, f->n, err))) goto out;
         gopt_decisions_copy(&prev, d);
@@ -268,7 +269,6 @@ gopt_status gopt_bl_combo_decide_memo(const gopt_bl_registry *r, const gopt_bl_c
      * model for the placement parts' own answer, not for what the joint method will decide */
     q.opt.mem_fraction = p->opt.mem_fraction;
     memcpy(q.opt.dev_cap, p->opt.dev_cap, sizeof q.opt.dev_cap);
-    if (c->part[GOPT_BL_JOINT] && step) *step = NAN; /* it changes d */
     if (c->part[GOPT_BL_JOINT] && (st = c->part[GOPT_BL_JOINT]->decide(&q, d, err))) {
         if (nparts > 1) gopt_error_prefix(err, "%s", c->part[GOPT_BL_JOINT]->name);
         goto out;
@@ -277,6 +277,7 @@ gopt_status gopt_bl_combo_decide_memo(const gopt_bl_registry *r, const gopt_bl_c
         gopt_error_prefix(err, "internal: a method produced invalid decisions");
         st = GOPT_EINTERNAL;
     }
+    if (!st && step && !c->part[GOPT_BL_JOINT]) *step = judged; /* a joint part changed d after the check */
 out:
     gopt_decisions_destroy(&prev);
     return st;
