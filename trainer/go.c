@@ -135,11 +135,12 @@ static gopt_status set_hints(gopt_policy *pol, const gopt_bl_problem *p, int nh,
                                  err);
 }
 
-/* A candidate's variants (fusion pass x tie order), judged on the problem's threads. */
+/* A candidate's variants (three fusion passes x two tie orders), judged on the problem's threads. */
+#define GO_VARIANTS 6
 typedef struct {
-    gopt_decisions d[6];
-    double s[6]; /* -1: not valid */
-    int oom[6];
+    gopt_decisions d[GO_VARIANTS];
+    double s[GO_VARIANTS]; /* -1: not valid */
+    int oom[GO_VARIANTS];
 } go_variants;
 
 static void judge_variant(void *arg, const gopt_bl_problem *q, int v) {
@@ -224,7 +225,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
         if (st || (st = set_hints(pol, p, nh, have, hdev, hfeat, hgroup, q, err))) goto out;
     }
     if ((st = gopt_policy_forward(pol, fz, feat, p->ndev, NULL, err))) goto out;
-    for (int v = 0; v < 6; v++)
+    for (int v = 0; v < GO_VARIANTS; v++)
         if ((st = gopt_decisions_init(&jv.d[v], n, err))) goto out;
     if ((st = gopt_bl_forks_init(p, threads, &forks, err))) goto out;
     if ((st = gopt_decisions_init(&rbest, n, err))) goto out;
@@ -267,7 +268,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
                 /* candidate k under each fusion pass (the checkpoint's own first, the other, the
                  * hint-bounded one) and tie order (cp first), judged on the threads, kept in this order */
                 int nv = 0;
-                for (int v = 0; v < 6; v++) {
+                for (int v = 0; v < GO_VARIANTS; v++) {
                     const int pi = v / 2, merge = pi == 1 ? !own : own, topo = v % 2; /* pi 2: merging, bounded */
                     if (ties != GOPT_GO_TIES_BEST && topo != (ties == GOPT_GO_TIES_TOPO)) continue;
                     if (!(tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE)) ? pi > 0 : !pass_wanted(fpass, pi, merge, nh > 0))
@@ -313,7 +314,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     }
 out:
     gopt_go_hint_table_free(&tab);
-    for (int v = 0; v < 6; v++) gopt_decisions_destroy(&jv.d[v]);
+    for (int v = 0; v < GO_VARIANTS; v++) gopt_decisions_destroy(&jv.d[v]);
     gopt_bl_forks_free(&forks);
     gopt_decisions_destroy(&rbest);
     gopt_decisions_destroy(&first);
