@@ -560,6 +560,22 @@ def _ids(*s):
     return torch.zeros(*s, dtype=torch.long)
 
 
+def _image_inputs(b, s):
+    """images (B, 3, S, S) and one label each"""
+    return torch.randn(b, 3, s, s), _ids(b)
+
+
+def _video_inputs(frames):
+    """clips (B, 3, frames, S, S) and one label each"""
+    return lambda b, s: (torch.randn(b, 3, frames, s, s), _ids(b))
+
+
+def _segmentation_spec(ctor, side, optimizer, what, **kw):
+    """a torchvision segmentation model at batch 8, 21 classes, the per-pixel loss"""
+    return Spec(lambda b, s: ctor(weights=None, weights_backbone=None, num_classes=21, **kw), seg_xent,
+                lambda b, s: (torch.randn(b, 3, s, s), _ids(b, s, s)), "segmentation", optimizer, 8, side, what)
+
+
 def models():
     import torchvision
     import torch_models as tm
@@ -634,21 +650,17 @@ def models():
     vision("regnet_x_8gf", "regnet")
     vision("mnasnet1_3", "mnasnet")
     vision("swin_v2_s", "swin", "adam", side=256)
-    table["r3d_18"] = Spec(lambda b, s: tv.video.r3d_18(), xent,
-                           lambda b, s: (torch.randn(b, 3, 16, s, s), _ids(b)), "video", "momentum", 8, 112,
+    table["r3d_18"] = Spec(lambda b, s: tv.video.r3d_18(), xent, _video_inputs(16), "video", "momentum", 8, 112,
                            "torchvision video r3d_18: 3D ResNet-18, 16 frames, 400 classes")
 
     def segmentation(name, what):
-        ctor = getattr(tv.segmentation, name)
-        table[name] = Spec(lambda b, s: ctor(weights=None, weights_backbone=None, aux_loss=False, num_classes=21),
-                           seg_xent, lambda b, s: (torch.randn(b, 3, s, s), _ids(b, s, s)), "segmentation",
-                           "momentum", 8, 256, what)
+        table[name] = _segmentation_spec(getattr(tv.segmentation, name), 256, "momentum", what, aux_loss=False)
 
     segmentation("fcn_resnet50", "torchvision FCN, ResNet-50 backbone, 21 classes, no aux head")
     segmentation("deeplabv3_mobilenet_v3_large", "torchvision DeepLabV3, MobileNet-v3-large backbone, 21 classes")
     for k in table.values():
         if k.inputs is None:
-            k.inputs = lambda b, s: (torch.randn(b, 3, s, s), _ids(b))
+            k.inputs = _image_inputs
 
     lm = lambda b, s: (_ids(b, s), _ids(b, s))
 
@@ -795,16 +807,14 @@ def torchvision_spec(name):
     optim = "adam" if transformer else "momentum"
     if task == "video":
         frames = max(16, meta.get("min_temporal_size", 16))
-        return Spec(lambda b, s: ctor(), xent, lambda b, s: (torch.randn(b, 3, frames, s, s), _ids(b)), "video", optim,
-                    8, max(112, min_side), f"torchvision video {name}, {frames} frames, 400 classes")
+        return Spec(lambda b, s: ctor(), xent, _video_inputs(frames), "video", optim, 8, max(112, min_side),
+                    f"torchvision video {name}, {frames} frames, 400 classes")
     if task == "segmentation":
-        return Spec(lambda b, s: ctor(weights=None, weights_backbone=None, num_classes=21), seg_xent,
-                    lambda b, s: (torch.randn(b, 3, s, s), _ids(b, s, s)), "segmentation", optim, 8,
-                    max(256, min_side), f"torchvision segmentation {name}, 21 classes")
+        return _segmentation_spec(ctor, max(256, min_side), optim, f"torchvision segmentation {name}, 21 classes")
     side = 256 if name.startswith("swin_v2") else 224  # ViT's constructor fixes 224 whatever its weights' side
     family = re.sub(r"[\d.]+$", "", name.split("_")[0]) or name  # resnet50 -> resnet, vgg16_bn -> vgg
     family = "wide_resnet" if family == "wide" else family
-    return Spec(lambda b, s: ctor(), xent, lambda b, s: (torch.randn(b, 3, s, s), _ids(b)), family, optim, 32,
+    return Spec(lambda b, s: ctor(), xent, _image_inputs, family, optim, 32,
                 max(side, min_side) if not name.startswith("vit") else side, f"torchvision {name}")
 
 
