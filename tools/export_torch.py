@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import gzip
 import math
+import operator
 import os
 import re
 import sys
@@ -34,6 +35,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.utils import stateless
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
 
 from torch_models import LSTM  # noqa: E402  (nn.LSTM reading its weights by name)
 
@@ -71,7 +74,9 @@ ATEN_CLASS = {
                    "log10 floor ceil round trunc remainder fmod softplus softplus_backward elu elu_backward "
                    "leaky_relu leaky_relu_backward mish mish_backward logical_and logical_or bitwise_and bitwise_or "
                    "isnan isinf nan_to_num _prelu_kernel _prelu_kernel_backward sgn square clamp_max xlogy rand "
-                   "randn randint logit hardshrink celu rrelu_with_noise",
+                   "randn randint logit hardshrink celu rrelu_with_noise roi_align _roi_align_backward ps_roi_align "
+                   "_ps_roi_align_backward roi_pool _roi_pool_backward grid_sampler_2d grid_sampler_2d_backward uniform normal "
+                   "exponential",
     "reduction": "sum mean amax amin max min var_mean var std norm argmax cumsum prod any all "
                  "native_batch_norm native_batch_norm_backward _native_batch_norm_legit "
                  "native_group_norm native_group_norm_backward "
@@ -86,19 +91,21 @@ ATEN_CLASS = {
                  "logcumsumexp mse_loss mse_loss_backward smooth_l1_loss smooth_l1_loss_backward huber_loss "
                  "huber_loss_backward binary_cross_entropy binary_cross_entropy_backward "
                  "binary_cross_entropy_with_logits_backward kl_div median mode kthvalue nansum std_mean "
-                 "max_pool1d_with_indices _native_batch_norm_legit_functional",
+                 "max_pool1d_with_indices _native_batch_norm_legit_functional nms _unique2 unique_dim "
+                 "unique_consecutive _unique",
     "data_movement": "view _unsafe_view reshape t transpose permute expand clone cat split split_with_sizes "
                      "slice select unsqueeze squeeze detach embedding index_select stack unbind _to_copy "
                      "contiguous new_zeros new_empty new_ones zeros ones empty full alias slice_backward "
                      "select_backward as_strided constant_pad_nd index gather scatter scatter_add "
                      "lift_fresh_copy unsafe_split chunk flatten repeat index_put index_add narrow "
                      "view_as expand_as unfold arange _reshape_alias masked_select roll flip tril triu new_empty_strided "
-                     "clone_ zero_ empty_like new_full lift _unsafe_view_copy unsafe_chunk",
+                     "clone_ zero_ empty_like new_full lift _unsafe_view_copy unsafe_chunk nonzero randperm "
+                     "index_put_ scatter_ masked_scatter linspace im2col col2im im2col_backward col2im_backward",
 }
 CLASS_OF = {op: cls for cls, ops in ATEN_CLASS.items() for op in ops.split()}
 PHASES = ("fwd", "bwd", "opt")
 # Not nodes of the exported graph: tuple indexing and aliases become edges from the producer.
-ALIASES = {"getitem", "detach", "alias", "lift_fresh_copy"}
+ALIASES = {"getitem", "detach", "alias", "lift_fresh_copy", "lift_fresh"}
 
 
 def aten_name(target):
@@ -279,18 +286,78 @@ def _static_repeat_interleave():
         torch.repeat_interleave, torch.Tensor.repeat_interleave = _REPEAT_INTERLEAVE, method
 
 
-def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam"):
-    """Trace model's training step; returns a graph dict for write_graphml."""
+class _EagerRecorder(TorchDispatchMode):
+    """Records every aten op a step runs, for real, into an fx graph: the trace of export_module's
+    trace="eager". A tensor is known by its TensorImpl (_cdata: the same for the tensor autograd
+    saves and hands back to the backward) and is the node that last wrote it (an op in place
+    rebinds its operand); a tensor the step did not make or receive (a frozen weight, a cached
+    anchor) is a constant (get_attr); ops that return no tensor (.item(), a size) are not nodes.
+    Nodes hold meta-device copies (shape and dtype), so the trace holds no memory of the step."""
+
+    def __init__(self, graph):
+        super().__init__()
+        self.graph, self.node, self.const = graph, {}, {}
+
+    def bind(self, t, n):
+        n.meta["val"] = t.new_empty(t.shape, device="meta")
+        self.node[t._cdata] = n
+
+    def arg(self, a):
+        if not isinstance(a, torch.Tensor):
+            return a
+        n = self.node.get(a._cdata)
+        if n is None:
+            n = self.graph.get_attr(f"_tensor_constant{len(self.const)}")
+            self.bind(a, n)
+            self.const[n.target] = n.meta["val"]
+        return n
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if not tensors_of(out):
+            return out
+        n = self.graph.create_node("call_function", func, tree_map(self.arg, args), tree_map(self.arg, kwargs),
+                                   name=func.overloadpacket.__name__)  # named as make_fx names them
+        if isinstance(out, torch.Tensor):
+            self.bind(out, n)
+        else:  # a tuple of tensors: one getitem node per element, as make_fx writes them
+            n.meta["val"] = None
+            for i, o in enumerate(out):
+                if isinstance(o, torch.Tensor):
+                    self.bind(o, self.graph.call_function(operator.getitem, (n, i)))
+        return out
+
+
+def trace_eager(step, flat):
+    """step(*flat) run for real under _EagerRecorder; returns an fx GraphModule of what it ran."""
+    graph = torch.fx.Graph()
+    rec = _EagerRecorder(graph)
+    for i, t in enumerate(flat):
+        rec.bind(t, graph.placeholder(f"arg{i}_1"))  # make_fx's names
+    with rec:
+        outs = step(*flat)
+    graph.output(tuple(rec.arg(o) for o in outs))
+    return torch.fx.GraphModule(rec.const, graph)
+
+
+def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam", trace="fake"):
+    """Trace model's training step; returns a graph dict for write_graphml. trace "fake": make_fx
+    on fake tensors (nothing computed; the step must not read a tensor's values); "eager": the step
+    runs for real on this CPU and every op it ran is recorded (trace_eager), for models whose
+    forward reads values (detection: anchor matching, sampling, NMS); the graph is the step of
+    these inputs."""
     model.train()
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     names = [n for n, _ in named]
     nstate = OPTIMIZERS[optimizer]
     params = [p.detach().requires_grad_(True) for _, p in named]
-    states = [torch.empty_like(p) for p in params for _ in range(nstate)]  # values unused: fake tensors
+    states = [torch.zeros_like(p) for p in params for _ in range(nstate)]
     buffers = [b.detach() for _, b in model.named_buffers()]
     step = make_step(model, loss_fn, names, optimizer)
+    flat = [*params, *states, *buffers, *example_inputs]
     with _static_repeat_interleave():
-        gm = make_fx(step, tracing_mode="fake")(*params, *states, *buffers, *example_inputs)
+        gm = trace_eager(step, flat) if trace == "eager" else make_fx(step, tracing_mode="fake")(*flat)
     gm.graph.eliminate_dead_code()
     return graph_from_fx(gm, names, nstate, len(buffers), name, family, optimizer)
 
@@ -551,9 +618,10 @@ class Spec:
     inputs(batch, seq) -> example tensors, family, optimizer, the default
     batch and seq (for images seq is the side), and a one-line description."""
 
-    def __init__(self, build, loss, inputs, family, optimizer, batch, seq, what):
+    def __init__(self, build, loss, inputs, family, optimizer, batch, seq, what, trace="fake"):
         self.build, self.loss, self.inputs, self.family = build, loss, inputs, family
         self.optimizer, self.batch, self.seq, self.what = optimizer, batch, seq, what
+        self.trace = trace  # export_module's trace: "eager" where the step reads tensor values
 
 
 def _ids(*s):
@@ -574,6 +642,57 @@ def _segmentation_spec(ctor, side, optimizer, what, **kw):
     """a torchvision segmentation model at batch 8, 21 classes, the per-pixel loss"""
     return Spec(lambda b, s: ctor(weights=None, weights_backbone=None, num_classes=21, **kw), seg_xent,
                 lambda b, s: (torch.randn(b, 3, s, s), _ids(b, s, s)), "segmentation", optimizer, 8, side, what)
+
+
+def _detection_spec(ctor, name, side, optimizer, what):
+    """a torchvision detection model at batch 2, 4 boxes an image (masks, keypoints where it needs
+    them), the sum of its training losses; traced eager (anchor matching, sampling and NMS read
+    values), so the graph is the step of these images and boxes"""
+    kind = "keypoint" if name.startswith("keypoint") else "mask" if name.startswith("mask") else "box"
+    classes = 2 if kind == "keypoint" else 91
+
+    def inputs(b, s, k=4):
+        g = torch.Generator().manual_seed(0)
+        xy = torch.rand(b, k, 2, generator=g) * s * 0.6
+        wh = torch.rand(b, k, 2, generator=g) * s * 0.3 + s / 16
+        boxes = torch.cat([xy, xy + wh], -1)
+        out = [torch.rand(b, 3, s, s, generator=g), boxes, torch.randint(1, classes, (b, k), generator=g)]
+        if kind == "mask":
+            ys, xs = torch.arange(s).view(1, 1, s, 1), torch.arange(s).view(1, 1, 1, s)
+            box = boxes.unsqueeze(-1).unsqueeze(-1)
+            out.append(((xs >= box[:, :, 0]) & (xs < box[:, :, 2]) & (ys >= box[:, :, 1]) &
+                        (ys < box[:, :, 3])).to(torch.uint8))
+        if kind == "keypoint":
+            u = torch.rand(b, k, 17, 2, generator=g)
+            pts = boxes[:, :, None, :2] + u * (boxes[:, :, None, 2:] - boxes[:, :, None, :2])
+            out.append(torch.cat([pts, torch.ones(b, k, 17, 1)], -1))
+        return tuple(out)
+
+    def loss(fwd, images, boxes, labels, *extra):
+        targets = []
+        for i in range(images.shape[0]):
+            t = {"boxes": boxes[i], "labels": labels[i]}
+            if extra:
+                t["keypoints" if kind == "keypoint" else "masks"] = extra[0][i]
+            targets.append(t)
+        return sum(fwd(list(images), targets).values())
+
+    family = re.sub(r"\d+$", "", name.split("_")[0])  # fasterrcnn, ssd, ssdlite, ...
+    return Spec(lambda b, s: ctor(weights=None, weights_backbone=None, num_classes=classes), loss, inputs, family,
+                optimizer, 2, side, what, trace="eager")
+
+
+def _flow_spec(ctor, name, optimizer, what):
+    """a torchvision optical-flow model (RAFT) at batch 2, two frames and a flow target, the
+    sequence loss of its training recipe (each of its 12 flow updates, weights 0.8^(12 - i))"""
+
+    def loss(fwd, a, b, flow):
+        preds = fwd(a, b)
+        return sum(0.8 ** (len(preds) - 1 - i) * (p - flow).abs().mean() for i, p in enumerate(preds))
+
+    return Spec(lambda b, s: ctor(weights=None), loss,
+                lambda b, s: (torch.randn(b, 3, s, s), torch.randn(b, 3, s, s), torch.randn(b, 2, s, s)), "raft",
+                optimizer, 2, 256, what)
 
 
 def models():
@@ -770,19 +889,21 @@ def models():
     return table
 
 
-# torchvision's task modules a model of no --list entry may come from, by name; the others' training
-# steps need targets of their own (detection: boxes; optical flow: two frames and a flow), refused
-TORCHVISION_TASKS = ("", "video", "segmentation")
-TORCHVISION_REFUSED = ("detection", "optical_flow", "quantization")
+# torchvision's task modules a model of no --list entry may come from, by name; quantized models
+# (int8 inference kernels, no training step) are refused
+TORCHVISION_TASKS = ("", "video", "segmentation", "detection", "optical_flow")
+TORCHVISION_REFUSED = ("quantization",)
 
 
 def torchvision_spec(name):
-    """A Spec for torchvision model `name` of no --list entry (any classifier, video or segmentation
-    model of torchvision.models.list_models), or a str saying why there is none. Defaults: the
-    constructor's (no weights, random init), inputs of the side the model needs (at least its
-    weights' min_size; ViT and Swin-v2 as built, 224 and 256), classifiers batch 32 at 224, video
-    batch 8 of 16 frames at 112, segmentation batch 8 at 256 with 21 classes; optimizer momentum
-    (torchvision's recipes), adam for transformers (vit, swin, maxvit, mvit)."""
+    """A Spec for torchvision model `name` of no --list entry (any classifier, video, segmentation,
+    detection or optical-flow model of torchvision.models.list_models), or a str saying why there
+    is none. Defaults: the constructor's (no weights, random init), inputs of the side the model
+    needs (at least its weights' min_size; ViT and Swin-v2 as built, 224 and 256), classifiers batch
+    32 at 224, video batch 8 of 16 frames at 112, segmentation batch 8 at 256 with 21 classes,
+    detection batch 2 at 800 (the SSDs and the 320 models at their side) with 4 boxes an image
+    (traced eager: _detection_spec), optical flow batch 2 at 256; optimizer momentum (torchvision's
+    recipes), adam for transformers (vit, swin, maxvit, mvit) and RAFT."""
     import torchvision
     tv = torchvision.models
     try:
@@ -792,11 +913,11 @@ def torchvision_spec(name):
         return "this torchvision has no models.list_models (0.14 or later needed for models outside --list)"
     for t in TORCHVISION_REFUSED:
         if name in listed.get(t, ()):
-            return (f"torchvision {t} model: its training step needs targets this exporter does not build; "
-                    "write its loss and inputs with export_module() (docs/zoo.md)")
-    task = next((t for t in TORCHVISION_TASKS if name in listed[t] - (listed[""] if t else set())), None)
+            return (f"torchvision {t} model: int8 inference kernels, no training step to export; "
+                    "export its float model instead")
+    task = next((t for t in TORCHVISION_TASKS if name in listed.get(t, set()) - (listed[""] if t else set())), None)
     if task is None:
-        return "not in --list nor a torchvision classification, video or segmentation model"
+        return "not in --list nor a torchvision classification, video, segmentation, detection or optical-flow model"
     ctor = getattr(getattr(tv, task) if task else tv, name)
     try:
         meta = tv.get_model_weights(ctor).DEFAULT.meta
@@ -811,6 +932,11 @@ def torchvision_spec(name):
                     f"torchvision video {name}, {frames} frames, 400 classes")
     if task == "segmentation":
         return _segmentation_spec(ctor, max(256, min_side), optim, f"torchvision segmentation {name}, 21 classes")
+    if task == "detection":
+        side = int(m.group(1)) if (m := re.search(r"(\d{3})", name)) else 800  # ssd300, ssdlite320, *_320_fpn
+        return _detection_spec(ctor, name, side, optim, f"torchvision detection {name}, 4 boxes an image")
+    if task == "optical_flow":
+        return _flow_spec(ctor, name, "adam", f"torchvision optical flow {name}, 12 flow updates")
     side = 256 if name.startswith("swin_v2") else 224  # ViT's constructor fixes 224 whatever its weights' side
     family = re.sub(r"[\d.]+$", "", name.split("_")[0]) or name  # resnet50 -> resnet, vgg16_bn -> vgg
     family = "wide_resnet" if family == "wide" else family
@@ -822,7 +948,7 @@ def export(name, spec, batch, seq, optimizer, path):
     """Export one configuration to path; returns the summary line."""
     torch.manual_seed(0)
     g = export_module(spec.build(batch, seq), spec.loss, spec.inputs(batch, seq), name, spec.family,
-                      optimizer or spec.optimizer)
+                      optimizer or spec.optimizer, trace=spec.trace)
     write_graphml(g, path)
     counts = {}
     for n in g["nodes"]:
@@ -838,8 +964,8 @@ def export(name, spec, batch, seq, optimizer, path):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("model", nargs="*", help="one or more of --list, or any torchvision classification, video or "
-                    "segmentation model by its name")
+    ap.add_argument("model", nargs="*", help="one or more of --list, or any torchvision classification, video, "
+                    "segmentation, detection or optical-flow model by its name")
     ap.add_argument("-o", "--output", help="FILE.graphml[.gz] for one model; a directory for several or --all")
     ap.add_argument("--all", action="store_true", help="every model of --list (-o DIR)")
     ap.add_argument("--optimizer", choices=sorted(OPTIMIZERS), help="default: the model's own")
@@ -851,8 +977,8 @@ def main(argv=None):
     if args.list:
         for k, v in table.items():
             print(f"{k:22s} {v.family:12s} {v.optimizer:8s} batch {v.batch:<5d} seq {v.seq:<6d} {v.what}")
-        print("and any other torchvision classification, video or segmentation model by its name "
-              "(torchvision.models.list_models(); defaults: torchvision_spec in this script)")
+        print("and any other torchvision classification, video, segmentation, detection or optical-flow model "
+              "by its name (torchvision.models.list_models(); defaults: torchvision_spec in this script)")
         return 0
     names = list(table) if args.all else args.model
     bad = []

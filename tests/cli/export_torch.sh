@@ -1,7 +1,9 @@
-# tools/export_torch.py: any torchvision model by name (a video model here, small), a model whose
-# ops are 3-D pooling, leaky ReLU, sin and an int repeat_interleave (classed, none left `other`; traced though fake
-# tensors cannot shape aten.repeat_interleave.Tensor), and refusals (exit 2, naming the model and
-# why). Skipped (77) where PyTorch is not installed. Each call imports torch (several seconds).
+# tools/export_torch.py: any torchvision model by name (a video model and a detection model here,
+# small), a model whose ops are 3-D pooling, leaky ReLU, sin and an int repeat_interleave (classed,
+# none left `other`; traced though fake tensors cannot shape aten.repeat_interleave.Tensor), the
+# eager trace (the same graph as make_fx's where both trace; a step that reads values, which
+# make_fx refuses), and refusals (exit 2, naming the model and why). Skipped (77) where PyTorch is
+# not installed. Each call imports torch (several seconds).
 . "$(dirname "$0")/lib.bash"
 PY=/usr/bin/python3
 "$PY" -c 'import torch, torchvision' 2>/dev/null || { echo "skipped: no torch/torchvision for $PY"; exit 77; }
@@ -10,9 +12,14 @@ expect_rc 0 "$PY" "$SRC/tools/export_torch.py" mc3_18 --batch 1 --seq 32 -o "$TM
 expect_out "mc3.graphml.gz: [0-9]* nodes, .* other 0.00%"
 expect_rc 0 "$GOPT" graph info "$TMP/mc3.graphml.gz"
 expect_out "mc3_18"
-# refusals: a detection model (its step needs targets) and an unknown name, both named
-expect_rc 2 "$PY" "$SRC/tools/export_torch.py" fasterrcnn_resnet50_fpn no_such_model -o "$TMP/x.graphml.gz"
-expect_err "fasterrcnn_resnet50_fpn (torchvision detection model: its training step needs targets"
+# a detection model by name (boxes as targets, traced eager): every op classed, the file loads
+expect_rc 0 "$PY" "$SRC/tools/export_torch.py" ssdlite320_mobilenet_v3_large -o "$TMP/ssd.graphml.gz"
+expect_out "ssd.graphml.gz: [0-9]* nodes, .* other 0.00%"
+expect_rc 0 "$GOPT" graph info "$TMP/ssd.graphml.gz"
+expect_out "family ssdlite"
+# refusals: a quantized model (no training step) and an unknown name, both named
+expect_rc 2 "$PY" "$SRC/tools/export_torch.py" quantized_resnet18 no_such_model -o "$TMP/x.graphml.gz"
+expect_err "quantized_resnet18 (torchvision quantization model: int8 inference kernels"
 expect_err "no_such_model (not in --list nor a torchvision"
 [ -e "$TMP/x.graphml.gz" ] && fail "a refused export wrote its file" || ok
 # 3-D pooling, trilinear upsampling and an int repeat_interleave: classed, and the repeat traced as
@@ -41,6 +48,37 @@ assert "repeat_interleave" not in " ".join(ops), ops
 x = torch.randn(3, 4, 5)
 for d in (0, 1, -1, None):
     assert torch.equal(ex._repeat_interleave(x, 3, d), ex._REPEAT_INTERLEAVE(x, 3, d)), d
+# the eager trace records what make_fx traces: the same nodes and edges, both optimizers
+m, inp = M(), (torch.randn(2, 3, 4, 8, 8), torch.zeros(2, dtype=torch.long))
+for opt in ("adam", "momentum"):
+    a = ex.export_module(m, ex.xent, inp, "m", "mine", opt)
+    b = ex.export_module(m, ex.xent, inp, "m", "mine", opt, trace="eager")
+    assert a["nodes"] == b["nodes"] and a["edges"] == b["edges"], opt
+# a step that reads a value (.item(), nonzero): make_fx refuses it, the eager trace records it,
+# the branch taken and the in-place op's reader wired to it
+class D(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 5)
+    def forward(self, x):
+        keep = x[x[:, 0].nonzero().flatten()] if x.sum().item() > -1e9 else x
+        y = self.fc(keep)
+        y.mul_(2.0)
+        return y
+inp = (torch.randn(6, 4), torch.zeros(6, dtype=torch.long))
+try:
+    ex.export_module(D(), ex.xent, inp, "d", "mine")
+    raise SystemExit("make_fx traced a step that reads values")
+except SystemExit:
+    raise
+except Exception:
+    pass
+d = ex.export_module(D(), ex.xent, inp, "d", "mine", "sgd", trace="eager")
+ops = [n["op"] for n in d["nodes"]]
+assert "nonzero" in ops and "mul_" in ops and "_local_scalar_dense" not in ops, ops
+mul = ops.index("mul_")
+readers = [t for s, t, _ in d["edges"] if s == mul]
+assert readers and all(ops[t] != "addmm" for t in readers), readers
 print("ok", len(g["nodes"]), "nodes")
 PYEOF
 expect_rc 0 "$PY" "$TMP/m.py" "$SRC/tools"
