@@ -29,6 +29,7 @@ import os
 import re
 import sys
 import time
+import weakref
 
 import torch
 import torch.nn as nn
@@ -288,11 +289,13 @@ def _static_repeat_interleave():
 
 class _EagerRecorder(TorchDispatchMode):
     """Records every aten op a step runs, for real, into an fx graph: the trace of export_module's
-    trace="eager". A tensor is known by its TensorImpl (_cdata: the same for the tensor autograd
-    saves and hands back to the backward) and is the node that last wrote it (an op in place
-    rebinds its operand); a tensor the step did not make or receive (a frozen weight, a cached
-    anchor) is a constant (get_attr); ops that return no tensor (.item(), a size) are not nodes.
-    Nodes hold meta-device copies (shape and dtype), so the trace holds no memory of the step."""
+    trace="eager". A tensor is known by its Python object, held weakly (torch keeps a tensor's
+    object alive while autograd holds the tensor, so the one saved for the backward is the one the
+    forward made; a dead one's id may be reused, its weak reference tells) and is the node that
+    last wrote it (an op in place rebinds its operand); a tensor the step did not make or receive
+    (a frozen weight, a cached anchor, torch.tensor(...)'s fresh one) is a constant (get_attr);
+    ops that return no tensor (.item(), a size) are not nodes. Nodes hold meta-device copies
+    (shape and dtype), so the trace holds no memory of the step."""
 
     def __init__(self, graph):
         super().__init__()
@@ -300,13 +303,13 @@ class _EagerRecorder(TorchDispatchMode):
 
     def bind(self, t, n):
         n.meta["val"] = t.new_empty(t.shape, device="meta")
-        self.node[t._cdata] = n
+        self.node[id(t)] = (weakref.ref(t), n)
 
     def arg(self, a):
         if not isinstance(a, torch.Tensor):
             return a
-        n = self.node.get(a._cdata)
-        if n is None:
+        ref, n = self.node.get(id(a), (None, None))
+        if ref is None or ref() is not a:
             n = self.graph.get_attr(f"_tensor_constant{len(self.const)}")
             self.bind(a, n)
             self.const[n.target] = n.meta["val"]
