@@ -79,6 +79,23 @@ assert "nonzero" in ops and "mul_" in ops and "_local_scalar_dense" not in ops, 
 mul = ops.index("mul_")
 readers = [t for s, t, _ in d["edges"] if s == mul]
 assert readers and all(ops[t] != "addmm" for t in readers), readers
+# torch.tensor(...) made in the step: a fresh tensor each time, a constant; never a dead tensor
+# whose address it reuses (each multiply reads its own constant and the multiply before)
+class T(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 5)
+    def forward(self, x):
+        for i in range(40):
+            x = x * torch.tensor(1.0 + i / 100)
+        return self.fc(x)
+t = ex.export_module(T(), ex.xent, inp, "t", "mine", "sgd", trace="eager")
+ops = [n["op"] for n in t["nodes"]]
+fwd_mul = [i for i, n in enumerate(t["nodes"]) if n["op"] == "mul" and n["phase"] == "fwd"]
+assert len(fwd_mul) == 40, len(fwd_mul)
+for k, m in enumerate(fwd_mul):
+    srcs = sorted(ops[s] for s, d_, _ in t["edges"] if d_ == m)
+    assert srcs == (["Const", "Placeholder"] if k == 0 else ["Const", "mul"]), (k, srcs)
 print("ok", len(g["nodes"]), "nodes")
 PYEOF
 expect_rc 0 "$PY" "$TMP/m.py" "$SRC/tools"
