@@ -4,7 +4,10 @@ GraphML schema (docs/graph-format.md, docs/zoo.md).
 
 The step (forward, loss, backward by torch.autograd.grad, and the optimizer
 update written out op by op) is traced with make_fx(..., tracing_mode="fake"):
-tensors are fake, so nothing is computed and no GPU is needed. Every aten op
+tensors are fake, so nothing is computed and no GPU is needed. A step that reads
+tensor values (torchvision's detection models: anchor matching, sampling, NMS)
+is traced eager instead: run once for real on the CPU, every aten op it ran
+recorded (trace_eager; the same graph where both trace). Every aten op
 of the trace becomes a node; its class comes from the table ATEN_CLASS below
 (anything unlisted is `other`), its FLOPs from the shapes (FLOPS_RULES),
 out_bytes from its outputs. `getitem` nodes (tuple indexing) are folded into
