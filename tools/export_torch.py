@@ -347,12 +347,22 @@ def trace_eager(step, flat):
     return torch.fx.GraphModule(rec.const, graph)
 
 
-def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam", trace="fake"):
+def _reads_values(e):
+    """Whether make_fx failed because the step reads tensor values (data-dependent control flow,
+    .item(), an output shape that depends on values)."""
+    return (type(e).__name__ in ("DynamicOutputShapeException", "DataDependentOutputException")
+            or "get value out of a tracing tensor" in str(e))
+
+
+def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam", trace="auto"):
     """Trace model's training step; returns a graph dict for write_graphml. trace "fake": make_fx
     on fake tensors (nothing computed; the step must not read a tensor's values); "eager": the step
     runs for real on this CPU and every op it ran is recorded (trace_eager), for models whose
     forward reads values (detection: anchor matching, sampling, NMS); the graph is the step of
-    these inputs."""
+    these inputs; "auto" (the default): fake, and eager (saying so on stderr) when make_fx fails
+    because the step reads values."""
+    if trace not in ("auto", "fake", "eager"):
+        raise ValueError(f"trace '{trace}': one of auto, fake, eager")
     model.train()
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     names = [n for n, _ in named]
@@ -363,7 +373,17 @@ def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam"
     step = make_step(model, loss_fn, names, optimizer)
     flat = [*params, *states, *buffers, *example_inputs]
     with _static_repeat_interleave():
-        gm = trace_eager(step, flat) if trace == "eager" else make_fx(step, tracing_mode="fake")(*flat)
+        gm = None
+        if trace != "eager":
+            try:
+                gm = make_fx(step, tracing_mode="fake")(*flat)
+            except Exception as e:
+                if trace == "fake" or not _reads_values(e):
+                    raise
+                print(f"export_torch.py: {name}: the step reads tensor values ({type(e).__name__}); "
+                      "tracing it eager (the step runs once on this CPU)", file=sys.stderr, flush=True)
+        if gm is None:
+            gm = trace_eager(step, flat)
     gm.graph.eliminate_dead_code()
     return graph_from_fx(gm, names, nstate, len(buffers), name, family, optimizer)
 
@@ -624,7 +644,7 @@ class Spec:
     inputs(batch, seq) -> example tensors, family, optimizer, the default
     batch and seq (for images seq is the side), and a one-line description."""
 
-    def __init__(self, build, loss, inputs, family, optimizer, batch, seq, what, trace="fake"):
+    def __init__(self, build, loss, inputs, family, optimizer, batch, seq, what, trace="auto"):
         self.build, self.loss, self.inputs, self.family = build, loss, inputs, family
         self.optimizer, self.batch, self.seq, self.what = optimizer, batch, seq, what
         self.trace = trace  # export_module's trace: "eager" where the step reads tensor values

@@ -51,8 +51,9 @@ for d in (0, 1, -1, None):
 # the eager trace records what make_fx traces: the same nodes and edges, both optimizers
 m, inp = M(), (torch.randn(2, 3, 4, 8, 8), torch.zeros(2, dtype=torch.long))
 for opt in ("adam", "momentum"):
-    a = ex.export_module(m, ex.xent, inp, "m", "mine", opt)
+    a = ex.export_module(m, ex.xent, inp, "m", "mine", opt, trace="fake")
     b = ex.export_module(m, ex.xent, inp, "m", "mine", opt, trace="eager")
+    assert ex.export_module(m, ex.xent, inp, "m", "mine", opt) == a  # auto: fake where fake traces
     assert a["nodes"] == b["nodes"] and a["edges"] == b["edges"], opt
 # a step that reads a value (.item(), nonzero): make_fx refuses it, the eager trace records it,
 # the branch taken and the in-place op's reader wired to it
@@ -67,13 +68,14 @@ class D(nn.Module):
         return y
 inp = (torch.randn(6, 4), torch.zeros(6, dtype=torch.long))
 try:
-    ex.export_module(D(), ex.xent, inp, "d", "mine")
+    ex.export_module(D(), ex.xent, inp, "d", "mine", trace="fake")
     raise SystemExit("make_fx traced a step that reads values")
 except SystemExit:
     raise
-except Exception:
-    pass
+except Exception as e:
+    assert ex._reads_values(e), e
 d = ex.export_module(D(), ex.xent, inp, "d", "mine", "sgd", trace="eager")
+assert ex.export_module(D(), ex.xent, inp, "d", "mine", "sgd") == d  # auto: eager after make_fx's refusal
 ops = [n["op"] for n in d["nodes"]]
 assert "nonzero" in ops and "mul_" in ops and "_local_scalar_dense" not in ops, ops
 mul = ops.index("mul_")
@@ -100,4 +102,5 @@ print("ok", len(g["nodes"]), "nodes")
 PYEOF
 expect_rc 0 "$PY" "$TMP/m.py" "$SRC/tools"
 expect_out "^ok [0-9]* nodes"
+expect_err "d: the step reads tensor values (RuntimeError); tracing it eager"
 finish
