@@ -912,6 +912,14 @@ def models():
     table["llama_medium"] = Spec(lambda b, s: tm.Llama(32000, 1024, 16, 16, 4, 2816), xent, lm, "llama", "adam", 4,
                                  512, "Llama-style decoder LM, 16 layers, d 1024, 16 heads / 4 KV heads, RoPE, "
                                  "SwiGLU 2816, vocab 32k")
+    noisy = lambda b, s: (torch.randn(b, 4, s, s), torch.zeros(b, dtype=torch.long), torch.randn(b, 4, s, s))
+    table["diffusion_unet"] = Spec(lambda b, s: tm.DiffusionUNet(4, 128, (1, 2, 2, 4), 2, (1, 2)), tm.noise_mse, noisy,
+                                   "diffusion", "adam", 16, 32, "DDPM-style noise-prediction U-Net on 4-channel "
+                                   "latents, widths 128-512, attention at 16x16 and 8x8, 70M parameters")
+    table["diffusion_unet_large"] = Spec(lambda b, s: tm.DiffusionUNet(4, 192, (1, 2, 3, 4), 2, (1, 2, 3)),
+                                         tm.noise_mse, noisy, "diffusion", "adam", 8, 64,
+                                         "DDPM-style U-Net on 64x64 latents, widths 192-768, attention at 32x32, "
+                                         "16x16 and 8x8")
     return table
 
 

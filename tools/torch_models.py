@@ -398,6 +398,101 @@ def pixel_xent(fwd, x, y):
     return F.cross_entropy(fwd(x), y)
 
 
+# ---- vision: a diffusion U-Net ----------------------------------------------------------------
+class _TimeRes(nn.Module):
+    """residual block of a diffusion U-Net: GroupNorm, SiLU, 3x3 convolutions, the timestep
+    embedding added between them"""
+
+    def __init__(self, cin, cout, tdim):
+        super().__init__()
+        self.n1, self.c1 = nn.GroupNorm(32, cin), nn.Conv2d(cin, cout, 3, padding=1)
+        self.t = nn.Linear(tdim, cout)
+        self.n2, self.c2 = nn.GroupNorm(32, cout), nn.Conv2d(cout, cout, 3, padding=1)
+        self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
+
+    def forward(self, x, temb):
+        h = self.c1(F.silu(self.n1(x))) + self.t(F.silu(temb))[:, :, None, None]
+        return self.skip(x) + self.c2(F.silu(self.n2(h)))
+
+
+class _SpatialAttn(nn.Module):
+    """self-attention over the H x W positions of a feature map (GroupNorm, one qkv projection)"""
+
+    def __init__(self, c, heads):
+        super().__init__()
+        self.h, self.n = heads, nn.GroupNorm(32, c)
+        self.qkv, self.o = nn.Conv2d(c, 3 * c, 1), nn.Conv2d(c, c, 1)
+
+    def forward(self, x):
+        B, C, H, W = x.shape
+        q, k, v = self.qkv(self.n(x)).reshape(B, 3, self.h, C // self.h, H * W).unbind(1)
+        a = (q.transpose(-1, -2) @ k / math.sqrt(C // self.h)).softmax(-1)  # (B, h, HW, HW)
+        return x + self.o((v @ a.transpose(-1, -2)).reshape(B, C, H, W))
+
+
+class DiffusionUNet(nn.Module):
+    """DDPM-style noise-prediction U-Net (Ho et al. 2020; the latent U-Nets of Stable Diffusion
+    are this shape): sinusoidal timestep embedding through an MLP, levels of `res` _TimeRes
+    blocks at widths base * mult, self-attention at the levels in `attn`, strided-convolution
+    down- and nearest upsampling, skip concatenations, a middle block with attention."""
+
+    def __init__(self, channels=4, base=128, mult=(1, 2, 2, 4), res=2, attn=(1, 2), heads=4):
+        super().__init__()
+        self.base, tdim = base, 4 * base
+        self.temb = nn.Sequential(nn.Linear(base, tdim), nn.SiLU(), nn.Linear(tdim, tdim))
+        self.inc = nn.Conv2d(channels, base, 3, padding=1)
+        self.down, skips, c = nn.ModuleList(), [base], base
+        for i, m in enumerate(mult):
+            for _ in range(res):
+                self.down.append(nn.ModuleList([_TimeRes(c, base * m, tdim)] +
+                                                ([_SpatialAttn(base * m, heads)] if i in attn else [])))
+                c = base * m
+                skips.append(c)
+            if i + 1 < len(mult):
+                self.down.append(nn.Conv2d(c, c, 3, stride=2, padding=1))
+                skips.append(c)
+        self.mid = nn.ModuleList([_TimeRes(c, c, tdim), _SpatialAttn(c, heads), _TimeRes(c, c, tdim)])
+        self.up = nn.ModuleList()
+        for i, m in reversed(list(enumerate(mult))):
+            for _ in range(res + 1):
+                self.up.append(nn.ModuleList([_TimeRes(c + skips.pop(), base * m, tdim)] +
+                                             ([_SpatialAttn(base * m, heads)] if i in attn else [])))
+                c = base * m
+            if i > 0:
+                self.up.append(nn.Conv2d(c, c, 3, padding=1))  # after a nearest 2x upsampling
+        self.out = nn.Sequential(nn.GroupNorm(32, c), nn.SiLU(), nn.Conv2d(c, channels, 3, padding=1))
+
+    def forward(self, x, t):  # x (B, C, H, W) noisy input, t (B,) timesteps
+        half = self.base // 2
+        f = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32) / half)
+        e = t.float()[:, None] * f[None]
+        temb = self.temb(torch.cat([e.sin(), e.cos()], 1))
+        h = self.inc(x)
+        hs = [h]
+        for blk in self.down:
+            if isinstance(blk, nn.Conv2d):
+                h = blk(h)
+            else:
+                h = blk[0](h, temb)
+                for a in blk[1:]:
+                    h = a(h)
+            hs.append(h)
+        h = self.mid[2](self.mid[1](self.mid[0](h, temb)), temb)
+        for blk in self.up:
+            if isinstance(blk, nn.Conv2d):
+                h = blk(F.interpolate(h, scale_factor=2, mode="nearest"))
+            else:
+                h = blk[0](torch.cat([h, hs.pop()], 1), temb)
+                for a in blk[1:]:
+                    h = a(h)
+        return self.out(h)
+
+
+def noise_mse(fwd, x, t, noise):
+    """the DDPM objective: the predicted noise against the noise drawn"""
+    return F.mse_loss(fwd(x, t), noise)
+
+
 # ---- speech encoders -----------------------------------------------------------------------------
 class ConformerBlock(nn.Module):
     """Conformer block (Gulati et al. 2020): half-step FFN, self-attention,

@@ -17,6 +17,11 @@ expect_rc 0 "$PY" "$SRC/tools/export_torch.py" ssdlite320_mobilenet_v3_large -o 
 expect_out "ssd.graphml.gz: [0-9]* nodes, .* other 0.00%"
 expect_rc 0 "$GOPT" graph info "$TMP/ssd.graphml.gz"
 expect_out "family ssdlite"
+# a diffusion U-Net of the catalogue (timestep embedding, GroupNorm, spatial attention), small
+expect_rc 0 "$PY" "$SRC/tools/export_torch.py" diffusion_unet --batch 1 --seq 16 -o "$TMP/ddpm.graphml.gz"
+expect_out "ddpm.graphml.gz: [0-9]* nodes, .* other 0.00%"
+expect_rc 0 "$GOPT" graph info "$TMP/ddpm.graphml.gz"
+expect_out "family diffusion"
 # refusals: a quantized model (no training step) and an unknown name, both named
 expect_rc 2 "$PY" "$SRC/tools/export_torch.py" quantized_resnet18 no_such_model -o "$TMP/x.graphml.gz"
 expect_err "quantized_resnet18 (torchvision quantization model: int8 inference kernels"
