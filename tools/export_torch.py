@@ -79,8 +79,8 @@ ATEN_CLASS = {
                    "leaky_relu leaky_relu_backward mish mish_backward logical_and logical_or bitwise_and bitwise_or "
                    "isnan isinf nan_to_num _prelu_kernel _prelu_kernel_backward sgn square clamp_max xlogy rand "
                    "randn randint logit hardshrink celu rrelu_with_noise roi_align _roi_align_backward ps_roi_align "
-                   "_ps_roi_align_backward roi_pool _roi_pool_backward grid_sampler_2d grid_sampler_2d_backward uniform normal "
-                   "exponential",
+                   "_ps_roi_align_backward roi_pool _roi_pool_backward grid_sampler_2d grid_sampler_2d_backward "
+                   "uniform normal exponential",
     "reduction": "sum mean amax amin max min var_mean var std norm argmax cumsum prod any all "
                  "native_batch_norm native_batch_norm_backward _native_batch_norm_legit "
                  "native_group_norm native_group_norm_backward "
