@@ -920,6 +920,10 @@ def models():
                                          tm.noise_mse, noisy, "diffusion", "adam", 8, 64,
                                          "DDPM-style U-Net on 64x64 latents, widths 192-768, attention at 32x32, "
                                          "16x16 and 8x8")
+    table["clip_b16"] = Spec(lambda b, s: tm.CLIP(), tm.contrastive,
+                             lambda b, s: (torch.randn(b, 3, s, s), torch.zeros(b, 77, dtype=torch.long)), "clip",
+                             "adam", 64, 224, "CLIP-style two-tower contrastive model: ViT-B/16 image tower, "
+                             "12-layer causal text transformer (width 512, 77 tokens), symmetric InfoNCE loss")
     return table
 
 
