@@ -217,6 +217,13 @@ def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False):
     nstate = OPTIMIZERS[optimizer]
     nparam = len(names)
     buffer_names = [n for n, _ in model.named_buffers()]
+    tied, first = {}, {}  # a tied parameter's other names (GPT-2's lm_head.weight) -> its first name
+    for mname, mod in model.named_modules(remove_duplicate=False):
+        for pname, p in mod._parameters.items():
+            if p is not None:
+                full = f"{mname}.{pname}" if mname else pname
+                if first.setdefault(id(p), full) != full:
+                    tied[full] = first[id(p)]
 
     def step(*flat):
         params = list(flat[:nparam])
@@ -224,9 +231,13 @@ def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False):
         rest = flat[nparam * (1 + nstate):]
         buffers, inputs = rest[:len(buffer_names)], rest[len(buffer_names):]
         mapping = dict(zip(names, params))
+        mapping.update((t, mapping[f]) for t, f in tied.items() if f in mapping)
         mapping.update(zip(buffer_names, buffers))
-        loss = loss_fn(lambda *a: stateless.functional_call(model, mapping, a), *inputs)
-        grads = torch.autograd.grad(loss, params)
+        # keyword arguments too (Hugging Face models: input_ids=, labels=)
+        loss = loss_fn(lambda *a, **k: stateless.functional_call(model, mapping, a, k), *inputs)
+        # a parameter the loss does not reach (a pooler the head skips) gets no gradient and no
+        # update, as an optimizer skips a parameter whose .grad is None
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
         outs = [loss] + list(grads)
         scope = torch.profiler.record_function("gopt::optimizer") if mark else contextlib.nullcontext()
         with scope:
@@ -235,6 +246,8 @@ def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False):
 
     def update(params, states, grads, outs):
         for i, (p, g) in enumerate(zip(params, grads)):
+            if g is None:
+                continue
             if optimizer == "sgd":
                 outs.append(p - lr * g)
             elif optimizer == "momentum":

@@ -2,7 +2,8 @@
 # small), a model whose ops are 3-D pooling, leaky ReLU, sin and an int repeat_interleave (classed,
 # none left `other`; traced though fake tensors cannot shape aten.repeat_interleave.Tensor), the
 # eager trace (the same graph as make_fx's where both trace; a step that reads values, which
-# make_fx refuses), and refusals (exit 2, naming the model and why). Skipped (77) where PyTorch is
+# make_fx refuses), tied weights, an unused parameter and keyword arguments (Hugging Face's
+# models), and refusals (exit 2, naming the model and why). Skipped (77) where PyTorch is
 # not installed. Each call imports torch (several seconds).
 . "$(dirname "$0")/lib.bash"
 PY=/usr/bin/python3
@@ -103,6 +104,22 @@ assert len(fwd_mul) == 40, len(fwd_mul)
 for k, m in enumerate(fwd_mul):
     srcs = sorted(ops[s] for s, d_, _ in t["edges"] if d_ == m)
     assert srcs == (["Const", "Placeholder"] if k == 0 else ["Const", "mul"]), (k, srcs)
+# Hugging Face's shapes: tied weights (the head reads the embedding's), a parameter the loss
+# never reaches (no gradient, no update), the forward called with keyword arguments
+class H(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb, self.head, self.pooler = nn.Embedding(11, 6), nn.Linear(6, 11, bias=False), nn.Linear(6, 6)
+        self.head.weight = self.emb.weight
+    def forward(self, input_ids=None, labels=None):
+        return F.cross_entropy(self.head(self.emb(input_ids)).flatten(0, 1), labels.flatten())
+for trace in ("fake", "eager"):
+    h = ex.export_module(H(), lambda fwd, ids: fwd(input_ids=ids, labels=ids), (torch.zeros(2, 5, dtype=torch.long),),
+                         "h", "mine", "momentum", trace=trace)
+    params = [n["name"] for n in h["nodes"] if n["cls"] == "param"]
+    assert params == ["emb.weight", "pooler.weight", "pooler.bias"], params
+    cols = {n["colocate"] for n in h["nodes"] if n["phase"] == "opt"}
+    assert cols == {"emb.weight"}, cols  # one update, of the tied weight; none of the pooler
 print("ok", len(g["nodes"]), "nodes")
 PYEOF
 expect_rc 0 "$PY" "$TMP/m.py" "$SRC/tools"
