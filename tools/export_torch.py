@@ -683,7 +683,7 @@ def _segmentation_spec(ctor, side, optimizer, what, **kw):
                 lambda b, s: (torch.randn(b, 3, s, s), _ids(b, s, s)), "segmentation", optimizer, 8, side, what)
 
 
-def _detection_spec(ctor, name, side, optimizer, what):
+def _detection_spec(ctor, name, family, side, optimizer, what):
     """a torchvision detection model at batch 2, 4 boxes an image (masks, keypoints where it needs
     them), the sum of its training losses; traced eager (anchor matching, sampling and NMS read
     values), so the graph is the step of these images and boxes"""
@@ -716,12 +716,11 @@ def _detection_spec(ctor, name, side, optimizer, what):
             targets.append(t)
         return sum(fwd(list(images), targets).values())
 
-    family = re.sub(r"\d+$", "", name.split("_")[0])  # fasterrcnn, ssd, ssdlite, ...
     return Spec(lambda b, s: ctor(weights=None, weights_backbone=None, num_classes=classes), loss, inputs, family,
                 optimizer, 2, side, what, trace="eager")
 
 
-def _flow_spec(ctor, name, optimizer, what):
+def _flow_spec(ctor, optimizer, what):
     """a torchvision optical-flow model (RAFT) at batch 2, two frames and a flow target, the
     sequence loss of its training recipe (each of its 12 flow updates, weights 0.8^(12 - i))"""
 
@@ -925,7 +924,7 @@ def models():
     table["llama_medium"] = Spec(lambda b, s: tm.Llama(32000, 1024, 16, 16, 4, 2816), xent, lm, "llama", "adam", 4,
                                  512, "Llama-style decoder LM, 16 layers, d 1024, 16 heads / 4 KV heads, RoPE, "
                                  "SwiGLU 2816, vocab 32k")
-    noisy = lambda b, s: (torch.randn(b, 4, s, s), torch.zeros(b, dtype=torch.long), torch.randn(b, 4, s, s))
+    noisy = lambda b, s: (torch.randn(b, 4, s, s), _ids(b), torch.randn(b, 4, s, s))
     table["diffusion_unet"] = Spec(lambda b, s: tm.DiffusionUNet(4, 128, (1, 2, 2, 4), 2, (1, 2)), tm.noise_mse, noisy,
                                    "diffusion", "adam", 16, 32, "DDPM-style noise-prediction U-Net on 4-channel "
                                    "latents, widths 128-512, attention at 16x16 and 8x8, 70M parameters")
@@ -934,7 +933,7 @@ def models():
                                          "DDPM-style U-Net on 64x64 latents, widths 192-768, attention at 32x32, "
                                          "16x16 and 8x8")
     table["clip_b16"] = Spec(lambda b, s: tm.CLIP(), tm.contrastive,
-                             lambda b, s: (torch.randn(b, 3, s, s), torch.zeros(b, 77, dtype=torch.long)), "clip",
+                             lambda b, s: (torch.randn(b, 3, s, s), _ids(b, 77)), "clip",
                              "adam", 64, 224, "CLIP-style two-tower contrastive model: ViT-B/16 image tower, "
                              "12-layer causal text transformer (width 512, 77 tokens), symmetric InfoNCE loss")
     return table
@@ -975,6 +974,8 @@ def torchvision_spec(name):
     except Exception:  # a model without weights: no minimum known
         meta = {}
     min_side = max(meta.get("min_size", (1, 1)))
+    family = re.sub(r"[\d.]+$", "", name.split("_")[0]) or name  # resnet50 -> resnet, ssd300 -> ssd
+    family = "wide_resnet" if family == "wide" else family
     transformer = name.startswith(("vit", "swin", "maxvit", "mvit"))
     optim = "adam" if transformer else "momentum"
     if task == "video":
@@ -985,12 +986,10 @@ def torchvision_spec(name):
         return _segmentation_spec(ctor, max(256, min_side), optim, f"torchvision segmentation {name}, 21 classes")
     if task == "detection":
         side = int(m.group(1)) if (m := re.search(r"(\d{3})", name)) else 800  # ssd300, ssdlite320, *_320_fpn
-        return _detection_spec(ctor, name, side, optim, f"torchvision detection {name}, 4 boxes an image")
+        return _detection_spec(ctor, name, family, side, optim, f"torchvision detection {name}, 4 boxes an image")
     if task == "optical_flow":
-        return _flow_spec(ctor, name, "adam", f"torchvision optical flow {name}, 12 flow updates")
+        return _flow_spec(ctor, "adam", f"torchvision optical flow {name}, 12 flow updates")
     side = 256 if name.startswith("swin_v2") else 224  # ViT's constructor fixes 224 whatever its weights' side
-    family = re.sub(r"[\d.]+$", "", name.split("_")[0]) or name  # resnet50 -> resnet, vgg16_bn -> vgg
-    family = "wide_resnet" if family == "wide" else family
     return Spec(lambda b, s: ctor(), xent, _image_inputs, family, optim, 32,
                 max(side, min_side) if not name.startswith("vit") else side, f"torchvision {name}")
 

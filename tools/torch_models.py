@@ -496,9 +496,9 @@ def noise_mse(fwd, x, t, noise):
 # ---- vision + language: a CLIP-style two-tower model ----------------------------------------
 class CLIP(nn.Module):
     """CLIP-style contrastive model (Radford et al. 2021): a ViT image tower (torchvision's
-    VisionTransformer, its class token projected) and a causal text transformer (pre-norm
-    nn.TransformerEncoderLayer, the last token projected), both into `embed` dimensions;
-    forward returns the (B, B) image-text logits at a learned temperature."""
+    VisionTransformer, its class token projected) and a causal text transformer (GPT's pre-norm
+    Blocks, the last token projected), both into `embed` dimensions; forward returns the (B, B)
+    image-text logits at a learned temperature."""
 
     def __init__(self, image=224, patch=16, vwidth=768, vlayers=12, vheads=12, vocab=49408, ctx=77,
                  twidth=512, tlayers=12, theads=8, embed=512):
@@ -506,18 +506,14 @@ class CLIP(nn.Module):
         from torchvision.models.vision_transformer import VisionTransformer
         self.visual = VisionTransformer(image, patch, vlayers, vheads, vwidth, 4 * vwidth, num_classes=embed)
         self.tok, self.pos = nn.Embedding(vocab, twidth), nn.Parameter(torch.zeros(ctx, twidth))
-        self.text = nn.ModuleList([nn.TransformerEncoderLayer(twidth, theads, 4 * twidth, 0.0, F.gelu,
-                                                              batch_first=True, norm_first=True)
-                                   for _ in range(tlayers)])
+        self.text = nn.ModuleList([Block(twidth, theads, True, MLP(twidth, 4 * twidth)) for _ in range(tlayers)])
         self.ln, self.proj = nn.LayerNorm(twidth), nn.Linear(twidth, embed, bias=False)
         self.scale = nn.Parameter(torch.tensor(math.log(1 / 0.07)))
 
     def forward(self, images, ids):  # images (B, 3, S, S), ids (B, ctx)
-        T = ids.shape[1]
-        mask = torch.triu(torch.full((T, T), float("-inf")), diagonal=1)
-        x = self.tok(ids) + self.pos[:T]
-        for layer in self.text:
-            x = layer(x, src_mask=mask)
+        x = self.tok(ids) + self.pos[:ids.shape[1]]
+        for block in self.text:
+            x = block(x)
         t = F.normalize(self.proj(self.ln(x[:, -1])), dim=-1)
         v = F.normalize(self.visual(images), dim=-1)
         return self.scale.exp() * v @ t.t()
