@@ -17,6 +17,12 @@ the optimizer state inputs are folded into their parameter's node, and every
 optimizer op is colocated with the parameter it updates. Phases: ops up to
 the loss are fwd, up to the last gradient bwd, the rest opt.
 
+Activation checkpointing (torch.utils.checkpoint, either form, or --checkpoint)
+is traced as it runs: the forward run again inside the backward is a set of bwd
+ops (recorded with autograd on), and each of them that reads no other recomputed
+op waits on the gradient op recorded before it (an edge of 0 bytes), so that it
+holds memory only from where the backward needs it.
+
 Runs with Debian 12's packages alone:
     apt-get install python3-torch python3-torchvision
     /usr/bin/python3 tools/export_torch.py resnet50 -o graphs/real/resnet50.graphml.gz
@@ -24,6 +30,7 @@ Runs with Debian 12's packages alone:
 To export your own model, see export_module() and docs/zoo.md.
 """
 import argparse
+import collections
 import contextlib
 import gzip
 import math
@@ -41,6 +48,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.utils import stateless
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
+from torch.utils.checkpoint import checkpoint
 
 from torch_models import LSTM  # noqa: E402  (nn.LSTM reading its weights by name)
 
@@ -210,10 +218,12 @@ def op_flops(node, cls):
 OPTIMIZERS = {"sgd": 0, "momentum": 1, "adam": 2}  # number of state tensors per parameter
 
 
-def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False):
+def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False, accumulate=False):
     """A function of flat tensors: params, optimizer states, buffers, inputs. mark: run the
     optimizer update inside torch.profiler.record_function("gopt::optimizer"), so that a profile
-    of the eager step can tell its ops (tools/torch_fit.py; never when exporting)."""
+    of the eager step can tell its ops (tools/torch_fit.py; never when exporting). accumulate:
+    gradients by loss.backward() into each parameter's .grad instead of torch.autograd.grad
+    (reentrant activation checkpointing refuses .grad(); eager only)."""
     nstate = OPTIMIZERS[optimizer]
     nparam = len(names)
     buffer_names = [n for n, _ in model.named_buffers()]
@@ -233,11 +243,18 @@ def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False):
         mapping = dict(zip(names, params))
         mapping.update((t, mapping[f]) for t, f in tied.items() if f in mapping)
         mapping.update(zip(buffer_names, buffers))
-        # keyword arguments too (Hugging Face models: input_ids=, labels=)
-        loss = loss_fn(lambda *a, **k: stateless.functional_call(model, mapping, a, k), *inputs)
-        # a parameter the loss does not reach (a pooler the head skips) gets no gradient and no
-        # update, as an optimizer skips a parameter whose .grad is None
-        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        # the module reads these tensors through the backward too: activation checkpointing's
+        # recomputation runs the module's forward again there (torch.utils.checkpoint)
+        with stateless._reparametrize_module(model, mapping):
+            # keyword arguments too (Hugging Face models: input_ids=, labels=)
+            loss = loss_fn(lambda *a, **k: model(*a, **k), *inputs)
+            # a parameter the loss does not reach (a pooler the head skips) gets no gradient and
+            # no update, as an optimizer skips a parameter whose .grad is None
+            if accumulate:
+                loss.backward()
+                grads = tuple(p.grad for p in params)
+            else:
+                grads = torch.autograd.grad(loss, params, allow_unused=True)
         outs = [loss] + list(grads)
         scope = torch.profiler.record_function("gopt::optimizer") if mark else contextlib.nullcontext()
         with scope:
@@ -303,6 +320,25 @@ def _static_repeat_interleave():
         torch.repeat_interleave, torch.Tensor.repeat_interleave = _REPEAT_INTERLEAVE, method
 
 
+@contextlib.contextmanager
+def _grad_mode_tagged():
+    """Every fx node created meanwhile (by make_fx or _EagerRecorder) records whether autograd was
+    recording when its op ran (meta "grad_enabled"): the backward's own ops run with it off; a
+    forward run again inside the backward, activation checkpointing's recomputation
+    (torch.utils.checkpoint), with it on."""
+    create = torch.fx.Graph.create_node
+
+    def tagged(self, *a, **k):
+        n = create(self, *a, **k)
+        n.meta["grad_enabled"] = torch.is_grad_enabled()
+        return n
+    torch.fx.Graph.create_node = tagged
+    try:
+        yield
+    finally:
+        torch.fx.Graph.create_node = create
+
+
 class _EagerRecorder(TorchDispatchMode):
     """Records every aten op a step runs, for real, into an fx graph: the trace of export_module's
     trace="eager". A tensor is known by its Python object, held weakly (torch keeps a tensor's
@@ -333,6 +369,10 @@ class _EagerRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func is torch.ops.aten.detach.default and not isinstance(args[0], torch.Tensor):
+            # a Python number autograd saved (GELU's 0.5), which a dispatch mode receives unwrapped:
+            # checkpointing's pack hook detaches it; it stays the number it is, a constant
+            return torch.tensor(args[0])
         out = func(*args, **kwargs)
         if not tensors_of(out):
             return out
@@ -367,13 +407,19 @@ def _reads_values(e):
             or "get value out of a tracing tensor" in str(e))
 
 
+def _first_line(e, width=160):
+    line = (str(e).strip().splitlines() or [""])[0]
+    return line if len(line) <= width else line[:width - 3] + "..."
+
+
 def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam", trace="auto"):
     """Trace model's training step; returns a graph dict for write_graphml. trace "fake": make_fx
     on fake tensors (nothing computed; the step must not read a tensor's values); "eager": the step
     runs for real on this CPU and every op it ran is recorded (trace_eager), for models whose
     forward reads values (detection: anchor matching, sampling, NMS); the graph is the step of
     these inputs; "auto" (the default): fake, and eager (saying so on stderr) when make_fx fails
-    because the step reads values."""
+    (a step that reads values; torch 1.13's make_fx under activation checkpointing when autograd
+    saved a Python number)."""
     if trace not in ("auto", "fake", "eager"):
         raise ValueError(f"trace '{trace}': one of auto, fake, eager")
     model.train()
@@ -385,18 +431,30 @@ def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam"
     buffers = [b.detach() for _, b in model.named_buffers()]
     step = make_step(model, loss_fn, names, optimizer)
     flat = [*params, *states, *buffers, *example_inputs]
-    with _static_repeat_interleave():
+    with _static_repeat_interleave(), _grad_mode_tagged():
         gm = None
         if trace != "eager":
             try:
                 gm = make_fx(step, tracing_mode="fake")(*flat)
             except Exception as e:
-                if trace == "fake" or not _reads_values(e):
+                if trace == "fake":
                     raise
-                print(f"export_torch.py: {name}: the step reads tensor values ({type(e).__name__}); "
-                      "tracing it eager (the step runs once on this CPU)", file=sys.stderr, flush=True)
+                why = ("the step reads tensor values" if _reads_values(e) else
+                       "make_fx cannot trace the step: " + _first_line(e))
+                print(f"export_torch.py: {name}: {why} ({type(e).__name__}); tracing it eager (the step "
+                      "runs once on this CPU)", file=sys.stderr, flush=True)
         if gm is None:
-            gm = trace_eager(step, flat)
+            try:
+                gm = trace_eager(step, flat)
+            except RuntimeError as e:
+                if "Checkpointing is not compatible with .grad()" not in str(e):
+                    raise
+                # torch.utils.checkpoint(..., use_reentrant=True) runs its backward through
+                # .backward() only: the step again, its gradients accumulated
+                for p in params:
+                    p.grad = None
+                step = make_step(model, loss_fn, names, optimizer, accumulate=True)
+                gm = trace_eager(step, flat)
     gm.graph.eliminate_dead_code()
     return graph_from_fx(gm, names, nstate, len(buffers), name, family, optimizer)
 
@@ -432,6 +490,11 @@ def graph_from_fx(gm, pnames, nstate, nbuffers, name, family, optimizer):
     elem = {}  # getitem fx node -> (producer fx node, bytes of the element)
     layer = {}
     phase_of = {}  # fx node -> phase of the graph node it is or aliases
+    # activation checkpointing: a forward run again inside the backward (ops recorded with autograd
+    # on after the loss) runs when the backward reaches it, not as soon as its forward inputs are
+    # ready; each op of it that reads no other recomputed op waits on the gradient op recorded
+    # before it (an edge of 0 bytes), so it holds its memory only from there
+    recomputed, last_grad = set(), None
 
     def source(a):
         """(graph node index, bytes read) for an fx argument node."""
@@ -518,6 +581,12 @@ def graph_from_fx(gm, pnames, nstate, nbuffers, name, family, optimizer):
                 continue
             seen.add(s)
             edges.append((s, dst, b))
+        if phase == "bwd" and n.meta.get("grad_enabled"):
+            if last_grad is not None and last_grad not in seen and not seen & recomputed:
+                edges.append((last_grad, dst, 0.0))
+            recomputed.add(dst)
+        elif phase == "bwd":
+            last_grad = dst
     return dict(name=name, family=family, nodes=out_nodes, edges=edges, optimizer=optimizer)
 
 
@@ -994,10 +1063,41 @@ def torchvision_spec(name):
                 max(side, min_side) if not name.startswith("vit") else side, f"torchvision {name}")
 
 
-def export(name, spec, batch, seq, optimizer, path):
-    """Export one configuration to path; returns the summary line."""
+class Refused(ValueError):
+    """A model this export cannot make what was asked of (exit 2)."""
+
+
+def checkpoint_blocks(model):
+    """Activation checkpointing of model's repeated blocks, as a model trained that way runs:
+    each block's forward through torch.utils.checkpoint (use_reentrant=False), so the backward
+    runs it again instead of keeping its activations. A block is a child of an nn.ModuleList or
+    nn.Sequential whose class appears there at least twice and that has submodules and trainable
+    parameters (a transformer layer, a ResNet bottleneck; not a lone Conv2d), outside every other
+    block. Returns the number of blocks."""
+    inside, n = set(), 0
+    for mod in model.modules():  # parents before children
+        if id(mod) in inside or not isinstance(mod, (nn.ModuleList, nn.Sequential)):
+            continue
+        kids = list(mod.children())
+        count = collections.Counter(type(k) for k in kids)
+        for k in kids:
+            if count[type(k)] < 2 or not any(True for _ in k.children()) or \
+                    not any(p.requires_grad for p in k.parameters()):
+                continue
+            k.forward = (lambda fwd: lambda *a, **kw: checkpoint(fwd, *a, use_reentrant=False, **kw))(k.forward)
+            inside.update(id(d) for d in k.modules())
+            n += 1
+    return n
+
+
+def export(name, spec, batch, seq, optimizer, path, ckpt=False):
+    """Export one configuration to path; returns the summary line. ckpt: checkpoint_blocks."""
     torch.manual_seed(0)
-    g = export_module(spec.build(batch, seq), spec.loss, spec.inputs(batch, seq), name, spec.family,
+    model = spec.build(batch, seq)
+    if ckpt and not checkpoint_blocks(model):
+        raise Refused("--checkpoint: no repeated block (a child of an nn.ModuleList or nn.Sequential "
+                         "whose class appears there twice, with submodules and parameters)")
+    g = export_module(model, spec.loss, spec.inputs(batch, seq), name, spec.family,
                       optimizer or spec.optimizer, trace=spec.trace)
     write_graphml(g, path)
     counts = {}
@@ -1021,6 +1121,9 @@ def main(argv=None):
     ap.add_argument("--optimizer", choices=sorted(OPTIMIZERS), help="default: the model's own")
     ap.add_argument("--batch", type=int, help="batch size (default: the model's own)")
     ap.add_argument("--seq", type=int, help="sequence length, or image side for image models (default: the model's)")
+    ap.add_argument("--checkpoint", action="store_true",
+                    help="the step as trained with activation checkpointing of every repeated block "
+                    "(torch.utils.checkpoint): less memory, the blocks' forward run again in the backward")
     ap.add_argument("--list", action="store_true", help="list the models")
     args = ap.parse_args(argv)
     table = models()
@@ -1056,20 +1159,24 @@ def main(argv=None):
     if not several and not (args.output.endswith(".graphml") or args.output.endswith(".graphml.gz")):
         print(f"export_torch.py: -o '{args.output}' must end in .graphml or .graphml.gz", file=sys.stderr)
         return 2
-    failed = 0
+    failed = refused = 0
     for name in names:
         spec = table[name]
         path = os.path.join(args.output, name + ".graphml.gz") if several else args.output
         t0 = time.time()
         try:
             line = export(name, spec, args.batch or spec.batch, args.seq if args.seq is not None else spec.seq,
-                          args.optimizer, path)
+                          args.optimizer, path, args.checkpoint)
+        except Refused as e:
+            print(f"export_torch.py: {name}: {e}", file=sys.stderr, flush=True)
+            refused += 1
+            continue
         except Exception as e:  # report the model and go on with the others
             print(f"export_torch.py: {name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
             failed += 1
             continue
         print(f"{line} ({time.time() - t0:.1f} s)", flush=True)
-    return 1 if failed else 0
+    return 2 if refused else 1 if failed else 0
 
 
 if __name__ == "__main__":

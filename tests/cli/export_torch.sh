@@ -3,7 +3,8 @@
 # none left `other`; traced though fake tensors cannot shape aten.repeat_interleave.Tensor), the
 # eager trace (the same graph as make_fx's where both trace; a step that reads values, which
 # make_fx refuses), tied weights, an unused parameter and keyword arguments (Hugging Face's
-# models), and refusals (exit 2, naming the model and why). Skipped (77) where PyTorch is
+# models), activation checkpointing (the forward run again after the gradient op before it, its
+# memory saved) and refusals (exit 2, naming the model and why). Skipped (77) where PyTorch is
 # not installed. Each call imports torch (several seconds).
 . "$(dirname "$0")/lib.bash"
 PY=/usr/bin/python3
@@ -28,6 +29,12 @@ expect_rc 2 "$PY" "$SRC/tools/export_torch.py" quantized_resnet18 no_such_model 
 expect_err "quantized_resnet18 (torchvision quantization model: int8 inference kernels"
 expect_err "no_such_model (not in --list nor a torchvision"
 [ -e "$TMP/x.graphml.gz" ] && fail "a refused export wrote its file" || ok
+# --checkpoint: a ResNet's bottlenecks run again in the backward; a model without repeated blocks
+# is refused (exit 2, named, nothing written) while the others of the command are exported
+expect_rc 2 "$PY" "$SRC/tools/export_torch.py" --checkpoint resnet18 alexnet --batch 2 --seq 32 -o "$TMP"
+expect_out "resnet18.graphml.gz: [0-9]* nodes"
+expect_err "alexnet: --checkpoint: no repeated block"
+[ -e "$TMP/alexnet.graphml.gz" ] && fail "a refused export wrote its file" || ok
 # 3-D pooling, trilinear upsampling and an int repeat_interleave: classed, and the repeat traced as
 # the same values (export_module through make_fx)
 cat > "$TMP/m.py" <<'PYEOF'
@@ -120,9 +127,49 @@ for trace in ("fake", "eager"):
     assert params == ["emb.weight", "pooler.weight", "pooler.bias"], params
     cols = {n["colocate"] for n in h["nodes"] if n["phase"] == "opt"}
     assert cols == {"emb.weight"}, cols  # one update, of the tied weight; none of the pooler
+# activation checkpointing (torch.utils.checkpoint): the forward runs again inside the backward;
+# make_fx and the eager trace agree where both trace; each recomputed op that reads no other
+# recomputed op waits on the gradient op before it (an edge of 0 bytes), none on another
+# recomputed op; a Python number saved by autograd (0.5 * x) stops make_fx, not the eager trace;
+# the reentrant form needs .backward() (exported through it); the files for gopt sim below
+from torch.utils.checkpoint import checkpoint
+class C(nn.Module):
+    def __init__(self, ck, reentrant=False, act=nn.GELU):
+        super().__init__()
+        self.emb, self.fc, self.ck, self.re = nn.Linear(16, 64), nn.Linear(64, 5), ck, reentrant
+        self.blocks = nn.ModuleList(nn.Sequential(nn.LayerNorm(64), nn.Linear(64, 256), act(), nn.Linear(256, 64))
+                                    for _ in range(3))
+    def forward(self, x):
+        x = self.emb(x)
+        for b in self.blocks:
+            x = x + (checkpoint(b, x, use_reentrant=self.re) if self.ck else b(x))
+        return self.fc(x.mean(1))
+class Half(nn.Module):
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(x))
+inp = (torch.randn(32, 64, 16), torch.zeros(32, dtype=torch.long))
+def recomputed(g):  # the forward ops in the backward; the second Linear's output is dead there
+    return sorted(n["op"] for n in g["nodes"] if n["phase"] == "bwd" and n["op"] in ("native_layer_norm", "addmm", "gelu"))
+a = ex.export_module(C(True), ex.xent, inp, "c", "mine", trace="fake")
+b = ex.export_module(C(True), ex.xent, inp, "c", "mine", trace="eager")
+assert a["nodes"] == b["nodes"] and a["edges"] == b["edges"]
+assert recomputed(a) == ["addmm"] * 3 + ["gelu"] * 3 + ["native_layer_norm"] * 3, recomputed(a)
+assert recomputed(ex.export_module(C(False), ex.xent, inp, "c", "mine")) == []
+ctl = [(s, t) for s, t, nb in a["edges"] if nb == 0]
+assert ctl and all(a["nodes"][s]["phase"] == a["nodes"][t]["phase"] == "bwd" for s, t in ctl), ctl
+for name, m in (("plain", C(False, act=Half)), ("ck", C(True, act=Half)), ("ckr", C(True, True, act=Half))):
+    ex.write_graphml(ex.export_module(m, ex.xent, inp, name, "mine"), f"{sys.argv[2]}/{name}.graphml.gz")
 print("ok", len(g["nodes"]), "nodes")
 PYEOF
-expect_rc 0 "$PY" "$TMP/m.py" "$SRC/tools"
+expect_rc 0 "$PY" "$TMP/m.py" "$SRC/tools" "$TMP"
 expect_out "^ok [0-9]* nodes"
 expect_err "d: the step reads tensor values (RuntimeError); tracing it eager"
+expect_err "ck: make_fx cannot trace the step: .*tracing it eager"
+# checkpointing's memory is seen: the checkpointed steps (both forms) peak lower than the plain one
+peak() { [ -e "$TMP/$1.graphml.gz" ] &&
+         "$GOPT" sim "$TMP/$1.graphml.gz" --profile "$SRC/profiles/v100-dgx1-x8.json" --devices 1 --json |
+         "$PY" -c 'import json, sys; print(json.load(sys.stdin)["peak_memory_bytes"][0])'; }
+plain=$(peak plain) ck=$(peak ck) ckr=$(peak ckr)
+[ -n "$plain" ] && [ "$ck" -lt $((plain * 3 / 4)) ] && [ "$ckr" -lt $((plain * 3 / 4)) ] &&
+    ok || fail "checkpointed peaks $ck / $ckr bytes, not below 3/4 of the plain step's $plain"
 finish
