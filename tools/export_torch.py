@@ -117,7 +117,7 @@ ATEN_CLASS = {
 CLASS_OF = {op: cls for cls, ops in ATEN_CLASS.items() for op in ops.split()}
 PHASES = ("fwd", "bwd", "opt")
 # Not nodes of the exported graph: tuple indexing and aliases become edges from the producer.
-ALIASES = {"getitem", "detach", "alias", "lift_fresh_copy", "lift_fresh"}
+ALIASES = {"getitem", "detach", "detach_", "alias", "lift_fresh_copy", "lift_fresh"}
 
 
 def aten_name(target):
@@ -339,6 +339,18 @@ def _grad_mode_tagged():
         torch.fx.Graph.create_node = create
 
 
+class _NumberDetach(TorchDispatchMode):
+    """Under a dispatch mode (make_fx's, _EagerRecorder) torch 1.13 hands ops a Python number
+    autograd saved (GELU's 0.5 * x) unwrapped, and activation checkpointing's pack hook detaches it
+    ("aten::detach() Expected a value of type 'Tensor'"): it stays the number it is, a constant.
+    Every other op passes through."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.detach.default and not isinstance(args[0], torch.Tensor):
+            return torch.tensor(args[0])
+        return func(*args, **(kwargs or {}))
+
+
 class _EagerRecorder(TorchDispatchMode):
     """Records every aten op a step runs, for real, into an fx graph: the trace of export_module's
     trace="eager". A tensor is known by its Python object, held weakly (torch keeps a tensor's
@@ -369,10 +381,6 @@ class _EagerRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is torch.ops.aten.detach.default and not isinstance(args[0], torch.Tensor):
-            # a Python number autograd saved (GELU's 0.5), which a dispatch mode receives unwrapped:
-            # checkpointing's pack hook detaches it; it stays the number it is, a constant
-            return torch.tensor(args[0])
         out = func(*args, **kwargs)
         if not tensors_of(out):
             return out
@@ -407,6 +415,23 @@ def _reads_values(e):
             or "get value out of a tracing tensor" in str(e))
 
 
+def _steal_gradients(gm):
+    """loss.backward() traced on fake tensors copies each gradient it leaves in a .grad (a
+    parameter's; reentrant checkpointing's detached block inputs') into a fresh tensor
+    (new_empty_strided + copy_: AccumulateGrad's clone_obey_contract, as it cannot steal a traced
+    tensor); run for real it takes the gradient itself, as the eager trace records: the copies are
+    dropped."""
+    aten = torch.ops.aten
+    for g in list(gm.graph.nodes):
+        if g.op == "call_function" and g.target is aten.copy_.default and \
+                getattr(g.args[0], "target", None) is aten.new_empty_strided.default and len(g.args[0].users) == 1:
+            empty = g.args[0]
+            g.replace_all_uses_with(g.args[1])
+            gm.graph.erase_node(g)
+            gm.graph.erase_node(empty)
+    gm.recompile()
+
+
 def _first_line(e, width=160):
     line = (str(e).strip().splitlines() or [""])[0]
     return line if len(line) <= width else line[:width - 3] + "..."
@@ -418,8 +443,8 @@ def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam"
     runs for real on this CPU and every op it ran is recorded (trace_eager), for models whose
     forward reads values (detection: anchor matching, sampling, NMS); the graph is the step of
     these inputs; "auto" (the default): fake, and eager (saying so on stderr) when make_fx fails
-    (a step that reads values; torch 1.13's make_fx under activation checkpointing when autograd
-    saved a Python number)."""
+    (a step that reads values, say). Activation checkpointing's reentrant form refuses
+    torch.autograd.grad: its step takes its gradients by loss.backward() (traced())."""
     if trace not in ("auto", "fake", "eager"):
         raise ValueError(f"trace '{trace}': one of auto, fake, eager")
     model.train()
@@ -429,13 +454,34 @@ def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam"
     params = [p.detach().requires_grad_(True) for _, p in named]
     states = [torch.zeros_like(p) for p in params for _ in range(nstate)]
     buffers = [b.detach() for _, b in model.named_buffers()]
-    step = make_step(model, loss_fn, names, optimizer)
     flat = [*params, *states, *buffers, *example_inputs]
+
+    def traced(tracer):
+        """tracer(step) of the step, its gradients by torch.autograd.grad, or by loss.backward()
+        where that is refused: torch.utils.checkpoint(..., use_reentrant=True) runs its backward
+        through .backward() only."""
+        for accumulate in (False, True):
+            step = make_step(model, loss_fn, names, optimizer, accumulate=accumulate)
+
+            def run(*flat):
+                with _NumberDetach():
+                    return step(*flat)
+            try:
+                gm = tracer(run)
+                if accumulate:
+                    _steal_gradients(gm)
+                return gm
+            except RuntimeError as e:
+                if accumulate or "Checkpointing is not compatible with .grad()" not in str(e):
+                    raise
+                for p in params:
+                    p.grad = None
+
     with _static_repeat_interleave(), _grad_mode_tagged():
         gm = None
         if trace != "eager":
             try:
-                gm = make_fx(step, tracing_mode="fake")(*flat)
+                gm = traced(lambda run: make_fx(run, tracing_mode="fake")(*flat))
             except Exception as e:
                 if trace == "fake":
                     raise
@@ -444,23 +490,17 @@ def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam"
                 print(f"export_torch.py: {name}: {why} ({type(e).__name__}); tracing it eager (the step "
                       "runs once on this CPU)", file=sys.stderr, flush=True)
         if gm is None:
-            try:
-                gm = trace_eager(step, flat)
-            except RuntimeError as e:
-                if "Checkpointing is not compatible with .grad()" not in str(e):
-                    raise
-                # torch.utils.checkpoint(..., use_reentrant=True) runs its backward through
-                # .backward() only: the step again, its gradients accumulated
-                for p in params:
-                    p.grad = None
-                step = make_step(model, loss_fn, names, optimizer, accumulate=True)
-                gm = trace_eager(step, flat)
+            gm = traced(lambda run: trace_eager(run, flat))
     gm.graph.eliminate_dead_code()
     return graph_from_fx(gm, names, nstate, len(buffers), name, family, optimizer)
 
 
 def graph_from_fx(gm, pnames, nstate, nbuffers, name, family, optimizer):
     nodes = list(gm.graph.nodes)
+    for n in nodes:  # a constant make_fx made (torch.tensor(...), a number autograd saved) carries no
+        # 'val': its tensor's shape and bytes, as the eager trace records them
+        if n.op == "get_attr" and n.meta.get("val") is None and isinstance(getattr(gm, n.target, None), torch.Tensor):
+            n.meta["val"] = getattr(gm, n.target)
     for n in nodes:  # tuple-valued ops carry no 'val' in torch 1.13: rebuild it from their getitem users
         if n.op == "call_function" and n.meta.get("val") is None:
             items = {u.args[1]: u.meta.get("val") for u in n.users if aten_name(u.target) == "getitem"}
