@@ -215,15 +215,19 @@ def op_flops(node, cls):
 
 
 # ---- the training step ---------------------------------------------------------------
-OPTIMIZERS = {"sgd": 0, "momentum": 1, "adam": 2}  # number of state tensors per parameter
+OPTIMIZERS = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}  # number of state tensors per parameter
 
 
-def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False, accumulate=False):
-    """A function of flat tensors: params, optimizer states, buffers, inputs. mark: run the
+def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False, accumulate=False, clip=None, frozen=()):
+    """A function of flat tensors: params, optimizer states, buffers, the frozen parameters (named
+    by frozen: requires_grad False, no gradient, no update), inputs. mark: run the
     optimizer update inside torch.profiler.record_function("gopt::optimizer"), so that a profile
     of the eager step can tell its ops (tools/torch_fit.py; never when exporting). accumulate:
     gradients by loss.backward() into each parameter's .grad instead of torch.autograd.grad
-    (reentrant activation checkpointing refuses .grad(); eager only)."""
+    (reentrant activation checkpointing refuses .grad()). clip: the gradients scaled to this
+    total 2-norm at most before the update, as torch.nn.utils.clip_grad_norm_ does (a norm per
+    gradient, the norm of those, one scale): no update starts before the whole backward is done.
+    adamw: Adam with decoupled weight decay (the parameter scaled by 1 - lr * 0.01 first)."""
     nstate = OPTIMIZERS[optimizer]
     nparam = len(names)
     buffer_names = [n for n, _ in model.named_buffers()]
@@ -239,8 +243,10 @@ def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False, accumulate=
         params = list(flat[:nparam])
         states = list(flat[nparam:nparam * (1 + nstate)])
         rest = flat[nparam * (1 + nstate):]
-        buffers, inputs = rest[:len(buffer_names)], rest[len(buffer_names):]
+        nb = len(buffer_names)
+        buffers, fixed, inputs = rest[:nb], rest[nb:nb + len(frozen)], rest[nb + len(frozen):]
         mapping = dict(zip(names, params))
+        mapping.update(zip(frozen, fixed))
         mapping.update((t, mapping[f]) for t, f in tied.items() if f in mapping)
         mapping.update(zip(buffer_names, buffers))
         # the module reads these tensors through the backward too: activation checkpointing's
@@ -258,6 +264,10 @@ def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False, accumulate=
         outs = [loss] + list(grads)
         scope = torch.profiler.record_function("gopt::optimizer") if mark else contextlib.nullcontext()
         with scope:
+            if clip is not None:
+                total = torch.norm(torch.stack([torch.norm(g, 2.0) for g in grads if g is not None]), 2.0)
+                scale = torch.clamp(clip / (total + 1e-6), max=1.0)
+                grads = [None if g is None else g * scale for g in grads]
             update(params, states, grads, outs)
         return tuple(outs)
 
@@ -273,6 +283,8 @@ def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False, accumulate=
             else:
                 m = states[2 * i] * 0.9 + g * 0.1
                 v = states[2 * i + 1] * 0.999 + g * g * 0.001
+                if optimizer == "adamw":
+                    p = p * (1.0 - lr * 0.01)
                 outs += [p - lr * m / (torch.sqrt(v) + 1e-8), m, v]
 
     return step
@@ -437,8 +449,10 @@ def _first_line(e, width=160):
     return line if len(line) <= width else line[:width - 3] + "..."
 
 
-def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam", trace="auto"):
-    """Trace model's training step; returns a graph dict for write_graphml. trace "fake": make_fx
+def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam", trace="auto", clip_grad_norm=None):
+    """Trace model's training step; returns a graph dict for write_graphml. optimizer: sgd,
+    momentum, adam or adamw (OPTIMIZERS); clip_grad_norm: the gradients clipped to this total norm
+    before the update (make_step's clip). trace "fake": make_fx
     on fake tensors (nothing computed; the step must not read a tensor's values); "eager": the step
     runs for real on this CPU and every op it ran is recorded (trace_eager), for models whose
     forward reads values (detection: anchor matching, sampling, NMS); the graph is the step of
@@ -450,18 +464,24 @@ def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam"
     model.train()
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     names = [n for n, _ in named]
+    if not names:
+        raise ValueError(f"{name}: no trainable parameter (every one has requires_grad False)")
+    # frozen parameters (a frozen backbone, LoRA's base weights) are traced inputs too: resident
+    # weights with no gradient and no update
+    frozen = [(n, p.detach()) for n, p in model.named_parameters() if not p.requires_grad]
     nstate = OPTIMIZERS[optimizer]
     params = [p.detach().requires_grad_(True) for _, p in named]
     states = [torch.zeros_like(p) for p in params for _ in range(nstate)]
     buffers = [b.detach() for _, b in model.named_buffers()]
-    flat = [*params, *states, *buffers, *example_inputs]
+    flat = [*params, *states, *buffers, *(t for _, t in frozen), *example_inputs]
 
     def traced(tracer):
         """tracer(step) of the step, its gradients by torch.autograd.grad, or by loss.backward()
         where that is refused: torch.utils.checkpoint(..., use_reentrant=True) runs its backward
         through .backward() only."""
         for accumulate in (False, True):
-            step = make_step(model, loss_fn, names, optimizer, accumulate=accumulate)
+            step = make_step(model, loss_fn, names, optimizer, accumulate=accumulate, clip=clip_grad_norm,
+                             frozen=[n for n, _ in frozen])
 
             def run(*flat):
                 with _NumberDetach():
@@ -492,10 +512,17 @@ def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam"
         if gm is None:
             gm = traced(lambda run: trace_eager(run, flat))
     gm.graph.eliminate_dead_code()
-    return graph_from_fx(gm, names, nstate, len(buffers), name, family, optimizer)
+    g = graph_from_fx(gm, names, nstate, len(buffers), name, family, optimizer, [n for n, _ in frozen],
+                      [n for n, _ in model.named_parameters()])
+    if clip_grad_norm is not None:
+        g["optimizer"] += f", gradients clipped to norm {clip_grad_norm:g}"
+    return g
 
 
-def graph_from_fx(gm, pnames, nstate, nbuffers, name, family, optimizer):
+def graph_from_fx(gm, pnames, nstate, nbuffers, name, family, optimizer, frozen=(), order_names=None):
+    """The graph dict of a traced step whose placeholders are pnames' parameters, their nstate
+    optimizer states each, nbuffers buffers, the frozen parameters, the inputs; layers numbered
+    by the parameters' blocks in order_names' order (all parameters, module order)."""
     nodes = list(gm.graph.nodes)
     for n in nodes:  # a constant make_fx made (torch.tensor(...), a number autograd saved) carries no
         # 'val': its tensor's shape and bytes, as the eager trace records them
@@ -522,7 +549,7 @@ def graph_from_fx(gm, pnames, nstate, nbuffers, name, family, optimizer):
     loss_at = order[loss_node]
     grads_at = max(order[g] for g in grad_nodes if isinstance(g, torch.fx.Node))
     blocks = {}
-    for pn in pnames:
+    for pn in order_names or pnames:
         blocks.setdefault(layer_key(pn), len(blocks))
 
     out_nodes, edges = [], []
@@ -577,7 +604,16 @@ def graph_from_fx(gm, pnames, nstate, nbuffers, name, family, optimizer):
                 ident[n] = ident[placeholders[owner[n]]]
                 layer[n] = layer[placeholders[owner[n]]]
                 continue
-            kind = "buffer" if k < nparam * (1 + nstate) + nbuffers else "input"
+            kf = k - nparam * (1 + nstate) - nbuffers
+            if 0 <= kf < len(frozen):  # a frozen weight: resident, no optimizer state
+                pl = blocks[layer_key(frozen[kf])]
+                layer[n] = pl
+                ident[n] = len(out_nodes)
+                out_nodes.append(dict(name=frozen[kf], op="Parameter", cls="param", flops=0.0, out_bytes=out_b,
+                                      param_bytes=out_b, shape=shape, dtype=dtype, phase="fwd", layer=pl,
+                                      colocate=frozen[kf]))
+                continue
+            kind = "buffer" if kf < 0 else "input"
             layer[n] = -1
             ident[n] = len(out_nodes)
             out_nodes.append(dict(name=f"{kind}/{n.name}", op="Placeholder", cls="input", flops=0.0, out_bytes=out_b,
@@ -1130,15 +1166,49 @@ def checkpoint_blocks(model):
     return n
 
 
-def export(name, spec, batch, seq, optimizer, path, ckpt=False):
-    """Export one configuration to path; returns the summary line. ckpt: checkpoint_blocks."""
+class LoRALinear(nn.Module):
+    """A frozen nn.Linear plus a trainable low-rank update (Hu et al. 2021, LoRA):
+    y = base(x) + (x A^T) B^T, A (rank x in) small random, B (out x rank) zero."""
+
+    def __init__(self, base, rank):
+        super().__init__()
+        self.base = base
+        self.lora_a = nn.Parameter(torch.randn(rank, base.in_features) / math.sqrt(base.in_features))
+        self.lora_b = nn.Parameter(torch.zeros(base.out_features, rank))
+
+    def forward(self, x):
+        return self.base(x) + F.linear(F.linear(x, self.lora_a), self.lora_b)
+
+
+def lora(model, rank):
+    """The model as LoRA fine-tunes it: every parameter frozen, every nn.Linear given a trainable
+    rank-`rank` update (LoRALinear; not nn.MultiheadAttention's out_proj, whose weight the
+    attention reads itself). Returns the number of adapted layers."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    n = 0
+    for mod in list(model.modules()):
+        if isinstance(mod, (nn.MultiheadAttention, LoRALinear)):
+            continue
+        for cname, child in list(mod.named_children()):
+            if isinstance(child, nn.Linear):
+                setattr(mod, cname, LoRALinear(child, rank))
+                n += 1
+    return n
+
+
+def export(name, spec, batch, seq, optimizer, path, ckpt=False, clip=None, lora_rank=None):
+    """Export one configuration to path; returns the summary line. ckpt: checkpoint_blocks;
+    clip: export_module's clip_grad_norm; lora_rank: lora()."""
     torch.manual_seed(0)
     model = spec.build(batch, seq)
+    if lora_rank and not lora(model, lora_rank):
+        raise Refused("--lora: no nn.Linear layer to adapt")
     if ckpt and not checkpoint_blocks(model):
         raise Refused("--checkpoint: no repeated block (a child of an nn.ModuleList or nn.Sequential "
                          "whose class appears there twice, with submodules and parameters)")
     g = export_module(model, spec.loss, spec.inputs(batch, seq), name, spec.family,
-                      optimizer or spec.optimizer, trace=spec.trace)
+                      optimizer or spec.optimizer, trace=spec.trace, clip_grad_norm=clip)
     write_graphml(g, path)
     counts = {}
     for n in g["nodes"]:
@@ -1164,6 +1234,12 @@ def main(argv=None):
     ap.add_argument("--checkpoint", action="store_true",
                     help="the step as trained with activation checkpointing of every repeated block "
                     "(torch.utils.checkpoint): less memory, the blocks' forward run again in the backward")
+    ap.add_argument("--clip-grad-norm", type=float, metavar="MAX",
+                    help="the step clips its gradients to total 2-norm MAX before the update "
+                    "(torch.nn.utils.clip_grad_norm_): every update waits for the whole backward")
+    ap.add_argument("--lora", type=int, metavar="RANK",
+                    help="the step of LoRA fine-tuning: every weight frozen, every nn.Linear given a "
+                    "trainable rank-RANK update")
     ap.add_argument("--list", action="store_true", help="list the models")
     args = ap.parse_args(argv)
     table = models()
@@ -1188,8 +1264,9 @@ def main(argv=None):
         print(f"export_torch.py: need models of --list or torchvision's and -o (unknown: {'; '.join(bad) or '-'})",
               file=sys.stderr)
         return 2
-    for opt, v in (("--batch", args.batch), ("--seq", args.seq)):
-        if v is not None and v <= 0:
+    for opt, v in (("--batch", args.batch), ("--seq", args.seq), ("--clip-grad-norm", args.clip_grad_norm),
+                   ("--lora", args.lora)):
+        if v is not None and not v > 0:
             print(f"export_torch.py: {opt} {v} must be positive", file=sys.stderr)
             return 2
     several = len(names) > 1 or args.all
@@ -1206,7 +1283,7 @@ def main(argv=None):
         t0 = time.time()
         try:
             line = export(name, spec, args.batch or spec.batch, args.seq if args.seq is not None else spec.seq,
-                          args.optimizer, path, args.checkpoint)
+                          args.optimizer, path, args.checkpoint, args.clip_grad_norm, args.lora)
         except Refused as e:
             print(f"export_torch.py: {name}: {e}", file=sys.stderr, flush=True)
             refused += 1

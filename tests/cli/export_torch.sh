@@ -4,8 +4,9 @@
 # eager trace (the same graph as make_fx's where both trace; a step that reads values, which
 # make_fx refuses), tied weights, an unused parameter and keyword arguments (Hugging Face's
 # models), activation checkpointing (the forward run again after the gradient op before it, its
-# memory saved) and refusals (exit 2, naming the model and why). Skipped (77) where PyTorch is
-# not installed. Each call imports torch (several seconds).
+# memory saved), gradient clipping and AdamW, frozen parameters and LoRA, and refusals (exit 2,
+# naming the model and why). Skipped (77) where PyTorch is not installed. Each call imports
+# torch (several seconds).
 . "$(dirname "$0")/lib.bash"
 PY=/usr/bin/python3
 "$PY" -c 'import torch, torchvision' 2>/dev/null || { echo "skipped: no torch/torchvision for $PY"; exit 77; }
@@ -35,6 +36,8 @@ expect_rc 2 "$PY" "$SRC/tools/export_torch.py" --checkpoint resnet18 alexnet --b
 expect_out "resnet18.graphml.gz: [0-9]* nodes"
 expect_err "alexnet: --checkpoint: no repeated block"
 [ -e "$TMP/alexnet.graphml.gz" ] && fail "a refused export wrote its file" || ok
+expect_rc 2 "$PY" "$SRC/tools/export_torch.py" resnet18 --clip-grad-norm 0 -o "$TMP/x.graphml.gz"
+expect_err "clip-grad-norm 0.0 must be positive"
 # 3-D pooling, trilinear upsampling and an int repeat_interleave: classed, and the repeat traced as
 # the same values (export_module through make_fx)
 cat > "$TMP/m.py" <<'PYEOF'
@@ -160,6 +163,54 @@ assert recomputed(a) == ["addmm"] * 3 + ["gelu"] * 3 + ["native_layer_norm"] * 3
 assert recomputed(ex.export_module(C(False), ex.xent, inp, "c", "mine")) == []
 ctl = [(s, t) for s, t, nb in a["edges"] if nb == 0]
 assert ctl and all(a["nodes"][s]["phase"] == a["nodes"][t]["phase"] == "bwd" for s, t in ctl), ctl
+# gradient clipping: a norm per gradient and one of those, in the optimizer phase, and every
+# parameter's update (Adam's last op, a sub) reads the scale: none starts before the backward
+# ends; adamw: one op a parameter more than adam (the decay)
+c0 = ex.export_module(C(False), ex.xent, inp, "c", "mine", "adam")
+c1 = ex.export_module(C(False), ex.xent, inp, "c", "mine", "adam", clip_grad_norm=1.0)
+c2 = ex.export_module(C(False), ex.xent, inp, "c", "mine", "adamw")
+nparam = sum(n["cls"] == "param" for n in c0["nodes"])
+assert len(c2["nodes"]) == len(c0["nodes"]) + nparam
+norms = [i for i, n in enumerate(c1["nodes"]) if n["op"] == "norm"]
+assert len(norms) == nparam + 1 and all(c1["nodes"][i]["phase"] == "opt" for i in norms), norms
+succ = {}
+for s_, t_, _ in c1["edges"]:
+    succ.setdefault(s_, []).append(t_)
+seen, todo = set(), [norms[-1]]
+while todo:
+    for t_ in succ.get(todo.pop(), []):
+        if t_ not in seen:
+            seen.add(t_)
+            todo.append(t_)
+subs = [i for i, n in enumerate(c1["nodes"]) if n["phase"] == "opt" and n["op"] == "sub"]
+assert len(subs) == nparam and all(i in seen for i in subs), (len(subs), nparam)
+# frozen parameters (a frozen backbone, LoRA's base weights): traced on fake tensors like the
+# rest, resident param nodes (param_bytes their bytes: no optimizer state) without an update;
+# a model with nothing to train is refused
+m = C(False)
+for p_ in m.emb.parameters():
+    p_.requires_grad_(False)
+a = ex.export_module(m, ex.xent, inp, "f", "mine", trace="fake")
+b = ex.export_module(m, ex.xent, inp, "f", "mine", trace="eager")
+assert a["nodes"] == b["nodes"] and a["edges"] == b["edges"]
+fz = {n["name"]: n for n in a["nodes"] if n["name"].startswith("emb.")}
+assert sorted(fz) == ["emb.bias", "emb.weight"], sorted(fz)
+assert all(n["cls"] == "param" and n["param_bytes"] == n["out_bytes"] > 0 for n in fz.values()), fz
+assert not {n["colocate"] for n in a["nodes"] if n["phase"] == "opt"} & set(fz)
+# LoRA: every weight frozen, each nn.Linear (8 here) a trainable rank-2 update: only those 16
+# tensors carry Adam's state; no nn.Linear, nothing adapted
+m = C(False)
+assert ex.lora(m, 2) == 8 and ex.lora(nn.Sequential(nn.Conv2d(3, 4, 3)), 2) == 0
+a = ex.export_module(m, ex.xent, inp, "l", "mine", trace="fake")
+trained = sorted(n["name"].rsplit(".", 1)[1] for n in a["nodes"] if n["cls"] == "param" and n["param_bytes"] == 3 * n["out_bytes"])
+assert trained == ["lora_a"] * 8 + ["lora_b"] * 8, trained
+for p_ in m.parameters():
+    p_.requires_grad_(False)
+try:
+    ex.export_module(m, ex.xent, inp, "f", "mine")
+    raise SystemExit("a model with nothing to train exported")
+except ValueError as e:
+    assert "no trainable parameter" in str(e), e
 for name, m in (("plain", C(False, act=Half)), ("ck", C(True, act=Half)), ("ckr", C(True, True, act=Half))):
     ex.write_graphml(ex.export_module(m, ex.xent, inp, name, "mine"), f"{sys.argv[2]}/{name}.graphml.gz")
 print("ok", len(g["nodes"]), "nodes")
