@@ -1206,7 +1206,7 @@ def export(name, spec, batch, seq, optimizer, path, ckpt=False, clip=None, lora_
         raise Refused("--lora: no nn.Linear layer to adapt")
     if ckpt and not checkpoint_blocks(model):
         raise Refused("--checkpoint: no repeated block (a child of an nn.ModuleList or nn.Sequential "
-                         "whose class appears there twice, with submodules and parameters)")
+                      "whose class appears there twice, with submodules and parameters)")
     g = export_module(model, spec.loss, spec.inputs(batch, seq), name, spec.family,
                       optimizer or spec.optimizer, trace=spec.trace, clip_grad_norm=clip)
     write_graphml(g, path)
