@@ -216,9 +216,20 @@ def op_flops(node, cls):
 
 # ---- the training step ---------------------------------------------------------------
 OPTIMIZERS = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}  # number of state tensors per parameter
+_IN_BACKWARD = [False]  # while make_step's step runs autograd: the ops recorded meanwhile are bwd
 
 
-def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False, accumulate=False, clip=None, frozen=()):
+@contextlib.contextmanager
+def _backward():
+    prev, _IN_BACKWARD[0] = _IN_BACKWARD[0], True
+    try:
+        yield
+    finally:
+        _IN_BACKWARD[0] = prev
+
+
+def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False, accumulate=False, clip=None, frozen=(),
+              micro=1):
     """A function of flat tensors: params, optimizer states, buffers, the frozen parameters (named
     by frozen: requires_grad False, no gradient, no update), inputs. mark: run the
     optimizer update inside torch.profiler.record_function("gopt::optimizer"), so that a profile
@@ -227,7 +238,10 @@ def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False, accumulate=
     (reentrant activation checkpointing refuses .grad()). clip: the gradients scaled to this
     total 2-norm at most before the update, as torch.nn.utils.clip_grad_norm_ does (a norm per
     gradient, the norm of those, one scale): no update starts before the whole backward is done.
-    adamw: Adam with decoupled weight decay (the parameter scaled by 1 - lr * 0.01 first)."""
+    adamw: Adam with decoupled weight decay (the parameter scaled by 1 - lr * 0.01 first). micro:
+    gradient accumulation over that many micro-batches (every input split along its first
+    dimension; each micro-batch's forward and backward, its loss / micro, the gradients summed),
+    then one update."""
     nstate = OPTIMIZERS[optimizer]
     nparam = len(names)
     buffer_names = [n for n, _ in model.named_buffers()]
@@ -252,15 +266,18 @@ def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False, accumulate=
         # the module reads these tensors through the backward too: activation checkpointing's
         # recomputation runs the module's forward again there (torch.utils.checkpoint)
         with stateless._reparametrize_module(model, mapping):
-            # keyword arguments too (Hugging Face models: input_ids=, labels=)
-            loss = loss_fn(lambda *a, **k: model(*a, **k), *inputs)
-            # a parameter the loss does not reach (a pooler the head skips) gets no gradient and
-            # no update, as an optimizer skips a parameter whose .grad is None
-            if accumulate:
-                loss.backward()
-                grads = tuple(p.grad for p in params)
+            if micro == 1:
+                loss, grads = forward_backward(params, inputs)
             else:
-                grads = torch.autograd.grad(loss, params, allow_unused=True)
+                parts = [x.tensor_split(micro) if isinstance(x, torch.Tensor) and x.dim() else [x] * micro
+                         for x in inputs]
+                loss, grads = None, None
+                for k in range(micro):
+                    lk, gk = forward_backward(params, [pt[k] for pt in parts], micro)
+                    with _backward():  # as AccumulateGrad adds into .grad, in the backward
+                        loss = lk if loss is None else loss + lk
+                        grads = gk if grads is None else tuple(
+                            a if b is None else b if a is None else a + b for a, b in zip(grads, gk))
         outs = [loss] + list(grads)
         scope = torch.profiler.record_function("gopt::optimizer") if mark else contextlib.nullcontext()
         with scope:
@@ -270,6 +287,21 @@ def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False, accumulate=
                 grads = [None if g is None else g * scale for g in grads]
             update(params, states, grads, outs)
         return tuple(outs)
+
+    def forward_backward(params, inputs, scale=1):
+        # keyword arguments too (Hugging Face models: input_ids=, labels=)
+        loss = loss_fn(lambda *a, **k: model(*a, **k), *inputs)
+        if scale != 1:
+            loss = loss / scale
+        # a parameter the loss does not reach (a pooler the head skips) gets no gradient and no
+        # update, as an optimizer skips a parameter whose .grad is None
+        with _backward():
+            if accumulate:
+                for p in params:
+                    p.grad = None
+                loss.backward()
+                return loss, tuple(p.grad for p in params)
+            return loss, torch.autograd.grad(loss, params, allow_unused=True)
 
     def update(params, states, grads, outs):
         for i, (p, g) in enumerate(zip(params, grads)):
@@ -343,6 +375,7 @@ def _grad_mode_tagged():
     def tagged(self, *a, **k):
         n = create(self, *a, **k)
         n.meta["grad_enabled"] = torch.is_grad_enabled()
+        n.meta["in_backward"] = _IN_BACKWARD[0]
         return n
     torch.fx.Graph.create_node = tagged
     try:
@@ -449,10 +482,12 @@ def _first_line(e, width=160):
     return line if len(line) <= width else line[:width - 3] + "..."
 
 
-def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam", trace="auto", clip_grad_norm=None):
+def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam", trace="auto", clip_grad_norm=None,
+                  micro_batches=1):
     """Trace model's training step; returns a graph dict for write_graphml. optimizer: sgd,
     momentum, adam or adamw (OPTIMIZERS); clip_grad_norm: the gradients clipped to this total norm
-    before the update (make_step's clip). trace "fake": make_fx
+    before the update (make_step's clip); micro_batches: gradient accumulation over that many
+    micro-batches, one update (make_step's micro). trace "fake": make_fx
     on fake tensors (nothing computed; the step must not read a tensor's values); "eager": the step
     runs for real on this CPU and every op it ran is recorded (trace_eager), for models whose
     forward reads values (detection: anchor matching, sampling, NMS); the graph is the step of
@@ -466,6 +501,11 @@ def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam"
     names = [n for n, _ in named]
     if not names:
         raise ValueError(f"{name}: no trainable parameter (every one has requires_grad False)")
+    short = [tuple(x.shape) for x in example_inputs if isinstance(x, torch.Tensor) and x.dim() and
+             x.shape[0] < micro_batches]
+    if micro_batches < 1 or short:
+        raise ValueError(f"{name}: {micro_batches} micro-batches: every input needs at least that many rows "
+                         f"(shapes {short})")
     # frozen parameters (a frozen backbone, LoRA's base weights) are traced inputs too: resident
     # weights with no gradient and no update
     frozen = [(n, p.detach()) for n, p in model.named_parameters() if not p.requires_grad]
@@ -481,7 +521,7 @@ def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam"
         through .backward() only."""
         for accumulate in (False, True):
             step = make_step(model, loss_fn, names, optimizer, accumulate=accumulate, clip=clip_grad_norm,
-                             frozen=[n for n, _ in frozen])
+                             frozen=[n for n, _ in frozen], micro=micro_batches)
 
             def run(*flat):
                 with _NumberDetach():
@@ -516,6 +556,8 @@ def export_module(model, loss_fn, example_inputs, name, family, optimizer="adam"
                       [n for n, _ in model.named_parameters()])
     if clip_grad_norm is not None:
         g["optimizer"] += f", gradients clipped to norm {clip_grad_norm:g}"
+    if micro_batches > 1:
+        g["optimizer"] += f", gradients accumulated over {micro_batches} micro-batches"
     return g
 
 
@@ -562,6 +604,10 @@ def graph_from_fx(gm, pnames, nstate, nbuffers, name, family, optimizer, frozen=
     # ready; each op of it that reads no other recomputed op waits on the gradient op recorded
     # before it (an edge of 0 bytes), so it holds its memory only from there
     recomputed, last_grad = set(), None
+    # gradient accumulation: a later micro-batch's forward runs after the previous one's backward,
+    # as PyTorch runs it (each of its ops that reads no other op of that forward waits on the
+    # backward's last op), so that only one micro-batch's activations are live at a time
+    burst = set()
 
     def source(a):
         """(graph node index, bytes read) for an fx argument node."""
@@ -588,7 +634,11 @@ def graph_from_fx(gm, pnames, nstate, nbuffers, name, family, optimizer, frozen=
         shape = ";".join("x".join(str(d) for d in x.shape) or "1" for x in t)
         dtype = str(t[0].dtype).replace("torch.", "") if t else ""
         out_b = float(sum(nbytes(x) for x in t))
-        phase = "fwd" if idx <= loss_at else ("bwd" if idx <= grads_at else "opt")
+        ib = n.meta.get("in_backward")  # recorded by _grad_mode_tagged: ops that autograd ran
+        if ib is None:
+            phase = "fwd" if idx <= loss_at else ("bwd" if idx <= grads_at else "opt")
+        else:
+            phase = "bwd" if ib else ("opt" if idx > grads_at else "fwd")
         phase_of[n] = phase
         if n.op == "placeholder":
             k = placeholders.index(n)
@@ -662,7 +712,11 @@ def graph_from_fx(gm, pnames, nstate, nbuffers, name, family, optimizer, frozen=
                 edges.append((last_grad, dst, 0.0))
             recomputed.add(dst)
         elif phase == "bwd":
-            last_grad = dst
+            last_grad, burst = dst, set()
+        elif phase == "fwd" and last_grad is not None:
+            if last_grad not in seen and not seen & burst:
+                edges.append((last_grad, dst, 0.0))
+            burst.add(dst)
     return dict(name=name, family=family, nodes=out_nodes, edges=edges, optimizer=optimizer)
 
 
@@ -1197,9 +1251,11 @@ def lora(model, rank):
     return n
 
 
-def export(name, spec, batch, seq, optimizer, path, ckpt=False, clip=None, lora_rank=None):
+def export(name, spec, batch, seq, optimizer, path, ckpt=False, clip=None, lora_rank=None, micro=1):
     """Export one configuration to path; returns the summary line. ckpt: checkpoint_blocks;
-    clip: export_module's clip_grad_norm; lora_rank: lora()."""
+    clip: export_module's clip_grad_norm; lora_rank: lora(); micro: its micro_batches."""
+    if batch % micro:
+        raise Refused(f"--micro-batches {micro} does not divide the batch {batch}")
     torch.manual_seed(0)
     model = spec.build(batch, seq)
     if lora_rank and not lora(model, lora_rank):
@@ -1208,7 +1264,7 @@ def export(name, spec, batch, seq, optimizer, path, ckpt=False, clip=None, lora_
         raise Refused("--checkpoint: no repeated block (a child of an nn.ModuleList or nn.Sequential "
                       "whose class appears there twice, with submodules and parameters)")
     g = export_module(model, spec.loss, spec.inputs(batch, seq), name, spec.family,
-                      optimizer or spec.optimizer, trace=spec.trace, clip_grad_norm=clip)
+                      optimizer or spec.optimizer, trace=spec.trace, clip_grad_norm=clip, micro_batches=micro)
     write_graphml(g, path)
     counts = {}
     for n in g["nodes"]:
@@ -1240,6 +1296,9 @@ def main(argv=None):
     ap.add_argument("--lora", type=int, metavar="RANK",
                     help="the step of LoRA fine-tuning: every weight frozen, every nn.Linear given a "
                     "trainable rank-RANK update")
+    ap.add_argument("--micro-batches", type=int, metavar="K", default=1,
+                    help="gradient accumulation: the batch as K micro-batches, each its forward and "
+                    "backward, one update (K divides the batch)")
     ap.add_argument("--list", action="store_true", help="list the models")
     args = ap.parse_args(argv)
     table = models()
@@ -1265,7 +1324,7 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     for opt, v in (("--batch", args.batch), ("--seq", args.seq), ("--clip-grad-norm", args.clip_grad_norm),
-                   ("--lora", args.lora)):
+                   ("--lora", args.lora), ("--micro-batches", args.micro_batches)):
         if v is not None and not v > 0:
             print(f"export_torch.py: {opt} {v} must be positive", file=sys.stderr)
             return 2
@@ -1283,7 +1342,8 @@ def main(argv=None):
         t0 = time.time()
         try:
             line = export(name, spec, args.batch or spec.batch, args.seq if args.seq is not None else spec.seq,
-                          args.optimizer, path, args.checkpoint, args.clip_grad_norm, args.lora)
+                          args.optimizer, path, args.checkpoint, args.clip_grad_norm, args.lora,
+                          args.micro_batches)
         except Refused as e:
             print(f"export_torch.py: {name}: {e}", file=sys.stderr, flush=True)
             refused += 1

@@ -4,9 +4,9 @@
 # eager trace (the same graph as make_fx's where both trace; a step that reads values, which
 # make_fx refuses), tied weights, an unused parameter and keyword arguments (Hugging Face's
 # models), activation checkpointing (the forward run again after the gradient op before it, its
-# memory saved), gradient clipping and AdamW, frozen parameters and LoRA, and refusals (exit 2,
-# naming the model and why). Skipped (77) where PyTorch is not installed. Each call imports
-# torch (several seconds).
+# memory saved), gradient clipping and AdamW, frozen parameters and LoRA, gradient accumulation
+# (one micro-batch's activations at a time), and refusals (exit 2, naming the model and why).
+# Skipped (77) where PyTorch is not installed. Each call imports torch (several seconds).
 . "$(dirname "$0")/lib.bash"
 PY=/usr/bin/python3
 "$PY" -c 'import torch, torchvision' 2>/dev/null || { echo "skipped: no torch/torchvision for $PY"; exit 77; }
@@ -211,6 +211,20 @@ try:
     raise SystemExit("a model with nothing to train exported")
 except ValueError as e:
     assert "no trainable parameter" in str(e), e
+# gradient accumulation over 4 micro-batches: each its forward and backward in turn (the summing
+# in the backward), one update; the next forward waits on the backward before (0-byte edges)
+mb = ex.export_module(C(False, act=Half), ex.xent, inp, "mb", "mine", micro_batches=4)
+seq = [n["phase"] for n in mb["nodes"] if n["cls"] not in ("param", "input")]
+runs = [p_ for i, p_ in enumerate(seq) if i == 0 or p_ != seq[i - 1]]
+assert runs == ["fwd", "bwd"] * 4 + ["opt"], runs
+assert len([n for n in mb["nodes"] if n["op"] == "addmm" and n["phase"] == "fwd"]) == 4 * 8
+for bad in (0, 33):
+    try:
+        ex.export_module(C(False), ex.xent, inp, "mb", "mine", micro_batches=bad)
+        raise SystemExit(f"{bad} micro-batches exported")
+    except ValueError as e:
+        assert "micro-batches" in str(e), e
+ex.write_graphml(mb, f"{sys.argv[2]}/mb.graphml.gz")
 for name, m in (("plain", C(False, act=Half)), ("ck", C(True, act=Half)), ("ckr", C(True, True, act=Half))):
     ex.write_graphml(ex.export_module(m, ex.xent, inp, name, "mine"), f"{sys.argv[2]}/{name}.graphml.gz")
 print("ok", len(g["nodes"]), "nodes")
@@ -222,7 +236,9 @@ expect_err "d: the step reads tensor values (RuntimeError); tracing it eager"
 peak() { [ -e "$TMP/$1.graphml.gz" ] &&
          "$GOPT" sim "$TMP/$1.graphml.gz" --profile "$SRC/profiles/v100-dgx1-x8.json" --devices 1 --json |
          "$PY" -c 'import json, sys; print(json.load(sys.stdin)["peak_memory_bytes"][0])'; }
-plain=$(peak plain) ck=$(peak ck) ckr=$(peak ckr)
+plain=$(peak plain) ck=$(peak ck) ckr=$(peak ckr) mb=$(peak mb)
 [ -n "$plain" ] && [ "$ck" -lt $((plain * 3 / 4)) ] && [ "$ckr" -lt $((plain * 3 / 4)) ] &&
     ok || fail "checkpointed peaks $ck / $ckr bytes, not below 3/4 of the plain step's $plain"
+# and gradient accumulation's: one micro-batch's activations at a time
+[ -n "$mb" ] && [ "$mb" -lt $((plain * 3 / 4)) ] && ok || fail "4 micro-batches peak $mb bytes, plain $plain"
 finish
