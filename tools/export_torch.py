@@ -32,6 +32,7 @@ To export your own model, see export_module() and docs/zoo.md.
 import argparse
 import collections
 import contextlib
+import functools
 import gzip
 import math
 import operator
@@ -290,7 +291,7 @@ def make_step(model, loss_fn, names, optimizer, lr=1e-3, mark=False, accumulate=
 
     def forward_backward(params, inputs, scale=1):
         # keyword arguments too (Hugging Face models: input_ids=, labels=)
-        loss = loss_fn(lambda *a, **k: model(*a, **k), *inputs)
+        loss = loss_fn(model, *inputs)
         if scale != 1:
             loss = loss / scale
         # a parameter the loss does not reach (a pooler the head skips) gets no gradient and no
@@ -584,11 +585,10 @@ def graph_from_fx(gm, pnames, nstate, nbuffers, name, family, optimizer, frozen=
         owner[placeholders[nparam + k]] = k // nstate
     output = next(n for n in nodes if n.op == "output")
     outs = output.args[0]
-    loss_node, grad_nodes = outs[0], outs[1:1 + nparam]
+    grad_nodes = outs[1:1 + nparam]
     for i, gn in enumerate(grad_nodes):
         owner[gn] = i
     order = {n: i for i, n in enumerate(nodes)}
-    loss_at = order[loss_node]
     grads_at = max(order[g] for g in grad_nodes if isinstance(g, torch.fx.Node))
     blocks = {}
     for pn in order_names or pnames:
@@ -634,11 +634,9 @@ def graph_from_fx(gm, pnames, nstate, nbuffers, name, family, optimizer, frozen=
         shape = ";".join("x".join(str(d) for d in x.shape) or "1" for x in t)
         dtype = str(t[0].dtype).replace("torch.", "") if t else ""
         out_b = float(sum(nbytes(x) for x in t))
-        ib = n.meta.get("in_backward")  # recorded by _grad_mode_tagged: ops that autograd ran
-        if ib is None:
-            phase = "fwd" if idx <= loss_at else ("bwd" if idx <= grads_at else "opt")
-        else:
-            phase = "bwd" if ib else ("opt" if idx > grads_at else "fwd")
+        # ops autograd ran (in_backward, recorded by _grad_mode_tagged) are bwd; after the last
+        # gradient the update, opt; the rest fwd
+        phase = "bwd" if n.meta.get("in_backward") else ("opt" if idx > grads_at else "fwd")
         phase_of[n] = phase
         if n.op == "placeholder":
             k = placeholders.index(n)
@@ -1214,7 +1212,7 @@ def checkpoint_blocks(model):
             if count[type(k)] < 2 or not any(True for _ in k.children()) or \
                     not any(p.requires_grad for p in k.parameters()):
                 continue
-            k.forward = (lambda fwd: lambda *a, **kw: checkpoint(fwd, *a, use_reentrant=False, **kw))(k.forward)
+            k.forward = functools.partial(checkpoint, k.forward, use_reentrant=False)
             inside.update(id(d) for d in k.modules())
             n += 1
     return n
