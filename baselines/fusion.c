@@ -15,6 +15,7 @@
  * BL_FUSE_MAX members. Every result passes gopt_decisions_validate.
  * Costs: xla O(passes * E * s) with s the group size cap; tvm O(E * s).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -282,11 +283,21 @@ static gopt_status fuse_xla(const gopt_bl_problem *p, gopt_decisions *d, int exa
     bl_fuse s;
     gopt_status st = bl_fuse_init(&s, p, d, err);
     if (st) return st;
-    if (exact && (st = bl_fuse_exact(&s, err))) {
-        bl_fuse_destroy(&s);
-        return st;
-    }
     const gopt_frozen *f = s.f;
+    /* per group id: its time alone (NAN until priced; a group's members, their order and its device
+     * do not change until it merges) and its GEMMs and convolutions */
+    double *alone = gopt_malloc(((size_t)f->n + 1) * sizeof *alone, err);
+    int32_t *heavy = gopt_malloc(((size_t)f->n + 1) * sizeof *heavy, err);
+    if (!alone || !heavy || (exact && (st = bl_fuse_exact(&s, err)))) {
+        free(alone);
+        free(heavy);
+        bl_fuse_destroy(&s);
+        return st ? st : GOPT_ENOMEM;
+    }
+    for (int32_t g = 0; g < f->n; g++) {
+        alone[g] = NAN;
+        heavy[g] = s.size[g] ? group_heavy(&s, g) : 0;
+    }
     for (int pass = 0; pass < 3; pass++) {
         int changed = 0;
         for (int32_t i = f->n - 1; i >= 0; i--) { /* consumers first, as XLA walks from the root */
@@ -297,18 +308,23 @@ static gopt_status fuse_xla(const gopt_bl_problem *p, gopt_decisions *d, int exa
                 if (!fusible(f, u)) continue;
                 int32_t gu = bl_fuse_gid(&s, u), gv = bl_fuse_gid(&s, v);
                 if (gu == gv || s.size[gu] + s.size[gv] > BL_FUSE_MAX) continue;
-                if (group_heavy(&s, gu) + group_heavy(&s, gv) > 1) continue;
+                if (heavy[gu] + heavy[gv] > 1) continue;
                 if (!bl_fuse_can_merge(&s, d->device, gu, gv)) continue;
                 int dev = d->device[v];
-                double gain = bl_fuse_time(&s, gu, -1, dev) + bl_fuse_time(&s, gv, -1, dev) -
-                              bl_fuse_time(&s, gu, gv, dev);
+                if (isnan(alone[gu])) alone[gu] = bl_fuse_time(&s, gu, -1, dev);
+                if (isnan(alone[gv])) alone[gv] = bl_fuse_time(&s, gv, -1, dev);
+                double gain = alone[gu] + alone[gv] - bl_fuse_time(&s, gu, gv, dev);
                 if (gain <= 0) continue;
                 bl_fuse_merge(&s, gv, gu);
+                alone[gv] = NAN;
+                heavy[gv] += heavy[gu];
                 changed = 1;
             }
         }
         if (!changed) break;
     }
+    free(alone);
+    free(heavy);
     bl_fuse_destroy(&s);
     return GOPT_OK;
 }

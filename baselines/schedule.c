@@ -3,7 +3,7 @@
  * the placement already chosen:
  *   rank(v) = t(v, dev v) + max over successors s of (xfer(dev v -> dev s, bytes) + rank(s)),
  * and priority = position in decreasing rank (ties by topological rank), so
- * the op with the longest remaining path runs first. Both O(N log N + E).
+ * the op with the longest remaining path runs first. Both O(N + E) (a radix sort).
  */
 #include <stdlib.h>
 
@@ -15,22 +15,11 @@ gopt_status gopt_bl_schedule_fifo(const gopt_bl_problem *p, gopt_decisions *d, g
     return GOPT_OK;
 }
 
-typedef struct {
-    double rank;
-    int32_t topo, v;
-} cp_item;
-
-static int cp_cmp(const void *a, const void *b) {
-    const cp_item *x = a, *y = b;
-    if (x->rank != y->rank) return x->rank > y->rank ? -1 : 1;
-    return x->topo < y->topo ? -1 : x->topo > y->topo;
-}
-
 gopt_status gopt_bl_schedule_cp(const gopt_bl_problem *p, gopt_decisions *d, gopt_error *err) {
     const gopt_frozen *f = gopt_graph_frozen(p->graph);
     int32_t n = f->n;
     int ndt = p->cost->ndev;
-    cp_item *it = gopt_malloc(((size_t)n + 1) * sizeof *it, err);
+    gopt_sort_pair *it = gopt_malloc((2 * (size_t)n + 1) * sizeof *it, err);
     double *rank = gopt_malloc(((size_t)n + 1) * sizeof *rank, err);
     if (!it || !rank) {
         free(it);
@@ -46,12 +35,11 @@ gopt_status gopt_bl_schedule_cp(const gopt_bl_problem *p, gopt_decisions *d, gop
             if (r > best) best = r;
         }
         rank[v] = p->cost->time[(size_t)v * ndt + d->device[v]] + best;
-        it[v].rank = rank[v];
-        it[v].topo = f->rank[v];
-        it[v].v = v;
     }
-    qsort(it, (size_t)n, sizeof *it, cp_cmp);
-    for (int32_t i = 0; i < n; i++) d->priority[it[i].v] = n - i;
+    /* decreasing rank, ties in topological order: a stable sort of the nodes listed in that order */
+    for (int32_t i = 0; i < n; i++) it[i] = (gopt_sort_pair){gopt_sort_key_desc(rank[f->topo[i]]), f->topo[i]};
+    gopt_sort_pairs(it, it + n, (size_t)n);
+    for (int32_t i = 0; i < n; i++) d->priority[it[i].val] = n - i;
     free(it);
     free(rank);
     return GOPT_OK;

@@ -72,6 +72,18 @@ void gopt_rng_split(gopt_rng *parent, gopt_rng *child);
  * which thread runs them, so the results do not depend on nthreads. */
 void gopt_parallel_parts(int nparts, int nthreads, void (*fn)(void *ctx, int part), void *ctx);
 
+/* ---- sorting ------------------------------------------------------------ */
+typedef struct {
+    uint64_t key;
+    int32_t val;
+} gopt_sort_pair;
+
+/* Sort a[0..n) by key, ascending and stable (equal keys keep their order), with tmp (n pairs)
+ * as scratch: a radix sort, O(n), the same result as any stable comparison sort. */
+void gopt_sort_pairs(gopt_sort_pair *a, gopt_sort_pair *tmp, size_t n);
+/* A key that orders doubles decreasingly (-0 and +0 one key; not for NaN). */
+uint64_t gopt_sort_key_desc(double x);
+
 /* ---- time -------------------------------------------------------------- */
 double gopt_now_seconds(void); /* monotonic clock */
 

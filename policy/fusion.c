@@ -57,12 +57,8 @@ static int resident(const gopt_frozen *fz, int32_t q) {
     return no_inputs(fz, q) && gopt_op_class_is_data(fz->op_class[q]);
 }
 
-/* GEMMs and convolutions among group g's members */
-static int group_heavy(const policy_fuse_state *s, int32_t g) {
-    int h = 0;
-    for (int32_t m = g; m >= 0; m = s->next[m]) h += gopt_op_class_is_heavy(s->fz->op_class[m]);
-    return h;
-}
+/* GEMMs and convolutions among group g's members (kept per group by policy_fuse_commit) */
+static int group_heavy(const policy_fuse_state *s, int32_t g) { return s->heavy[g]; }
 
 void policy_fuse_init(policy_fuse_state *s, const gopt_frozen *fz, int merge, int32_t *buf, policy_fuse_scratch *w) {
     const size_t n = (size_t)fz->n;
@@ -73,6 +69,7 @@ void policy_fuse_init(policy_fuse_state *s, const gopt_frozen *fz, int merge, in
     s->next = buf + n;
     s->tail = buf + 2 * n;
     s->size = buf + 3 * n;
+    s->heavy = buf + 4 * n;
     s->w = w;
 }
 
@@ -323,6 +320,7 @@ void policy_fuse_commit(policy_fuse_state *s, const int32_t *place, const int32_
         s->gid[v] = v;
         s->tail[v] = v;
         s->size[v] = 1;
+        s->heavy[v] = gopt_op_class_is_heavy(fz->op_class[v]);
         return;
     }
     /* the union keeps the id of its earliest group (its first member in topological order) */
@@ -336,11 +334,13 @@ void policy_fuse_commit(policy_fuse_state *s, const int32_t *place, const int32_
         s->next[s->tail[g0]] = c;
         s->tail[g0] = s->tail[c];
         s->size[g0] += s->size[c];
+        s->heavy[g0] += s->heavy[c];
     }
     s->gid[v] = g0;
     s->next[s->tail[g0]] = v;
     s->tail[g0] = v;
     s->size[g0]++;
+    s->heavy[g0] += gopt_op_class_is_heavy(fz->op_class[v]);
 }
 
 static gopt_status fusion_groups(const gopt_frozen *fz, const int32_t *place, const int32_t *fuse, int merge,

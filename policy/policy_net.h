@@ -35,7 +35,7 @@
 #define POLICY_FUSE_MAX_MEMBERS 64 /* merge = 1: largest group (the xla baseline's cap) */
 #define POLICY_FUSE_SEARCH 4096    /* merge = 1: nodes one legality search may visit */
 #define POLICY_FUSE_MAX_CAND 32    /* predecessor groups considered per node */
-#define POLICY_FUSE_ARRAYS 4       /* int32 arrays of n per state */
+#define POLICY_FUSE_ARRAYS 5       /* int32 arrays of n per state */
 typedef struct {
     uint32_t *mark; /* (n) stamps: union members and visited nodes */
     uint32_t clock;
@@ -49,6 +49,7 @@ typedef struct {
     int32_t *gid;  /* (n) group of each decided node */
     int32_t *next; /* (n) next member of the same group, -1 at the end (a list from the group's id) */
     int32_t *tail, *size; /* per group id: last member in the list, members */
+    int32_t *heavy;       /* per group id: GEMMs and convolutions among its members */
     policy_fuse_scratch *w; /* shared by states used one after another */
 } policy_fuse_state;
 /* buf: POLICY_FUSE_ARRAYS * n int32 (nothing needs clearing). */

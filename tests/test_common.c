@@ -218,6 +218,54 @@ static void test_json_check_numbers(void **state) {
     assert_int_equal(gopt_json_check_numbers("{\"a\": 1e-4001", 11, "f", &err), GOPT_OK); /* sees 1e-40 */
 }
 
+
+/* the radix sort against qsort on (key, position): ties keep their order */
+typedef struct {
+    uint64_t key;
+    int32_t val, pos;
+} ref_pair;
+static int ref_cmp(const void *a, const void *b) {
+    const ref_pair *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+static void test_sort_pairs(void **state) {
+    (void)state;
+    gopt_rng r;
+    gopt_rng_seed(&r, 7);
+    enum { N = 3000 };
+    gopt_sort_pair *a = malloc(sizeof *a * N), *tmp = malloc(sizeof *tmp * N);
+    ref_pair *ref = malloc(sizeof *ref * N);
+    for (int trial = 0; trial < 6; trial++) {
+        const int n = trial == 0 ? 1 : trial == 1 ? 2 : N;
+        for (int i = 0; i < n; i++) {
+            uint64_t k = gopt_rng_u64(&r);
+            if (trial == 3) k %= 7;                       /* many ties, one varying byte */
+            if (trial == 4) k = (k % 5) << 40 | (k & 0xff); /* bytes all keys share */
+            if (trial == 5) {                              /* doubles, decreasing */
+                static const double v[] = {0.0, -0.0, 1.5, -2.0, 1e300, 3e-300, 1.5, 7.25};
+                k = gopt_sort_key_desc(v[gopt_rng_below(&r, 8)] * (gopt_rng_below(&r, 3) ? 1.0 : 0.5));
+            }
+            a[i] = (gopt_sort_pair){k, (int32_t)(i * 31 % 1009)};
+            ref[i] = (ref_pair){k, a[i].val, i};
+        }
+        gopt_sort_pairs(a, tmp, (size_t)n);
+        qsort(ref, (size_t)n, sizeof *ref, ref_cmp);
+        for (int i = 0; i < n; i++) {
+            assert_true(a[i].key == ref[i].key);
+            assert_int_equal(a[i].val, ref[i].val);
+        }
+    }
+    /* the key orders doubles decreasingly; -0 and +0 are one key */
+    const double xs[] = {1e300, 2.5, 1.0, 3e-300, 0.0, -3e-300, -1.0, -1e300};
+    for (int i = 0; i + 1 < 8; i++) assert_true(gopt_sort_key_desc(xs[i]) < gopt_sort_key_desc(xs[i + 1]));
+    assert_true(gopt_sort_key_desc(0.0) == gopt_sort_key_desc(-0.0));
+    free(a);
+    free(tmp);
+    free(ref);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_and_exit_codes),
@@ -225,6 +273,7 @@ int main(void) {
         cmocka_unit_test(test_buf),
         cmocka_unit_test(test_utf8_decode),
         cmocka_unit_test(test_json_check_numbers),
+        cmocka_unit_test(test_sort_pairs),
         cmocka_unit_test(test_atomic_write_and_gzip_roundtrip),
         cmocka_unit_test(test_bad_gzip),
     };

@@ -896,6 +896,16 @@ static void test_splice(void **state) {
     char *b;
     splice_run(&o, 9, NULL, &again, NULL);
     assert_true(again == on); /* deterministic */
+    o.sim_threads = 3; /* samples and children turned into decisions on three threads: the same run */
+    gopt_decisions dt = {0};
+    splice_run(&o, 9, NULL, &again, &dt);
+    assert_true(again == on);
+    assert_int_equal(dt.n, d9.n);
+    assert_memory_equal(dt.device, d9.device, sizeof(int32_t) * (size_t)d9.n);
+    assert_memory_equal(dt.priority, d9.priority, sizeof(int32_t) * (size_t)d9.n);
+    assert_memory_equal(dt.group, d9.group, sizeof(int32_t) * (size_t)d9.n);
+    gopt_decisions_destroy(&dt);
+    o.sim_threads = 1;
     b = test_read_file(sb, &lb);
     assert_non_null(strstr(b, "\"splice_s\": "));
     assert_non_null(strstr(b, "\"splice_actions\": \""));
@@ -2535,11 +2545,74 @@ static void test_dist(void **state) {
     }
 }
 
+
+/* tr_actions_to_decisions through a critical-path cache: the same decisions as without it, for a
+ * placement seen before, a new one, and the same placement under another device count */
+static void test_cp_cache(void **state) {
+    (void)state;
+    gopt_error err = {0};
+    gopt_graph *g = NULL;
+    gopt_zoo_spec spec = {"transformer_xl", 1, 2, 16, GOPT_OPTIM_DEFAULT};
+    assert_int_equal(gopt_zoo_generate(&spec, &g, &err), GOPT_OK);
+    const gopt_frozen *fz = gopt_graph_frozen(g);
+    const int32_t n = fz->n;
+    gopt_profile *prof = make_profile(4, 1e12);
+    gopt_costmodel *cm = NULL;
+    gopt_cost_table ct[2];
+    assert_int_equal(gopt_cost_create(prof, 4, &cm, NULL), GOPT_OK);
+    assert_int_equal(gopt_cost_table_build(cm, g, &ct[0], &err), GOPT_OK);
+    assert_int_equal(gopt_cost_table_build(cm, g, &ct[1], &err), GOPT_OK);
+    gopt_bl_problem bp[2] = {{0}, {0}};
+    for (int k = 0; k < 2; k++) {
+        bp[k].graph = g;
+        bp[k].cm = cm;
+        bp[k].cost = &ct[k];
+        bp[k].ndev = 4 - 2 * k;
+    }
+    int32_t *pl = malloc(sizeof(int32_t) * 6 * (size_t)n), *sc = pl + n, *fu = sc + n, *grp = fu + n, *pl2 = grp + n;
+    gopt_rng r;
+    gopt_rng_seed(&r, 3);
+    for (int32_t v = 0; v < n; v++) {
+        pl[v] = (int32_t)gopt_rng_below(&r, 2);
+        pl2[v] = (int32_t)gopt_rng_below(&r, 2);
+        sc[v] = (int32_t)gopt_rng_below(&r, 3);
+        fu[v] = 0;
+    }
+    gopt_policy_actions a = {pl, sc, fu}, a2 = {pl2, sc, fu};
+    gopt_decisions d, want;
+    assert_int_equal(gopt_decisions_init(&d, n, NULL), GOPT_OK);
+    assert_int_equal(gopt_decisions_init(&want, n, NULL), GOPT_OK);
+    tr_cp_cache c = {0};
+    const gopt_policy_actions *seq[] = {&a, &a, &a2, &a, &a};
+    const int prob[] = {0, 0, 0, 0, 1};
+    for (int i = 0; i < 5; i++) {
+        const gopt_bl_problem *p = &bp[prob[i]];
+        assert_int_equal(gopt_trainer_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, p, seq[i], &want, grp, &err), GOPT_OK);
+        for (int32_t v = 0; v < n; v++) d.priority[v] = -7; /* whatever was there before */
+        assert_int_equal(tr_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, NULL, p, &c, seq[i], &d, grp, &err), GOPT_OK);
+        assert_memory_equal(d.priority, want.priority, sizeof(int32_t) * (size_t)n);
+        assert_memory_equal(d.device, want.device, sizeof(int32_t) * (size_t)n);
+        assert_true(c.fz == fz && c.ndev == p->ndev); /* it holds the last placement ranked */
+    }
+    /* ties on the topological order (no problem): the cache is not read */
+    assert_int_equal(tr_actions_to_decisions(fz, GOPT_TASKS_ALL, 1, NULL, NULL, &c, &a, &d, grp, &err), GOPT_OK);
+    for (int32_t v = 0; v < n; v++) assert_int_equal(d.priority[v], sc[v] * (n + 1) + n - fz->rank[v]);
+    tr_cp_cache_free(&c);
+    free(pl);
+    gopt_decisions_destroy(&d);
+    gopt_decisions_destroy(&want);
+    for (int k = 0; k < 2; k++) gopt_cost_table_destroy(&ct[k]);
+    gopt_cost_free(cm);
+    gopt_profile_free(prof);
+    gopt_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ppo_finds_known_placement),
         cmocka_unit_test(test_evaluator_seam),
         cmocka_unit_test(test_greedy_tie_orders),
+        cmocka_unit_test(test_cp_cache),
         cmocka_unit_test(test_resume_equals_uninterrupted),
         cmocka_unit_test(test_graphs_per_step),
         cmocka_unit_test(test_batched_equals_rounds),

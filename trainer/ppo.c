@@ -122,11 +122,7 @@ static gopt_status sample_simulate(gopt_trainer *t, tr_graph *G, int b, gopt_rng
         return s;
     gopt_bl_problem bp;
     if ((s = tr_problem(t, (int)(G - t->graphs), &bp, err))) return s;
-    for (int k = k0; k < k1; k++)
-        if ((s = var ? tr_variant_decisions(t, G, &as[k], var, NULL, &bp, &t->dec[k - k0], err)
-                     : gopt_trainer_actions_to_decisions(G->fz, t->o.tasks, tr_fuse_merge(t), &bp, &as[k],
-                                                         &t->dec[k - k0], t->group, err)))
-            return s;
+    if (k1 > k0 && (s = tr_variants_render(t, G, as + k0, k1 - k0, var, NULL, &bp, t->dec, err))) return s;
     if (ent) *ent = learned_entropy(t, G) / (G->rows ? G->rows : 1);
     int ok[GOPT_TRAINER_MAX_SAMPLES];
     if (k1 > k0 && (s = tr_simulate(t, G, k1 - k0, ok, err))) return s;

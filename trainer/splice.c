@@ -91,6 +91,7 @@ gopt_status tr_splice_step(gopt_trainer *t, gopt_error *err) {
         }
         if ((st = gopt_policy_logits(t->pol, GOPT_TASK_PLACE, lg, err))) goto out2;
     }
+    gopt_policy_actions as[GOPT_TRAINER_MAX_SAMPLES];
     for (int m0 = 0; m0 < M; m0 += B) { /* batch by batch, each from the best so far */
         int nk = 0;
         for (int m = m0; m < M && m < m0 + B; m++) {
@@ -129,11 +130,10 @@ gopt_status tr_splice_step(gopt_trainer *t, gopt_error *err) {
                 }
             }
             if (!changed) continue; /* the parent itself: nothing to simulate */
-            const gopt_policy_actions a = {c, c + n, c + 2 * (size_t)n};
-            if ((st = tr_variant_decisions(t, G, &a, G->sp_var, NULL, &bp, &t->dec[nk], err))) goto out2;
-            nk++;
+            as[nk++] = (gopt_policy_actions){c, c + n, c + 2 * (size_t)n};
         }
         if (!nk) continue;
+        if ((st = tr_variants_render(t, G, as, nk, G->sp_var, NULL, &bp, t->dec, err))) goto out2;
         int ok[GOPT_TRAINER_MAX_SAMPLES];
         if ((st = tr_simulate(t, G, nk, ok, err))) goto out2;
         int best = -1;

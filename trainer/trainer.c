@@ -344,6 +344,8 @@ void gopt_trainer_free(gopt_trainer *t) {
     free(t->rw);
     free(t->rent);
     free(t->group);
+    for (int w = 0; w < TR_RENDER_THREADS; w++) tr_cp_cache_free(&t->cpc[w]);
+    for (int w = 1; w < TR_RENDER_THREADS; w++) free(t->wgroup[w]);
     free(t->sym);
     if (t->dec)
         for (int k = 0; k < t->o.samples; k++) gopt_decisions_destroy(&t->dec[k]);
@@ -373,6 +375,11 @@ gopt_status tr_reserve(gopt_trainer *t, int32_t n, gopt_error *err) {
     if (p[6]) t->rent = p[6];
     p[7] = realloc(t->group, sizeof(int32_t) * N);
     if (p[7]) t->group = p[7];
+    t->wgroup[0] = t->group;
+    for (int w = 1; w < TR_RENDER_THREADS; w++) { /* sized again on use */
+        free(t->wgroup[w]);
+        t->wgroup[w] = NULL;
+    }
     for (int i = 0; i < 8; i++)
         if (!p[i]) return gopt_error_set(err, GOPT_ENOMEM, "trainer: out of memory for %d-node scratch", (int)n);
     t->cap_n = n;
@@ -794,10 +801,48 @@ void tr_schedule_next(gopt_trainer *t) {
     t->nsel = B;
 }
 
+void tr_cp_cache_free(tr_cp_cache *c) {
+    free(c->dev);
+    free(c->prio);
+    memset(c, 0, sizeof *c);
+}
+
+/* d's priorities 1..n in critical-path order on its placement, from the cache when it holds them */
+static gopt_status cp_priorities(const gopt_frozen *fz, const gopt_bl_problem *ties, tr_cp_cache *c,
+                                 gopt_decisions *d, gopt_error *err) {
+    const size_t bytes = sizeof(int32_t) * (size_t)fz->n;
+    if (c && c->fz == fz && c->cm == ties->cm && c->ndev == ties->ndev && !memcmp(c->dev, d->device, bytes)) {
+        memcpy(d->priority, c->prio, bytes);
+        return GOPT_OK;
+    }
+    gopt_status st = gopt_bl_schedule_cp(ties, d, err);
+    if (st || !c) return st;
+    c->fz = NULL;
+    if (fz->n > c->cap) {
+        int32_t *dev = realloc(c->dev, bytes ? bytes : 1), *prio = dev ? realloc(c->prio, bytes ? bytes : 1) : NULL;
+        if (dev) c->dev = dev;
+        if (prio) c->prio = prio;
+        if (!dev || !prio) return GOPT_OK; /* no room to remember: the answer stands */
+        c->cap = fz->n;
+    }
+    memcpy(c->dev, d->device, bytes);
+    memcpy(c->prio, d->priority, bytes);
+    c->fz = fz;
+    c->cm = ties->cm;
+    c->ndev = ties->ndev;
+    return GOPT_OK;
+}
+
 gopt_status gopt_trainer_actions_to_decisions_within(const gopt_frozen *fz, unsigned tasks, int fuse_merge,
                                                      const int32_t *within, const gopt_bl_problem *ties,
                                                      const gopt_policy_actions *a, gopt_decisions *d, int32_t *group,
                                                      gopt_error *err) {
+    return tr_actions_to_decisions(fz, tasks, fuse_merge, within, ties, NULL, a, d, group, err);
+}
+
+gopt_status tr_actions_to_decisions(const gopt_frozen *fz, unsigned tasks, int fuse_merge, const int32_t *within,
+                                    const gopt_bl_problem *ties, tr_cp_cache *cache, const gopt_policy_actions *a,
+                                    gopt_decisions *d, int32_t *group, gopt_error *err) {
     int32_t n = fz->n;
     if (d->n != n) return gopt_error_set(err, GOPT_EINVAL, "decisions for %d nodes, graph has %d", d->n, n);
     if (ties && (gopt_graph_frozen(ties->graph) != fz || !ties->cost || ties->cost->n != n))
@@ -810,7 +855,7 @@ gopt_status gopt_trainer_actions_to_decisions_within(const gopt_frozen *fz, unsi
     }
     gopt_status st = GOPT_OK;
     /* within a level: the critical path's order (priorities 1..n) or the topological one */
-    if (sched && ties && (st = gopt_bl_schedule_cp(ties, d, err))) return st;
+    if (sched && ties && (st = cp_priorities(fz, ties, cache, d, err))) return st;
     if (sched)
         for (int32_t v = 0; v < n; v++) d->priority[v] += a->sched[v] * (n + 1);
     if (!(tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE))) return GOPT_OK;
@@ -894,11 +939,56 @@ gopt_status tr_note_best(const gopt_trainer *t, tr_graph *G, const gopt_decision
     return GOPT_OK;
 }
 
+static gopt_status variant_on(gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a, int v, const int32_t *within,
+                              const gopt_bl_problem *bp, int w, gopt_decisions *d, gopt_error *err) {
+    const int own = tr_fuse_merge(t) != 0, pi = v / 2;
+    return tr_actions_to_decisions(G->fz, t->o.tasks, pi ? !own : own, pi == 2 ? within : NULL, v % 2 ? NULL : bp,
+                                   &t->cpc[w], a, d, t->wgroup[w], err);
+}
+
 gopt_status tr_variant_decisions(gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a, int v,
                                  const int32_t *within, const gopt_bl_problem *bp, gopt_decisions *d, gopt_error *err) {
-    const int own = tr_fuse_merge(t) != 0, pi = v / 2;
-    return gopt_trainer_actions_to_decisions_within(G->fz, t->o.tasks, pi ? !own : own, pi == 2 ? within : NULL,
-                                                    v % 2 ? NULL : bp, a, d, t->group, err);
+    return variant_on(t, G, a, v, within, bp, 0, d, err);
+}
+
+typedef struct {
+    gopt_trainer *t;
+    tr_graph *G;
+    const gopt_policy_actions *as;
+    int k, v, T;
+    const int32_t *within;
+    const gopt_bl_problem *bp;
+    gopt_decisions *dec;
+    gopt_status st[TR_RENDER_THREADS];
+    int first[TR_RENDER_THREADS]; /* the item that failed */
+    gopt_error err[TR_RENDER_THREADS];
+} render_job;
+
+static void render_part(void *ctx, int w) {
+    render_job *J = ctx;
+    for (int i = w; i < J->k; i += J->T)
+        if ((J->st[w] = variant_on(J->t, J->G, &J->as[i], J->v, J->within, J->bp, w, &J->dec[i], &J->err[w]))) {
+            J->first[w] = i;
+            return;
+        }
+}
+
+gopt_status tr_variants_render(gopt_trainer *t, tr_graph *G, const gopt_policy_actions *as, int k, int v,
+                               const int32_t *within, const gopt_bl_problem *bp, gopt_decisions *dec, gopt_error *err) {
+    int T = t->o.sim_threads < TR_RENDER_THREADS ? t->o.sim_threads : TR_RENDER_THREADS;
+    if (T > k) T = k;
+    if (T < 1) T = 1;
+    for (int w = 1; w < T; w++) /* the workers' group scratch beside t->group */
+        if (!t->wgroup[w] && !(t->wgroup[w] = gopt_malloc(sizeof(int32_t) * (size_t)(t->cap_n > 0 ? t->cap_n : 1), err)))
+            return GOPT_ENOMEM;
+    render_job J = {.t = t, .G = G, .as = as, .k = k, .v = v, .T = T, .within = within, .bp = bp, .dec = dec};
+    gopt_parallel_parts(T, T, render_part, &J);
+    int bad = -1; /* the earliest item that failed, as a loop in order would report it */
+    for (int w = 0; w < T; w++)
+        if (J.st[w] && (bad < 0 || J.first[w] < J.first[bad])) bad = w;
+    if (bad < 0) return GOPT_OK;
+    if (err) *err = J.err[bad];
+    return J.st[bad];
 }
 
 /* Packed actions act into d as variant var (0..3) of tr_judge_variants makes them. */
@@ -1073,10 +1163,9 @@ gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, co
     for (int v = first; v < 6; v++) { /* v / 2: 1 the other fusion pass, 2 within's; v % 2: the topological tie order */
         const int pi = v / 2, topo = v % 2;
         if ((pi && !fuse) || (pi == 2 && !within) || (topo && !sched)) continue;
-        for (int i = 0; i < k; i++) {
-            gopt_policy_actions a = tr_actions(t, 0, i);
-            if ((st = tr_variant_decisions(t, G, &a, v, within, &bp, &t->dec[i], err))) return st;
-        }
+        gopt_policy_actions as[GOPT_TRAINER_MAX_SAMPLES];
+        for (int i = 0; i < k; i++) as[i] = tr_actions(t, 0, i);
+        if ((st = tr_variants_render(t, G, as, k, v, within, &bp, t->dec, err))) return st;
         int ok[GOPT_TRAINER_MAX_SAMPLES];
         if ((st = tr_simulate(t, G, k, ok, err))) return st;
         for (int i = 0; i < k; i++) {

@@ -9,6 +9,7 @@
 
 #define TR_MAX_WIDTH 16 /* widest action space (devices, levels) */
 #define TR_MAX_THREADS 64
+#define TR_RENDER_THREADS 4 /* tr_variants_render's workers, at most */
 #define TR_MAX_BASE 64
 #define TR_MAX_SYM 40320 /* device symmetries considered (8!) */
 
@@ -102,6 +103,22 @@ typedef struct {
     unsigned tgt_tasks;     /* the tasks it trains (GOPT_TASK_BIT: all, or the placement alone) */
 } tr_graph;
 
+/* The critical-path priorities of the last placement ranked (actions_to_decisions): samples and
+ * splice children that keep a placement skip its ranking and sort. Keyed by the graph, cost model
+ * and device count the tie-breaking problem was made for (its cost table follows from them). */
+typedef struct {
+    const gopt_frozen *fz; /* NULL: empty */
+    const gopt_costmodel *cm;
+    int ndev;
+    int32_t cap;
+    int32_t *dev, *prio; /* (cap) */
+} tr_cp_cache;
+void tr_cp_cache_free(tr_cp_cache *c);
+/* gopt_trainer_actions_to_decisions_within through cache (NULL: none). */
+gopt_status tr_actions_to_decisions(const gopt_frozen *fz, unsigned tasks, int fuse_merge, const int32_t *within,
+                                    const gopt_bl_problem *ties, tr_cp_cache *cache, const gopt_policy_actions *a,
+                                    gopt_decisions *d, int32_t *group, gopt_error *err);
+
 struct gopt_trainer {
     gopt_policy *pol;
     const gopt_costmodel *cm; /* default cost model of gopt_trainer_add_graph (may be NULL) */
@@ -133,6 +150,8 @@ struct gopt_trainer {
     float *rw;          /* (3 * cap_n) the imitation loss's per-decision weights */
     float *rent;        /* (3 * cap_n) entropy weights */
     int32_t *group;     /* (cap_n) */
+    tr_cp_cache cpc[TR_RENDER_THREADS]; /* tr_variants_render's critical-path priorities, one per worker */
+    int32_t *wgroup[TR_RENDER_THREADS]; /* (cap_n) its workers' group scratch (the first is group) */
     gopt_decisions *dec; /* (K) */
     int dec_n;          /* n the decisions are sized for */
     gopt_sim_result *res; /* (K) */
@@ -179,6 +198,10 @@ gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, co
  * critical path, from bp; 1 topological). */
 gopt_status tr_variant_decisions(gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a, int v,
                                  const int32_t *within, const gopt_bl_problem *bp, gopt_decisions *d, gopt_error *err);
+/* tr_variant_decisions for k action sets into dec[0..k), on up to min(sim_threads, 4) threads (each
+ * result a function of its actions alone: the same on any count). */
+gopt_status tr_variants_render(gopt_trainer *t, tr_graph *G, const gopt_policy_actions *as, int k, int v,
+                               const int32_t *within, const gopt_bl_problem *bp, gopt_decisions *dec, gopt_error *err);
 /* After a PPO step on graph i: the probation of a style's answer as the incumbent
  * (o.style_probation). Once the graph's o.style_probation-th PPO step since the zero-shot
  * greedy has found nothing faster than the incumbent and the splice search's best (min(best,
