@@ -896,14 +896,11 @@ static void test_splice(void **state) {
     char *b;
     splice_run(&o, 9, NULL, &again, NULL);
     assert_true(again == on); /* deterministic */
-    o.sim_threads = 3; /* samples and children turned into decisions on three threads: the same run */
+    o.sim_threads = 3; /* three simulator threads: the same run */
     gopt_decisions dt = {0};
     splice_run(&o, 9, NULL, &again, &dt);
     assert_true(again == on);
-    assert_int_equal(dt.n, d9.n);
-    assert_memory_equal(dt.device, d9.device, sizeof(int32_t) * (size_t)d9.n);
-    assert_memory_equal(dt.priority, d9.priority, sizeof(int32_t) * (size_t)d9.n);
-    assert_memory_equal(dt.group, d9.group, sizeof(int32_t) * (size_t)d9.n);
+    assert_decisions_equal(&dt, &d9);
     gopt_decisions_destroy(&dt);
     o.sim_threads = 1;
     b = test_read_file(sb, &lb);
@@ -2607,12 +2604,67 @@ static void test_cp_cache(void **state) {
     gopt_graph_free(g);
 }
 
+
+/* tr_variants_render on three threads: each action set's decisions as tr_variant_decisions makes
+ * them one by one, under each fusion pass and tie order */
+static void test_variants_render(void **state) {
+    (void)state;
+    gopt_trainer_options o;
+    gopt_trainer_options_default(&o);
+    o.samples = 6;
+    o.sim_threads = 3;
+    env e;
+    env_init(&e, 2, &o, 3);
+    gopt_graph *g = NULL;
+    gopt_error err = {0};
+    gopt_zoo_spec spec = {"transformer_xl", 4, 4, 16, GOPT_OPTIM_DEFAULT};
+    assert_int_equal(gopt_zoo_generate(&spec, &g, &err), GOPT_OK);
+    add_graph(&e, g);
+    gopt_trainer *t = e.tr;
+    tr_graph *G = &t->graphs[0];
+    const int32_t n = G->fz->n;
+    assert_true(6 * n >= TR_RENDER_MIN_NODES); /* enough nodes for the threads */
+    gopt_bl_problem bp;
+    assert_int_equal(tr_reserve(t, n, &err), GOPT_OK);
+    assert_int_equal(tr_decisions_for(t, n, &err), GOPT_OK);
+    assert_int_equal(tr_problem(t, 0, &bp, &err), GOPT_OK);
+    const gopt_policy_config *c = gopt_policy_get_config(t->pol);
+    gopt_rng r;
+    gopt_rng_seed(&r, 5);
+    gopt_policy_actions as[6];
+    for (int k = 0; k < 6; k++) {
+        as[k] = tr_actions(t, 0, k);
+        for (int32_t v = 0; v < n; v++) {
+            as[k].place[v] = k % 2 ? 0 : (int32_t)gopt_rng_below(&r, 2); /* half on one placement */
+            as[k].sched[v] = (int32_t)gopt_rng_below(&r, (uint64_t)c->sched_levels);
+            as[k].fuse[v] = (int32_t)gopt_rng_below(&r, (uint64_t)c->fusion_levels);
+        }
+    }
+    gopt_decisions ref;
+    assert_int_equal(gopt_decisions_init(&ref, n, NULL), GOPT_OK);
+    for (int var = 0; var < 4; var++) {
+        assert_int_equal(tr_variants_render(t, G, as, 6, var, NULL, &bp, t->dec, &err), GOPT_OK);
+        for (int k = 0; k < 6; k++) {
+            assert_int_equal(tr_variant_decisions(t, G, &as[k], var, NULL, &bp, &ref, &err), GOPT_OK);
+            assert_decisions_equal(&t->dec[k], &ref);
+        }
+    }
+    /* a bad action set: its error, as the loop in order reports it */
+    as[3].fuse[0] = -1;
+    as[5].fuse[0] = -2;
+    assert_int_equal(tr_variants_render(t, G, as, 6, 0, NULL, &bp, t->dec, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "level -1"));
+    gopt_decisions_destroy(&ref);
+    env_free(&e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ppo_finds_known_placement),
         cmocka_unit_test(test_evaluator_seam),
         cmocka_unit_test(test_greedy_tie_orders),
         cmocka_unit_test(test_cp_cache),
+        cmocka_unit_test(test_variants_render),
         cmocka_unit_test(test_resume_equals_uninterrupted),
         cmocka_unit_test(test_graphs_per_step),
         cmocka_unit_test(test_batched_equals_rounds),

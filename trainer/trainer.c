@@ -977,7 +977,7 @@ gopt_status tr_variants_render(gopt_trainer *t, tr_graph *G, const gopt_policy_a
                                const int32_t *within, const gopt_bl_problem *bp, gopt_decisions *dec, gopt_error *err) {
     int T = t->o.sim_threads < TR_RENDER_THREADS ? t->o.sim_threads : TR_RENDER_THREADS;
     if (T > k) T = k;
-    if (T < 1) T = 1;
+    if (T < 1 || (int64_t)k * G->fz->n < TR_RENDER_MIN_NODES) T = 1; /* too little to pay for the threads */
     for (int w = 1; w < T; w++) /* the workers' group scratch beside t->group */
         if (!t->wgroup[w] && !(t->wgroup[w] = gopt_malloc(sizeof(int32_t) * (size_t)(t->cap_n > 0 ? t->cap_n : 1), err)))
             return GOPT_ENOMEM;

@@ -10,6 +10,7 @@
 #define TR_MAX_WIDTH 16 /* widest action space (devices, levels) */
 #define TR_MAX_THREADS 64
 #define TR_RENDER_THREADS 4 /* tr_variants_render's workers, at most */
+#define TR_RENDER_MIN_NODES 2048 /* tr_variants_render: fewer nodes over all its action sets run on one thread */
 #define TR_MAX_BASE 64
 #define TR_MAX_SYM 40320 /* device symmetries considered (8!) */
 
@@ -198,8 +199,9 @@ gopt_status tr_judge_variants(gopt_trainer *t, tr_graph *G, int k, int first, co
  * critical path, from bp; 1 topological). */
 gopt_status tr_variant_decisions(gopt_trainer *t, tr_graph *G, const gopt_policy_actions *a, int v,
                                  const int32_t *within, const gopt_bl_problem *bp, gopt_decisions *d, gopt_error *err);
-/* tr_variant_decisions for k action sets into dec[0..k), on up to min(sim_threads, 4) threads (each
- * result a function of its actions alone: the same on any count). */
+/* tr_variant_decisions for k action sets into dec[0..k), on up to min(sim_threads, 4) threads when
+ * they hold TR_RENDER_MIN_NODES nodes or more (each result a function of its actions alone: the
+ * same on any count). */
 gopt_status tr_variants_render(gopt_trainer *t, tr_graph *G, const gopt_policy_actions *as, int k, int v,
                                const int32_t *within, const gopt_bl_problem *bp, gopt_decisions *dec, gopt_error *err);
 /* After a PPO step on graph i: the probation of a style's answer as the incumbent
