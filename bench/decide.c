@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
     if (graph) {
         if (gopt_graph_load(graph, &g, &err)) die("--graph", &err);
     } else {
-        gopt_zoo_spec spec = {"gnmt", 8, 128, 120, GOPT_OPTIM_ADAM};
+        gopt_zoo_spec spec = {"gnmt", 8, 128, 120, GOPT_OPTIM_ADAM, 0};
         if (gopt_zoo_generate(&spec, &g, &err)) die("zoo gnmt", &err);
     }
     gopt_profile *prof = NULL;

@@ -168,7 +168,7 @@ int main(int argc, char **argv) {
         memset(ds, 0, sizeof ds);
         gopt_status st;
         if (bg->family) {
-            gopt_zoo_spec spec = {bg->family, bg->layers, bg->batch, bg->seq, GOPT_OPTIM_DEFAULT};
+            gopt_zoo_spec spec = {bg->family, bg->layers, bg->batch, bg->seq, GOPT_OPTIM_DEFAULT, 0};
             st = gopt_zoo_generate(&spec, &g, &err);
         } else {
             char path[1024];

@@ -28,6 +28,7 @@ typedef struct {
     int batch;                /* > 0: the first dim of every data input; 0: as in the file */
     gopt_optimizer optimizer; /* DEFAULT means Adam */
     int forward_only;         /* no loss, backward or updates; param_bytes = weights only */
+    int clip_grad_norm;       /* 1: the gradients clipped to one global norm before the updates */
     int unknown_as_other;     /* ops outside the rules become class `other` instead of an error */
 } gopt_onnx_opts;
 

@@ -23,7 +23,8 @@ typedef enum {
     GOPT_OPTIM_SGD,         /* param_bytes = 1x weights */
     GOPT_OPTIM_MOMENTUM,    /* 2x: weights + velocity */
     GOPT_OPTIM_ADAM,        /* 3x: weights + two moments */
-    GOPT_OPTIM_RMSPROP      /* 2x: weights + mean square (the ONNX import; the families use the first three) */
+    GOPT_OPTIM_RMSPROP,     /* 2x: weights + mean square (the ONNX import only) */
+    GOPT_OPTIM_ADAMW        /* 3x: Adam with decoupled weight decay (one more FLOP per weight) */
 } gopt_optimizer;
 
 /* Zero fields mean "the family's default" (docs/zoo.md lists them). */
@@ -33,6 +34,7 @@ typedef struct {
     int batch;
     int seq;            /* sequence length (tokens, audio samples) or image side for the vision families */
     gopt_optimizer optimizer;
+    int clip_grad_norm; /* 1: the gradients clipped to one global norm before the updates (docs/zoo.md) */
 } gopt_zoo_spec;
 
 /* Upper bound on generated nodes; a spec whose estimate exceeds it is refused

@@ -192,6 +192,24 @@ static void test_optimizers_and_forward_only(void **s) {
     gopt_graph_node(g, u, &a);
     assert_string_equal(a.op, "ApplyRMSProp");
     gopt_graph_free(g);
+    /* AdamW, the gradients clipped to one global norm first */
+    g = import(DATA "cnn.onnx", (gopt_onnx_opts){.optimizer = GOPT_OPTIM_ADAMW, .clip_grad_norm = 1});
+    gopt_graph_node(g, gopt_graph_find(g, "update/conv1.weight"), &a);
+    assert_string_equal(a.op, "ApplyAdamW");
+    int32_t gn = gopt_graph_find(g, "clip_by_global_norm/GlobalNorm");
+    assert_true(gn >= 0);
+    assert_int_equal(gopt_graph_num_nodes(g), r.nodes + 2 * r.updates + 1);
+    double pb = 0;
+    for (int32_t v = 0; v < gopt_graph_num_nodes(g); v++) {
+        gopt_graph_node(g, v, &a);
+        pb += a.param_bytes;
+    }
+    assert_near(pb, 3 * r.weight_bytes, 0);
+    gopt_graph_free(g);
+    gopt_error err = {0};
+    gopt_onnx_opts fc = {.forward_only = 1, .clip_grad_norm = 1};
+    assert_int_equal(gopt_onnx_import(DATA "cnn.onnx", &fc, &g, &err), GOPT_EINVAL);
+    assert_non_null(strstr(err.msg, "no gradients to clip"));
     g = import(DATA "cnn.onnx", (gopt_onnx_opts){.forward_only = 1});
     tally f = check(g, 1);
     assert_int_equal(f.updates, 0);

@@ -66,7 +66,7 @@ static gopt_graph *load_example(void) {
 }
 
 static gopt_graph *zoo_graph(const char *family, int layers, int batch, int seq) {
-    gopt_zoo_spec spec = {family, layers, batch, seq, GOPT_OPTIM_DEFAULT};
+    gopt_zoo_spec spec = {family, layers, batch, seq, GOPT_OPTIM_DEFAULT, 0};
     gopt_graph *g = NULL;
     gopt_error err = {0};
     gopt_status st = gopt_zoo_generate(&spec, &g, &err);

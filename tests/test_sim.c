@@ -1172,11 +1172,11 @@ static void test_invariants_zoo(void **state) {
     gopt_error err = {0};
     assert_int_equal(gopt_profile_load(GOPT_SOURCE_DIR "/profiles/a100-nvswitch-x8.json", &p, &err), GOPT_OK);
     assert_int_equal(gopt_cost_create(p, 8, &cm, &err), GOPT_OK);
-    const gopt_zoo_spec specs[] = {{"gnmt", 2, 0, 8, GOPT_OPTIM_DEFAULT},
-                                   {"transformer_xl", 2, 0, 512, GOPT_OPTIM_DEFAULT},
-                                   {"rnnlm", 2, 0, 8, GOPT_OPTIM_DEFAULT},
-                                   {"inception_v3", 0, 0, 0, GOPT_OPTIM_DEFAULT},
-                                   {"wavenet", 6, 0, 1000, GOPT_OPTIM_DEFAULT}};
+    const gopt_zoo_spec specs[] = {{"gnmt", 2, 0, 8, GOPT_OPTIM_DEFAULT, 0},
+                                   {"transformer_xl", 2, 0, 512, GOPT_OPTIM_DEFAULT, 0},
+                                   {"rnnlm", 2, 0, 8, GOPT_OPTIM_DEFAULT, 0},
+                                   {"inception_v3", 0, 0, 0, GOPT_OPTIM_DEFAULT, 0},
+                                   {"wavenet", 6, 0, 1000, GOPT_OPTIM_DEFAULT, 0}};
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         gopt_graph *g;
         gopt_status st = gopt_zoo_generate(&specs[i], &g, &err);

@@ -802,7 +802,7 @@ static void test_imitate_best(void **state) {
 static gopt_graph *splice_graph(void) {
     gopt_graph *g = NULL;
     gopt_error err = {0};
-    gopt_zoo_spec spec = {"transformer_xl", 1, 2, 16, GOPT_OPTIM_DEFAULT};
+    gopt_zoo_spec spec = {"transformer_xl", 1, 2, 16, GOPT_OPTIM_DEFAULT, 0};
     assert_int_equal(gopt_zoo_generate(&spec, &g, &err), GOPT_OK);
     return g;
 }
@@ -1692,7 +1692,7 @@ static void test_fusion_groups(void **state) {
     gopt_graph_free(g);
 
     /* random levels and devices on a generated training step: always valid */
-    gopt_zoo_spec spec = {"resnet", 18, 8, 32, GOPT_OPTIM_DEFAULT};
+    gopt_zoo_spec spec = {"resnet", 18, 8, 32, GOPT_OPTIM_DEFAULT, 0};
     assert_int_equal(gopt_zoo_generate(&spec, &g, &err), GOPT_OK);
     fz = gopt_graph_frozen(g);
     n = fz->n;
@@ -2184,7 +2184,7 @@ static void test_canonical_devices(void **state) {
     gopt_sim_scratch *sc = NULL;
     assert_int_equal(gopt_profile_load(GOPT_SOURCE_DIR "/profiles/v100-dgx1-x8.json", &prof, &err), GOPT_OK);
     assert_int_equal(gopt_cost_create(prof, 8, &cm, &err), GOPT_OK);
-    gopt_zoo_spec spec = {"resnet", 18, 8, 32, GOPT_OPTIM_DEFAULT};
+    gopt_zoo_spec spec = {"resnet", 18, 8, 32, GOPT_OPTIM_DEFAULT, 0};
     assert_int_equal(gopt_zoo_generate(&spec, &g, &err), GOPT_OK);
     assert_int_equal(gopt_sim_create(g, cm, &sim, &err), GOPT_OK);
     assert_int_equal(gopt_sim_scratch_create(sim, &sc, &err), GOPT_OK);
@@ -2549,7 +2549,7 @@ static void test_cp_cache(void **state) {
     (void)state;
     gopt_error err = {0};
     gopt_graph *g = NULL;
-    gopt_zoo_spec spec = {"transformer_xl", 1, 2, 16, GOPT_OPTIM_DEFAULT};
+    gopt_zoo_spec spec = {"transformer_xl", 1, 2, 16, GOPT_OPTIM_DEFAULT, 0};
     assert_int_equal(gopt_zoo_generate(&spec, &g, &err), GOPT_OK);
     const gopt_frozen *fz = gopt_graph_frozen(g);
     const int32_t n = fz->n;
@@ -2617,7 +2617,7 @@ static void test_variants_render(void **state) {
     env_init(&e, 2, &o, 3);
     gopt_graph *g = NULL;
     gopt_error err = {0};
-    gopt_zoo_spec spec = {"transformer_xl", 4, 4, 16, GOPT_OPTIM_DEFAULT};
+    gopt_zoo_spec spec = {"transformer_xl", 4, 4, 16, GOPT_OPTIM_DEFAULT, 0};
     assert_int_equal(gopt_zoo_generate(&spec, &g, &err), GOPT_OK);
     add_graph(&e, g);
     gopt_trainer *t = e.tr;

@@ -253,6 +253,88 @@ static void test_bad_specs(void **state) {
     expect_einval((gopt_zoo_spec){.family = "wavenet", .optimizer = (gopt_optimizer)9}, "optimizer 9");
 }
 
+
+/* ---- AdamW and gradient clipping ---------------------------------------------------------- */
+/* Nodes of graph g whose op is `op` in phase ph (GOPT_PHASE_NONE: any). */
+static int count_op(const gopt_graph *g, const char *op, gopt_phase ph) {
+    int n = 0;
+    for (int32_t v = 0; v < gopt_graph_num_nodes(g); v++) {
+        gopt_node_attrs a;
+        gopt_graph_node(g, v, &a);
+        n += strcmp(a.op, op) == 0 && (ph == GOPT_PHASE_NONE || a.phase == ph);
+    }
+    return n;
+}
+
+static void test_adamw_and_clipping(void **state) {
+    (void)state;
+    gopt_graph *adam = gen("gnmt", 2, 4, 5, GOPT_OPTIM_ADAM), *adamw = gen("gnmt", 2, 4, 5, GOPT_OPTIM_ADAMW);
+    const gopt_frozen *fa = gopt_graph_frozen(adam), *fw = gopt_graph_frozen(adamw);
+    assert_int_equal(fa->n, fw->n);
+    gopt_node_attrs a, w;
+    int updates = 0, sparse = 0;
+    double pa = 0, pw = 0;
+    for (int32_t v = 0; v < fa->n; v++) { /* the same graph, each update AdamW's with 11 FLOPs for Adam's 10 */
+        gopt_graph_node(adam, v, &a);
+        gopt_graph_node(adamw, v, &w);
+        assert_string_equal(a.name, w.name);
+        pa += a.param_bytes;
+        pw += w.param_bytes;
+        if (a.phase != GOPT_PHASE_OPT) continue;
+        updates++;
+        sparse += strcmp(a.op, "SparseApplyAdam") == 0;
+        assert_string_equal(w.op, strcmp(a.op, "ApplyAdam") == 0 ? "ApplyAdamW" : "SparseApplyAdamW");
+        assert_close(w.flops, a.flops * 1.1, 1e-12, "AdamW's update FLOPs");
+    }
+    assert_true(updates > 0);
+    assert_close(pw, pa, 0, "param_bytes: weights + two moments");
+    gopt_graph_free(adamw);
+
+    gopt_zoo_spec s = {.family = "gnmt", .layers = 2, .batch = 4, .seq = 5, .optimizer = GOPT_OPTIM_ADAM,
+                       .clip_grad_norm = 1};
+    gopt_graph *c = NULL;
+    gopt_error err = {0};
+    assert_int_equal(gopt_zoo_generate(&s, &c, &err), GOPT_OK);
+    const gopt_frozen *fc = gopt_graph_frozen(c);
+    assert_int_equal(fc->n, fa->n + 2 * updates + 1); /* a squared norm and a scale per gradient, one global norm */
+    assert_int_equal(count_op(c, "SquaredNorm", GOPT_PHASE_OPT), updates);
+    assert_int_equal(count_op(c, "Mul", GOPT_PHASE_NONE) - count_op(adam, "Mul", GOPT_PHASE_NONE), updates);
+    const int32_t gn = gopt_graph_find(c, "clip_by_global_norm/GlobalNorm");
+    assert_true(gn >= 0);
+    assert_int_equal(fc->in_ptr[gn + 1] - fc->in_ptr[gn], updates); /* every gradient's norm */
+    double flops_a[GOPT_PHASE_COUNT] = {0}, flops_c[GOPT_PHASE_COUNT] = {0};
+    for (int32_t v = 0; v < fa->n; v++) {
+        gopt_graph_node(adam, v, &a);
+        flops_a[a.phase] += a.flops;
+    }
+    int seen = 0, csparse = 0;
+    for (int32_t v = 0; v < fc->n; v++) {
+        gopt_graph_node(c, v, &a);
+        flops_c[a.phase] += a.flops;
+        if (strncmp(a.name, "clip_by_global_norm/", 20) == 0) assert_int_equal(a.phase, GOPT_PHASE_OPT);
+        if (strncmp(a.name, "update/", 7) != 0) continue;
+        seen++;
+        csparse += strcmp(a.op, "SparseApplyAdam") == 0;
+        /* its gradient is the scaled one, which reads the global norm: every update waits for it */
+        int scaled = 0;
+        for (int32_t e = fc->in_ptr[v]; e < fc->in_ptr[v + 1]; e++) {
+            const int32_t m = fc->in_src[e];
+            if (strncmp(gopt_graph_node_name(c, m), "clip_by_global_norm/Mul/", 24) != 0) continue;
+            for (int32_t e2 = fc->in_ptr[m]; e2 < fc->in_ptr[m + 1]; e2++) scaled += fc->in_src[e2] == gn;
+        }
+        assert_int_equal(scaled, 1);
+    }
+    assert_int_equal(seen, updates);
+    assert_int_equal(csparse, sparse);
+    assert_close(flops_c[GOPT_PHASE_FWD], flops_a[GOPT_PHASE_FWD], 0, "forward FLOPs");
+    assert_close(flops_c[GOPT_PHASE_BWD], flops_a[GOPT_PHASE_BWD], 0, "backward FLOPs");
+    assert_true(flops_c[GOPT_PHASE_OPT] > flops_a[GOPT_PHASE_OPT]);
+    gopt_graph_free(c);
+    gopt_graph_free(adam);
+    /* RMSProp is the ONNX import's alone */
+    expect_einval((gopt_zoo_spec){.family = "gnmt", .optimizer = GOPT_OPTIM_RMSPROP}, "optimizer 4");
+}
+
 /* ---- synthetic ----------------------------------------------------------------------------- */
 static char *graphml_text(const gopt_graph *g, size_t *len) {
     gopt_buf b;
@@ -445,17 +527,6 @@ static void test_synthetic_tables(void **state) {
     if (dense < n / 2 || dense == n) fail_msg("%d of %d graphs with a dense table gradient", dense, n);
 }
 
-/* Nodes of graph g whose op is `op` in phase ph (GOPT_PHASE_NONE: any). */
-static int count_op(const gopt_graph *g, const char *op, gopt_phase ph) {
-    int n = 0;
-    for (int32_t v = 0; v < gopt_graph_num_nodes(g); v++) {
-        gopt_node_attrs a;
-        gopt_graph_node(g, v, &a);
-        n += strcmp(a.op, op) == 0 && (ph == GOPT_PHASE_NONE || a.phase == ph);
-    }
-    return n;
-}
-
 /* The transformer, recsys and unet kinds carry the structures they imitate. */
 static void test_synthetic_new_kinds(void **state) {
     (void)state;
@@ -576,7 +647,8 @@ int main(void) {
         cmocka_unit_test(test_rnnlm),           cmocka_unit_test(test_gnmt),
         cmocka_unit_test(test_transformer_xl),  cmocka_unit_test(test_wavenet),
         cmocka_unit_test(test_amoebanet),       cmocka_unit_test(test_paper_sizes),
-        cmocka_unit_test(test_bad_specs),       cmocka_unit_test(test_synthetic_reproducible),
+        cmocka_unit_test(test_bad_specs),       cmocka_unit_test(test_adamw_and_clipping),
+        cmocka_unit_test(test_synthetic_reproducible),
         cmocka_unit_test(test_synthetic_kinds), cmocka_unit_test(test_synthetic_range),
         cmocka_unit_test(test_synthetic_any_unchanged), cmocka_unit_test(test_synthetic_new_kinds),
         cmocka_unit_test(test_synthetic_tables),

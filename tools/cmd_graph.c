@@ -14,19 +14,23 @@ static void graph_usage(FILE *f) {
                "  info FILE [--json]     summary: nodes, edges, FLOPs, parameter bytes, classes, depth\n"
                "  convert IN OUT         rewrite GraphML <-> GraphML.gz (by OUT's extension)\n"
                "  dot FILE [-o OUT]      Graphviz DOT, nodes coloured by op class\n"
-               "  gen FAMILY [--layers N] [--batch B] [--seq T] [--optimizer sgd|momentum|adam] -o FILE\n"
-               "                         training-step graph of a model family (gen --list: families, defaults)\n"
+               "  gen FAMILY [--layers N] [--batch B] [--seq T] [--optimizer sgd|momentum|adam|adamw]\n"
+               "      [--clip-grad-norm MAX] -o FILE\n"
+               "                         training-step graph of a model family (gen --list: families, defaults);\n"
+               "                         --clip-grad-norm: the gradients clipped to one global norm before the\n"
+               "                         updates (every update then waits for the whole backward; docs/zoo.md)\n"
                "  gen synthetic --count N --seed S -o DIR [--kind K] [--nodes N] [--prefix P]\n"
                "                         N random training-step graphs, reproducible from the seed (docs/zoo.md);\n"
                "                         K: any (default: layered, cells, chain or grid per graph), all (any of\n"
                "                         the seven kinds), layered, cells, chain, grid, transformer, recsys, unet,\n"
                "                         or tables (a recommender of a few very large tables; not drawn by all);\n"
                "                         files and graphs are named P_NNNNN (default synth_NNNNN)\n"
-               "  import MODEL.onnx [--batch N] [--optimizer sgd|momentum|adam|rmsprop] [--forward-only]\n"
-               "         [--unknown-as other] -o FILE\n"
+               "  import MODEL.onnx [--batch N] [--optimizer sgd|momentum|adam|adamw|rmsprop] [--forward-only]\n"
+               "         [--clip-grad-norm MAX] [--unknown-as other] -o FILE\n"
                "                         the training step of an ONNX model: its forward ops, a softmax\n"
                "                         cross-entropy loss on its first output (unless that is a scalar),\n"
-               "                         the backward ops and one optimizer update per weight (default adam).\n"
+               "                         the backward ops and one optimizer update per weight (default adam;\n"
+               "                         --clip-grad-norm as for gen).\n"
                "                         --batch sets the first dim of every data input; --forward-only keeps\n"
                "                         the forward ops alone; --unknown-as other imports ops outside the\n"
                "                         rules as class other instead of refusing the model (docs/zoo.md)\n\n"
@@ -176,15 +180,17 @@ static int graph_dot(int argc, char **argv) {
 }
 
 static int graph_import(int argc, char **argv) {
-    static const char *const OPTIM[] = {"default", "sgd", "momentum", "adam", "rmsprop"};
+    static const char *const OPTIM[] = {"default", "sgd", "momentum", "adam", "rmsprop", "adamw"};
     const char *model = NULL, *out = NULL, *optim = NULL, *unknown = NULL;
     long batch = 0;
+    double clip = 0;
     gopt_onnx_opts o = {0};
     cli_args a;
     cli_init(&a, argc, argv, "graph import");
     while (a.i < a.argc) {
         if (cli_flag(&a, "--forward-only")) o.forward_only = 1;
         else if (cli_opt_long(&a, "--batch", &batch, 1, 1 << 20) || cli_opt_str(&a, "--optimizer", &optim) ||
+                 cli_opt_double(&a, "--clip-grad-norm", &clip, 1e-30, 1e30) ||
                  cli_opt_str(&a, "--unknown-as", &unknown) || cli_opt_str(&a, "-o", &out)) {
             if (a.bad) return 2;
         } else if (cli_positional(&a, &model)) return 2;
@@ -196,9 +202,10 @@ static int graph_import(int argc, char **argv) {
         return cli_usage_error(a.verb, "-o '%s' must end in .graphml or .graphml.gz", out);
     if (optim) {
         int k = GOPT_OPTIM_SGD;
-        while (k <= GOPT_OPTIM_RMSPROP && strcmp(optim, OPTIM[k]) != 0) k++;
-        if (k > GOPT_OPTIM_RMSPROP)
-            return cli_usage_error(a.verb, "option --optimizer: '%s' is not one of sgd, momentum, adam, rmsprop", optim);
+        while (k <= GOPT_OPTIM_ADAMW && strcmp(optim, OPTIM[k]) != 0) k++;
+        if (k > GOPT_OPTIM_ADAMW)
+            return cli_usage_error(a.verb, "option --optimizer: '%s' is not one of sgd, momentum, adam, adamw, rmsprop",
+                                   optim);
         if (o.forward_only) return cli_usage_error(a.verb, "--optimizer and --forward-only exclude each other");
         o.optimizer = (gopt_optimizer)k;
     }
@@ -207,6 +214,8 @@ static int graph_import(int argc, char **argv) {
             return cli_usage_error(a.verb, "option --unknown-as: '%s' is not 'other'", unknown);
         o.unknown_as_other = 1;
     }
+    if (clip > 0 && o.forward_only) return cli_usage_error(a.verb, "--clip-grad-norm and --forward-only exclude each other");
+    o.clip_grad_norm = clip > 0;
     o.batch = (int)batch;
     if (!gopt_onnx_available()) {
         fprintf(stderr, "gopt graph import: this build has no ONNX import: protoc-c and libprotobuf-c were not found "

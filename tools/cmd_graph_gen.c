@@ -20,7 +20,7 @@
 #include "cli.h"
 #include "gopt_zoo.h"
 
-static const char *const OPTIM_NAMES[] = {"default", "sgd", "momentum", "adam"};
+static const char *const OPTIM_NAMES[] = {"default", "sgd", "momentum", "adam", "rmsprop", "adamw"};
 
 static int ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
@@ -102,6 +102,7 @@ static int gen_synthetic(int count, uint64_t seed, const char *dir, const char *
 int graph_gen(int argc, char **argv) {
     const char *family = NULL, *out = NULL, *optim = NULL, *kind = NULL, *prefix = NULL;
     long layers = 0, batch = 0, seq = 0, seed = 0, count = -1, target = 0;
+    double clip = 0;
     int list = 0;
     cli_args a;
     cli_init(&a, argc, argv, "graph gen");
@@ -112,6 +113,7 @@ int graph_gen(int argc, char **argv) {
                  cli_opt_long(&a, "--count", &count, 1, 1000000) ||
                  cli_opt_long(&a, "--nodes", &target, 200, 20000) || cli_opt_str(&a, "--optimizer", &optim) ||
                  cli_opt_str(&a, "--kind", &kind) || cli_opt_str(&a, "--prefix", &prefix) ||
+                 cli_opt_double(&a, "--clip-grad-norm", &clip, 1e-30, 1e30) ||
                  cli_opt_str(&a, "-o", &out)) {
             if (a.bad) return 2;
         } else if (cli_positional(&a, &family)) return 2;
@@ -120,7 +122,7 @@ int graph_gen(int argc, char **argv) {
     if (!family) return cli_usage_error(a.verb, "missing FAMILY (one of the families of --list, or synthetic)");
     if (!out) return cli_usage_error(a.verb, "missing -o %s", strcmp(family, "synthetic") == 0 ? "DIR" : "FILE");
     if (strcmp(family, "synthetic") == 0) {
-        if (layers || batch || seq || optim)
+        if (layers || batch || seq || optim || clip > 0)
             return cli_usage_error(a.verb, "synthetic takes --count, --seed, --kind, --nodes and --prefix only");
         if (count < 0) return cli_usage_error(a.verb, "synthetic needs --count N");
         gopt_synth_opts opts = {.kind = GOPT_SYNTH_ANY, .target_nodes = (int)target};
@@ -143,11 +145,13 @@ int graph_gen(int argc, char **argv) {
         return cli_usage_error(a.verb, "--count, --kind, --nodes and --prefix are for synthetic only");
     if (!ends_with(out, ".graphml") && !ends_with(out, ".graphml.gz"))
         return cli_usage_error(a.verb, "-o '%s' must end in .graphml or .graphml.gz", out);
-    gopt_zoo_spec spec = {.family = family, .layers = (int)layers, .batch = (int)batch, .seq = (int)seq};
+    gopt_zoo_spec spec = {.family = family, .layers = (int)layers, .batch = (int)batch, .seq = (int)seq,
+                          .clip_grad_norm = clip > 0};
     if (optim) {
         int k = 1;
-        while (k <= GOPT_OPTIM_ADAM && strcmp(optim, OPTIM_NAMES[k]) != 0) k++;
-        if (k > GOPT_OPTIM_ADAM) return cli_usage_error(a.verb, "option --optimizer: '%s' is not one of sgd, momentum, adam", optim);
+        while (k <= GOPT_OPTIM_ADAMW && (k == GOPT_OPTIM_RMSPROP || strcmp(optim, OPTIM_NAMES[k]) != 0)) k++;
+        if (k > GOPT_OPTIM_ADAMW)
+            return cli_usage_error(a.verb, "option --optimizer: '%s' is not one of sgd, momentum, adam, adamw", optim);
         spec.optimizer = (gopt_optimizer)k;
     }
     gopt_graph *g = NULL;

@@ -647,7 +647,9 @@ gopt_status gopt_onnx_import_mem(const uint8_t *data, size_t len, const char *or
     gopt_onnx_opts o = opts ? *opts : DEFAULTS;
     if (o.optimizer == GOPT_OPTIM_DEFAULT) o.optimizer = GOPT_OPTIM_ADAM;
     if (o.forward_only) o.optimizer = GOPT_OPTIM_SGD; /* param_bytes = the weights alone */
-    if (o.batch < 0 || o.optimizer < GOPT_OPTIM_SGD || o.optimizer > GOPT_OPTIM_RMSPROP)
+    if (o.forward_only && o.clip_grad_norm)
+        return gopt_error_set(err, GOPT_EINVAL, "%s: a forward-only import has no gradients to clip", origin);
+    if (o.batch < 0 || o.optimizer < GOPT_OPTIM_SGD || o.optimizer > GOPT_OPTIM_ADAMW)
         return gopt_error_set(err, GOPT_EINVAL, "%s: bad import options (batch %d, optimizer %d)", origin, o.batch,
                               (int)o.optimizer);
     onnx_ctx x;
@@ -659,6 +661,7 @@ gopt_status gopt_onnx_import_mem(const uint8_t *data, size_t len, const char *or
     graph_name(origin, name, sizeof name);
     gopt_status st = zoo_begin(&x.b, name, "onnx", o.optimizer, err);
     if (st != GOPT_OK) return st;
+    x.b.clip = o.clip_grad_norm != 0;
     int32_t *prod = NULL, *order = NULL;
     if (len == 0) {
         onnx_fail(&x, GOPT_EFORMAT, "empty file: not an ONNX model");

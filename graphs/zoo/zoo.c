@@ -70,7 +70,7 @@ gopt_status gopt_zoo_resolve(const gopt_zoo_spec *spec, gopt_zoo_spec *out, gopt
     if ((st = check_size(f->name, "batch", out->batch, 1, 65536, err)) != GOPT_OK) return st;
     int max_seq = f->min_seq > 1 ? 4096 : 1 << 20;
     if ((st = check_size(f->name, "seq", out->seq, f->min_seq, max_seq, err)) != GOPT_OK) return st;
-    if (out->optimizer < GOPT_OPTIM_SGD || out->optimizer > GOPT_OPTIM_ADAM)
+    if (out->optimizer < GOPT_OPTIM_SGD || out->optimizer > GOPT_OPTIM_ADAMW || out->optimizer == GOPT_OPTIM_RMSPROP)
         return gopt_error_set(err, GOPT_EINVAL, "family %s: optimizer %d is not valid", f->name, (int)out->optimizer);
     if (f->build == zoo_resnet && !zoo_resnet_depth_ok(out->layers))
         return gopt_error_set(err, GOPT_EINVAL, "family resnet: layers = %d is not a ResNet depth (18, 34, 50, 101, 152)",
@@ -94,6 +94,7 @@ gopt_status gopt_zoo_generate(const gopt_zoo_spec *spec, gopt_graph **out, gopt_
     else snprintf(name, sizeof name, "%s_b%d_s%d", s.family, s.batch, s.seq);
     zoo_builder b;
     if ((st = zoo_begin(&b, name, s.family, s.optimizer, err)) != GOPT_OK) return st;
+    b.clip = s.clip_grad_norm != 0;
     f->build(&b, &s);
     return zoo_finish(&b, out);
 }

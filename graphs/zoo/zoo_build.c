@@ -276,7 +276,7 @@ int32_t zoo_input(zoo_builder *b, const char *name, int rank, const int64_t *dim
 int32_t zoo_param(zoo_builder *b, const char *name, int rank, const int64_t *dims) {
     if (b->st != GOPT_OK) return -1;
     /* weights + optimizer state, indexed by gopt_optimizer (DEFAULT is resolved before building) */
-    static const double STATE[] = {1, 1, 2, 3, 2};
+    static const double STATE[] = {1, 1, 2, 3, 2, 3};
     char full[320];
     snprintf(full, sizeof full, "%s%s%s", b->scope, b->scope_len ? "/" : "", name);
     int32_t t = zoo_tensor_new(b, -1, rank, dims);

@@ -10,8 +10,9 @@
  * contribution to a tensor's gradient is kept on a list; when the tensor's
  * producer is reached (all its consumers come later on the tape, so all
  * contributions are in) the list is summed by one AddN. Finally each
- * parameter gets one update op (SGD 2, momentum 4, Adam 10, RMSProp 7 FLOPs
- * per weight; a sparse gradient's rows only), colocated with it. The rules serve the zoo's families and the
+ * parameter gets one update op (SGD 2, momentum 4, Adam 10, RMSProp 7, AdamW 11 FLOPs
+ * per weight; a sparse gradient's rows only), colocated with it, after the gradients are
+ * clipped to one global norm when asked (updates()). The rules serve the zoo's families and the
  * ONNX import (graphs/onnx) alike.
  * Cost: O(ops + contributions).
  */
@@ -273,19 +274,21 @@ static void (*const GRAD_RULE[ZK_COUNT])(const grad_ctx *) = {
 };
 
 /* ---- optimizer ---------------------------------------------------------------- */
-static void update(zoo_builder *b, const zoo_param_rec *p) {
+/* Whether gradient tensor g is sparse: the gathered rows, as grad_gather's IndexedSlices. */
+static int grad_sparse(zoo_builder *b, int32_t g) {
+    gopt_node_attrs ga;
+    gopt_graph_node(b->g, b->t[g].node, &ga);
+    return strcmp(ga.op, "IndexedSlices") == 0;
+}
+
+/* Parameter p's update, reading its gradient g (sparse: the rows g holds). */
+static void update(zoo_builder *b, const zoo_param_rec *p, int32_t g, int sparse) {
     static const struct {
         const char *op, *sparse;
         double flops;
     } U[] = {{"ApplyGradientDescent", "ScatterSub", 2}, {"ApplyGradientDescent", "ScatterSub", 2},
              {"ApplyMomentum", "SparseApplyMomentum", 4}, {"ApplyAdam", "SparseApplyAdam", 10},
-             {"ApplyRMSProp", "SparseApplyRMSProp", 7}};
-    int32_t g = grad_sum(b, p->tensor);
-    if (g < 0) return; /* a parameter no path reaches: nothing to update */
-    /* a sparse gradient: the gathered rows, as grad_gather's IndexedSlices */
-    gopt_node_attrs ga;
-    gopt_graph_node(b->g, b->t[g].node, &ga);
-    int sparse = strcmp(ga.op, "IndexedSlices") == 0;
+             {"ApplyRMSProp", "SparseApplyRMSProp", 7}, {"ApplyAdamW", "SparseApplyAdamW", 11}};
     int64_t touched = sparse ? zoo_numel(b, g) : zoo_numel(b, p->tensor);
     const char *pname = gopt_graph_node_name(b->g, b->t[p->tensor].node);
     char name[352];
@@ -294,6 +297,65 @@ static void update(zoo_builder *b, const zoo_param_rec *p) {
                             U[b->optim].flops * (double)touched, 0, "", GOPT_PHASE_OPT, p->layer, pname);
     zoo_edge(b, p->tensor, node);
     zoo_edge(b, g, node);
+}
+
+/* One optimizer-phase node named name/<parameter p's name>, reading ins, producing a tensor
+ * shaped like `like` (-1: a scalar). */
+static int32_t clip_node(zoo_builder *b, const char *name, const char *op, double flops, const int32_t *ins, int nin,
+                         int32_t like, int32_t layer, const zoo_param_rec *p) {
+    char full[352], shape[256] = "1";
+    if (p) snprintf(full, sizeof full, "%s/%s", name, gopt_graph_node_name(b->g, b->t[p->tensor].node));
+    else snprintf(full, sizeof full, "%s", name);
+    zoo_tensor lt = like >= 0 ? b->t[like] : (zoo_tensor){.rank = 0}; /* copy: zoo_tensor_new may move b->t */
+    if (like >= 0) zoo_shape_str(b, &like, 1, shape, sizeof shape);
+    int32_t t = zoo_tensor_new(b, -1, lt.rank, lt.d);
+    if (t < 0) return -1;
+    if (like >= 0) b->t[t].esize = lt.esize;
+    int32_t node = zoo_emit(b, full, op, GOPT_OP_CLASS_ELEMENTWISE, flops, zoo_bytes(b, t), shape, GOPT_PHASE_OPT, layer,
+                            NULL);
+    if (node < 0) return -1;
+    b->t[t].node = node;
+    for (int i = 0; i < nin; i++) zoo_edge(b, ins[i], node);
+    return b->st == GOPT_OK ? t : -1;
+}
+
+/* The updates, the gradients first clipped to one global norm when b->clip (as
+ * torch.nn.utils.clip_grad_norm_ and tf.clip_by_global_norm: each gradient's squared norm
+ * (2 FLOPs per element), their sum and square root (GlobalNorm), each gradient scaled by
+ * min(1, max_norm / norm) (Mul, 1 FLOP per element): every update waits for the whole backward). */
+static void updates(zoo_builder *b) {
+    if (!b->clip) {
+        for (int32_t i = 0; i < b->nparams && b->st == GOPT_OK; i++) {
+            int32_t g = grad_sum(b, b->params[i].tensor);
+            if (g >= 0) update(b, &b->params[i], g, grad_sparse(b, g)); /* no path reaches it: nothing to update */
+        }
+        return;
+    }
+    int32_t *gs = malloc(sizeof(int32_t) * 2 * (size_t)(b->nparams > 0 ? b->nparams : 1)), *sq = gs + b->nparams;
+    if (!gs) {
+        zoo_fail(b, GOPT_ENOMEM, "out of memory clipping gradients");
+        return;
+    }
+    int nsq = 0;
+    for (int32_t i = 0; i < b->nparams && b->st == GOPT_OK; i++) {
+        const zoo_param_rec *p = &b->params[i];
+        if ((gs[i] = grad_sum(b, p->tensor)) < 0) continue;
+        sq[nsq++] = clip_node(b, "clip_by_global_norm/SquaredNorm", "SquaredNorm", 2.0 * (double)zoo_numel(b, gs[i]),
+                              &gs[i], 1, -1, p->layer, p);
+    }
+    int32_t norm = nsq ? clip_node(b, "clip_by_global_norm/GlobalNorm", "GlobalNorm", (double)nsq + 1, sq, nsq, -1, -1,
+                                   NULL)
+                       : -1;
+    for (int32_t i = 0; i < b->nparams && b->st == GOPT_OK; i++) {
+        const zoo_param_rec *p = &b->params[i];
+        if (gs[i] < 0) continue;
+        const int sparse = grad_sparse(b, gs[i]);
+        const int32_t ins[2] = {gs[i], norm};
+        int32_t scaled = clip_node(b, "clip_by_global_norm/Mul", "Mul", (double)zoo_numel(b, gs[i]), ins, 2, gs[i],
+                                   p->layer, p);
+        if (scaled >= 0) update(b, p, scaled, sparse);
+    }
+    free(gs);
 }
 
 gopt_status zoo_backward(zoo_builder *b) {
@@ -324,6 +386,6 @@ gopt_status zoo_backward(zoo_builder *b) {
         c.flops = a.flops;
         GRAD_RULE[o->kind](&c);
     }
-    for (int32_t i = 0; i < b->nparams && b->st == GOPT_OK; i++) update(b, &b->params[i]);
+    updates(b);
     return b->st;
 }

@@ -85,6 +85,7 @@ typedef struct {
     gopt_error *err;
     gopt_status st;
     gopt_optimizer optim;
+    int clip;         /* zoo_backward: clip the gradients to one global norm before the updates */
     int32_t layer;    /* layer stamped on new forward nodes */
     int64_t max_nodes;
     char scope[192];
