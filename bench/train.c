@@ -58,7 +58,7 @@ static const char *PROFILE =
 static gopt_graph *synth(int nodes, uint64_t seed, const char *name, gopt_error *err) {
     gopt_rng rng;
     gopt_rng_seed(&rng, seed);
-    gopt_synth_opts so = {GOPT_SYNTH_LAYERED, nodes, nodes / 2, nodes * 2};
+    gopt_synth_opts so = {GOPT_SYNTH_LAYERED, nodes, nodes / 2, nodes * 2, 0};
     gopt_graph *g = NULL;
     if (gopt_zoo_synthetic(&rng, &so, name, &g, err)) return NULL;
     return g;

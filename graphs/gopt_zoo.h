@@ -83,6 +83,7 @@ typedef struct {
     gopt_synth_kind kind;
     int target_nodes; /* 0: draw log-normally, median 2000, clipped to [min_nodes, max_nodes] */
     int min_nodes, max_nodes; /* 0: 200 and 20000 */
+    int clip_grad_norm;       /* 1: the gradients clipped to one global norm (as gopt_zoo_spec's; draws nothing) */
 } gopt_synth_opts;
 
 const char *gopt_synth_kind_name(gopt_synth_kind k);

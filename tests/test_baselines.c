@@ -769,7 +769,7 @@ static void test_expert_tables(void **state) {
     (void)state;
     gopt_rng rng;
     gopt_rng_seed(&rng, 3);
-    gopt_synth_opts so = {GOPT_SYNTH_TABLES, 200, 100, 400};
+    gopt_synth_opts so = {GOPT_SYNTH_TABLES, 200, 100, 400, 0};
     gopt_graph *g = NULL;
     gopt_error err = {0};
     assert_int_equal(gopt_zoo_synthetic(&rng, &so, "tables", &g, &err), GOPT_OK);
@@ -1215,7 +1215,7 @@ static void test_tight_memory(void **state) {
     gopt_error err = {0};
     int fits = 0, refused = 0;
     for (int kind = 0; kind < GOPT_SYNTH_KIND_COUNT; kind++) {
-        gopt_synth_opts so = {(gopt_synth_kind)kind, 300, 200, 600};
+        gopt_synth_opts so = {(gopt_synth_kind)kind, 300, 200, 600, 0};
         gopt_graph *g = NULL;
         assert_int_equal(gopt_zoo_synthetic(&rng, &so, "synth", &g, &err), GOPT_OK);
         fixture x;
@@ -1299,7 +1299,7 @@ static void test_validity_zoo(void **state) {
     gopt_rng rng;
     gopt_rng_seed(&rng, 11);
     for (int kind = 0; kind < GOPT_SYNTH_KIND_COUNT; kind++) {
-        gopt_synth_opts so = {(gopt_synth_kind)kind, 400, 200, 1000};
+        gopt_synth_opts so = {(gopt_synth_kind)kind, 400, 200, 1000, 0};
         gopt_graph *g = NULL;
         assert_int_equal(gopt_zoo_synthetic(&rng, &so, "synth", &g, &err), GOPT_OK);
         gopt_sim *sim = NULL;

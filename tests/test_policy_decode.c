@@ -64,7 +64,7 @@ static void fixture_make_hc(fixture *f, int cond_hidden) {
     gopt_error err = {0};
     gopt_rng rng;
     gopt_rng_seed(&rng, 11);
-    gopt_synth_opts so = {GOPT_SYNTH_LAYERED, 300, 150, 600};
+    gopt_synth_opts so = {GOPT_SYNTH_LAYERED, 300, 150, 600, 0};
     assert_int_equal(gopt_zoo_synthetic(&rng, &so, "decode", &f->g, &err), GOPT_OK);
     f->fz = gopt_graph_frozen(f->g);
     f->n = f->fz->n;

@@ -333,6 +333,41 @@ static void test_adamw_and_clipping(void **state) {
     gopt_graph_free(adam);
     /* RMSProp is the ONNX import's alone */
     expect_einval((gopt_zoo_spec){.family = "gnmt", .optimizer = GOPT_OPTIM_RMSPROP}, "optimizer 4");
+
+    /* a synthetic recommender (sparse gradients of its tables), clipped: each sparse update reads
+     * its scaled rows (a Mul of the gathered rows and the global norm) and stays sparse, costed
+     * per row element */
+    gopt_rng rng;
+    gopt_rng_seed(&rng, 11);
+    gopt_synth_opts so = {.kind = GOPT_SYNTH_RECSYS, .target_nodes = 600, .clip_grad_norm = 1};
+    gopt_graph *sg = NULL;
+    assert_int_equal(gopt_zoo_synthetic(&rng, &so, "r", &sg, &err), GOPT_OK);
+    const gopt_frozen *f1 = gopt_graph_frozen(sg);
+    const int32_t sgn = gopt_graph_find(sg, "clip_by_global_norm/GlobalNorm");
+    assert_true(sgn >= 0);
+    int nsparse = 0;
+    for (int32_t v = 0; v < f1->n; v++) {
+        gopt_node_attrs u, m;
+        gopt_graph_node(sg, v, &u);
+        if (strncmp(u.op, "SparseApply", 11) != 0 && strcmp(u.op, "ScatterSub") != 0) continue;
+        nsparse++;
+        int rows = 0;
+        for (int32_t e = f1->in_ptr[v]; e < f1->in_ptr[v + 1]; e++) {
+            const int32_t x = f1->in_src[e];
+            gopt_graph_node(sg, x, &m);
+            if (strcmp(m.op, "Mul") != 0) continue;
+            for (int32_t e2 = f1->in_ptr[x]; e2 < f1->in_ptr[x + 1]; e2++) {
+                gopt_node_attrs r;
+                gopt_graph_node(sg, f1->in_src[e2], &r);
+                rows += strcmp(r.op, "IndexedSlices") == 0;
+            }
+            const double per = u.flops / m.flops; /* the Mul's FLOPs: one per row element */
+            assert_true(per == 2 || per == 4 || per == 10);
+        }
+        assert_int_equal(rows, 1);
+    }
+    assert_true(nsparse > 0);
+    gopt_graph_free(sg);
 }
 
 /* ---- synthetic ----------------------------------------------------------------------------- */

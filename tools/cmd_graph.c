@@ -19,7 +19,7 @@ static void graph_usage(FILE *f) {
                "                         training-step graph of a model family (gen --list: families, defaults);\n"
                "                         --clip-grad-norm: the gradients clipped to one global norm before the\n"
                "                         updates (every update then waits for the whole backward; docs/zoo.md)\n"
-               "  gen synthetic --count N --seed S -o DIR [--kind K] [--nodes N] [--prefix P]\n"
+               "  gen synthetic --count N --seed S -o DIR [--kind K] [--nodes N] [--prefix P] [--clip-grad-norm MAX]\n"
                "                         N random training-step graphs, reproducible from the seed (docs/zoo.md);\n"
                "                         K: any (default: layered, cells, chain or grid per graph), all (any of\n"
                "                         the seven kinds), layered, cells, chain, grid, transformer, recsys, unet,\n"

@@ -1,8 +1,8 @@
 /* cmd_graph_gen.c: `gopt graph gen`: write the training-step graph of a
  * model family, or a directory of synthetic graphs (docs/zoo.md).
  *
- *   gopt graph gen FAMILY [--layers N] [--batch B] [--seq T] [--optimizer O] -o FILE
- *   gopt graph gen synthetic --count N --seed S -o DIR [--kind K] [--nodes N] [--prefix P]
+ *   gopt graph gen FAMILY [--layers N] [--batch B] [--seq T] [--optimizer O] [--clip-grad-norm MAX] -o FILE
+ *   gopt graph gen synthetic --count N --seed S -o DIR [--kind K] [--nodes N] [--prefix P] [--clip-grad-norm MAX]
  *     K: any (default: layered, cells, chain or grid, drawn per graph), all (any of
  *     the seven kinds, drawn per graph), or one kind (tables too); files P_NNNNN
  *     (default synth_NNNNN), named so in the graph as well
@@ -122,10 +122,11 @@ int graph_gen(int argc, char **argv) {
     if (!family) return cli_usage_error(a.verb, "missing FAMILY (one of the families of --list, or synthetic)");
     if (!out) return cli_usage_error(a.verb, "missing -o %s", strcmp(family, "synthetic") == 0 ? "DIR" : "FILE");
     if (strcmp(family, "synthetic") == 0) {
-        if (layers || batch || seq || optim || clip > 0)
-            return cli_usage_error(a.verb, "synthetic takes --count, --seed, --kind, --nodes and --prefix only");
+        if (layers || batch || seq || optim)
+            return cli_usage_error(a.verb,
+                                   "synthetic takes --count, --seed, --kind, --nodes, --prefix and --clip-grad-norm only");
         if (count < 0) return cli_usage_error(a.verb, "synthetic needs --count N");
-        gopt_synth_opts opts = {.kind = GOPT_SYNTH_ANY, .target_nodes = (int)target};
+        gopt_synth_opts opts = {.kind = GOPT_SYNTH_ANY, .target_nodes = (int)target, .clip_grad_norm = clip > 0};
         if (kind && strcmp(kind, "all") == 0) opts.kind = GOPT_SYNTH_ALL;
         else if (kind && strcmp(kind, "any") != 0) {
             int k = 0;

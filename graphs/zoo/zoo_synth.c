@@ -753,6 +753,7 @@ gopt_status gopt_zoo_synthetic(gopt_rng *rng, const gopt_synth_opts *opts, const
         zoo_builder b;
         gopt_status st = zoo_begin(&b, name, KIND_NAMES[kind], optim, err);
         if (st != GOPT_OK) return st;
+        b.clip = opts && opts->clip_grad_norm;
         synth s = {&b, rng, (int32_t)budget};
         BUILD[kind](&s);
         gopt_graph *g = NULL;

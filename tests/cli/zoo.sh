@@ -86,7 +86,7 @@ expect_rc 2 "$GOPT" graph gen gnmt --optimizer lamb -o "$T/x.graphml.gz"
 expect_rc 2 "$GOPT" graph gen gnmt --optimizer rmsprop -o "$T/x.graphml.gz"
 grep -q "not one of sgd, momentum, adam, adamw" "$T/err" || fail "no message for an optimizer gen does not build"
 expect_rc 2 "$GOPT" graph gen gnmt --clip-grad-norm 0 -o "$T/x.graphml.gz"
-expect_rc 2 "$GOPT" graph gen synthetic --count 2 --clip-grad-norm 1 -o "$T/s5"
+expect_rc 2 "$GOPT" graph gen synthetic --count 2 --layers 3 --clip-grad-norm 1 -o "$T/s5"
 expect_rc 2 "$GOPT" graph gen gnmt -o "$T/x.txt"
 expect_rc 2 "$GOPT" graph gen gnmt
 expect_rc 2 "$GOPT" graph gen synthetic -o "$T/s5"
