@@ -138,7 +138,8 @@ gopt_status gopt_bl_combo_decide(const gopt_bl_registry *r, const gopt_bl_combo 
  * with that placement part at that seed takes it instead of placing again. Only the first attempt
  * (the problem's memory budget) and only a combination with its own stream (p->rng NULL, or a
  * seeded one) use it; the decisions are those of gopt_bl_combo_decide. memo starts zeroed and is
- * released with gopt_bl_place_memo_free; one thread at a time. step, when not NULL, receives the
+ * released with gopt_bl_place_memo_free; one thread at a time. It keeps the last fusion part's
+ * answer too, for the same fusion method on the same placement. step, when not NULL, receives the
  * evaluator's step time of the decisions returned when the run already judged exactly them (the
  * out-of-memory check of its last attempt found them fitting, and no joint part followed), else
  * NAN: a caller that simulates every answer (the hint table) need not simulate it again. */
@@ -150,6 +151,13 @@ typedef struct {
     gopt_error err;
     gopt_decisions d; /* the decisions after the placement part */
     gopt_rng rng;     /* the combination's stream after it */
+    /* the last fusion part run: its method, problem, and the devices and groups it read (fd.device,
+     * fd.group) and wrote (fgroup). A fusion pass reads neither priorities nor the stream, so a
+     * later combination with the same placement (the row's cp and fifo twins) takes its groups. */
+    const gopt_bl_method *fuse;
+    const gopt_bl_problem *fuse_p;
+    gopt_decisions fd;
+    int32_t *fgroup;
 } gopt_bl_place_memo;
 gopt_status gopt_bl_combo_decide_memo(const gopt_bl_registry *r, const gopt_bl_combo *c, const gopt_bl_problem *p,
                                       gopt_bl_place_memo *memo, gopt_decisions *d, double *step,

@@ -138,7 +138,38 @@ gopt_status gopt_bl_combo_parse(const gopt_bl_registry *r, const char *spec, gop
 
 void gopt_bl_place_memo_free(gopt_bl_place_memo *m) {
     gopt_decisions_destroy(&m->d);
+    gopt_decisions_destroy(&m->fd);
+    free(m->fgroup);
     memset(m, 0, sizeof *m);
+}
+
+/* The fusion part m on d: from memo when it ran m on the same problem, devices and groups. */
+static gopt_status fuse_memo(const gopt_bl_method *m, const gopt_bl_problem *q, const gopt_bl_problem *p,
+                             gopt_bl_place_memo *memo, gopt_decisions *d, gopt_error *err) {
+    if (!memo) return m->decide(q, d, err);
+    const size_t bytes = sizeof(int32_t) * (size_t)d->n;
+    if (memo->fuse == m && memo->fuse_p == p && memo->fd.n == d->n && !memcmp(memo->fd.device, d->device, bytes) &&
+        !memcmp(memo->fd.group, d->group, bytes)) {
+        memcpy(d->group, memo->fgroup, bytes);
+        return GOPT_OK;
+    }
+    memo->fuse = NULL;
+    if (memo->fd.n != d->n) {
+        gopt_decisions_destroy(&memo->fd);
+        free(memo->fgroup);
+        memo->fgroup = NULL;
+        if (gopt_decisions_init(&memo->fd, d->n, NULL) || !(memo->fgroup = malloc(bytes ? bytes : 1))) {
+            gopt_decisions_destroy(&memo->fd);
+            return m->decide(q, d, err); /* no room to remember: run it */
+        }
+    }
+    gopt_decisions_copy(&memo->fd, d);
+    gopt_status st = m->decide(q, d, err);
+    if (st) return st;
+    memcpy(memo->fgroup, d->group, bytes);
+    memo->fuse = m;
+    memo->fuse_p = p;
+    return GOPT_OK;
 }
 
 /* The placement part m at the first attempt on q (whose stream is the combination's own, `own`):
@@ -214,6 +245,7 @@ gopt_status gopt_bl_combo_decide_memo(const gopt_bl_registry *r, const gopt_bl_c
             if (!m) m = gopt_bl_registry_find(r, DEFAULTS[k]);
             if (!m) continue;
             st = attempt == 0 && k == GOPT_BL_PLACEMENT ? place_first(m, &q, q.rng == &local, memo, d, err)
+                 : k == GOPT_BL_FUSION                  ? fuse_memo(m, &q, p, memo, d, err)
                                                         : m->decide(&q, d, err);
             if (st) {
                 if (nparts > 1) gopt_error_prefix(err, "%s", m->name); /* one part: the caller names the method */

@@ -915,6 +915,9 @@ static void test_combo_memo(void **state) {
             combo_pair(&x, &x.pb, spec, &memo, GOPT_OK);
             assert_true(memo.valid && memo.st == GOPT_OK && memo.seed == 1);
             assert_string_equal(memo.place->name, placers[i]); /* another placer replaces it */
+            /* the fusion part kept, for the fifo twin on the same placement (same groups checked above) */
+            assert_non_null(memo.fuse);
+            assert_string_equal(memo.fuse->name, strrchr(rest[k], '+') + 1);
         }
     /* a draw at another seed is not the memo's: METIS at seed 1 kept, then @s3 and @s4 each theirs */
     combo_pair(&x, &x.pb, "metis+cp+xla", &memo, GOPT_OK);
