@@ -56,6 +56,7 @@
 #include <string.h>
 
 #include "gopt_trainer.h"
+#include "trainer_internal.h" /* tr_actions_to_decisions: a candidate's variants share its critical path */
 
 const char *gopt_trainer_default_checkpoint(void) {
     const char *e = getenv("GOPT_CHECKPOINT");
@@ -164,6 +165,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
     int style[GOPT_GO_MAX_STYLES], nstyle = 0, cond = -1; /* cond: the table entry the hints read as the best
                                                               (-1: the true hints) */
     gopt_decisions rbest = {0}, first = {0}; /* first: pass 0's first round's best */
+    tr_cp_cache cpc = {0}; /* the priorities of the last placement ranked: a candidate's passes share them */
     go_variants jv;
     memset(&jv, 0, sizeof jv);
     gopt_bl_forks forks; /* the candidates' judging threads, made once */
@@ -273,8 +275,8 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
                     if (ties != GOPT_GO_TIES_BEST && topo != (ties == GOPT_GO_TIES_TOPO)) continue;
                     if (!(tasks & GOPT_TASK_BIT(GOPT_TASK_FUSE)) ? pi > 0 : !pass_wanted(fpass, pi, merge, nh > 0))
                         continue; /* no fusion learned: every pass gives the same decisions */
-                    if ((st = gopt_trainer_actions_to_decisions_within(fz, tasks, merge, pi == 2 ? hgroup : NULL,
-                                                                       topo ? NULL : p, &a, &jv.d[nv], group, err)))
+                    if ((st = tr_actions_to_decisions(fz, tasks, merge, pi == 2 ? hgroup : NULL, topo ? NULL : p, &cpc,
+                                                      &a, &jv.d[nv], group, err)))
                         goto out;
                     nv++;
                 }
@@ -313,6 +315,7 @@ gopt_status gopt_go_decide(const gopt_go_options *o, const gopt_bl_problem *p, g
         }
     }
 out:
+    tr_cp_cache_free(&cpc);
     gopt_go_hint_table_free(&tab);
     for (int v = 0; v < GO_VARIANTS; v++) gopt_decisions_destroy(&jv.d[v]);
     gopt_bl_forks_free(&forks);
