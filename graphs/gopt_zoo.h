@@ -41,6 +41,11 @@ typedef struct {
  * (GOPT_EINVAL) before anything is allocated. */
 #define GOPT_ZOO_MAX_NODES 2000000
 
+/* An optimizer's name ("default", "sgd", "momentum", "adam", "rmsprop", "adamw"), NULL out of
+ * range; and the optimizer a name other than "default" names, -1 for none. */
+const char *gopt_optimizer_name(gopt_optimizer o);
+int gopt_optimizer_parse(const char *name);
+
 /* Number of families and the name of family i (0 <= i < count), NULL past the end. */
 int gopt_zoo_family_count(void);
 const char *gopt_zoo_family_name(int i);

@@ -331,6 +331,14 @@ static void test_adamw_and_clipping(void **state) {
     assert_true(flops_c[GOPT_PHASE_OPT] > flops_a[GOPT_PHASE_OPT]);
     gopt_graph_free(c);
     gopt_graph_free(adam);
+    /* the names the command line reads */
+    for (int k = GOPT_OPTIM_SGD; k <= GOPT_OPTIM_ADAMW; k++)
+        assert_int_equal(gopt_optimizer_parse(gopt_optimizer_name((gopt_optimizer)k)), k);
+    assert_string_equal(gopt_optimizer_name(GOPT_OPTIM_ADAMW), "adamw");
+    assert_null(gopt_optimizer_name((gopt_optimizer)9));
+    assert_int_equal(gopt_optimizer_parse("default"), -1);
+    assert_int_equal(gopt_optimizer_parse("lamb"), -1);
+    assert_int_equal(gopt_optimizer_parse(NULL), -1);
     /* RMSProp is the ONNX import's alone */
     expect_einval((gopt_zoo_spec){.family = "gnmt", .optimizer = GOPT_OPTIM_RMSPROP}, "optimizer 4");
 

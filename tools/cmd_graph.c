@@ -180,7 +180,6 @@ static int graph_dot(int argc, char **argv) {
 }
 
 static int graph_import(int argc, char **argv) {
-    static const char *const OPTIM[] = {"default", "sgd", "momentum", "adam", "rmsprop", "adamw"};
     const char *model = NULL, *out = NULL, *optim = NULL, *unknown = NULL;
     long batch = 0;
     double clip = 0;
@@ -201,9 +200,8 @@ static int graph_import(int argc, char **argv) {
     if (!((n > 8 && strcmp(out + n - 8, ".graphml") == 0) || (n > 11 && strcmp(out + n - 11, ".graphml.gz") == 0)))
         return cli_usage_error(a.verb, "-o '%s' must end in .graphml or .graphml.gz", out);
     if (optim) {
-        int k = GOPT_OPTIM_SGD;
-        while (k <= GOPT_OPTIM_ADAMW && strcmp(optim, OPTIM[k]) != 0) k++;
-        if (k > GOPT_OPTIM_ADAMW)
+        int k = gopt_optimizer_parse(optim);
+        if (k < 0)
             return cli_usage_error(a.verb, "option --optimizer: '%s' is not one of sgd, momentum, adam, adamw, rmsprop",
                                    optim);
         if (o.forward_only) return cli_usage_error(a.verb, "--optimizer and --forward-only exclude each other");

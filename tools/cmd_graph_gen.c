@@ -20,8 +20,6 @@
 #include "cli.h"
 #include "gopt_zoo.h"
 
-static const char *const OPTIM_NAMES[] = {"default", "sgd", "momentum", "adam", "rmsprop", "adamw"};
-
 static int ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
     return n > k && strcmp(s + n - k, suffix) == 0;
@@ -40,7 +38,7 @@ static int gen_list(void) {
         gopt_zoo_spec in = {.family = gopt_zoo_family_name(i)}, s;
         gopt_error err = {0};
         if (gopt_zoo_resolve(&in, &s, &err) != GOPT_OK) return cli_report(&err);
-        printf("%-16s %7d %6d %6d  %s\n", s.family, s.layers, s.batch, s.seq, OPTIM_NAMES[s.optimizer]);
+        printf("%-16s %7d %6d %6d  %s\n", s.family, s.layers, s.batch, s.seq, gopt_optimizer_name(s.optimizer));
     }
     printf("%-16s (see --count, --seed, --kind, --nodes)\n", "synthetic");
     return 0;
@@ -149,9 +147,8 @@ int graph_gen(int argc, char **argv) {
     gopt_zoo_spec spec = {.family = family, .layers = (int)layers, .batch = (int)batch, .seq = (int)seq,
                           .clip_grad_norm = clip > 0};
     if (optim) {
-        int k = 1;
-        while (k <= GOPT_OPTIM_ADAMW && (k == GOPT_OPTIM_RMSPROP || strcmp(optim, OPTIM_NAMES[k]) != 0)) k++;
-        if (k > GOPT_OPTIM_ADAMW)
+        int k = gopt_optimizer_parse(optim);
+        if (k < 0 || k == GOPT_OPTIM_RMSPROP) /* the ONNX import's alone */
             return cli_usage_error(a.verb, "option --optimizer: '%s' is not one of sgd, momentum, adam, adamw", optim);
         spec.optimizer = (gopt_optimizer)k;
     }

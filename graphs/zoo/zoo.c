@@ -33,6 +33,18 @@ static const zoo_family FAMILIES[] = {
 int gopt_zoo_family_count(void) { return NFAMILIES; }
 const char *gopt_zoo_family_name(int i) { return i >= 0 && i < NFAMILIES ? FAMILIES[i].name : NULL; }
 
+static const char *const OPTIM_NAMES[] = {"default", "sgd", "momentum", "adam", "rmsprop", "adamw"};
+
+const char *gopt_optimizer_name(gopt_optimizer o) {
+    return o >= GOPT_OPTIM_DEFAULT && o <= GOPT_OPTIM_ADAMW ? OPTIM_NAMES[o] : NULL;
+}
+
+int gopt_optimizer_parse(const char *name) {
+    for (int k = GOPT_OPTIM_SGD; name && k <= GOPT_OPTIM_ADAMW; k++)
+        if (strcmp(name, OPTIM_NAMES[k]) == 0) return k;
+    return -1;
+}
+
 static const zoo_family *find_family(const char *name) {
     for (int i = 0; name && i < NFAMILIES; i++)
         if (strcmp(FAMILIES[i].name, name) == 0) return &FAMILIES[i];
